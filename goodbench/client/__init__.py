@@ -1,0 +1,1 @@
+"""Streaming client for OpenAI-compatible endpoints."""

@@ -1,0 +1,203 @@
+"""aiohttp client: RequestSpec -> RequestRecord. Never raises on server faults; every fault becomes
+a record with a status. Timestamps are taken once per socket read, on the shared monotonic clock."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from array import array
+from dataclasses import dataclass
+
+import aiohttp
+
+from ..records import RequestRecord, RequestSpec
+from .sse import SSEParser, classify
+
+ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+ERROR_BODY_LIMIT = 500
+
+
+@dataclass
+class ClientConfig:
+    base_url: str
+    endpoint: str = "/v1/completions"
+    model: str = "default"
+    api_key: str | None = None  # never written anywhere
+    ignore_eos: bool = True
+    min_tokens: bool = False
+    timeout_s: float = 600.0  # whole request
+    idle_timeout_s: float = 60.0  # between two reads of one stream
+    extra_body: dict | None = None
+
+    @property
+    def is_chat(self) -> bool:
+        return "chat" in self.endpoint
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + self.endpoint
+
+
+def resolve_endpoint(endpoint: str | None, workload_endpoint: str) -> str:
+    if not endpoint:
+        return ENDPOINTS[workload_endpoint]
+    if endpoint in ENDPOINTS:
+        return ENDPOINTS[endpoint]
+    return endpoint if endpoint.startswith("/") else "/" + endpoint
+
+
+def api_key_from_env(var: str | None) -> str | None:
+    return os.environ.get(var or "OPENAI_API_KEY") or None
+
+
+class Client:
+    """One shared session and connection pool for a whole run."""
+
+    def __init__(self, cfg: ClientConfig, t0: float, tok=None, clock=time.monotonic):
+        self.cfg = cfg
+        self.t0 = t0
+        self.tok = tok
+        self.clock = clock
+        self.session: aiohttp.ClientSession | None = None
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if cfg.api_key:
+            headers["Authorization"] = f"Bearer {cfg.api_key}"
+        self._headers = headers
+
+    async def __aenter__(self):
+        conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=False)
+        self.session = aiohttp.ClientSession(
+            connector=conn, headers=self._headers, cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False, read_bufsize=1 << 18,
+            timeout=aiohttp.ClientTimeout(total=self.cfg.timeout_s, sock_connect=10,
+                                          sock_read=self.cfg.idle_timeout_s))
+        return self
+
+    async def __aexit__(self, *exc):
+        if self.session is not None:
+            await self.session.close()
+
+    async def prewarm(self, n: int) -> None:
+        """Open n keep-alive connections before the clock starts, so TTFT excludes TCP setup."""
+        if n <= 0:
+            return
+        url = self.cfg.base_url.rstrip("/") + "/v1/models"
+
+        async def one():
+            try:
+                async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as r:
+                    await r.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                pass
+
+        await asyncio.gather(*(one() for _ in range(n)))
+
+    def payload(self, spec: RequestSpec) -> dict:
+        cfg = self.cfg
+        body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True},
+                      "temperature": 0.0}
+        if cfg.is_chat:
+            prompt = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
+            body["messages"] = prompt
+            body["max_completion_tokens"] = spec.max_tokens
+        else:
+            prompt = spec.prompt
+            if isinstance(prompt, list):
+                prompt = "\n".join(str(m.get("content", "")) for m in prompt)
+            body["prompt"] = prompt
+            body["max_tokens"] = spec.max_tokens
+        if cfg.ignore_eos:
+            body["ignore_eos"] = True
+        if cfg.min_tokens:
+            body["min_tokens"] = spec.max_tokens
+        if cfg.extra_body:
+            body.update(cfg.extra_body)
+        return body
+
+    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None) -> RequestRecord:
+        clock, t0 = self.clock, self.t0
+        times = array("d")
+        toks = array("i")
+        texts: list[str] = []
+        usage_ct = prompt_srv = None
+        last_ct = 0
+        status, http_status, error, done = "ok", None, None, False
+        body = self.payload(spec)
+        sent_at = clock() - t0
+        if sent_cb is not None:
+            sent_cb()
+        try:
+            async with self.session.post(self.cfg.url, json=body) as resp:
+                http_status = resp.status
+                if resp.status >= 400:
+                    raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
+                    status = "http_error"
+                    error = f"HTTP {resp.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}"
+                else:
+                    parser = SSEParser()
+                    feed = parser.feed
+                    content = resp.content
+                    while True:
+                        data = await content.readany()
+                        t = clock() - t0
+                        events = feed(data) if data else parser.close()
+                        for ev in events:
+                            c = classify(ev)
+                            kind = c.kind
+                            if kind == "content":
+                                times.append(t)
+                                texts.append(c.text)
+                                if c.completion_tokens is not None:
+                                    toks.append(max(1, c.completion_tokens - last_ct))
+                                    last_ct = c.completion_tokens
+                                else:
+                                    toks.append(0)  # unknown: filled in below
+                            elif kind == "done":
+                                done = True
+                            elif kind == "error" or kind == "bad":
+                                status, error = "bad_stream", c.error
+                            if c.completion_tokens is not None:
+                                usage_ct = c.completion_tokens
+                            if c.prompt_tokens is not None:
+                                prompt_srv = c.prompt_tokens
+                        if not data or done or status != "ok":
+                            break
+                    if status == "ok" and not done:
+                        status, error = "bad_stream", "stream ended without [DONE]"
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled before completion"
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:
+            elapsed = clock() - t0 - sent_at
+            which = "total" if elapsed >= self.cfg.timeout_s * 0.99 else "idle"
+            status, error = "timeout", f"{which} timeout after {elapsed:.1f}s ({type(e).__name__})"
+        except aiohttp.ClientConnectorError as e:
+            status, error = "disconnected", f"cannot connect to {self.cfg.base_url}: {e.os_error or e}"
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError,
+                ConnectionResetError) as e:
+            status, error = "disconnected", f"connection lost: {type(e).__name__}: {str(e)[:200]}"
+        except aiohttp.ClientError as e:
+            status, error = "disconnected", f"{type(e).__name__}: {str(e)[:200]}"
+        finished_at = clock() - t0
+        return self._record(spec, scheduled_at, sent_at, finished_at, times, toks, texts, usage_ct,
+                            prompt_srv, status, http_status, error)
+
+    def _record(self, spec, scheduled_at, sent_at, finished_at, times, toks, texts, usage_ct, prompt_srv,
+                status, http_status, error) -> RequestRecord:
+        n = len(times)
+        if n and min(toks) == 0:  # no per-chunk usage: one token per chunk unless usage says more
+            toks = array("i", [1] * n)
+        if usage_ct is not None:
+            out, source = int(usage_ct), "usage"
+        elif self.tok is not None and texts:
+            out, source = self.tok.count("".join(texts)), "tokenizer"
+        else:
+            out, source = n, "chunks"
+        return RequestRecord(
+            id=spec.id, cls=spec.cls, scheduled_at=scheduled_at, sent_at=sent_at,
+            first_token_at=times[0] if n else None,
+            finished_at=finished_at,
+            chunk_times=tuple(times), chunk_tokens=tuple(toks), output_tokens=out,
+            output_tokens_source=source, prompt_tokens=spec.prompt_tokens,
+            prompt_tokens_server=prompt_srv, status=status, http_status=http_status, error=error,
+            warmup=spec.warmup)

@@ -1,0 +1,108 @@
+"""Incremental server-sent-events parser and OpenAI chunk classifier. Pure; no I/O.
+
+Correct for events split across reads, several events per read, CRLF and lone CR line ends,
+comments/keep-alives, multi-line `data:`, and arbitrarily large events (no line-length cap)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+_loads = json.loads
+
+
+class SSEParser:
+    __slots__ = ("_pending", "_data", "_cr")
+
+    def __init__(self):
+        self._pending: list[bytes] = []  # pieces of the current, unfinished line
+        self._data: list[bytes] = []  # data lines of the current event
+        self._cr = False  # the previous read ended in CR: a following LF belongs to it
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Returns the data payloads of every event completed by this chunk."""
+        if self._cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        self._cr = chunk[-1:] == b"\r"
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in chunk:
+            if chunk:
+                self._pending.append(chunk)
+            return []
+        lines = chunk.split(b"\n")
+        if self._pending:
+            self._pending.append(lines[0])
+            lines[0] = b"".join(self._pending)
+            self._pending = []
+        tail = lines.pop()
+        if tail:
+            self._pending.append(tail)
+        out: list[bytes] = []
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    out.append(data[0] if len(data) == 1 else b"\n".join(data))
+                    data = self._data = []
+            elif line[0] == 58:  # ':' comment / keep-alive
+                continue
+            elif line[:5] == b"data:":
+                v = line[5:]
+                data.append(v[1:] if v[:1] == b" " else v)
+            # event:, id:, retry: and unknown fields carry nothing goodbench needs
+        return out
+
+    def close(self) -> list[bytes]:
+        """End of stream: an event not followed by a blank line is still dispatched."""
+        if self._pending:
+            self.feed(b"\n")
+        if self._data:
+            ev = b"\n".join(self._data)
+            self._data = []
+            return [ev]
+        return []
+
+
+@dataclass
+class Chunk:
+    """What one OpenAI stream event says. kind: content | meta | done | error | bad."""
+
+    kind: str
+    text: str = ""
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    error: str | None = None
+
+
+DONE = Chunk("done")
+
+
+def classify(payload: bytes) -> Chunk:
+    """Classify one event's data. Content = any non-empty text, chat delta content or reasoning."""
+    if payload == b"[DONE]":
+        return DONE
+    try:
+        obj = _loads(payload)
+    except ValueError as e:
+        return Chunk("bad", error=f"malformed JSON in stream: {str(e)[:80]}: {payload[:120]!r}")
+    if not isinstance(obj, dict):
+        return Chunk("bad", error=f"unexpected event payload: {payload[:120]!r}")
+    if "error" in obj and obj.get("error"):
+        err = obj["error"]
+        msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+        return Chunk("error", error=f"server error in stream: {msg[:300]}")
+    text = ""
+    choices = obj.get("choices")
+    if choices:
+        c0 = choices[0]
+        delta = c0.get("delta")
+        if delta is not None:
+            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+        else:
+            text = c0.get("text") or ""
+    usage = obj.get("usage")
+    ct = pt = None
+    if usage:
+        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    return Chunk("content" if text else "meta", text, ct, pt)

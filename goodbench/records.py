@@ -1,0 +1,132 @@
+"""Record types passed between stages, and SLO parsing. Stdlib only: every layer may import this."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+STATUSES = ("ok", "http_error", "timeout", "disconnected", "bad_stream", "cancelled")
+TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
+SLO_KEYS = ("ttft", "tpot", "e2el", "max_itl")
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request to send. `prompt` is text (completions) or a list of chat messages."""
+
+    id: str
+    cls: str
+    prompt: Any
+    prompt_tokens: int
+    max_tokens: int
+    arrival_s: float | None = None  # set by generators that own their timing (hol); else arrivals
+    warmup: bool = False
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What happened to one request. Times are monotonic seconds since run start; derived numbers
+    (TTFT, ITL, ...) are not stored: metrics derives them so there is one definition."""
+
+    id: str
+    cls: str
+    scheduled_at: float
+    sent_at: float | None
+    first_token_at: float | None
+    finished_at: float | None
+    chunk_times: tuple[float, ...] = ()
+    chunk_tokens: tuple[int, ...] = ()
+    output_tokens: int = 0
+    output_tokens_source: str = "chunks"
+    prompt_tokens: int = 0
+    prompt_tokens_server: int | None = None
+    status: str = "ok"
+    http_status: int | None = None
+    error: str | None = None
+    warmup: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["chunk_times"] = [round(t, 7) for t in self.chunk_times]
+        d["chunk_tokens"] = list(self.chunk_tokens)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RequestRecord":
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["chunk_times"] = tuple(kw.get("chunk_times") or ())
+        kw["chunk_tokens"] = tuple(kw.get("chunk_tokens") or ())
+        return cls(**kw)
+
+
+@dataclass
+class RunMeta:
+    """Everything needed to interpret and reproduce a run. Never holds secrets."""
+
+    run_id: str
+    label: str = ""
+    target: dict = field(default_factory=dict)  # base_url, endpoint, model
+    engine: dict | None = None  # EngineConfig when the target is the reference engine
+    workload: dict = field(default_factory=dict)
+    workload_hash: str = ""
+    slo: dict | None = None
+    seed: int = 0
+    tokenizer: str = ""
+    mode: str = "open"  # open | closed | simulate
+    requested_rate: float | None = None
+    max_concurrency: int | None = None
+    goodbench_version: str = ""
+    started_wall: str = ""
+    host: str = ""
+    finished_wall: str | None = None
+    interrupted: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunMeta":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class RunResult:
+    meta: RunMeta
+    records: list[RequestRecord]
+
+
+class SLOError(ValueError):
+    pass
+
+
+def parse_slo(text: str | list[str] | None) -> dict[str, float] | None:
+    """Parse vLLM's --goodput syntax: "ttft:500 tpot:50" (ms). Also accepts commas and key=value."""
+    if text is None:
+        return None
+    parts = text if isinstance(text, list) else [text]
+    out: dict[str, float] = {}
+    for part in parts:
+        for item in part.replace(",", " ").split():
+            key, sep, val = item.replace("=", ":").partition(":")
+            key = key.strip().lower()
+            if key == "e2e":
+                key = "e2el"
+            if not sep or key not in SLO_KEYS:
+                raise SLOError(f"bad SLO clause {item!r}: expected KEY:MS with KEY one of {', '.join(SLO_KEYS)}")
+            try:
+                ms = float(val)
+            except ValueError:
+                raise SLOError(f"bad SLO clause {item!r}: {val!r} is not a number of milliseconds") from None
+            if not math.isfinite(ms) or ms <= 0:
+                raise SLOError(f"bad SLO clause {item!r}: threshold must be a positive number of ms")
+            out[key] = ms
+    return out or None
+
+
+def format_slo(slo: dict[str, float] | None) -> str:
+    if not slo:
+        return "none"
+    return " ".join(f"{k}:{v:g}" for k, v in slo.items())

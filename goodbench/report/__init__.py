@@ -1,0 +1,1 @@
+"""Rendering of results: console (rich), plots and HTML."""

