@@ -150,6 +150,7 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--run-id", help="name of the run directory (default: run-DATE-TIME-PID)")
     r.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
     r.add_argument("--quiet", action="store_true", help="no live progress")
+    r.add_argument("--no-pin", action="store_true", help="do not pin the auto-started engine to CPU 0")
 
 
 def _resolve_model(base_url: str, api_key: str | None) -> str:
@@ -184,8 +185,15 @@ def cmd_run(args) -> int:
     server = None
     base_url = args.base_url
     engine_meta = None
+    run_id = args.run_id or storemod.new_run_id()
+    st = storemod.RunStore(args.result_dir, run_id)
+    if os.path.exists(os.path.join(st.dir, "run.json")):
+        raise CLIError(f"{st.dir} already holds a run; choose another --run-id")
     if not base_url:
-        server, engine_meta = _start_engine(args, console)
+        import tempfile
+
+        log_path = os.path.join(tempfile.gettempdir(), f"goodbench-engine-{run_id}.log")
+        server, engine_meta = _start_engine(args, console, log_path)
         base_url = server.base_url
     try:
         why = asyncio.run(runner.check_reachable(base_url))
@@ -199,8 +207,6 @@ def cmd_run(args) -> int:
         cfg = ClientConfig(base_url=base_url, endpoint=resolve_endpoint(args.endpoint, spec.endpoint), model=model,
                            api_key=api_key, ignore_eos=spec.ignore_eos and not args.no_ignore_eos,
                            min_tokens=args.min_tokens, timeout_s=args.timeout, idle_timeout_s=args.idle_timeout)
-        run_id = args.run_id or storemod.new_run_id()
-        st = storemod.RunStore(args.result_dir, run_id)
         label = plan.arrival.label + ("" if not args.max_concurrency else f",maxconc={args.max_concurrency}")
         meta = RunMeta(run_id=run_id, label=label,
                        target={"base_url": base_url, "endpoint": cfg.endpoint, "model": model},
@@ -226,6 +232,11 @@ def cmd_run(args) -> int:
     finally:
         if server is not None:
             server.stop()
+            if os.path.isdir(st.dir):
+                import shutil
+
+                shutil.copyfile(server.log_path, os.path.join(st.dir, "engine.log"))
+            os.unlink(server.log_path)
 
 
 def _run_with_progress(console, quiet: bool, fn, prog, slo_given: bool):
@@ -239,11 +250,273 @@ def _run_with_progress(console, quiet: bool, fn, prog, slo_given: bool):
         return fn(lambda: live.update(progress_text(prog, slo_given), refresh=True))
 
 
-def _start_engine(args, console):
-    raise CLIError("no --base-url given (the reference engine is not available in this build)")
+ENGINE_FLAGS = ("gpu", "dtype", "kv_cache_dtype", "tensor_parallel_size", "max_num_batched_tokens", "max_num_seqs",
+                "enable_chunked_prefill", "long_prefill_token_threshold", "block_size", "gpu_memory_utilization",
+                "max_model_len", "scheduling_policy", "enable_prefix_caching", "scheduler", "num_gpu_blocks",
+                "step_overhead_ms")
+
+
+def add_engine_args(p: argparse.ArgumentParser, model_flags=("--model",)) -> None:
+    from .engine.config import POLICIES, SCHEDULERS
+    from .engine.hardware import GPUS
+
+    g = p.add_argument_group("reference engine (vLLM names and defaults)")
+    g.add_argument("--gpu", default="h100-sxm", help=f"GPU tier: {', '.join(GPUS)} (default h100-sxm)")
+    g.add_argument(*model_flags, dest="engine_model", default="llama-3.1-8b",
+                   help="model shape: see `goodbench engine models`, or a .toml file (default llama-3.1-8b)")
+    g.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"])
+    g.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "bf16", "fp8"])
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    g.add_argument("--max-num-batched-tokens", type=int, help="token budget per step, the chunk size "
+                   "(default 8192 on >= 70 GiB non-A100 GPUs, else 2048)")
+    g.add_argument("--max-num-seqs", type=int, help="max running requests (default 1024 / 256, as vLLM)")
+    g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    g.add_argument("--long-prefill-token-threshold", type=int, default=0)
+    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    g.add_argument("--max-model-len", type=int)
+    g.add_argument("--scheduling-policy", default="fcfs", choices=POLICIES)
+    g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
+    g.add_argument("--scheduler", default="vllm", choices=SCHEDULERS,
+                   help="vllm (v1), decode-first (Sarathi), prefill-first (v0/Orca) or static batching")
+    g.add_argument("--num-gpu-blocks", type=int, help="override the memory-derived KV-cache size")
+    g.add_argument("--step-overhead-ms", type=float, help="override the cost model's fixed per-step time")
+    g.add_argument("--fixed-step-ms", type=float, help="testing: every step takes exactly this long")
+
+
+def engine_config(args):
+    from .engine.config import EngineConfig
+
+    kw = {k: getattr(args, k) for k in ENGINE_FLAGS}
+    return EngineConfig(model=args.engine_model, **kw).resolved()
+
+
+def engine_argv(args) -> list[str]:
+    """The engine flags of `args`, as a `goodbench serve` command line."""
+    out = ["--model", args.engine_model]
+    for k in ENGINE_FLAGS + ("fixed_step_ms",):
+        v = getattr(args, k)
+        if v is None:
+            continue
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, bool):
+            out.append(flag if v else "--no-" + flag[2:])
+        else:
+            out += [flag, str(v)]
+    return out
+
+
+class EngineProcess:
+    """`goodbench serve` in a child process on a free loopback port, pinned to CPU 0 when the
+    machine has more than one core (the load generator keeps the others)."""
+
+    def __init__(self, argv: list[str], log_path: str, pin: bool = True):
+        import socket
+        import subprocess
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        cmd = [sys.executable, "-m", "goodbench", "serve", "--host", "127.0.0.1", "--port", str(self.port)] + argv
+        pin = pin and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if pin else None)
+        if pin:
+            others = set(range(os.cpu_count())) - {0}
+            os.sched_setaffinity(0, others)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        import time
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise CLIError(f"the reference engine exited with code {self.proc.returncode}: "
+                               f"{self.tail()}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise CLIError(f"the reference engine did not become healthy within {timeout:.0f}s: {self.tail()}")
+
+    def tail(self, n: int = 400) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode("utf-8", "replace").strip().replace("\n", " | ")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+
+
+def _start_engine(args, console, log_path: str):
+    cfg = engine_config(args)  # validate here: a bad flag is one clear line, not a dead child
+    proc = EngineProcess(engine_argv(args), log_path, pin=not args.no_pin)
+    with console.status(f"starting the reference engine ({cfg.model} on {cfg.gpu}) on {proc.base_url} ..."):
+        proc.wait_ready()
+    return proc, cfg.to_dict()
 
 
 def _maybe_gate(args, run_dir, spec, console) -> int:
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------- simulate
+def cmd_simulate(args) -> int:
+    import time
+
+    from . import __version__, runner, store as storemod, tokenizer as tokmod
+    from .engine.core import Engine
+    from .engine.costmodel import CostModel
+    from .engine.simulate import simulate
+    from .metrics import summarize
+    from .records import RunMeta
+    from .report.console import print_summary
+
+    console = _console()
+    spec = build_spec(args)
+    cfg = engine_config(args)
+    tok = tokmod.load(args.tokenizer)
+    with console.status("building workload..."):
+        plan = runner.build_plan(spec, tok)
+    run_id = args.run_id or storemod.new_run_id("sim")
+    st = storemod.RunStore(args.result_dir, run_id)
+    label = plan.arrival.label
+    meta = RunMeta(run_id=run_id, label=label, target={"base_url": "simulated", "endpoint": "", "model": cfg.model},
+                   engine={**cfg.to_dict(), "fixed_step_ms": args.fixed_step_ms}, workload=spec.to_dict(),
+                   workload_hash=spec.hash(), slo=spec.slo, seed=spec.seed, tokenizer=tok.name, mode="simulate",
+                   requested_rate=plan.arrival.mean_rate if not plan.closed else None,
+                   goodbench_version=__version__)
+    st.start(meta)
+    engine = Engine(cfg, CostModel.for_config(cfg, args.fixed_step_ms))
+    t = time.perf_counter()
+    with console.status(f"simulating {len(plan.requests)} requests on {cfg.model} / {cfg.gpu} ..."):
+        recs = simulate(engine, plan.requests, plan.offsets,
+                        trace_path=os.path.join(st.dir, "step_trace.jsonl") if args.step_trace else None,
+                        closed_users=plan.arrival.concurrency if plan.closed else 0,
+                        think_s=plan.arrival.think_time_s, duration_s=plan.duration_s)
+    wall = time.perf_counter() - t
+    st.append_many(recs)
+    result = storemod.load(st.dir)
+    summary = summarize(result, label=label)
+    summary["simulation"] = {"wall_s": wall, "steps": engine.stats.steps, "preemptions": engine.stats.preemptions,
+                             "speedup_vs_real_time": summary["duration_s"] / wall if wall > 0 else None}
+    st.finish(meta, summary)
+    print_summary(console, summary, meta.to_dict(), args.target_attainment, st.dir)
+    console.print(f"  simulated {summary['duration_s']:.1f} s in {wall:.2f} s wall "
+                  f"({summary['simulation']['speedup_vs_real_time'] or 0:,.0f}x real time), "
+                  f"{engine.stats.steps} steps, {engine.stats.preemptions} preemptions", style="dim")
+    return _maybe_gate(args, st.dir, spec, console)
+
+
+# ----------------------------------------------------------------------------------------- serve / engine
+def cmd_serve(args) -> int:
+    from . import tokenizer as tokmod
+    from .engine.costmodel import CostModel
+    from .engine.server import EngineServer, ServeOptions, parse_eos_dist, serve_forever
+    from .runner import install_uvloop
+
+    cfg = engine_config(args)
+    parse_eos_dist(args.eos_length_dist)
+    tok = tokmod.load(args.tokenizer)
+    install_uvloop()
+    opts = ServeOptions(host=args.host, port=args.port, served_model_name=args.served_model_name,
+                        api_key=args.api_key, step_trace=args.step_trace, eos_dist=args.eos_length_dist,
+                        seed=args.seed)
+
+    async def main_():
+        server = EngineServer(cfg, opts, tok, CostModel.for_config(cfg, args.fixed_step_ms))
+        _ = tok.words  # build the output vocabulary before accepting requests
+
+        def ready(site):
+            print(f"goodbench serve: {cfg.model} on {cfg.gpu} x{cfg.tensor_parallel_size} "
+                  f"(budget {cfg.max_num_batched_tokens} tokens, {cfg.max_num_seqs} seqs, "
+                  f"{cfg.num_gpu_blocks} KV blocks, chunked prefill {'on' if cfg.enable_chunked_prefill else 'off'}) "
+                  f"listening on http://{args.host}:{args.port}", flush=True)
+
+        await serve_forever(server, ready)
+
+    try:
+        asyncio.run(main_())
+    except OSError as e:
+        raise CLIError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    return EXIT_OK
+
+
+def cmd_engine_gpus(args) -> int:
+    from rich.table import Table
+
+    from .engine.hardware import GPUS
+
+    t = Table(title="GPU tiers (dense tensor-core figures)")
+    for c in ("gpu", "BF16 TFLOPS", "FP8 TFLOPS", "memory GiB", "bandwidth TB/s", "interconnect GB/s", "source"):
+        t.add_column(c, overflow="fold")
+    for g in GPUS.values():
+        t.add_row(g.name, f"{g.bf16_tflops:g}", "-" if g.fp8_tflops is None else f"{g.fp8_tflops:g}", f"{g.mem_gib:g}",
+                  f"{g.mem_bw_tbs:g}", f"{g.interconnect_gbs:g}{' NVLink' if g.nvlink else ''}", g.source)
+    _console().print(t)
+    return EXIT_OK
+
+
+def cmd_engine_models(args) -> int:
+    from rich.table import Table
+
+    from .engine.hardware import MODELS
+
+    t = Table(title="model shapes")
+    for c in ("model", "layers", "hidden", "heads", "kv heads", "head dim", "ffn", "vocab", "params (B)", "KV KiB/token"):
+        t.add_column(c, justify="right" if c != "model" else "left")
+    for m in MODELS.values():
+        t.add_row(m.name, str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads), str(m.head_dim), str(m.ffn),
+                  str(m.vocab), f"{m.params_total / 1e9:.2f}", f"{m.kv_bytes_per_token() / 1024:g}")
+    _console().print(t)
+    return EXIT_OK
+
+
+def cmd_engine_explain(args) -> int:
+    from .engine.costmodel import explain
+
+    cfg = engine_config(args)
+    prefill, decodes = [], []
+    try:
+        for p in args.prefill:
+            n, _, ctx = p.partition("@")
+            prefill.append((int(n), int(ctx or 0)))
+        for d in args.decode:
+            c, _, ctx = d.lower().partition("x")
+            decodes.append((int(c), int(ctx or 0)))
+    except ValueError:
+        raise CLIError("--prefill takes N or N@CTX; --decode takes COUNTxCTX, e.g. 32x1000") from None
+    if not prefill and not decodes:
+        raise CLIError("give at least one --prefill or --decode")
+    r = explain(cfg, prefill, decodes)
+    c = _console()
+    c.print(f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
+            f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests")
+    c.print(f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  (GEMM efficiency {r['eta_compute']:.0%}, "
+            f"weight-streaming floor {r['weight_floor_s'] * 1000:.2f} ms)")
+    for k, v in r["breakdown_s"].items():
+        c.print(f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}")
     return EXIT_OK
 
 
@@ -260,11 +533,55 @@ def make_parser() -> argparse.ArgumentParser:
                          "results/<run-id>/ with per-request records and summary.json.")
     add_workload_args(run)
     add_run_args(run)
+    add_engine_args(run, ("--engine-model",))
     run.set_defaults(fn=cmd_run)
+
+    sim = sub.add_parser("simulate", help="run a workload through the reference engine in virtual time",
+                         description="The reference engine in virtual time: same workloads, arrival flags and "
+                         "results directory as `goodbench run`, orders of magnitude faster than real time.")
+    add_workload_args(sim)
+    add_engine_args(sim)
+    sim.add_argument("--result-dir", default="results")
+    sim.add_argument("--run-id")
+    sim.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
+    sim.add_argument("--target-attainment", type=float, default=0.95)
+    sim.set_defaults(fn=cmd_simulate)
+
+    srv = sub.add_parser("serve", help="start the reference engine as an OpenAI-compatible server",
+                         description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "
+                         "step times come from the GPU/model cost model.")
+    add_engine_args(srv)
+    srv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--served-model-name", help="model name clients use (default: the --model shape name)")
+    srv.add_argument("--api-key", default=os.environ.get("GOODBENCH_API_KEY"),
+                     help="require this bearer token (default: $GOODBENCH_API_KEY; none = open)")
+    srv.add_argument("--step-trace", metavar="FILE", help="write one JSON line per engine step")
+    srv.add_argument("--eos-length-dist", help="without ignore_eos, cap outputs by uniform:MIN:MAX or "
+                     "lognormal:MEDIAN:SIGMA (default: always max_tokens)")
+    srv.add_argument("--tokenizer", help="tokenizer for prompt token counts (default: bundled Llama-3)")
+    srv.add_argument("--seed", type=int, default=0)
+    srv.set_defaults(fn=cmd_serve)
+
+    eng = sub.add_parser("engine", help="inspect the engine's GPU tiers, models and cost model")
+    esub = eng.add_subparsers(dest="engine_cmd", required=True, metavar="WHAT")
+    esub.add_parser("gpus", help="list GPU tiers with their datasheet figures").set_defaults(fn=cmd_engine_gpus)
+    esub.add_parser("models", help="list model shapes").set_defaults(fn=cmd_engine_models)
+    ex = esub.add_parser("explain", help="price one step and show its breakdown",
+                         description="e.g. goodbench engine explain --gpu h100-sxm --model llama-3.1-8b "
+                         "--prefill 4096 --decode 32x1000")
+    add_engine_args(ex)
+    ex.add_argument("--prefill", action="append", default=[], metavar="N[@CTX]",
+                    help="a prefill chunk of N new tokens after CTX computed ones (repeatable)")
+    ex.add_argument("--decode", action="append", default=[], metavar="COUNTxCTX",
+                    help="COUNT decoding requests at context CTX (repeatable)")
+    ex.set_defaults(fn=cmd_engine_explain)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .engine.config import ConfigError
+    from .engine.hardware import HardwareError
     from .records import SLOError
     from .store import StoreError
     from .tokenizer import TokenizerError

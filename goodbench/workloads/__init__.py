@@ -34,11 +34,11 @@ def _as_prompt(text: str, chat: bool):
 
 def _class_requests(c: ClassSpec, n: int, spec: WorkloadSpec, tok, rng_np, rng_py) -> list[tuple]:
     if c.source == "sharegpt":
-        from .sharegpt import load_raw, sample
+        from .sharegpt import load_raw, sample, source_key
 
-        recs, _report = load_raw(c.dataset)
+        recs, report = load_raw(c.dataset)
         fixed = c.output.value if c.output.dist == "constant" else None
-        rows = sample(recs, tok, n, spec.seed, fixed_output=fixed)
+        rows = sample(recs, tok, n, spec.seed, fixed_output=fixed, cache_key=source_key(report))
         if c.output.dist not in ("constant", "dataset"):
             outs = sample_lengths(c.output, n, rng_np)
             rows = [(p, pl, int(o)) for (p, pl, _), o in zip(rows, outs)]

@@ -99,27 +99,87 @@ def first_turns(rec: dict) -> tuple[str, str] | None:
     return pa, pb
 
 
+CHAR_CAP = 16_000  # count tokens on at most this many chars first: longer texts rarely pass the filters
+
+
+def _count(tok, texts: list[str], limit: int) -> list[int]:
+    """Exact token counts where they matter: a text cut at CHAR_CAP whose prefix already exceeds
+    `limit` is over the limit anyway; otherwise it is counted whole."""
+    capped = tok.count_batch([t[:CHAR_CAP] for t in texts])
+    redo = [i for i, (t, c) in enumerate(zip(texts, capped)) if len(t) > CHAR_CAP and c <= limit]
+    if redo:
+        for i, c in zip(redo, tok.count_batch([texts[i] for i in redo])):
+            capped[i] = c
+    return capped
+
+
+def cache_dir() -> str:
+    return os.environ.get("GOODBENCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "goodbench")
+
+
+def _cache_path(key: str) -> str:
+    import hashlib
+
+    return os.path.join(cache_dir(), "sharegpt-lengths-" + hashlib.sha1(key.encode()).hexdigest()[:20] + ".npy")
+
+
 def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = None,
-           max_prompt: int = 1024, max_total: int = 2048, min_len: int = 4) -> list[tuple[str, int, int]]:
+           max_prompt: int = 1024, max_total: int = 2048, min_len: int = 4,
+           cache_key: str | None = None) -> list[tuple[str, int, int]]:
     """vLLM's default ShareGPT sampling: shuffle, take the first two turns, drop prompt or output
     < 4 tokens, prompt > 1024 or prompt + output > 2048. Returns (prompt, prompt_len, output_len),
-    cycling through the kept pool if more are asked than the file holds."""
+    cycling through the kept pool if more are asked than the file holds. Token counts are computed
+    lazily, in shuffled order, and cached on disk per (file, tokenizer) when cache_key is given."""
+    import numpy as np
+
     pairs = [p for p in (first_turns(r) for r in recs) if p is not None]
-    random.Random(seed).shuffle(pairs)
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)
+    path = _cache_path(f"{cache_key}|{tok.name}|{len(pairs)}") if cache_key else None
+    counts = None
+    if path and os.path.exists(path):
+        try:
+            counts = np.load(path)
+            if counts.shape != (len(pairs), 2):
+                counts = None
+        except (OSError, ValueError):
+            counts = None
+    if counts is None:
+        counts = np.full((len(pairs), 2), -1, dtype=np.int32)
+    dirty = False
     kept: list[tuple[str, int, int]] = []
-    batch = 512
-    for start in range(0, len(pairs), batch):
-        chunk = pairs[start:start + batch]
-        plens = tok.count_batch([p for p, _ in chunk])
-        olens = tok.count_batch([c for _, c in chunk]) if fixed_output is None else [fixed_output] * len(chunk)
-        for (p, _), pl, ol in zip(chunk, plens, olens):
-            if pl < min_len or (fixed_output is None and ol < min_len):
+    batch = 1024
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        todo = [i for i in idx if counts[i, 0] < 0]
+        if todo:
+            counts[todo, 0] = _count(tok, [pairs[i][0] for i in todo], max_prompt)
+            counts[todo, 1] = _count(tok, [pairs[i][1] for i in todo], max_total)
+            dirty = True
+        for i in idx:
+            pl = int(counts[i, 0])
+            ol = fixed_output if fixed_output is not None else int(counts[i, 1])
+            if pl < min_len or ol < min_len or pl > max_prompt or pl + ol > max_total:
                 continue
-            if pl > max_prompt or pl + ol > max_total:
-                continue
-            kept.append((p, pl, ol))
-            if len(kept) >= n:
-                return kept
+            kept.append((pairs[i][0], pl, ol))
+        if len(kept) >= n:
+            break
+    if dirty and path:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = path + f".{os.getpid()}.tmp.npy"
+            np.save(tmp, counts)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache is an optimisation
     if not kept:
         raise DatasetError("no ShareGPT conversation passed the filters")
     return [kept[i % len(kept)] for i in range(n)]
+
+
+def source_key(report: LoadReport) -> str:
+    try:
+        st = os.stat(report.source)
+        return f"{os.path.realpath(report.source)}|{st.st_size}|{int(st.st_mtime)}"
+    except OSError:
+        return report.source

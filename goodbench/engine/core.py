@@ -1,0 +1,161 @@
+"""Engine: the scheduler, KV cache and cost model stepped together. No clock of its own: the caller
+(simulate: virtual time; server: real time) decides when a step's tokens are delivered."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .config import EngineConfig
+from .costmodel import CostModel
+from .kvcache import KVCache, Seq
+from .scheduler import Batch, Scheduler
+
+
+class RequestTooLong(ValueError):
+    pass
+
+
+@dataclass
+class StepResult:
+    duration: float
+    batch: Batch
+    emitted: list = field(default_factory=list)  # sequences that produced one token this step
+    finished: list = field(default_factory=list)
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    preemptions: int = 0
+    busy_s: float = 0.0
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig, cost: CostModel | None = None):
+        self.cfg = cfg if cfg.num_gpu_blocks is not None else cfg.resolved()
+        self.cost = cost or CostModel.for_config(self.cfg)
+        self.kv = KVCache(self.cfg.num_gpu_blocks, self.cfg.block_size, self.cfg.enable_prefix_caching)
+        self.sched = Scheduler(self.cfg, self.kv)
+        self.stats = EngineStats()
+
+    def check_fits(self, prompt_len: int, max_tokens: int) -> None:
+        if prompt_len < 1:
+            raise RequestTooLong("the prompt must have at least one token")
+        if prompt_len + max_tokens > self.cfg.max_model_len:
+            raise RequestTooLong(f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) = "
+                                 f"{prompt_len + max_tokens} exceeds max_model_len {self.cfg.max_model_len}")
+
+    def add(self, seq: Seq) -> None:
+        self.check_fits(seq.prompt_len, seq.max_tokens)
+        self.sched.add(seq)
+        self.stats.prompt_tokens += seq.prompt_len
+
+    def abort(self, seq: Seq) -> None:
+        self.sched.remove(seq)
+
+    @property
+    def has_work(self) -> bool:
+        sched = self.sched
+        if sched.waiting:
+            return True
+        if self.cfg.scheduler == "static":
+            return any(s.status == "running" for s in sched.running)
+        return bool(sched.running)
+
+    @property
+    def num_running(self) -> int:
+        return sum(1 for s in self.sched.running if s.status == "running")
+
+    def step(self) -> StepResult | None:
+        """Build and 'execute' one step. None when nothing can be scheduled."""
+        batch = self.sched.schedule()
+        self.stats.preemptions += len(batch.preempted)
+        if not batch.seqs and not batch.padding:
+            return None
+        dur = self.cost.batch_time(batch)
+        res = StepResult(dur, batch)
+        kv, sched = self.kv, self.sched
+        for seq in batch.seqs:
+            if kv.prefix_caching:
+                kv.commit_full_blocks(seq)
+            if seq.num_computed >= seq.num_tokens:
+                seq.num_output += 1
+                res.emitted.append(seq)
+                if seq.num_output >= seq.max_tokens:
+                    sched.finish(seq)
+                    res.finished.append(seq)
+        st = self.stats
+        st.steps += 1
+        st.generation_tokens += len(res.emitted)
+        st.busy_s += dur
+        return res
+
+    def decode_run(self, max_steps: int, horizon: float, now: float):
+        """Fast path for simulation: while every running sequence is decoding and nothing waits,
+        steps differ only in context length. Step time is linear in the summed context, so k steps
+        have closed-form end times and are taken at once. Returns (end times of the k steps,
+        finished seqs), or None when the fast path does not apply (then take a normal step)."""
+        sched, kv, cfg = self.sched, self.kv, self.cfg
+        if sched.waiting or cfg.scheduler in ("static", "prefill-first"):
+            return None
+        run = sched.running
+        r = len(run)
+        if r == 0 or r > cfg.max_num_batched_tokens:
+            return None
+        k = max_steps
+        ctx = r
+        for s in run:
+            c = s.num_computed
+            if c != s.prompt_len + s.num_output - 1:
+                return None  # still prefilling
+            ctx += c
+            left = s.max_tokens - s.num_output
+            if left < k:
+                k = left
+        if k < 2:
+            return None
+        cost = self.cost
+        d0 = cost.step_time(0, r, ctx, 0, 0, r)
+        delta = cost.step_time(0, r, ctx + r, 0, 0, r) - d0  # exact: linear in decode context
+        if horizon != math.inf:
+            # step s starts at now + s*d0 + delta*s*(s-1)/2; keep the steps that start before horizon
+            h = horizon - now
+            if delta > 1e-15:
+                b = d0 - delta / 2
+                root = (-b + math.sqrt(b * b + 2 * delta * h)) / delta
+            else:
+                root = h / d0
+            kh = max(1, math.ceil(root))
+            while kh > 1 and (kh - 1) * d0 + delta * (kh - 1) * (kh - 2) / 2 >= h:
+                kh -= 1
+            while kh * d0 + delta * kh * (kh - 1) / 2 < h:
+                kh += 1
+            k = min(k, kh)
+        bs = kv.block_size
+        while k >= 2:  # KV: the blocks for k more tokens each must be free, else take single steps
+            needs = [max(0, -(-(s.num_computed + k) // bs) - s.blocks) for s in run]
+            extra = sum(needs)
+            if extra <= kv.num_free:
+                break
+            k //= 2
+        if k < 2:
+            return None
+        kv._take(extra)
+        finished = []
+        for s, nb in zip(run, needs):
+            s.blocks += nb
+            s.num_computed += k
+            s.num_output += k
+            if s.num_output >= s.max_tokens:
+                finished.append(s)
+        for s in finished:
+            sched.finish(s)
+        ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
+        st = self.stats
+        st.steps += k
+        st.generation_tokens += k * r
+        st.busy_s += ends[-1] - now
+        return ends, finished

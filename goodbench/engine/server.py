@@ -1,0 +1,431 @@
+"""`goodbench serve`: the engine behind an OpenAI-compatible streaming HTTP server on the real clock.
+
+One engine loop task runs steps back to back: it builds a step, sleeps until the step's absolute
+planned end (start + cost-model duration), then hands each produced token to its stream. Handlers
+only wait for their stream's tokens and write them; nothing per step grows with the number of
+connected clients beyond writing their tokens. Step lateness (actual end - planned end) is measured
+and exported in /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from .config import EngineConfig
+from .core import Engine, RequestTooLong
+from .costmodel import CostModel
+from .kvcache import Seq, block_hashes
+from .promtext import ITER_BUCKETS, ITL_BUCKETS, LATENESS_BUCKETS, TTFT_BUCKETS, Histogram, scalar
+
+SPIN_S = 0.0015  # sleep to this much before a deadline, then spin: asyncio timers have ~1 ms granularity
+CATCH_UP_LIMIT_S = 0.05  # behind by more than this, restart the clock instead of compressing steps
+TOKENIZE_INLINE_CHARS = 4000  # longer prompts are tokenized in a thread
+
+
+def _err(status: int, message: str, typ: str = "BadRequestError", param: str | None = None) -> web.Response:
+    return web.json_response({"object": "error", "message": message, "type": typ, "param": param, "code": status},
+                             status=status)
+
+
+class Stream:
+    """Tokens for one request, handed from the engine loop to its handler."""
+
+    __slots__ = ("buf", "waiter", "done", "n", "arrived", "last", "fmt")
+
+    def __init__(self, arrived: float):
+        self.buf: list[bytes] = []
+        self.waiter: asyncio.Future | None = None
+        self.done = False
+        self.n = 0
+        self.arrived = arrived
+        self.last = 0.0
+        self.fmt: _Formatter | None = None
+
+    def push(self, data: bytes, done: bool = False) -> None:
+        self.buf.append(data)
+        if done:
+            self.done = True
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    served_model_name: str | None = None
+    api_key: str | None = None
+    step_trace: str | None = None
+    eos_dist: str | None = None  # without ignore_eos: "uniform:MIN:MAX" or "lognormal:MEDIAN:SIGMA"
+    seed: int = 0
+
+
+def parse_eos_dist(spec: str | None):
+    if not spec:
+        return None
+    parts = spec.split(":")
+    try:
+        if parts[0] == "uniform" and len(parts) == 3:
+            lo, hi = int(parts[1]), int(parts[2])
+            return lambda rng: rng.randint(lo, hi)
+        if parts[0] == "lognormal" and len(parts) == 3:
+            med, sig = float(parts[1]), float(parts[2])
+            return lambda rng: max(1, int(round(rng.lognormvariate(math.log(med), sig))))
+    except ValueError:
+        pass
+    raise ValueError(f"--eos-length-dist {spec!r}: use uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
+
+
+class EngineServer:
+    def __init__(self, cfg: EngineConfig, opts: ServeOptions, tok, cost: CostModel | None = None):
+        self.cfg = cfg.resolved() if cfg.num_gpu_blocks is None else cfg
+        self.engine = Engine(self.cfg, cost)
+        self.opts = opts
+        self.tok = tok
+        self.model_name = opts.served_model_name or self.cfg.model
+        self.labels = f'model_name="{self.model_name}"'
+        self.words = [json.dumps(" " + w).encode() for w in tok.words[:4096]]
+        self.eos = parse_eos_dist(opts.eos_dist)
+        self.rng = random.Random(opts.seed)
+        self.ids = itertools.count()
+        self.wake = asyncio.Event()
+        self.clock = time.monotonic
+        self.h_ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS)
+        self.h_itl = Histogram("vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS)
+        self.h_iter = Histogram("vllm:iteration_tokens_total", "Tokens per engine step.", ITER_BUCKETS)
+        self.h_late = Histogram("goodbench:step_lateness_seconds", "Actual minus planned step end.", LATENESS_BUCKETS)
+        self.lateness: list[float] = []  # recent window for quantiles
+        self.requests_total = 0
+        self._task: asyncio.Task | None = None
+        self._trace = open(opts.step_trace, "w", encoding="utf-8") if opts.step_trace else None
+        self.t0 = self.clock()
+
+    # ------------------------------------------------------------------ HTTP
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._auth])
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
+        app.on_startup.append(self._start)
+        app.on_shutdown.append(self._stop)
+        return app
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler):
+        key = self.opts.api_key
+        if key and request.path.startswith("/v1/"):
+            if request.headers.get("Authorization", "") != f"Bearer {key}":
+                return _err(401, "missing or invalid API key", "AuthenticationError")
+        return await handler(request)
+
+    async def _start(self, app):
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def _stop(self, app):
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for s in list(self.engine.sched.running) + self.engine.sched.waiting_seqs():
+            if s.payload is not None:
+                s.payload.push(b"", done=True)
+        if self._trace:
+            self._trace.close()
+            self._trace = None
+
+    async def health(self, request):
+        return web.Response(text="ok")
+
+    async def models(self, request):
+        return web.json_response({"object": "list", "data": [
+            {"id": self.model_name, "object": "model", "owned_by": "goodbench", "max_model_len": self.cfg.max_model_len}]})
+
+    async def completions(self, request):
+        return await self._generate(request, chat=False)
+
+    async def chat(self, request):
+        return await self._generate(request, chat=True)
+
+    async def _parse(self, request: web.Request, chat: bool):
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise _Bad("request body is not valid JSON")
+        if not isinstance(body, dict):
+            raise _Bad("request body must be a JSON object")
+        model = body.get("model")
+        if model not in (None, self.model_name, "default"):
+            raise _Bad(f"The model `{model}` does not exist.", "model")
+        if chat:
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                raise _Bad("'messages' must be a non-empty list", "messages")
+            text = "\n".join(str(m.get("content", "")) if isinstance(m, dict) else "" for m in msgs)
+            overhead = 4 * len(msgs) + 1  # role headers of a Llama-3-style chat template
+            mt = body.get("max_completion_tokens", body.get("max_tokens"))
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
+                text, overhead = None, 0
+            elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+                text, overhead = prompt[0], 0
+            elif isinstance(prompt, str) and prompt:
+                text, overhead = prompt, 0
+            else:
+                raise _Bad("'prompt' must be a non-empty string or list of token ids", "prompt")
+            mt = body.get("max_tokens", 16)
+        if text is None:
+            ids = body["prompt"]
+        elif len(text) > TOKENIZE_INLINE_CHARS:
+            ids = await asyncio.get_running_loop().run_in_executor(None, self.tok.encode, text)
+        else:
+            ids = self.tok.encode(text)
+        n_prompt = len(ids) + overhead
+        if n_prompt < 1:
+            raise _Bad("the prompt is empty", "prompt")
+        if mt is None:
+            mt = self.cfg.max_model_len - n_prompt
+        if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+            raise _Bad("max_tokens must be a positive integer", "max_tokens")
+        if not body.get("ignore_eos") and self.eos is not None:
+            mt = min(mt, self.eos(self.rng))
+        prio = body.get("priority", 0)
+        so = body.get("stream_options") or {}
+        return body, ids, n_prompt, mt, int(prio) if isinstance(prio, (int, float)) else 0, so
+
+    async def _generate(self, request: web.Request, chat: bool):
+        arrived = self.clock()
+        try:
+            body, ids, n_prompt, max_tokens, prio, so = await self._parse(request, chat)
+        except _Bad as e:
+            return _err(400, e.args[0], param=e.param)
+        rid = next(self.ids)
+        stream = Stream(arrived)
+        hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
+        seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=prio, hashes=hashes, payload=stream)
+        try:
+            self.engine.add(seq)
+        except RequestTooLong as e:
+            return _err(400, f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}",
+                        param="max_tokens")
+        self.requests_total += 1
+        self.wake.set()
+        cid = f"{'chatcmpl' if chat else 'cmpl'}-{rid}"
+        created = int(time.time())
+        fmt = stream.fmt = _Formatter(cid, created, self.model_name, chat, n_prompt,
+                         include_usage=bool(so.get("include_usage")),
+                         continuous=bool(so.get("continuous_usage_stats")), words=self.words, seed=rid)
+        try:
+            if body.get("stream"):
+                return await self._stream(request, seq, stream, fmt)
+            return await self._unary(seq, stream, fmt)
+        finally:
+            if seq.status not in ("finished", "aborted"):
+                self.engine.abort(seq)
+
+    async def _stream(self, request, seq: Seq, stream: Stream, fmt) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        if fmt.chat:
+            await resp.write(fmt.role_chunk())
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                if not stream.buf and not stream.done:
+                    stream.waiter = loop.create_future()
+                    await stream.waiter
+                    stream.waiter = None
+                if stream.buf:
+                    data = b"".join(stream.buf)
+                    stream.buf.clear()
+                    await resp.write(data)
+                if stream.done and not stream.buf:
+                    break
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.engine.abort(seq)  # the client went away: free its sequence
+            raise
+        return resp
+
+    async def _unary(self, seq: Seq, stream: Stream, fmt) -> web.Response:
+        loop = asyncio.get_running_loop()
+        while not stream.done:
+            stream.waiter = loop.create_future()
+            await stream.waiter
+        stream.buf.clear()
+        return web.json_response(fmt.full_response(seq.num_output))
+
+    # ------------------------------------------------------------------ engine loop
+    async def _loop(self) -> None:
+        eng, clock = self.engine, self.clock
+        next_start = None
+        while True:
+            if not eng.has_work:
+                self.wake.clear()
+                await self.wake.wait()
+                next_start = None
+                continue
+            now = clock()
+            start = now if next_start is None or now - next_start > CATCH_UP_LIMIT_S else max(next_start, 0.0)
+            res = eng.step()
+            if res is None:  # the head request can never be scheduled: fail it instead of spinning
+                s = eng.sched._peek()
+                eng.sched.remove(s)
+                if s.payload is not None:
+                    s.payload.push(b'data: {"error": {"message": "request does not fit the KV cache"}}\n\n',
+                                   done=True)
+                continue
+            planned = start + res.duration
+            d = planned - clock()
+            if d > SPIN_S:
+                await asyncio.sleep(d - SPIN_S)
+            while clock() < planned:
+                pass
+            end = clock()
+            late = end - planned
+            self.h_late.observe(max(late, 0.0))
+            self.lateness.append(late)
+            if len(self.lateness) > 4096:
+                del self.lateness[:2048]
+            self._deliver(res, end)
+            b = res.batch
+            self.h_iter.observe(b.num_tokens)
+            if self._trace is not None:
+                self._trace.write(json.dumps({
+                    "step": eng.stats.steps, "start": round(start - self.t0, 6), "duration": round(res.duration, 6),
+                    "prefill_tokens": b.prefill_tokens, "decode_tokens": b.decode_tokens, "batch_size": b.num_seqs,
+                    "kv_usage": round(eng.kv.usage, 4), "preemptions": len(b.preempted),
+                    "lateness": round(late, 6)}) + "\n")
+            next_start = planned
+
+    def _deliver(self, res, now: float) -> None:
+        finished = set(map(id, res.finished))
+        h_ttft, h_itl = self.h_ttft, self.h_itl
+        for seq in res.emitted:
+            st: Stream = seq.payload
+            if st is None:
+                continue
+            if st.n == 0:
+                h_ttft.observe(now - st.arrived)
+            else:
+                h_itl.observe(now - st.last)
+            st.n += 1
+            st.last = now
+            done = id(seq) in finished
+            st.push(st.fmt.token(st.n, done), done)
+
+    # ------------------------------------------------------------------ metrics
+    async def metrics(self, request):
+        eng = self.engine
+        L = self.labels
+        lines: list[str] = []
+        lines += scalar("vllm:num_requests_running", "gauge", "Requests in the running batch.", L, eng.num_running)
+        lines += scalar("vllm:num_requests_waiting", "gauge", "Requests waiting.", L, eng.sched.num_waiting())
+        lines += scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (1 = 100%).", L, round(eng.kv.usage, 6))
+        lines += scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", L, eng.stats.prompt_tokens)
+        lines += scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", L, eng.stats.generation_tokens)
+        lines += scalar("vllm:num_preemptions_total", "counter", "Preemptions.", L, eng.stats.preemptions)
+        lines += scalar("vllm:request_success_total", "counter", "Requests received.", L, self.requests_total)
+        for h in (self.h_ttft, self.h_itl, self.h_iter, self.h_late):
+            lines += h.render(L)
+        lat = sorted(self.lateness[-2048:])
+        for q in (0.5, 0.99):
+            v = lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0.0
+            lines += scalar(f"goodbench:step_lateness_p{int(q * 100)}_seconds", "gauge",
+                            f"Step lateness p{int(q * 100)} over the last {len(lat)} steps.", L, v)
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
+class _Bad(Exception):
+    def __init__(self, msg: str, param: str | None = None):
+        super().__init__(msg)
+        self.param = param
+
+
+class _Formatter:
+    """Pre-rendered SSE chunks: a token costs one bytes concatenation, no JSON encoding."""
+
+    __slots__ = ("chat", "n_prompt", "include_usage", "continuous", "words", "off", "pre", "mid", "fin", "head")
+
+    def __init__(self, cid, created, model, chat, n_prompt, include_usage, continuous, words, seed):
+        self.chat, self.n_prompt = chat, n_prompt
+        self.include_usage, self.continuous = include_usage, continuous
+        self.words, self.off = words, (seed * 7919) % len(words)
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        self.head = (f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model)},'
+                     f'"choices":').encode()
+        if chat:
+            self.pre = b'[{"index":0,"delta":{"content":'
+            self.mid = b'},"logprobs":null,"finish_reason":'
+        else:
+            self.pre = b'[{"index":0,"text":'
+            self.mid = b',"logprobs":null,"finish_reason":'
+
+    def word(self, i: int) -> bytes:
+        return self.words[(self.off + i) % len(self.words)]
+
+    def _usage(self, n: int) -> bytes:
+        return (f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},'
+                f'"total_tokens":{self.n_prompt + n}}}').encode()
+
+    def role_chunk(self) -> bytes:
+        return (b"data: " + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
+                b'"logprobs":null,"finish_reason":null}]}\n\n')
+
+    def token(self, n: int, done: bool) -> bytes:
+        chunk = b"data: " + self.head + self.pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + b"}]"
+        if self.continuous:
+            chunk += b',"usage":' + self._usage(n)
+        chunk += b"}\n\n"
+        if done:
+            if self.include_usage:
+                chunk += b"data: " + self.head + b'[],"usage":' + self._usage(n) + b"}\n\n"
+            chunk += b"data: [DONE]\n\n"
+        return chunk
+
+    def full_response(self, n: int) -> dict:
+        text = "".join(json.loads(self.word(i)) for i in range(1, n + 1))
+        head = json.loads(self.head + b"[]}")
+        head["object"] = "chat.completion" if self.chat else "text_completion"
+        if self.chat:
+            head["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text},
+                                "finish_reason": "length"}]
+        else:
+            head["choices"] = [{"index": 0, "text": text, "finish_reason": "length"}]
+        head["usage"] = json.loads(self._usage(n))
+        return head
+
+
+async def serve_forever(server: EngineServer, ready_cb=None) -> None:
+    """Run until SIGINT/SIGTERM; then stop accepting, end open streams and exit."""
+    import signal
+
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, server.opts.host, server.opts.port, backlog=4096, reuse_address=True)
+    await site.start()
+    if ready_cb:
+        ready_cb(site)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,143 @@
+"""The engine in virtual time: arrivals + Engine -> records, with no sockets and no sleeping.
+
+Every request is 'sent' at its scheduled offset (no client lag) and each token arrives at the end of
+the step that produced it, so the records mean exactly what a perfect client would have measured."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from array import array
+
+import numpy as np
+
+from ..records import RequestRecord, RequestSpec
+from .core import Engine, RequestTooLong
+from .kvcache import Seq
+
+CHARS_PER_TOKEN = 4  # text-approximate block boundaries for prefix caching (see text_block_hashes)
+
+
+def text_block_hashes(prompt, prompt_tokens: int, block_size: int) -> tuple:
+    """Prefix-cache keys without tokenizing: block j covers a fixed window of characters, so prompts
+    sharing a text prefix share their leading keys (hits are right to about one block; the server
+    uses exact token-id hashes)."""
+    text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)
+    w = block_size * CHARS_PER_TOKEN
+    out, h = [], 0
+    for j in range(prompt_tokens // block_size):
+        h = hash((h, text[j * w:(j + 1) * w], j))
+        out.append(h)
+    return tuple(out)
+
+
+def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | None,
+             trace_path: str | None = None, max_virtual_s: float | None = None, fast: bool = True,
+             closed_users: int = 0, think_s: float = 0.0, duration_s: float | None = None) -> list[RequestRecord]:
+    """Run the requests through the engine in virtual time.
+
+    Open loop: request k arrives at offsets[k]. Closed loop (closed_users > 0, offsets None): each
+    user sends its next request think_s after its previous one finished, until the requests (or
+    duration_s of virtual time) run out. fast=False takes every step singly (the decode fast path is
+    exact; tests compare the two)."""
+    n = len(requests)
+    times: list[array] = [array("d") for _ in range(n)]
+    sent = [math.nan] * n
+    bad: dict[int, str] = {}
+    seqs: list[Seq | None] = [None] * n
+    bs = engine.cfg.block_size
+    pc = engine.cfg.enable_prefix_caching
+    pending: list[tuple[float, int]] = []  # (arrival time, request index)
+    nxt = 0  # closed loop: next request to hand out
+    if closed_users:
+        for _ in range(min(closed_users, n)):
+            pending.append((0.0, nxt))
+            nxt += 1
+    else:
+        pending = [(float(offsets[k]), k) for k in range(n)]
+    heapq.heapify(pending)
+    trace = open(trace_path, "w", encoding="utf-8") if trace_path else None
+    now = 0.0
+
+    def on_finish(seq_list, t):
+        nonlocal nxt
+        if not closed_users:
+            return
+        for _ in seq_list:
+            if nxt < n and (duration_s is None or t + think_s < duration_s):
+                heapq.heappush(pending, (t + think_s, nxt))
+                nxt += 1
+
+    try:
+        while pending or engine.has_work:
+            while pending and pending[0][0] <= now:
+                t, k = heapq.heappop(pending)
+                r = requests[k]
+                sent[k] = t
+                s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t,
+                        hashes=text_block_hashes(r.prompt, r.prompt_tokens, bs) if pc else ())
+                try:
+                    engine.add(s)
+                    seqs[k] = s
+                except RequestTooLong as e:
+                    bad[k] = str(e)
+                    on_finish((k,), t)
+            if not engine.has_work:
+                if pending:
+                    now = max(now, pending[0][0])
+                continue
+            if max_virtual_s is not None and now > max_virtual_s:
+                break
+            horizon = pending[0][0] if pending else math.inf
+            if trace is None and fast:
+                run = engine.decode_run(4096, horizon, now)
+                if run is not None:
+                    ends, finished = run
+                    for s in engine.sched.running:  # finished ones have left running already
+                        times[s.id].extend(ends)
+                    for s in finished:
+                        times[s.id].extend(ends)
+                    now = ends[-1]
+                    on_finish(finished, now)
+                    continue
+            res = engine.step()
+            if res is None:  # nothing schedulable and nothing running: a request can never fit
+                s = engine.sched._peek()
+                engine.sched.remove(s)
+                bad[s.id] = "request needs more KV cache than the engine has"
+                on_finish((s,), now)
+                continue
+            start = now
+            now += res.duration
+            for s in res.emitted:
+                times[s.id].append(now)
+            on_finish(res.finished, now)
+            if trace is not None:
+                b = res.batch
+                trace.write(json.dumps({"step": engine.stats.steps, "start": round(start, 6),
+                                        "duration": round(res.duration, 6), "prefill_tokens": b.prefill_tokens,
+                                        "decode_tokens": b.decode_tokens, "batch_size": b.num_seqs,
+                                        "kv_usage": round(engine.kv.usage, 4), "preemptions": len(b.preempted),
+                                        "lateness": 0.0}) + "\n")
+    finally:
+        if trace is not None:
+            trace.close()
+    out = []
+    for k, r in enumerate(requests):
+        off = sent[k]
+        if math.isnan(off):
+            continue  # never sent (closed loop ran out of time)
+        if k in bad:
+            out.append(RequestRecord(r.id, r.cls, off, off, None, off, status="http_error", http_status=400,
+                                     error=bad[k], prompt_tokens=r.prompt_tokens, warmup=r.warmup))
+            continue
+        t = tuple(times[k])
+        done = seqs[k] is not None and seqs[k].status == "finished"
+        out.append(RequestRecord(
+            id=r.id, cls=r.cls, scheduled_at=off, sent_at=off, first_token_at=t[0] if t else None,
+            finished_at=t[-1] if t else off, chunk_times=t, chunk_tokens=(1,) * len(t),
+            output_tokens=len(t), output_tokens_source="usage", prompt_tokens=r.prompt_tokens,
+            prompt_tokens_server=r.prompt_tokens, status="ok" if done else "cancelled",
+            error=None if done else "simulation stopped before completion", warmup=r.warmup))
+    return out
