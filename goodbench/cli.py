@@ -21,7 +21,10 @@ class CLIError(Exception):
 def _console(quiet: bool = False):
     from rich.console import Console
 
-    return Console(stderr=False, quiet=quiet, highlight=False)
+    c = Console(quiet=quiet, highlight=False)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c = Console(quiet=quiet, highlight=False, width=120)  # logs and CI: do not wrap at 80
+    return c
 
 
 # ----------------------------------------------------------------------------------------- run/simulate
@@ -377,8 +380,116 @@ def _start_engine(args, console, log_path: str):
     return proc, cfg.to_dict()
 
 
+def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
+    g = p.add_argument_group("gate" + (" (with --gate)" if in_run else ""))
+    if in_run:
+        g.add_argument("--gate", action="store_true", help="judge the run afterwards; exit 1 if a clause fails "
+                       "(also on when the workload file has a [gate] table)")
+    g.add_argument("--min-attainment", type=float, help="SLO attainment needed (default 0.95)")
+    for q in ("p50", "p90", "p95", "p99"):
+        g.add_argument(f"--{q}", nargs="+", metavar="METRIC:MS", help=f"{q} ceilings, e.g. ttft:500 itl:100")
+    g.add_argument("--max-failed", type=float, help="largest fraction of failed requests, e.g. 0.01")
+    g.add_argument("--min-goodput", type=float, help="smallest goodput, req/s")
+    g.add_argument("--baseline", metavar="RUN_DIR", help="compare against this run")
+    g.add_argument("--max-regression", default=None, help="with --baseline: allowed regression, e.g. 5%% or 0.05")
+    g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
+    g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
+
+
+def _gate_spec(args, table: dict | None):
+    from .gate import METRIC_KEYS, GateSpec
+
+    try:
+        spec = GateSpec.from_table(table) if table else GateSpec()
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    pct = {k: dict(v) for k, v in spec.percentiles.items()}
+    for q in ("p50", "p90", "p95", "p99"):
+        for item in getattr(args, q) or []:
+            for part in item.replace(",", " ").split():
+                m, _, ms = part.partition(":")
+                if m not in METRIC_KEYS:
+                    raise CLIError(f"--{q} {part!r}: metric must be one of {', '.join(METRIC_KEYS)}")
+                try:
+                    pct.setdefault(q, {})[m] = float(ms)
+                except ValueError:
+                    raise CLIError(f"--{q} {part!r}: expected METRIC:MS") from None
+    reg = args.max_regression
+    if reg is not None:
+        try:
+            reg = float(reg[:-1]) / 100 if str(reg).endswith("%") else float(reg)
+        except ValueError:
+            raise CLIError(f"--max-regression {args.max_regression!r}: expected e.g. 5% or 0.05") from None
+    elif args.baseline:
+        reg = spec.max_regression if spec.max_regression is not None else 0.05
+    return GateSpec(min_attainment=args.min_attainment if args.min_attainment is not None else spec.min_attainment,
+                    percentiles=pct,
+                    max_failed=args.max_failed if args.max_failed is not None else spec.max_failed,
+                    min_goodput=args.min_goodput if args.min_goodput is not None else spec.min_goodput,
+                    max_regression=reg)
+
+
+def _load_summary(run_dir: str, slo: dict | None) -> dict:
+    from . import store as storemod
+    from .metrics import summarize
+
+    return summarize(storemod.load(run_dir), slo=slo)
+
+
+def judge(args, run_dir: str, slo: dict | None, table: dict | None, console) -> int:
+    from rich.text import Text
+
+    from .gate import evaluate, to_junit, to_markdown
+    from .store import StoreError
+
+    spec = _gate_spec(args, table)
+    try:
+        summary = _load_summary(run_dir, slo)
+        baseline = _load_summary(args.baseline, slo or summary.get("slo")) if args.baseline else None
+    except StoreError as e:
+        from .gate import GateResult
+
+        result = GateResult([], False, str(e))
+    else:
+        result = evaluate(summary, spec, baseline)
+    for c in result.clauses:
+        t = Text("✓ " if c.passed else "✗ ", style="bold green" if c.passed else "bold red")
+        t.append(f"{c.name}  {c.threshold}  observed {c.observed}")
+        console.print(t)
+    style = "bold green" if result.passed else ("bold yellow" if not result.judgeable else "bold red")
+    console.print(Text(result.verdict, style=style))
+    for path, text in ((args.junit, to_junit(result) if args.junit else ""),
+                       (args.markdown, to_markdown(result) if args.markdown else "")):
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+    return result.exit_code
+
+
 def _maybe_gate(args, run_dir, spec, console) -> int:
-    return EXIT_OK
+    if not (getattr(args, "gate", False) or spec.gate):
+        return EXIT_OK
+    console.rule("gate")
+    return judge(args, run_dir, spec.slo, spec.gate, console)
+
+
+def cmd_gate(args) -> int:
+    from .records import parse_slo
+
+    console = _console()
+    if not os.path.isdir(args.run_dir):
+        console.print(f"[bold yellow]CANNOT JUDGE: {args.run_dir} is not a directory[/]")
+        return EXIT_USAGE
+    slo = parse_slo(args.goodput) if args.goodput else None
+    if slo is None:
+        import json
+
+        try:
+            with open(os.path.join(args.run_dir, "run.json"), encoding="utf-8") as f:
+                slo = json.load(f).get("slo")
+        except (OSError, ValueError):
+            slo = None
+    return judge(args, args.run_dir, slo, None, console)
 
 
 # ----------------------------------------------------------------------------------------- simulate
@@ -534,6 +645,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_workload_args(run)
     add_run_args(run)
     add_engine_args(run, ("--engine-model",))
+    add_gate_args(run, True)
     run.set_defaults(fn=cmd_run)
 
     sim = sub.add_parser("simulate", help="run a workload through the reference engine in virtual time",
@@ -545,7 +657,17 @@ def make_parser() -> argparse.ArgumentParser:
     sim.add_argument("--run-id")
     sim.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
     sim.add_argument("--target-attainment", type=float, default=0.95)
+    add_gate_args(sim, True)
     sim.set_defaults(fn=cmd_simulate)
+
+    gate = sub.add_parser("gate", help="pass/fail a run against SLO clauses (exit 0 pass, 1 fail, 2 cannot judge)",
+                          description="Judge a results directory: exit 0 when every clause holds, 1 when any "
+                          "fails, 2 when the run cannot be judged (missing/corrupt files, invalid run, nothing "
+                          "completed).")
+    gate.add_argument("run_dir", metavar="RUN_DIR")
+    gate.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO (default: the run's own)")
+    add_gate_args(gate, False)
+    gate.set_defaults(fn=cmd_gate)
 
     srv = sub.add_parser("serve", help="start the reference engine as an OpenAI-compatible server",
                          description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "

@@ -16,7 +16,7 @@ import numpy as np
 
 from .records import STATUSES, RequestRecord, RunResult
 
-PCTS = (50, 90, 99)
+PCTS = (50, 90, 95, 99)
 LAG_P99_LIMIT_MS = 10.0
 RATE_SHORTFALL = 0.02
 MIN_P99_SAMPLES = 100
@@ -27,11 +27,11 @@ def dist(values_s: np.ndarray) -> dict:
     v = np.asarray(values_s, dtype=float)
     n = int(v.size)
     if n == 0:
-        return {"p50": None, "p90": None, "p99": None, "mean": None, "max": None, "n": 0}
+        return {"p50": None, "p90": None, "p95": None, "p99": None, "mean": None, "max": None, "n": 0}
     ms = v * 1000.0
     p = np.percentile(ms, PCTS)
-    return {"p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]), "mean": float(ms.mean()),
-            "max": float(ms.max()), "n": n}
+    return {"p50": float(p[0]), "p90": float(p[1]), "p95": float(p[2]), "p99": float(p[3]),
+            "mean": float(ms.mean()), "max": float(ms.max()), "n": n}
 
 
 def _ratio(d: dict) -> float | None:

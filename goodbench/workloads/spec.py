@@ -270,7 +270,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         raise ctx.err("slo", str(e)) from None
     n = ctx.num(doc, "num_requests", "", int, None, lo=1)
     dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
-    if n is None and dur is None:
+    if n is None and dur is None and gen != "hol":
         n = 200
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):

@@ -1,0 +1,142 @@
+"""Pass/fail verdicts on a run: Summary + gate spec -> GateResult. Pure.
+
+Exit-code meaning (the CLI maps it): every clause holds -> 0; any clause fails -> 1; the run cannot
+be judged (invalid because the load generator fell behind, nothing completed, nothing to check) -> 2."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from xml.sax.saxutils import escape, quoteattr
+
+METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms", "e2e": "e2el_ms"}
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    min_attainment: float = 0.95
+    percentiles: dict = field(default_factory=dict)  # {"p95": {"ttft": 500}, "p99": {"itl": 100}}
+    max_failed: float | None = None  # fraction of issued requests
+    min_goodput: float | None = None  # req/s
+    max_regression: float | None = None  # fraction, against a baseline summary
+
+    @classmethod
+    def from_table(cls, t: dict) -> "GateSpec":
+        """From a workload file's [gate] table."""
+        pct = {k: dict(v) for k, v in t.items() if k in ("p50", "p90", "p95", "p99") and isinstance(v, dict)}
+        for k, v in pct.items():
+            for m in v:
+                if m not in METRIC_KEYS:
+                    raise ValueError(f"gate.{k}.{m}: unknown metric; use one of {', '.join(METRIC_KEYS)}")
+        unknown = set(t) - {"min_attainment", "max_failed", "min_goodput", "max_regression", "p50", "p90", "p95", "p99"}
+        if unknown:
+            raise ValueError(f"gate: unknown keys {', '.join(sorted(unknown))}")
+        return cls(min_attainment=float(t.get("min_attainment", 0.95)), percentiles=pct,
+                   max_failed=t.get("max_failed"), min_goodput=t.get("min_goodput"),
+                   max_regression=t.get("max_regression"))
+
+
+@dataclass
+class Clause:
+    name: str
+    threshold: str
+    observed: str
+    passed: bool
+
+
+@dataclass
+class GateResult:
+    clauses: list[Clause]
+    judgeable: bool = True
+    reason: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.judgeable and all(c.passed for c in self.clauses)
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if not self.judgeable else (0 if self.passed else 1)
+
+    @property
+    def verdict(self) -> str:
+        if not self.judgeable:
+            return f"CANNOT JUDGE: {self.reason}"
+        failed = sum(not c.passed for c in self.clauses)
+        return "PASS: every clause holds" if not failed else f"FAIL: {failed} of {len(self.clauses)} clauses failed"
+
+
+def _fmt_slo(slo: dict) -> str:
+    return " ".join(f"{k}≤{v:g}ms" for k, v in slo.items())
+
+
+def evaluate(summary: dict, spec: GateSpec, baseline: dict | None = None) -> GateResult:
+    clauses: list[Clause] = []
+    req = summary.get("requests", {})
+    if not req.get("issued"):
+        return GateResult([], False, "the run has no requests")
+    if not req.get("completed"):
+        return GateResult([], False, "no request completed")
+    if summary.get("valid") is False:
+        why = "; ".join(summary.get("warnings", [])[:1])
+        return GateResult([], False, f"the run is marked invalid: {why}")
+    slo = summary.get("slo")
+    if slo:
+        att = summary.get("slo_attainment") or 0.0
+        clauses.append(Clause(f"slo_attainment ({_fmt_slo(slo)})", f">= {spec.min_attainment:.1%}", f"{att:.1%}",
+                              att >= spec.min_attainment))
+    for pname, metrics in spec.percentiles.items():
+        for m, limit in metrics.items():
+            d = summary.get(METRIC_KEYS[m]) or {}
+            v = d.get(pname)
+            clauses.append(Clause(f"{pname} {m}", f"<= {float(limit):g} ms",
+                                  "no samples" if v is None else f"{v:.1f} ms (n={d.get('n', 0)})",
+                                  v is not None and v <= float(limit)))
+    if spec.max_failed is not None:
+        frac = req["failed"] / req["issued"]
+        clauses.append(Clause("failed requests", f"<= {spec.max_failed:.1%}", f"{frac:.1%} ({req['failed']})",
+                              frac <= spec.max_failed))
+    if spec.min_goodput is not None:
+        g = summary.get("goodput")
+        clauses.append(Clause("goodput", f">= {spec.min_goodput:g} req/s",
+                              "no SLO" if g is None else f"{g:.2f} req/s", g is not None and g >= spec.min_goodput))
+    if baseline is not None and spec.max_regression is not None:
+        clauses += _regressions(summary, baseline, spec.max_regression)
+    if not clauses:
+        return GateResult([], False, "nothing to check: give an SLO (--goodput) or a clause such as --p99 itl:100")
+    return GateResult(clauses)
+
+
+def _regressions(cur: dict, base: dict, margin: float) -> list[Clause]:
+    """Point comparison against a baseline run: higher-is-better goodput, lower-is-better p99s."""
+    out = []
+    g0, g1 = base.get("goodput"), cur.get("goodput")
+    if g0 and g1 is not None:
+        out.append(Clause("goodput vs baseline", f">= {1 - margin:.0%} of {g0:.2f} req/s",
+                          f"{g1:.2f} req/s ({g1 / g0 - 1:+.1%})", g1 >= g0 * (1 - margin)))
+    for m in ("ttft", "tpot", "itl"):
+        k = METRIC_KEYS[m]
+        b, c = (base.get(k) or {}).get("p99"), (cur.get(k) or {}).get("p99")
+        if b and c is not None:
+            out.append(Clause(f"p99 {m} vs baseline", f"<= {1 + margin:.0%} of {b:.1f} ms",
+                              f"{c:.1f} ms ({c / b - 1:+.1%})", c <= b * (1 + margin)))
+    return out
+
+
+def to_junit(result: GateResult, suite: str = "goodbench gate") -> str:
+    cases = []
+    for c in result.clauses:
+        body = "" if c.passed else f"<failure message={quoteattr(f'{c.observed} (needs {c.threshold})')}/>"
+        cases.append(f"  <testcase classname=\"goodbench.gate\" name={quoteattr(c.name)}>{body}</testcase>")
+    if not result.judgeable:
+        cases.append(f"  <testcase classname=\"goodbench.gate\" name=\"run can be judged\">"
+                     f"<error message={quoteattr(result.reason)}/></testcase>")
+    failures = sum(not c.passed for c in result.clauses)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr(suite)} tests="{len(cases)}" '
+            f'failures="{failures}" errors="{0 if result.judgeable else 1}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def to_markdown(result: GateResult, title: str = "goodbench gate") -> str:
+    lines = [f"### {title}: {escape(result.verdict)}", "", "| | clause | threshold | observed |", "|---|---|---|---|"]
+    for c in result.clauses:
+        lines.append(f"| {'✅' if c.passed else '❌'} | {c.name} | {c.threshold} | {c.observed} |")
+    return "\n".join(lines) + "\n"
