@@ -55,7 +55,10 @@ def make_app(ttft: float, itl: float, stall_every: int, stall: float) -> web.App
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_get("/v1/models", models)
-    app.router.add_get("/health", lambda r: web.Response(text="ok"))
+    async def health(request):
+        return web.Response(text="ok")
+
+    app.router.add_get("/health", health)
     return app
 
 

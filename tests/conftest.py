@@ -1,0 +1,30 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory, monkeypatch):
+    # keep the ShareGPT length cache out of the user's home during tests (shared across the session)
+    monkeypatch.setenv("GOODBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture(scope="session")
+def tok():
+    from goodbench import tokenizer
+
+    return tokenizer.load()
+
+
+def run_cli(*args, cwd=None, timeout=120, env=None):
+    """Run the goodbench CLI in a subprocess (what a user types)."""
+    import subprocess
+
+    e = dict(os.environ)
+    e.update(env or {})
+    e.setdefault("GOODBENCH_CACHE_DIR", os.path.join(cwd or ROOT, ".cache-test"))
+    return subprocess.run([sys.executable, "-m", "goodbench", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout, env=e)

@@ -1,0 +1,107 @@
+import asyncio
+import time
+
+import pytest
+
+from goodbench.client.openai import Client, ClientConfig
+from goodbench.records import RequestSpec
+
+from scripted import SENT_LOG, USAGE_DONE, chunk, script_app, with_server
+
+
+def run_one(steps_by_name, name, tok=None, **cfg_kw):
+    app = script_app(steps_by_name)
+
+    async def go(base):
+        t0 = time.monotonic()
+        async with Client(ClientConfig(base_url=base, model="m", **cfg_kw), t0, tok) as c:
+            return await c.send(RequestSpec(name, "c", name, 3, 8), 0.0)
+
+    return asyncio.run(with_server(app, go)), app[SENT_LOG].get(name)
+
+
+def test_exact_times_for_hand_placed_chunks():
+    steps = [(0.20, chunk("a")), (0.05, chunk("b")), (0.30, chunk("c")), (0.05, USAGE_DONE % 3)]
+    rec, log = run_one({"p": steps}, "p")
+    assert rec.status == "ok" and rec.output_tokens == 3 and rec.output_tokens_source == "usage"
+    ttft = rec.first_token_at - rec.sent_at
+    gaps = [b - a for a, b in zip(rec.chunk_times, rec.chunk_times[1:])]
+    assert ttft == pytest.approx(0.20, abs=0.03)
+    assert gaps == [pytest.approx(0.05, abs=0.02), pytest.approx(0.30, abs=0.03)]  # the mid-stream stall is kept
+    # against the server's own send times the client is within a couple of ms
+    truth_gaps = [b - a for a, b in zip(log[1:], log[2:4])]
+    assert gaps[0] == pytest.approx(truth_gaps[0], abs=0.005)
+    assert gaps[1] == pytest.approx(truth_gaps[1], abs=0.005)
+
+
+def test_several_tokens_per_chunk_with_continuous_usage():
+    def c(text, n):
+        return ('data: {"choices":[{"text":"%s"}],"usage":{"completion_tokens":%d}}\n\n' % (text, n)).encode()
+
+    steps = [(0.01, c("ab", 2)), (0.01, c("cde", 5)), (0.0, USAGE_DONE % 5)]
+    rec, _ = run_one({"p": steps}, "p")
+    assert rec.chunk_tokens == (2, 3) and rec.output_tokens == 5
+
+
+def test_no_usage_falls_back_to_tokenizer(tok):
+    steps = [(0.0, chunk(" hello")), (0.0, chunk(" world")), (0.0, b"data: [DONE]\n\n")]
+    rec, _ = run_one({"p": steps}, "p", tok=tok)
+    assert rec.output_tokens_source == "tokenizer" and rec.output_tokens == 2
+    rec, _ = run_one({"p": steps}, "p", tok=None)
+    assert rec.output_tokens_source == "chunks" and rec.output_tokens == 2
+
+
+def test_http_error_keeps_body():
+    rec, _ = run_one({"p": [("status", 503, "overloaded, try later")]}, "p")
+    assert rec.status == "http_error" and rec.http_status == 503 and "overloaded" in rec.error
+
+
+def test_disconnect_mid_stream():
+    rec, _ = run_one({"p": [(0.0, chunk("a")), (0.02, chunk("b")), ("close",)]}, "p")
+    assert rec.status in ("disconnected", "bad_stream")
+    assert len(rec.chunk_times) == 2  # what arrived is kept
+
+
+def test_malformed_json_is_bad_stream():
+    rec, _ = run_one({"p": [(0.0, chunk("a")), (0.0, b"data: {oops\n\n"), (0.0, b"data: [DONE]\n\n")]}, "p")
+    assert rec.status == "bad_stream" and "malformed" in rec.error
+
+
+def test_stream_without_done():
+    rec, _ = run_one({"p": [(0.0, chunk("a")), (0.0, chunk("b"))]}, "p")
+    assert rec.status == "bad_stream" and "[DONE]" in rec.error and len(rec.chunk_times) == 2
+
+
+def test_in_stream_error_object():
+    rec, _ = run_one({"p": [(0.0, chunk("a")), (0.0, b'data: {"error":{"message":"kv cache full"}}\n\n')]}, "p")
+    assert rec.status == "bad_stream" and "kv cache full" in rec.error
+
+
+def test_idle_timeout():
+    rec, _ = run_one({"p": [(0.0, chunk("a")), (1.5, chunk("b")), (0.0, b"data: [DONE]\n\n")]}, "p",
+                     idle_timeout_s=0.3)
+    assert rec.status == "timeout" and "idle" in rec.error and len(rec.chunk_times) == 1
+
+
+def test_connection_refused():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def go():
+        async with Client(ClientConfig(base_url=f"http://127.0.0.1:{port}"), time.monotonic()) as c:
+            return await c.send(RequestSpec("x", "c", "x", 1, 1), 0.0)
+
+    rec = asyncio.run(go())
+    assert rec.status == "disconnected" and "cannot connect" in rec.error
+
+
+def test_chat_payload_and_api_key_not_in_record():
+    cfg = ClientConfig(base_url="http://x", endpoint="/v1/chat/completions", model="m", api_key="sk-secret")
+    c = Client(cfg, 0.0)
+    body = c.payload(RequestSpec("r", "c", [{"role": "user", "content": "hi"}], 1, 5))
+    assert body["messages"][0]["content"] == "hi" and body["max_completion_tokens"] == 5
+    assert body["stream_options"] == {"include_usage": True} and body["ignore_eos"] is True
+    assert "sk-secret" not in str(body)

