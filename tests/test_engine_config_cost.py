@@ -1,0 +1,108 @@
+import pytest
+
+from goodbench.engine.config import ConfigError, EngineConfig
+from goodbench.engine.costmodel import ETA_MEM_HBM, CostModel, explain
+from goodbench.engine.hardware import GIB, GPUS, MODELS, get_model
+
+
+def test_vllm_defaults_by_gpu():
+    assert (EngineConfig(gpu="h100-sxm").resolved().max_num_batched_tokens,
+            EngineConfig(gpu="h100-sxm").resolved().max_num_seqs) == (8192, 1024)
+    for g in ("a100-80g-sxm", "a100-80g-pcie", "l40s", "l4"):
+        c = EngineConfig(gpu=g).resolved()
+        assert (c.max_num_batched_tokens, c.max_num_seqs) == (2048, 256), g
+    c = EngineConfig(gpu="h100-sxm").resolved()
+    assert c.enable_chunked_prefill and c.block_size == 16 and c.scheduling_policy == "fcfs"
+
+
+def test_unchunked_budget_is_max_model_len_and_small_budget_is_rejected():
+    c = EngineConfig(enable_chunked_prefill=False, max_model_len=8192).resolved()
+    assert c.max_num_batched_tokens == 8192
+    with pytest.raises(ConfigError, match="must be >= max_model_len"):
+        EngineConfig(enable_chunked_prefill=False, max_model_len=8192, max_num_batched_tokens=512).resolved()
+
+
+def test_model_that_does_not_fit_names_the_memory():
+    with pytest.raises(ConfigError) as e:
+        EngineConfig(gpu="l4", model="llama-3.1-70b").resolved()
+    assert "does not fit" in str(e.value) and "131.4 GiB" in str(e.value)
+    EngineConfig(gpu="h100-sxm", model="llama-3.1-70b", tensor_parallel_size=4).resolved()
+
+
+@pytest.mark.parametrize("kw,msg", [({"tensor_parallel_size": 3}, "divide"), ({"dtype": "fp8", "gpu": "a100-40g"}, "FP8"),
+                                    ({"gpu": "tpu"}, "unknown GPU"), ({"model": "gpt-9"}, "unknown model"),
+                                    ({"max_model_len": 10_000_000}, "exceeds"), ({"scheduler": "magic"}, "scheduler")])
+def test_invalid_configs(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        EngineConfig(**kw).resolved()
+
+
+def test_kv_blocks_fill_what_weights_and_activations_leave():
+    c = EngineConfig(gpu="h100-sxm", model="llama-3.1-8b").resolved()
+    mem = c.memory()
+    kv = c.num_gpu_blocks * c.block_size * c.kv_bytes_per_token()
+    assert kv <= mem["kv"] < kv + c.block_size * c.kv_bytes_per_token()
+    assert c.kv_bytes_per_token() == 2 * 32 * 8 * 128 * 2  # 128 KiB per token for Llama-3.1-8B
+    assert 45 * GIB < kv < 60 * GIB
+
+
+def test_model_shapes():
+    m = get_model("llama-3.1-8b")
+    assert m.params_total == pytest.approx(8.03e9, rel=0.01)
+    assert get_model("llama-3.1-70b").params_total == pytest.approx(70.6e9, rel=0.01)
+    assert get_model("llama-3.2-1b").params_total == pytest.approx(1.24e9, rel=0.02)
+    assert get_model("qwen2.5-7b").params_total == pytest.approx(7.6e9, rel=0.02)
+    assert len(GPUS) >= 12 and len(MODELS) >= 6
+    assert all(g.source for g in GPUS.values())
+
+
+def test_custom_model_file(tmp_path):
+    p = tmp_path / "tiny.toml"
+    p.write_text('name = "tiny"\nlayers = 2\nhidden = 256\nheads = 4\nkv_heads = 2\nffn = 512\nvocab = 1000\n')
+    c = EngineConfig(model=str(p), gpu="l4").resolved()
+    assert get_model(str(p)).head_dim == 64 and c.num_gpu_blocks > 0
+    (tmp_path / "bad.toml").write_text("layers = 0\n")
+    with pytest.raises(ConfigError, match="layers"):
+        EngineConfig(model=str(tmp_path / "bad.toml")).resolved()
+
+
+def test_single_decode_step_is_the_weight_streaming_floor():
+    cfg = EngineConfig(gpu="h100-sxm", model="llama-3.1-8b").resolved()
+    r = explain(cfg, [], [(1, 1000)])
+    # 32 layers x 218,103,808 matmul params x 2 bytes / (3.35 TB/s x 0.78)
+    floor = 32 * 218_103_808 * 2 / (3.35e12 * ETA_MEM_HBM)
+    assert r["breakdown_s"]["linear"] == pytest.approx(floor, rel=1e-9)
+    assert r["breakdown_s"]["allreduce"] == 0.0
+
+
+def test_large_prefill_is_compute_bound_and_grows_linearly():
+    cfg = EngineConfig().resolved()
+    a = explain(cfg, [(4096, 0)], [])["breakdown_s"]["linear"]
+    b = explain(cfg, [(8192, 0)], [])["breakdown_s"]["linear"]
+    assert b / a == pytest.approx(2.0, rel=0.02)
+    flops = 2 * 4096 * 32 * 218_103_808
+    assert flops / a / 989e12 == pytest.approx(0.75 * 4096 / (4096 + 0.4 * 989 / 3.35), rel=1e-6)
+
+
+def test_decode_attention_scales_with_context_and_tp_adds_allreduce():
+    cfg = EngineConfig().resolved()
+    a = explain(cfg, [], [(64, 1000)])["breakdown_s"]["attention_decode"]
+    b = explain(cfg, [], [(64, 2000)])["breakdown_s"]["attention_decode"]
+    assert b / a == pytest.approx(2001 / 1001, rel=1e-6)
+    tp = EngineConfig(model="llama-3.1-70b", tensor_parallel_size=4).resolved()
+    assert explain(tp, [], [(8, 100)])["breakdown_s"]["allreduce"] > 0
+
+
+def test_scalar_and_vector_paths_agree():
+    import numpy as np
+
+    cm = CostModel.for_config(EngineConfig(gpu="a100-80g-sxm", model="llama-3.1-70b", tensor_parallel_size=4).resolved())
+    for args in [(0, 64, 64000, 0, 0, 64), (512, 10, 5000, 512 * 256.5, 512, 11), (0, 1, 10, 0, 0, 1)]:
+        v = sum(cm.breakdown(*[np.float64(x) for x in args]).values())
+        assert cm.step_time(*args) == pytest.approx(float(v), rel=1e-12)
+
+
+def test_memory_bound_decode_orders_gpu_tiers_by_bandwidth():
+    t = {g: explain(EngineConfig(gpu=g).resolved(), [], [(32, 1000)])["total_s"]
+         for g in ("b200", "h100-sxm", "a100-80g-sxm", "l40s", "l4")}
+    assert t["b200"] < t["h100-sxm"] < t["a100-80g-sxm"] < t["l40s"] < t["l4"]

@@ -1,0 +1,150 @@
+"""The reference engine's HTTP server on a real loopback socket (aiohttp TestServer)."""
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from goodbench.engine.config import EngineConfig
+from goodbench.engine.costmodel import CostModel
+from goodbench.engine.server import EngineServer, ServeOptions
+
+
+def serve(fn, tok, api_key=None, step_ms=2.0, **cfgkw):
+    cfg = EngineConfig(max_model_len=4096, **cfgkw).resolved()
+    srv = EngineServer(cfg, ServeOptions(api_key=api_key), tok, CostModel.for_config(cfg, fixed_step_ms=step_ms))
+
+    async def go():
+        server = TestServer(srv.app(), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{server.port}") as s:
+                return await fn(s, srv)
+        finally:
+            await server.close()
+
+    return asyncio.run(go())
+
+
+async def sse_events(resp):
+    text = (await resp.read()).decode()
+    return [e[6:] for e in text.split("\n\n") if e.startswith("data: ")]
+
+
+def test_streaming_completion_round_trip(tok):
+    async def fn(s, srv):
+        body = {"model": "llama-3.1-8b", "prompt": "hello there", "max_tokens": 5, "stream": True,
+                "stream_options": {"include_usage": True}, "ignore_eos": True}
+        async with s.post("/v1/completions", json=body) as r:
+            assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+            return await sse_events(r)
+
+    ev = serve(fn, tok)
+    assert ev[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in ev[:-1]]
+    content = [c for c in chunks if c["choices"]]
+    assert len(content) == 5 and content[-1]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-1]["usage"] == {"prompt_tokens": 2, "completion_tokens": 5, "total_tokens": 7}
+
+
+def test_chat_stream_and_unary(tok):
+    async def fn(s, srv):
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 3, "stream": True}
+        async with s.post("/v1/chat/completions", json=body) as r:
+            ev = await sse_events(r)
+        async with s.post("/v1/chat/completions", json={**body, "stream": False}) as r:
+            full = await r.json()
+        return ev, full
+
+    ev, full = serve(fn, tok)
+    first = json.loads(ev[0])
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert sum(1 for e in ev[1:-1] if json.loads(e)["choices"][0]["delta"].get("content")) == 3
+    assert full["usage"]["completion_tokens"] == 3 and full["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("path,body,needle", [
+    ("/v1/completions", {"max_tokens": 5}, "prompt"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 0}, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 5000}, "maximum context length"),
+    ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, "does not exist"),
+    ("/v1/chat/completions", {"messages": []}, "messages"),
+])
+def test_bad_requests_get_openai_errors(tok, path, body, needle):
+    async def fn(s, srv):
+        async with s.post(path, json=body) as r:
+            return r.status, await r.json()
+
+    status, err = serve(fn, tok)
+    assert status == 400 and err["object"] == "error" and needle in err["message"]
+
+
+def test_invalid_json_body(tok):
+    async def fn(s, srv):
+        async with s.post("/v1/completions", data=b"{nope", headers={"Content-Type": "application/json"}) as r:
+            return r.status
+
+    assert serve(fn, tok) == 400
+
+
+def test_api_key(tok):
+    async def fn(s, srv):
+        async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}) as r:
+            a = r.status
+        async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 1},
+                          headers={"Authorization": "Bearer k1"}) as r:
+            b = r.status
+        async with s.get("/health") as r:
+            c = r.status
+        return a, b, c
+
+    assert serve(fn, tok, api_key="k1") == (401, 200, 200)
+
+
+def test_metrics_use_vllm_names(tok):
+    async def fn(s, srv):
+        async with s.post("/v1/completions", json={"prompt": "a b c", "max_tokens": 4}) as r:
+            await r.read()
+        async with s.get("/metrics") as r:
+            return await r.text()
+
+    text = serve(fn, tok)
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_count",
+                 "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+                 "vllm:iteration_tokens_total_bucket", "goodbench:step_lateness_seconds_bucket",
+                 "goodbench:step_lateness_p99_seconds"):
+        assert name in text, name
+    assert 'vllm:generation_tokens_total{model_name="llama-3.1-8b"} 4' in text
+
+
+def test_client_disconnect_frees_its_sequence(tok):
+    async def fn(s, srv):
+        r = await s.post("/v1/completions", json={"prompt": "x", "max_tokens": 2000, "stream": True})
+        await r.content.readany()
+        assert srv.engine.num_running == 1
+        r.close()  # go away mid-stream
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if srv.engine.num_running == 0:
+                break
+        return srv.engine.num_running, srv.engine.kv.num_free == srv.engine.kv.num_blocks
+
+    assert serve(fn, tok, step_ms=5.0) == (0, True)
+
+
+def test_tokens_arrive_on_step_deadlines(tok):
+    async def fn(s, srv):
+        import time
+
+        times = []
+        async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 20, "stream": True}) as r:
+            async for _ in r.content.iter_any():
+                times.append(time.monotonic())
+        return times
+
+    times = serve(fn, tok, step_ms=20.0)
+    gaps = [b - a for a, b in zip(times[1:], times[2:-1])]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.020, abs=0.002)
