@@ -154,6 +154,8 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
     r.add_argument("--quiet", action="store_true", help="no live progress")
     r.add_argument("--no-pin", action="store_true", help="do not pin the auto-started engine to CPU 0")
+    r.add_argument("--grace-period", type=float, default=5.0,
+                   help="after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default 5)")
 
 
 def _resolve_model(base_url: str, api_key: str | None) -> str:
@@ -219,7 +221,7 @@ def cmd_run(args) -> int:
                        max_concurrency=args.max_concurrency, goodbench_version=__version__)
         st.start(meta)
         opts = runner.RunOptions(max_concurrency=args.max_concurrency, workers=max(1, args.workers),
-                                 scrape_metrics=args.scrape, slo=spec.slo)
+                                 scrape_metrics=args.scrape, slo=spec.slo, grace_s=args.grace_period)
         prog = runner.Progress()
         interrupted = _run_with_progress(console, args.quiet, lambda tick: runner.run_plan(
             plan, cfg, st, opts, tok, args.tokenizer, prog, tick), prog, bool(spec.slo))
@@ -309,6 +311,17 @@ def engine_argv(args) -> list[str]:
     return out
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this (child) process when its parent dies, so a killed run leaves no engine."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class EngineProcess:
     """`goodbench serve` in a child process on a free loopback port, pinned to CPU 0 when the
     machine has more than one core (the load generator keeps the others)."""
@@ -325,8 +338,16 @@ class EngineProcess:
         self.log = open(log_path, "wb")
         cmd = [sys.executable, "-m", "goodbench", "serve", "--host", "127.0.0.1", "--port", str(self.port)] + argv
         pin = pin and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
+
+        def child_setup():
+            if pin:
+                os.sched_setaffinity(0, {0})
+            _die_with_parent()
+
+        # its own session: a terminal's Ctrl-C reaches only goodbench run, which drains, then stops it
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if pin else None)
+                                     preexec_fn=child_setup if os.name == "posix" else None,
+                                     start_new_session=True)
         if pin:
             others = set(range(os.cpu_count())) - {0}
             os.sched_setaffinity(0, others)

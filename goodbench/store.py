@@ -6,6 +6,7 @@ process loses only requests still in flight, and several worker processes can ap
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -74,9 +75,20 @@ class RunStore:
     def write_json(self, name: str, obj) -> None:
         tmp = os.path.join(self.dir, name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, default=str, allow_nan=False)
+            json.dump(json_safe(obj), f, indent=2, default=str, allow_nan=False)
             f.write("\n")
         os.replace(tmp, os.path.join(self.dir, name))
+
+
+def json_safe(obj):
+    """Strict JSON: an infinite rate is written as "inf", NaN as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def load(run_dir: str) -> RunResult:

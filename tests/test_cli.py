@@ -1,0 +1,147 @@
+"""End to end through the `goodbench` command, as a user runs it (subprocesses, loopback only)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def read_json(path):
+    return json.loads(read(path))
+
+
+def read_lines(path):
+    return [json.loads(x) for x in read(path).splitlines() if x.strip()]
+
+
+def load_summary(result_dir):
+    (run,) = os.listdir(result_dir)
+    return os.path.join(result_dir, run), read_json(os.path.join(result_dir, run, "summary.json"))
+
+
+def test_simulate_fixed_step_exact_numbers(tmp_path):
+    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "100", "--random-output-len", "20",
+                "--num-prompts", "5", "--request-rate", "1", "--arrival", "constant", "--fixed-step-ms", "10",
+                "--goodput", "ttft:15", "tpot:10.5", "--result-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run_dir, s = load_summary(tmp_path)
+    assert s["ttft_ms"]["p50"] == pytest.approx(10.0) and s["ttft_ms"]["max"] == pytest.approx(10.0)
+    assert s["tpot_ms"]["p99"] == pytest.approx(10.0) and s["e2el_ms"]["p50"] == pytest.approx(200.0)
+    assert s["slo_attainment"] == 1.0 and s["requests"]["completed"] == 5
+    assert s["label"] == "constant@1.00"
+    meta = read_json(os.path.join(run_dir, "run.json"))
+    assert meta["engine"]["max_num_batched_tokens"] == 8192 and meta["finished_wall"]
+    assert "PASS" in r.stdout and "results:" in r.stdout
+    assert len(read_lines(os.path.join(run_dir, "records.jsonl"))) == 5
+
+
+def test_simulate_gate_passes_and_fails_with_exit_codes(tmp_path):
+    wl = os.path.join(ROOT, "workloads", "hol-stress.toml")
+    ok = run_cli("simulate", "--workload", wl, "--gpu", "l40s", "--max-num-batched-tokens", "512", "--gate",
+                 "--result-dir", str(tmp_path / "a"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "✓ slo_attainment" in ok.stdout
+    bad = run_cli("simulate", "--workload", wl, "--gpu", "l40s", "--no-enable-chunked-prefill", "--gate",
+                  "--result-dir", str(tmp_path / "b"), "--junit", str(tmp_path / "j.xml"))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "✗ slo_attainment" in bad.stdout and "FAIL" in bad.stdout
+    assert "<failure" in (tmp_path / "j.xml").read_text()
+
+
+def test_gate_command(tmp_path):
+    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "50", "--random-output-len", "10",
+                "--num-prompts", "20", "--request-rate", "5", "--fixed-step-ms", "10", "--result-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run_dir, _ = load_summary(tmp_path)
+    assert run_cli("gate", run_dir, "--goodput", "ttft:1000", "tpot:100").returncode == 0
+    g = run_cli("gate", run_dir, "--goodput", "ttft:5", "--markdown", str(tmp_path / "g.md"))
+    assert g.returncode == 1 and "observed" in g.stdout and "❌" in (tmp_path / "g.md").read_text()
+    assert run_cli("gate", run_dir).returncode == 2  # no SLO and no clause: nothing to judge
+    assert run_cli("gate", run_dir, "--p99", "itl:50").returncode == 0
+    assert run_cli("gate", str(tmp_path / "missing")).returncode == 2
+    os.makedirs(tmp_path / "corrupt")
+    (tmp_path / "corrupt" / "run.json").write_text("{not json")
+    c = run_cli("gate", str(tmp_path / "corrupt"), "--goodput", "ttft:5")
+    assert c.returncode == 2 and "corrupt" in c.stdout
+    assert run_cli("gate", run_dir, "--goodput", "ttft:1000", "--baseline", run_dir).returncode == 0
+
+
+def test_bad_workload_is_one_line_exit_2(tmp_path):
+    w = tmp_path / "w.toml"
+    w.write_text('[arrival]\nprocess = "poison"\n')
+    r = run_cli("simulate", "--workload", str(w), "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "arrival.process" in r.stderr and str(w) in r.stderr
+
+
+def test_unreachable_target_is_one_line_exit_2(tmp_path):
+    r = run_cli("run", "--base-url", "http://127.0.0.1:9", "--num-prompts", "2", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "unreachable" in r.stderr
+
+
+def test_bad_engine_flag_is_one_line(tmp_path):
+    r = run_cli("simulate", "--gpu", "l4", "--engine-model", "x", "--result-dir", str(tmp_path))
+    assert r.returncode == 2  # argparse: unknown flag for simulate
+    r = run_cli("simulate", "--gpu", "l4", "--model", "llama-3.1-70b", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "does not fit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_run_starts_the_reference_engine_and_records_everything(tmp_path):
+    r = run_cli("run", "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "16",
+                "--num-prompts", "30", "--request-rate", "20", "--fixed-step-ms", "5", "--goodput", "ttft:200",
+                "tpot:50", "--result-dir", str(tmp_path), "--quiet", timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir, s = load_summary(tmp_path)
+    assert s["requests"]["completed"] == 30 and s["slo_attainment"] == 1.0
+    assert s["tpot_ms"]["p50"] == pytest.approx(5.0, abs=1.0)  # the engine's 5 ms steps, seen over HTTP
+    meta = read_json(os.path.join(run_dir, "run.json"))
+    assert meta["engine"]["model"] == "llama-3.1-8b" and meta["target"]["base_url"].startswith("http://127.0.0.1:")
+    assert os.path.exists(os.path.join(run_dir, "engine.log"))
+    assert os.path.getsize(os.path.join(run_dir, "server_metrics.jsonl")) > 0
+    recs = read_lines(os.path.join(run_dir, "records.jsonl"))
+    assert all(len(x["chunk_times"]) == 16 and x["output_tokens_source"] == "usage" for x in recs)
+
+
+def test_api_key_is_never_written(tmp_path):
+    r = run_cli("run", "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", "2",
+                "--num-prompts", "3", "--request-rate", "inf", "--fixed-step-ms", "2", "--result-dir", str(tmp_path),
+                "--quiet", env={"OPENAI_API_KEY": "sk-very-secret-123"}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for dirpath, _, files in os.walk(tmp_path):
+        for f in files:
+            assert "sk-very-secret-123" not in read(os.path.join(dirpath, f)), f
+    assert "sk-very-secret-123" not in r.stdout + r.stderr
+
+
+def test_ctrl_c_keeps_records_and_writes_summary(tmp_path):
+    env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
+    p = subprocess.Popen([sys.executable, "-m", "goodbench", "run", "--dataset-name", "random",
+                          "--random-input-len", "16", "--random-output-len", "400", "--num-prompts", "40",
+                          "--request-rate", "10", "--fixed-step-ms", "10", "--result-dir", str(tmp_path / "r"),
+                          "--quiet", "--grace-period", "0.5"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait for the run to start (each request needs 4 s)
+        d = tmp_path / "r"
+        if d.exists() and any((d / x / "run.json").exists() for x in os.listdir(d)):
+            break
+        time.sleep(0.2)
+    time.sleep(2.0)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err
+    run_dir, s = load_summary(tmp_path / "r")
+    assert s["requests"]["by_status"].get("cancelled", 0) >= 1  # in flight at Ctrl-C, cut after the grace
+    recs = read_lines(os.path.join(run_dir, "records.jsonl"))
+    assert len(recs) == s["requests"]["issued"] and any(len(x["chunk_times"]) > 0 for x in recs)
+    assert read_json(os.path.join(run_dir, "run.json"))["interrupted"] is True
