@@ -69,11 +69,18 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
         tab.add_row(name, *(_ms(d[c]) for c in ("p50", "p90", "p99", "mean", "max")), str(d["n"]))
     parts.append(tab)
     r1, r2 = summary.get("itl_p99_over_p50"), summary.get("ttft_p99_over_p50")
-    rate = summary.get("achieved_rate")
-    parts.append(Text(f"  ITL p99/p50 {r1:.2f}" if r1 else "  ITL p99/p50 -", style="bold")
-                 + Text(f" · TTFT p99/p50 {r2:.2f}" if r2 else "")
-                 + Text(f" · achieved rate {rate:.2f} req/s" if rate else "")
-                 + Text(f" (schedule {summary['scheduled_rate']:.2f})" if summary.get("scheduled_rate") else ""))
+    line = Text(f"  ITL p99/p50 {r1:.2f}" if r1 else "  ITL p99/p50 -", style="bold")
+    if r2:
+        line.append(f" · TTFT p99/p50 {r2:.2f}")
+    rate, sched, asked = summary.get("achieved_rate"), summary.get("scheduled_rate"), summary.get("requested_rate")
+    if rate:
+        line.append(f" · achieved rate {rate:.2f} req/s")
+        extra = [f"schedule {sched:.2f}"] if sched else []
+        if isinstance(asked, (int, float)) and asked != float("inf"):
+            extra.append(f"requested {asked:.2f}")
+        if extra:
+            line.append(f" ({', '.join(extra)})")
+    parts.append(line)
     per = summary.get("per_class") or {}
     if per:
         pt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class", title_justify="left")

@@ -1,0 +1,36 @@
+import io
+
+from rich.console import Console
+
+from goodbench.metrics import summarize
+from goodbench.records import RequestRecord, RunMeta, RunResult
+from goodbench.report.console import render_summary
+
+
+def render(summary, meta):
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None).print(render_summary(summary, meta, 0.95, "results/x"))
+    return buf.getvalue()
+
+
+def test_summary_render_leads_with_the_verdict():
+    recs = [RequestRecord(f"r{i}", "short" if i % 2 else "long", 0.0, 0.0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 3,
+                          "usage") for i in range(10)]
+    meta = RunMeta("x", label="poisson@2.00", slo={"ttft": 150.0, "tpot": 120.0}, requested_rate=2.0,
+                   target={"base_url": "http://127.0.0.1:8000", "endpoint": "/v1/completions", "model": "m"},
+                   workload={"name": "mixed"})
+    out = render(summarize(RunResult(meta, recs)), meta.to_dict())
+    lines = out.splitlines()
+    assert lines[0].startswith("PASS  100.0% of 10 requests met the SLO (target 95%); goodput")
+    assert "mixed · poisson@2.00 · 10 requests · http://127.0.0.1:8000/v1/completions model=m" in lines[1]
+    assert "  ✓ ttft ≤ 150 ms   met by 100.0%   (p50 100.0 / p99 100.0 ms)" in out
+    assert " TTFT                 100.0   100.0   100.0   100.0   100.0   10 " in out
+    assert "per class" in out and "results: results/x" in out
+
+
+def test_failed_run_shows_fail_and_warning():
+    recs = [RequestRecord("r0", "a", 0.0, 0.0, None, 0.1, status="http_error", http_status=500, error="boom")]
+    meta = RunMeta("x", slo={"ttft": 100.0})
+    out = render(summarize(RunResult(meta, recs)), meta.to_dict())
+    assert out.startswith("FAIL  0.0% of 1 requests")
+    assert "no request completed" in out
