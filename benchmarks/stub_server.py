@@ -1,65 +1,93 @@
-"""Deterministic streaming server for measuring the load generator (run in its own process,
-ideally pinned: `taskset -c 0 python benchmarks/stub_server.py --port 8100 --log /tmp/truth.bin`).
+"""Deterministic streaming server for measuring the load generator. Run it in its own process, pinned:
+`taskset -c 0 python benchmarks/stub_server.py --port 8100 --log /tmp/truth.bin`.
 
-Each request streams `max_tokens` OpenAI completion chunks: the first after --ttft-ms, then one every
---itl-ms (every --stall-every-th gap lasts --stall-ms instead), on absolute deadlines. It logs the
-monotonic time at which it read each request and sent each chunk: that log is the truth goodbench's
-own measurements are compared with. The log is binary (request id, kind, time) written at exit."""
+A raw asyncio protocol (no HTTP framework), so that its own overhead is small and its timestamps are
+close to the wire: a request's time is taken when its last bytes are read, each chunk's time right
+after it is handed to the socket. Each request streams `max_tokens` OpenAI completion chunks, the first
+after --ttft-ms, then one every --itl-ms (every --stall-every-th gap lasts --stall-ms instead), on
+absolute deadlines. The log (request number from the prompt, kind 0=read 1=chunk, monotonic time) is
+written as packed binary at exit (SIGTERM)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import re
 import signal
 import struct
 import time
 
-from aiohttp import web
+LOG: list[tuple[int, int, float]] = []
+_CL = re.compile(rb"content-length:\s*(\d+)", re.I)
+_PROMPT = re.compile(rb'"prompt"\s*:\s*"(\d+)"')
+_MAXTOK = re.compile(rb'"max_(?:completion_)?tokens"\s*:\s*(\d+)')
+CHUNK = (b'data: {"id":"x","object":"text_completion","choices":[{"index":0,"text":" tok",'
+         b'"finish_reason":null}]}\n\n')
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+MODELS = json.dumps({"object": "list", "data": [{"id": "stub", "object": "model"}]}).encode()
 
-LOG: list[tuple[int, int, float]] = []  # (request number, kind 0=read 1=chunk, monotonic time)
+
+def frame(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def make_app(ttft: float, itl: float, stall_every: int, stall: float) -> web.Application:
-    counter = {"n": 0}
+class Conn(asyncio.Protocol):
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.buf = b""
+        self.transport = None
+        self.busy = False
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        t_read = time.monotonic()
-        body = await request.json()
-        rid = counter["n"]
-        counter["n"] += 1
-        LOG.append((rid, 0, t_read))
-        n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        t = time.monotonic()
+        self.buf += data
+        while not self.busy:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end]
+            m = _CL.search(head)
+            n = int(m.group(1)) if m else 0
+            if len(self.buf) < end + 4 + n:
+                return
+            body = self.buf[end + 4:end + 4 + n]
+            self.buf = self.buf[end + 4 + n:]
+            line = head.split(b"\r\n", 1)[0]
+            if line.startswith(b"GET"):
+                payload = MODELS if b"/v1/models" in line else b"ok"
+                self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                     % (len(payload), payload))
+                continue
+            pm, mm = _PROMPT.search(body), _MAXTOK.search(body)
+            rid = int(pm.group(1)) if pm else -1
+            LOG.append((rid, 0, t))
+            self.busy = True
+            asyncio.ensure_future(self.stream(rid, int(mm.group(1)) if mm else 16, t))
+
+    async def stream(self, rid, n, t_read):
+        ttft, itl, every, stall = self.cfg
+        tr = self.transport
+        tr.write(HEAD)
         deadline = t_read + ttft
-        pre = b'data: {"id":"x","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n'
         for i in range(n):
             d = deadline - time.monotonic()
             if d > 0:
                 await asyncio.sleep(d)
-            await resp.write(pre)
+            if tr.is_closing():
+                self.busy = False
+                return
+            tr.write(frame(CHUNK))
             LOG.append((rid, 1, time.monotonic()))
-            gap = stall if (stall_every and (i + 1) % stall_every == 0) else itl
-            deadline += gap
-        usage = {"id": "x", "object": "text_completion", "choices": [],
-                 "usage": {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": n + 8}}
-        await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
-
-    async def models(request):
-        return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
-
-    app = web.Application()
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_post("/v1/chat/completions", completions)
-    app.router.add_get("/v1/models", models)
-    async def health(request):
-        return web.Response(text="ok")
-
-    app.router.add_get("/health", health)
-    return app
+            deadline += stall if (every and (i + 1) % every == 0) else itl
+        usage = b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":%d}}\n\ndata: [DONE]\n\n' % n
+        tr.write(frame(usage) + b"0\r\n\r\n")
+        self.busy = False
+        if self.buf:
+            self.data_received(b"")
 
 
 def main() -> None:
@@ -73,24 +101,26 @@ def main() -> None:
     a = ap.parse_args()
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:
         pass
-    app = make_app(a.ttft_ms / 1000, a.itl_ms / 1000, a.stall_every, a.stall_ms / 1000)
+    cfg = (a.ttft_ms / 1000, a.itl_ms / 1000, a.stall_every, a.stall_ms / 1000)
 
-    def dump(*_):
-        if a.log:
-            with open(a.log, "wb") as f:
-                for rec in LOG:
-                    f.write(struct.pack("<iid", *rec))
-        raise SystemExit(0)
+    async def serve():
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: Conn(cfg), "127.0.0.1", a.port, backlog=4096)
+        stop = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        async with server:
+            await stop.wait()
 
-    signal.signal(signal.SIGTERM, dump)
-    try:
-        web.run_app(app, host="127.0.0.1", port=a.port, print=None, access_log=None, backlog=4096,
-                    handle_signals=False)
-    finally:
-        dump()
+    asyncio.run(serve())
+    if a.log:
+        with open(a.log, "wb") as f:
+            for rec in LOG:
+                f.write(struct.pack("<iid", *rec))
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ class Progress:
         self._b = slot * len(self.FIELDS)
         self.total = 0
         self.started = time.monotonic()
+        self.t0: float | None = None  # the run's clock origin (monotonic), once set-up is done
 
     @property
     def in_flight(self) -> int:
@@ -318,6 +319,7 @@ async def _run_share(plan: Plan, idx: np.ndarray, users: int, cfg: ClientConfig,
         if t0 < 0:
             t0 = time.monotonic()
         client.t0 = t0
+        progress.t0 = t0
         scrape_stop = asyncio.Event()
         scraper = asyncio.ensure_future(scrape_loop(cfg.base_url, os.path.join(store.dir, "server_metrics.jsonl"),
                                                     t0, scrape_stop)) if scrape else None

@@ -51,6 +51,19 @@ def api_key_from_env(var: str | None) -> str | None:
     return os.environ.get(var or "OPENAI_API_KEY") or None
 
 
+class _Sent:
+    """Per-request trace context: when the request body actually went to the socket."""
+
+    __slots__ = ("t",)
+
+    def __init__(self):
+        self.t: float | None = None
+
+
+async def _on_chunk_sent(session, ctx, params) -> None:
+    ctx.trace_request_ctx.t = time.monotonic()
+
+
 class Client:
     """One shared session and connection pool for a whole run."""
 
@@ -67,8 +80,12 @@ class Client:
 
     async def __aenter__(self):
         conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=False)
+        # sent_at is when the body reached the socket: aiohttp writes it from a separate task, so the
+        # time before post() would count the client's own queueing into TTFT instead of schedule lag
+        trace = aiohttp.TraceConfig()
+        trace.on_request_chunk_sent.append(_on_chunk_sent)
         self.session = aiohttp.ClientSession(
-            connector=conn, headers=self._headers, cookie_jar=aiohttp.DummyCookieJar(),
+            connector=conn, headers=self._headers, cookie_jar=aiohttp.DummyCookieJar(), trace_configs=[trace],
             auto_decompress=False, read_bufsize=1 << 18,
             timeout=aiohttp.ClientTimeout(total=self.cfg.timeout_s, sock_connect=10,
                                           sock_read=self.cfg.idle_timeout_s))
@@ -124,11 +141,14 @@ class Client:
         last_ct = 0
         status, http_status, error, done = "ok", None, None, False
         body = self.payload(spec)
-        sent_at = clock() - t0
+        sent_at = clock() - t0  # replaced by the socket-write time once known
+        mark = _Sent()
         if sent_cb is not None:
             sent_cb()
         try:
-            async with self.session.post(self.cfg.url, json=body) as resp:
+            async with self.session.post(self.cfg.url, json=body, trace_request_ctx=mark) as resp:
+                if mark.t is not None:
+                    sent_at = mark.t - t0
                 http_status = resp.status
                 if resp.status >= 400:
                     raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
@@ -165,6 +185,11 @@ class Client:
                             break
                     if status == "ok" and not done:
                         status, error = "bad_stream", "stream ended without [DONE]"
+                    elif done and data:
+                        # read the body's end so the connection goes back to the pool instead of being
+                        # closed (a new connection per request would add TCP setup to the next TTFT)
+                        while await content.readany():
+                            pass
         except asyncio.CancelledError:
             status, error = "cancelled", "cancelled before completion"
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:

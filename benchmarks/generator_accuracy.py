@@ -1,0 +1,172 @@
+"""How accurate is goodbench's own load generator? (issue 2's benchmark)
+
+A deterministic streaming server (benchmarks/stub_server.py) runs in another process pinned to CPU 0
+and logs the monotonic time it read each request and sent each chunk: that log is the truth.
+goodbench's runner, pinned to CPU 1, drives it; per case we print goodbench's TTFT and ITL p50/p99
+minus the server's, the arrival rate the server saw against the rate asked for, schedule lag p99 and
+the client's CPU use.
+
+    python benchmarks/generator_accuracy.py                # all cases (about 2 minutes)
+    python benchmarks/generator_accuracy.py --cases c512 p500 --seconds 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from goodbench import runner  # noqa: E402
+from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
+from goodbench.client.openai import ClientConfig  # noqa: E402
+from goodbench.records import RequestSpec  # noqa: E402
+from goodbench.store import RunStore, load  # noqa: E402
+
+CHILD_CPU = [0.0]
+CASES = {  # name: (kind, streams or rate, output tokens)
+    "c16": ("closed", 16, 128), "c128": ("closed", 128, 128), "c512": ("closed", 512, 128),
+    "c1024": ("closed", 1024, 128),
+    "p50": ("poisson", 50, 32), "p200": ("poisson", 200, 32), "p500": ("poisson", 500, 32),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_stub(port: int, log: str, itl_ms: float, ttft_ms: float, stall_every: int, stall_ms: float):
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "stub_server.py"), "--port", str(port), "--log", log,
+           "--itl-ms", str(itl_ms), "--ttft-ms", str(ttft_ms), "--stall-every", str(stall_every),
+           "--stall-ms", str(stall_ms)]
+    if sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
+        cmd = ["taskset", "-c", "0"] + cmd
+    p = subprocess.Popen(cmd)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5)
+            return p
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("stub server did not start")
+
+
+def read_truth(path: str):
+    data = open(path, "rb").read()
+    recs = np.frombuffer(data, dtype=np.dtype([("rid", "<i4"), ("kind", "<i4"), ("t", "<f8")]))
+    reads = {int(r["rid"]): float(r["t"]) for r in recs[recs["kind"] == 0]}
+    chunks: dict[int, list[float]] = {}
+    for r in recs[recs["kind"] == 1]:
+        chunks.setdefault(int(r["rid"]), []).append(float(r["t"]))
+    return reads, chunks
+
+
+def pct(x, q):
+    return float(np.percentile(np.asarray(x) * 1000, q)) if len(x) else float("nan")
+
+
+def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
+    kind, n, out_tokens = CASES[name]
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="gb-acc-")
+    log = os.path.join(tmp, "truth.bin")
+    stub = start_stub(port, log, itl_ms, ttft_ms, stall_every=50, stall_ms=100)
+    try:
+        if kind == "closed":
+            arr = ArrivalSpec("closed", concurrency=n)
+            count = int(n * (seconds / ((ttft_ms + itl_ms * (out_tokens - 1)) / 1000) + 1))
+            offs = None
+        else:
+            arr = ArrivalSpec("poisson", rate=float(n))
+            offs = offsets(arr, duration_s=seconds, seed=0)
+            count = len(offs)
+        # the prompt carries the request number so the stub's log can be matched to our records
+        reqs = [RequestSpec(f"r{i}", "bench", str(i), 1, out_tokens) for i in range(count)]
+        plan = runner.Plan(reqs, offs, arr, seconds if kind == "closed" else None)
+        store = RunStore(tmp, "run")
+        from goodbench.records import RunMeta
+
+        store.start(RunMeta(run_id="run", mode="closed" if kind == "closed" else "open"))
+        cfg = ClientConfig(base_url=f"http://127.0.0.1:{port}", model="stub")
+        if sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
+            os.sched_setaffinity(0, {1})
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        w0 = time.monotonic()
+        prog = runner.Progress()
+        runner.run_plan(plan, cfg, store, runner.RunOptions(scrape_metrics=False, prewarm=min(n, 512)), None,
+                        None, prog)
+        wall = time.monotonic() - w0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        store.close()
+    finally:
+        stub.terminate()
+        stub.wait(10)
+    s_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = (s_cpu.ru_utime + s_cpu.ru_stime - CHILD_CPU[0]) / wall
+    CHILD_CPU[0] = s_cpu.ru_utime + s_cpu.ru_stime
+    cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / wall
+    recs = [r for r in load(os.path.join(tmp, "run")).records if r.status == "ok"]
+    reads, chunks = read_truth(log)
+    ttft_c, ttft_t, itl_c, itl_t = [], [], [], []
+    lag, up, down = [], [], []
+    t0 = prog.t0
+    for r in recs:
+        rid = int(r.id[1:])
+        if rid not in reads or rid not in chunks:
+            continue
+        ttft_c.append(r.first_token_at - r.sent_at)
+        ttft_t.append(chunks[rid][0] - reads[rid])
+        itl_c.extend(np.diff(r.chunk_times))
+        itl_t.extend(np.diff(chunks[rid]))
+        lag.append(r.sent_at - r.scheduled_at)
+        up.append(reads[rid] - (t0 + r.sent_at))  # client send -> server read
+        down.append((t0 + r.first_token_at) - chunks[rid][0])  # server first send -> client read
+    read_times = np.sort(np.array(list(reads.values())))
+    seen_rate = (len(read_times) - 1) / (read_times[-1] - read_times[0]) if len(read_times) > 1 else 0
+    asked = (len(offs) - 1) / (offs[-1] - offs[0]) if kind != "closed" else None
+    n_chunks = sum(len(v) for v in chunks.values())
+    return {"case": name, "requests": len(recs), "chunks_per_s": n_chunks / wall,
+            "ttft_p50_err": pct(ttft_c, 50) - pct(ttft_t, 50), "ttft_p99_err": pct(ttft_c, 99) - pct(ttft_t, 99),
+            "itl_p50_err": pct(itl_c, 50) - pct(itl_t, 50), "itl_p99_err": pct(itl_c, 99) - pct(itl_t, 99),
+            "truth_ttft_p50": pct(ttft_t, 50), "truth_itl_p99": pct(itl_t, 99),
+            "asked_rate": asked, "seen_rate": seen_rate, "lag_p99": pct(lag, 99), "client_cpu": cpu,
+            "server_cpu": server_cpu, "up_p50": pct(up, 50), "up_p99": pct(up, 99), "down_p50": pct(down, 50),
+            "down_p99": pct(down, 99)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--itl-ms", type=float, default=20.0)
+    ap.add_argument("--ttft-ms", type=float, default=50.0)
+    a = ap.parse_args()
+    runner.install_uvloop()
+    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1")
+    print(f"{'case':6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} {'ITL p50 err':>12} "
+          f"{'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>8} {'client CPU':>10} {'server CPU':>10} "
+          f"{'send->read p50/p99':>19} {'write->recv p50/p99':>20}")
+    for name in a.cases:
+        r = run_case(name, a.seconds, a.itl_ms, a.ttft_ms)
+        asked = "-" if r["asked_rate"] is None else f"{r['asked_rate']:.1f}"
+        print(f"{r['case']:6} {r['requests']:6d} {r['chunks_per_s']:9.0f} {r['ttft_p50_err']:+10.2f} ms "
+              f"{r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms {r['itl_p99_err']:+9.2f} ms "
+              f"{asked:>8} {r['seen_rate']:8.1f} {r['lag_p99']:6.2f} ms {r['client_cpu']:9.0%} {r['server_cpu']:9.0%} "
+              f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()
