@@ -68,6 +68,7 @@ def read_truth(path: str):
     data = open(path, "rb").read()
     recs = np.frombuffer(data, dtype=np.dtype([("rid", "<i4"), ("kind", "<i4"), ("t", "<f8")]))
     reads = {int(r["rid"]): float(r["t"]) for r in recs[recs["kind"] == 0]}
+    read_truth.connections = int((recs["kind"] == 2).sum())
     chunks: dict[int, list[float]] = {}
     for r in recs[recs["kind"] == 1]:
         chunks.setdefault(int(r["rid"]), []).append(float(r["t"]))
@@ -138,7 +139,7 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
     seen_rate = (len(read_times) - 1) / (read_times[-1] - read_times[0]) if len(read_times) > 1 else 0
     asked = (len(offs) - 1) / (offs[-1] - offs[0]) if kind != "closed" else None
     n_chunks = sum(len(v) for v in chunks.values())
-    return {"case": name, "requests": len(recs), "chunks_per_s": n_chunks / wall,
+    return {"case": name, "requests": len(recs), "connections": read_truth.connections, "chunks_per_s": n_chunks / wall,
             "ttft_p50_err": pct(ttft_c, 50) - pct(ttft_t, 50), "ttft_p99_err": pct(ttft_c, 99) - pct(ttft_t, 99),
             "itl_p50_err": pct(itl_c, 50) - pct(itl_t, 50), "itl_p99_err": pct(itl_c, 99) - pct(itl_t, 99),
             "truth_ttft_p50": pct(ttft_t, 50), "truth_itl_p99": pct(itl_t, 99),
@@ -156,13 +157,13 @@ def main() -> None:
     a = ap.parse_args()
     runner.install_uvloop()
     print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1")
-    print(f"{'case':6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} {'ITL p50 err':>12} "
+    print(f"{'case':6} {'conns':>6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} {'ITL p50 err':>12} "
           f"{'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>8} {'client CPU':>10} {'server CPU':>10} "
           f"{'send->read p50/p99':>19} {'write->recv p50/p99':>20}")
     for name in a.cases:
         r = run_case(name, a.seconds, a.itl_ms, a.ttft_ms)
         asked = "-" if r["asked_rate"] is None else f"{r['asked_rate']:.1f}"
-        print(f"{r['case']:6} {r['requests']:6d} {r['chunks_per_s']:9.0f} {r['ttft_p50_err']:+10.2f} ms "
+        print(f"{r['case']:6} {r['connections']:6d} {r['requests']:6d} {r['chunks_per_s']:9.0f} {r['ttft_p50_err']:+10.2f} ms "
               f"{r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms {r['itl_p99_err']:+9.2f} ms "
               f"{asked:>8} {r['seen_rate']:8.1f} {r['lag_p99']:6.2f} ms {r['client_cpu']:9.0%} {r['server_cpu']:9.0%} "
               f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms", flush=True)

@@ -5,7 +5,7 @@ A raw asyncio protocol (no HTTP framework), so that its own overhead is small an
 close to the wire: a request's time is taken when its last bytes are read, each chunk's time right
 after it is handed to the socket. Each request streams `max_tokens` OpenAI completion chunks, the first
 after --ttft-ms, then one every --itl-ms (every --stall-every-th gap lasts --stall-ms instead), on
-absolute deadlines. The log (request number from the prompt, kind 0=read 1=chunk, monotonic time) is
+absolute deadlines. The log (request number from the prompt, kind 0=read 1=chunk 2=new connection, monotonic time) is
 written as packed binary at exit (SIGTERM)."""
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class Conn(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
+        LOG.append((-1, 2, time.monotonic()))  # kind 2: a new connection
 
     def data_received(self, data):
         t = time.monotonic()

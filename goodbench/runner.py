@@ -8,6 +8,7 @@ Ctrl-C stops dispatch, gives in-flight requests a grace period, then records the
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 import multiprocessing as mp
@@ -117,6 +118,7 @@ class _Dispatch:
     def __init__(self, client: Client, store: RunStore, progress: Progress, opts: RunOptions):
         self.client, self.store, self.p, self.opts = client, store, progress, opts
         self.stop = asyncio.Event()
+        self.idle = asyncio.Event()  # set whenever no request is in flight
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
 
@@ -144,27 +146,26 @@ class _Dispatch:
     def _spawn(self, spec, scheduled_at):
         t = asyncio.ensure_future(self._one(spec, scheduled_at))
         self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
+        t.add_done_callback(self._task_done)
         return t
 
+    def _task_done(self, t) -> None:
+        self.tasks.discard(t)
+        if not self.tasks:
+            self.idle.set()
+
     async def open_loop(self, reqs: list[RequestSpec], offs: np.ndarray) -> None:
+        """Runs as its own task: a stop cancels it, so there is nothing to check per request."""
         t0 = self.client.t0
         clock = self.client.clock
+        sem = self.sem
         for spec, off in zip(reqs, offs):
             off = float(off)
-            if clock() < t0 + off:
-                stopper = asyncio.ensure_future(self.stop.wait())
-                sleeper = asyncio.ensure_future(_sleep_until(t0 + off, clock))
-                await asyncio.wait((stopper, sleeper), return_when=asyncio.FIRST_COMPLETED)
-                stopper.cancel()
-                sleeper.cancel()
-            if self.stop.is_set():
-                return
-            if self.sem is not None:
-                await self.sem.acquire()
-                if self.stop.is_set():
-                    self.sem.release()
-                    return
+            d = t0 + off - clock()
+            if d > 0:
+                await asyncio.sleep(d)
+            if sem is not None:
+                await sem.acquire()
             self._spawn(spec, off)
 
     async def closed_loop(self, reqs: list[RequestSpec], users: int, think_s: float,
@@ -187,24 +188,34 @@ class _Dispatch:
                 spec = next_req()
                 if spec is None:
                     return
-                await self._spawn(spec, clock() - t0)
+                # shielded: stopping the users must not cancel requests in flight (they get a grace)
+                await asyncio.shield(self._spawn(spec, clock() - t0))
                 if think_s > 0:
                     await asyncio.sleep(think_s)
 
         users_t = [asyncio.ensure_future(user()) for _ in range(users)]
-        stopper = asyncio.ensure_future(self.stop.wait())
-        await asyncio.wait([stopper, asyncio.gather(*users_t)], return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
+        try:
+            await asyncio.gather(*users_t)
+        finally:
+            for u in users_t:
+                u.cancel()
+
+    async def dispatch(self, coro) -> None:
+        """Run a dispatch coroutine until it ends or a stop (Ctrl-C) cancels it."""
+        task = asyncio.ensure_future(coro)
+        await _first(task, self.stop.wait())
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])
 
     async def drain(self) -> bool:
         """Wait for in-flight requests; after a stop, only for the grace period. True if interrupted."""
+        if self.tasks and not self.stop.is_set():
+            self.idle.clear()
+            if self.tasks:
+                await _first(self.idle.wait(), self.stop.wait())
         if not self.stop.is_set():
-            stopper = asyncio.ensure_future(self.stop.wait())
-            while self.tasks and not self.stop.is_set():
-                await asyncio.wait(list(self.tasks) + [stopper], return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if not self.stop.is_set():
-                return False
+            return False
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=self.opts.grace_s)
         for t in list(self.tasks):
@@ -212,6 +223,17 @@ class _Dispatch:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=5)
         return True
+
+
+async def _first(*aws) -> None:
+    """Wait until the first of a few awaitables is done; cancel the others."""
+    futs = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(futs, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for f in futs:
+            if not f.done():
+                f.cancel()
 
 
 async def scrape_loop(base_url: str, path: str, t0: float, stop: asyncio.Event, interval: float = 1.0) -> None:
@@ -315,6 +337,12 @@ async def _run_share(plan: Plan, idx: np.ndarray, users: int, cfg: ClientConfig,
         n_warm = opts.prewarm if opts.prewarm is not None else (
             users if plan.closed else min(len(idx), opts.max_concurrency or 64))
         await client.prewarm(min(n_warm, 512))
+        # a full collection over everything set-up allocated (workload, tokenizer) can pause the loop
+        # for tens of ms mid-run: freeze it out of the collector's reach, collect young objects rarely
+        gc.collect()
+        gc.freeze()
+        old_gc = gc.get_threshold()
+        gc.set_threshold(50_000, 20, 100)
         # the clock starts after set-up: schedule offsets are relative to this instant
         if t0 < 0:
             t0 = time.monotonic()
@@ -333,12 +361,14 @@ async def _run_share(plan: Plan, idx: np.ndarray, users: int, cfg: ClientConfig,
         reqs = [plan.requests[i] for i in idx]
         try:
             if plan.closed:
-                await d.closed_loop(reqs, users, plan.arrival.think_time_s, plan.duration_s,
-                                    cycle=plan.duration_s is not None)
+                await d.dispatch(d.closed_loop(reqs, users, plan.arrival.think_time_s, plan.duration_s,
+                                               cycle=plan.duration_s is not None))
             else:
-                await d.open_loop(reqs, plan.offsets[idx])
+                await d.dispatch(d.open_loop(reqs, plan.offsets[idx]))
             interrupted = await d.drain()
         finally:
+            gc.set_threshold(*old_gc)
+            gc.unfreeze()
             if ticker:
                 ticker.cancel()
             scrape_stop.set()

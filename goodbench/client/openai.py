@@ -7,9 +7,11 @@ import asyncio
 import os
 import time
 from array import array
+from collections import deque
 from dataclasses import dataclass
 
 import aiohttp
+from aiohttp.streams import StreamReader
 
 from ..records import RequestRecord, RequestSpec
 from .sse import SSEParser, classify
@@ -61,7 +63,96 @@ class _Sent:
 
 
 async def _on_chunk_sent(session, ctx, params) -> None:
-    ctx.trace_request_ctx.t = time.monotonic()
+    mark = ctx.trace_request_ctx
+    if mark is not None:
+        mark.t = time.monotonic()
+
+
+class _StreamState:
+    """Everything one response stream has told us so far; fed bytes as they arrive."""
+
+    __slots__ = ("clock", "t0", "parser", "times", "toks", "texts", "usage_ct", "prompt_srv", "last_ct",
+                 "status", "error", "done")
+
+    def __init__(self, clock, t0: float):
+        self.clock, self.t0 = clock, t0
+        self.parser = SSEParser()
+        self.times = array("d")
+        self.toks = array("i")
+        self.texts: list[str] = []
+        self.usage_ct = self.prompt_srv = None
+        self.last_ct = 0
+        self.status, self.error, self.done = "ok", None, False
+
+    def on_data(self, data: bytes) -> None:
+        t = self.clock() - self.t0
+        self._events(self.parser.feed(data), t)
+
+    def on_eof(self) -> None:
+        self._events(self.parser.close(), self.clock() - self.t0)
+
+    def _events(self, events, t: float) -> None:
+        if self.done or self.status != "ok":
+            return  # after [DONE] or a fault nothing more counts
+        for ev in events:
+            c = classify(ev)
+            kind = c.kind
+            if kind == "content":
+                self.times.append(t)
+                self.texts.append(c.text)
+                if c.completion_tokens is not None:
+                    self.toks.append(max(1, c.completion_tokens - self.last_ct))
+                    self.last_ct = c.completion_tokens
+                else:
+                    self.toks.append(0)  # unknown: settled when the stream ends
+            elif kind == "done":
+                self.done = True
+                return
+            elif kind == "error" or kind == "bad":
+                self.status, self.error = "bad_stream", c.error
+                return
+            if c.completion_tokens is not None:
+                self.usage_ct = c.completion_tokens
+            if c.prompt_tokens is not None:
+                self.prompt_srv = c.prompt_tokens
+
+
+_TAPS: dict[int, _StreamState] = {}
+
+
+class _TapReader(StreamReader):
+    """aiohttp's StreamReader with the body handed straight to the stream state as the protocol
+    parses it: no buffering and no coroutine wake-up per chunk (the load generator's hot path).
+    EOF and errors still go through the base class, so `wait_eof()` ends or raises as usual."""
+
+    __slots__ = ()
+
+    def feed_data(self, data: bytes, size: int = 0) -> bool:
+        if data:
+            self.total_bytes += len(data)
+            _TAPS[id(self)].on_data(data)
+        return False
+
+
+async def _read_stream(content, st: _StreamState) -> None:
+    if type(content) is StreamReader:
+        _TAPS[id(content)] = st
+        try:
+            buffered = content.read_nowait()  # whatever arrived with the headers
+            content.__class__ = _TapReader
+            if buffered:
+                st.on_data(buffered)
+            await content.wait_eof()
+        finally:
+            _TAPS.pop(id(content), None)
+        st.on_eof()
+        return
+    while True:  # fallback for readers we do not know: the plain API
+        data = await content.readany()
+        if not data:
+            st.on_eof()
+            return
+        st.on_data(data)
 
 
 class Client:
@@ -77,6 +168,28 @@ class Client:
         if cfg.api_key:
             headers["Authorization"] = f"Bearer {cfg.api_key}"
         self._headers = headers
+        self._turns: deque[asyncio.Future] = deque()
+        self._pacer: asyncio.Task | None = None
+
+    async def wait_turn(self) -> None:
+        """Let one request leave per event-loop iteration. When hundreds are due at once (a burst,
+        or a closed loop whose users finish together) sending them all in one iteration would keep
+        the loop from polling its sockets for tens of milliseconds, and every chunk arriving
+        meanwhile would be timestamped late. Paced, reads are polled between any two sends. The
+        runner also waits for a turn before it stores a finished request, for the same reason."""
+        fut = asyncio.get_running_loop().create_future()
+        self._turns.append(fut)
+        if self._pacer is None or self._pacer.done():
+            self._pacer = asyncio.ensure_future(self._pace())
+        await fut
+
+    async def _pace(self) -> None:
+        turns = self._turns
+        while turns:
+            fut = turns.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                await asyncio.sleep(0)
 
     async def __aenter__(self):
         conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=False)
@@ -134,18 +247,16 @@ class Client:
 
     async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None) -> RequestRecord:
         clock, t0 = self.clock, self.t0
-        times = array("d")
-        toks = array("i")
-        texts: list[str] = []
-        usage_ct = prompt_srv = None
-        last_ct = 0
-        status, http_status, error, done = "ok", None, None, False
+        st = _StreamState(clock, t0)
+        status, http_status, error = "ok", None, None
         body = self.payload(spec)
-        sent_at = clock() - t0  # replaced by the socket-write time once known
         mark = _Sent()
-        if sent_cb is not None:
-            sent_cb()
+        sent_at = clock() - t0  # replaced by the socket-write time once known
         try:
+            await self.wait_turn()
+            sent_at = clock() - t0
+            if sent_cb is not None:
+                sent_cb()
             async with self.session.post(self.cfg.url, json=body, trace_request_ctx=mark) as resp:
                 if mark.t is not None:
                     sent_at = mark.t - t0
@@ -155,41 +266,10 @@ class Client:
                     status = "http_error"
                     error = f"HTTP {resp.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}"
                 else:
-                    parser = SSEParser()
-                    feed = parser.feed
-                    content = resp.content
-                    while True:
-                        data = await content.readany()
-                        t = clock() - t0
-                        events = feed(data) if data else parser.close()
-                        for ev in events:
-                            c = classify(ev)
-                            kind = c.kind
-                            if kind == "content":
-                                times.append(t)
-                                texts.append(c.text)
-                                if c.completion_tokens is not None:
-                                    toks.append(max(1, c.completion_tokens - last_ct))
-                                    last_ct = c.completion_tokens
-                                else:
-                                    toks.append(0)  # unknown: filled in below
-                            elif kind == "done":
-                                done = True
-                            elif kind == "error" or kind == "bad":
-                                status, error = "bad_stream", c.error
-                            if c.completion_tokens is not None:
-                                usage_ct = c.completion_tokens
-                            if c.prompt_tokens is not None:
-                                prompt_srv = c.prompt_tokens
-                        if not data or done or status != "ok":
-                            break
-                    if status == "ok" and not done:
+                    await _read_stream(resp.content, st)
+                    status, error = st.status, st.error
+                    if status == "ok" and not st.done:
                         status, error = "bad_stream", "stream ended without [DONE]"
-                    elif done and data:
-                        # read the body's end so the connection goes back to the pool instead of being
-                        # closed (a new connection per request would add TCP setup to the next TTFT)
-                        while await content.readany():
-                            pass
         except asyncio.CancelledError:
             status, error = "cancelled", "cancelled before completion"
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:
@@ -203,9 +283,11 @@ class Client:
             status, error = "disconnected", f"connection lost: {type(e).__name__}: {str(e)[:200]}"
         except aiohttp.ClientError as e:
             status, error = "disconnected", f"{type(e).__name__}: {str(e)[:200]}"
+        if status != "ok" and st.status != "ok":
+            status, error = st.status, st.error  # a bad event seen before the connection failed
         finished_at = clock() - t0
-        return self._record(spec, scheduled_at, sent_at, finished_at, times, toks, texts, usage_ct,
-                            prompt_srv, status, http_status, error)
+        return self._record(spec, scheduled_at, sent_at, finished_at, st.times, st.toks, st.texts, st.usage_ct,
+                            st.prompt_srv, status, http_status, error)
 
     def _record(self, spec, scheduled_at, sent_at, finished_at, times, toks, texts, usage_ct, prompt_srv,
                 status, http_status, error) -> RequestRecord:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-_loads = json.loads
+_scan = json.JSONDecoder().scan_once
 
 
 class SSEParser:
@@ -83,8 +83,12 @@ def classify(payload: bytes) -> Chunk:
     if payload == b"[DONE]":
         return DONE
     try:
-        obj = _loads(payload)
-    except ValueError as e:
+        # the C scanner on str directly: json.loads(bytes) spends as long sniffing the encoding
+        s = payload.decode("utf-8")
+        obj, end = _scan(s, 0)
+        if end != len(s) and s[end:].strip():
+            raise ValueError(f"extra data at {end}")
+    except (ValueError, UnicodeDecodeError, StopIteration) as e:
         return Chunk("bad", error=f"malformed JSON in stream: {str(e)[:80]}: {payload[:120]!r}")
     if not isinstance(obj, dict):
         return Chunk("bad", error=f"unexpected event payload: {payload[:120]!r}")
