@@ -39,6 +39,7 @@ CASES = {  # name: (kind, streams or rate, output tokens)
     "c16": ("closed", 16, 128), "c128": ("closed", 128, 128), "c512": ("closed", 512, 128),
     "c1024": ("closed", 1024, 128),
     "p50": ("poisson", 50, 32), "p200": ("poisson", 200, 32), "p500": ("poisson", 500, 32),
+    "p500s": ("poisson", 500, 2),
 }
 
 

@@ -9,11 +9,13 @@ and exported in /metrics."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import math
 import random
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -35,26 +37,47 @@ def _err(status: int, message: str, typ: str = "BadRequestError", param: str | N
 
 
 class Stream:
-    """Tokens for one request, handed from the engine loop to its handler."""
+    """One request's output. Once its handler has sent the response headers, the engine loop writes
+    each token straight into the connection (no task wake-up per token); until then, and for
+    non-streaming requests, tokens wait in `buf`. The handler is woken once, at the end."""
 
-    __slots__ = ("buf", "waiter", "done", "n", "arrived", "last", "fmt")
+    __slots__ = ("buf", "writer", "finished", "done", "dead", "n", "arrived", "last", "fmt")
 
-    def __init__(self, arrived: float):
+    def __init__(self, arrived: float, finished: asyncio.Future):
         self.buf: list[bytes] = []
-        self.waiter: asyncio.Future | None = None
+        self.writer = None  # aiohttp's payload writer, set by the handler after the headers are out
+        self.finished = finished
         self.done = False
+        self.dead = False  # the client went away
         self.n = 0
         self.arrived = arrived
         self.last = 0.0
         self.fmt: _Formatter | None = None
 
     def push(self, data: bytes, done: bool = False) -> None:
-        self.buf.append(data)
+        if self.writer is not None and not self.dead:
+            if not _write_now(self.writer, data):
+                self.dead = True
+        else:
+            self.buf.append(data)
         if done:
             self.done = True
-        w = self.waiter
-        if w is not None and not w.done():
-            w.set_result(None)
+        if (done or self.dead) and not self.finished.done():
+            self.finished.set_result(None)
+
+
+def _write_now(writer, data: bytes) -> bool:
+    """aiohttp's writer.write() without a task hop: with drain=False and no compression it never
+    suspends, so driving the coroutine one step runs it to completion. False if the peer is gone."""
+    coro = writer.write(data, drain=False)
+    try:
+        coro.send(None)
+    except StopIteration:
+        return True
+    except (ConnectionResetError, RuntimeError, OSError):
+        return False
+    coro.close()  # it suspended after handing the bytes over (not expected without compression)
+    return True
 
 
 @dataclass
@@ -105,6 +128,8 @@ class EngineServer:
         self.lateness: list[float] = []  # recent window for quantiles
         self.requests_total = 0
         self._task: asyncio.Task | None = None
+        self._turns: deque[asyncio.Future] = deque()
+        self._pacer: asyncio.Task | None = None
         self._trace = open(opts.step_trace, "w", encoding="utf-8") if opts.step_trace else None
         self.t0 = self.clock()
 
@@ -205,14 +230,35 @@ class EngineServer:
         so = body.get("stream_options") or {}
         return body, ids, n_prompt, mt, int(prio) if isinstance(prio, (int, float)) else 0, so
 
+    async def _turn(self) -> None:
+        """One request intake (JSON parse, tokenizing, response set-up) per event-loop iteration: a
+        burst of hundreds of arrivals handled in one iteration would hold the engine's step timer
+        for tens of milliseconds. Paced, the timer is checked between any two intakes."""
+        if self._pacer is None or self._pacer.done():
+            self._pacer = asyncio.ensure_future(self._pace())
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._turns.append(fut)
+        await fut
+
+    async def _pace(self) -> None:
+        await asyncio.sleep(0)
+        turns = self._turns
+        while turns:
+            fut = turns.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                await asyncio.sleep(0)
+
     async def _generate(self, request: web.Request, chat: bool):
         arrived = self.clock()
+        await self._turn()
         try:
             body, ids, n_prompt, max_tokens, prio, so = await self._parse(request, chat)
         except _Bad as e:
             return _err(400, e.args[0], param=e.param)
         rid = next(self.ids)
-        stream = Stream(arrived)
+        stream = Stream(arrived, asyncio.get_running_loop().create_future())
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
         seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=prio, hashes=hashes, payload=stream)
         try:
@@ -237,22 +283,21 @@ class EngineServer:
 
     async def _stream(self, request, seq: Seq, stream: Stream, fmt) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp.enable_chunked_encoding()
         await resp.prepare(request)
-        if fmt.chat:
-            await resp.write(fmt.role_chunk())
-        loop = asyncio.get_running_loop()
         try:
-            while True:
-                if not stream.buf and not stream.done:
-                    stream.waiter = loop.create_future()
-                    await stream.waiter
-                    stream.waiter = None
-                if stream.buf:
-                    data = b"".join(stream.buf)
-                    stream.buf.clear()
-                    await resp.write(data)
-                if stream.done and not stream.buf:
-                    break
+            await resp.write(fmt.role_chunk() if fmt.chat else b": ok\n\n")  # sends the headers
+            if stream.buf:
+                data = b"".join(stream.buf)
+                stream.buf.clear()
+                await resp.write(data)
+            # from here the engine loop writes tokens itself, through aiohttp's own writer (chunked
+            # framing and its bookkeeping stay aiohttp's; StreamResponse has held it since 3.0)
+            stream.writer = resp._payload_writer
+            await stream.finished
+            if stream.dead:
+                self.engine.abort(seq)
+                return resp
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             self.engine.abort(seq)  # the client went away: free its sequence
@@ -260,10 +305,7 @@ class EngineServer:
         return resp
 
     async def _unary(self, seq: Seq, stream: Stream, fmt) -> web.Response:
-        loop = asyncio.get_running_loop()
-        while not stream.done:
-            stream.waiter = loop.create_future()
-            await stream.waiter
+        await stream.finished
         stream.buf.clear()
         return web.json_response(fmt.full_response(seq.num_output))
 
@@ -412,6 +454,11 @@ async def serve_forever(server: EngineServer, ready_cb=None) -> None:
     """Run until SIGINT/SIGTERM; then stop accepting, end open streams and exit."""
     import signal
 
+    # a full collection over the tokenizer's vocabulary and the app can stall the step loop for tens of
+    # ms: freeze what exists now and collect young objects rarely
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, server.opts.host, server.opts.port, backlog=4096, reuse_address=True)
