@@ -335,7 +335,7 @@ async def _run_share(plan: Plan, idx: np.ndarray, users: int, cfg: ClientConfig,
             except (NotImplementedError, RuntimeError):
                 pass
         n_warm = opts.prewarm if opts.prewarm is not None else (
-            users if plan.closed else min(len(idx), opts.max_concurrency or 64))
+            users if plan.closed else min(len(idx), opts.max_concurrency or 256))
         await client.prewarm(min(n_warm, 512))
         # a full collection over everything set-up allocated (workload, tokenizer) can pause the loop
         # for tens of ms mid-run: freeze it out of the collector's reach, collect young objects rarely
