@@ -145,3 +145,48 @@ def test_ctrl_c_keeps_records_and_writes_summary(tmp_path):
     recs = read_lines(os.path.join(run_dir, "records.jsonl"))
     assert len(recs) == s["requests"]["issued"] and any(len(x["chunk_times"]) > 0 for x in recs)
     assert read_json(os.path.join(run_dir, "run.json"))["interrupted"] is True
+
+
+def test_gate_table_in_the_workload_file_gates_the_run(tmp_path):
+    r = run_cli("simulate", "--workload", os.path.join(ROOT, "ci", "gate.toml"), "--num-prompts", "60",
+                "--result-dir", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "✓ goodput" in r.stdout and "PASS: every clause holds" in r.stdout
+    r = run_cli("simulate", "--workload", os.path.join(ROOT, "ci", "gate.toml"), "--num-prompts", "60",
+                "--gpu", "l4", "--result-dir", str(tmp_path / "l4"))
+    assert r.returncode == 1 and "FAIL" in r.stdout  # a slow GPU misses the same gate
+
+
+def test_workers_split_the_schedule_and_merge_records(tmp_path):
+    r = run_cli("run", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "8",
+                "--num-prompts", "40", "--request-rate", "40", "--fixed-step-ms", "5", "--workers", "2",
+                "--result-dir", str(tmp_path), "--quiet", timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir, s = load_summary(tmp_path)
+    recs = read_lines(os.path.join(run_dir, "records.jsonl"))
+    assert len(recs) == 40 and len({x["id"] for x in recs}) == 40
+    assert s["requests"]["completed"] == 40 and s["valid"] is True
+
+
+def test_killed_run_keeps_every_finished_request(tmp_path):
+    env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
+    p = subprocess.Popen([sys.executable, "-m", "goodbench", "run", "--dataset-name", "random",
+                          "--random-input-len", "16", "--random-output-len", "20", "--num-prompts", "400",
+                          "--request-rate", "20", "--fixed-step-ms", "10", "--result-dir", str(tmp_path / "r"),
+                          "--quiet"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    recs_path = None
+    while time.monotonic() < deadline:
+        d = tmp_path / "r"
+        runs = os.listdir(d) if d.exists() else []
+        if runs and (d / runs[0] / "records.jsonl").exists() and (d / runs[0] / "records.jsonl").stat().st_size > 2000:
+            recs_path = d / runs[0] / "records.jsonl"
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    p.kill()  # SIGKILL: no handler runs
+    p.wait(30)
+    assert recs_path is not None
+    lines = read(recs_path).splitlines()
+    recs = [json.loads(x) for x in lines]  # every line is a whole record
+    assert len(recs) >= 10 and all(x["status"] == "ok" for x in recs)
