@@ -123,6 +123,23 @@ def _block(c: Columns, idx: np.ndarray, slo: dict | None, duration: float) -> di
     return out
 
 
+def _span(c: Columns, idx: np.ndarray) -> float:
+    """First send to last completion within one clock domain."""
+    sent = c.sent[idx][~np.isnan(c.sent[idx])]
+    ends = np.concatenate([c.fin[idx][~np.isnan(c.fin[idx])], c.last[idx][~np.isnan(c.last[idx])]])
+    return float(ends.max() - sent.min()) if sent.size and ends.size else 0.0
+
+
+def _rate(groups: list[np.ndarray]) -> float | None:
+    """Sum over clock domains of (count - 1) / span: requests per second dispatched."""
+    total, any_ = 0.0, False
+    for t in groups:
+        if t.size > 1 and t.max() > t.min():
+            total += (t.size - 1) / float(t.max() - t.min())
+            any_ = True
+    return total if any_ else None
+
+
 def summarize(result: RunResult, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
               label: str | None = None) -> dict:
     meta = result.meta
@@ -130,19 +147,18 @@ def summarize(result: RunResult, slo: dict | None = None, lag_limit_ms: float = 
     recs = [r for r in result.records if not r.warmup]
     c = Columns(recs)
     n = len(recs)
-    sent_ok = c.sent[~np.isnan(c.sent)]
-    ends = np.concatenate([c.fin[~np.isnan(c.fin)], c.last[~np.isnan(c.last)]])
-    duration = float(ends.max() - sent_ok.min()) if sent_ok.size and ends.size else 0.0
+    origins = np.array([r.origin for r in recs]) if recs else np.array([], dtype=str)
+    domains = [np.flatnonzero(origins == o) for o in sorted(set(origins.tolist()))] or [np.arange(0)]
+    # one clock per origin (load-generator process or host): spans are measured within a clock only
+    duration = max(_span(c, d) for d in domains)
     s: dict = {"run_id": meta.run_id, "label": label or meta.label, "slo": slo or None}
     block = _block(c, np.arange(n), slo, duration)
     s["requests"] = block.pop("requests")
     s["duration_s"] = duration
     s.update(block)
     # offered load: what the generator actually dispatched vs what its schedule said
-    span = float(sent_ok.max() - sent_ok.min()) if sent_ok.size > 1 else 0.0
-    sspan = float(c.sched.max() - c.sched.min()) if n > 1 else 0.0
-    s["achieved_rate"] = (sent_ok.size - 1) / span if span > 0 else None
-    s["scheduled_rate"] = (n - 1) / sspan if sspan > 0 else None
+    s["achieved_rate"] = _rate([c.sent[d][~np.isnan(c.sent[d])] for d in domains])
+    s["scheduled_rate"] = _rate([c.sched[d] for d in domains])
     s["requested_rate"] = meta.requested_rate
     s["warmup_excluded"] = len(result.records) - n
     warnings: list[str] = []

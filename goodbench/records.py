@@ -45,6 +45,7 @@ class RequestRecord:
     http_status: int | None = None
     error: str | None = None
     warmup: bool = False
+    origin: str = ""  # which load-generator process (clock) produced it: times from two origins never mix
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)

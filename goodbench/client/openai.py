@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from array import array
 from collections import deque
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ import aiohttp
 from aiohttp.streams import StreamReader
 
 from ..records import RequestRecord, RequestSpec
-from .sse import SSEParser, classify
+from .stream import StreamState
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 ERROR_BODY_LIMIT = 500
@@ -68,56 +67,7 @@ async def _on_chunk_sent(session, ctx, params) -> None:
         mark.t = time.monotonic()
 
 
-class _StreamState:
-    """Everything one response stream has told us so far; fed bytes as they arrive."""
-
-    __slots__ = ("clock", "t0", "parser", "times", "toks", "texts", "usage_ct", "prompt_srv", "last_ct",
-                 "status", "error", "done")
-
-    def __init__(self, clock, t0: float):
-        self.clock, self.t0 = clock, t0
-        self.parser = SSEParser()
-        self.times = array("d")
-        self.toks = array("i")
-        self.texts: list[str] = []
-        self.usage_ct = self.prompt_srv = None
-        self.last_ct = 0
-        self.status, self.error, self.done = "ok", None, False
-
-    def on_data(self, data: bytes) -> None:
-        t = self.clock() - self.t0
-        self._events(self.parser.feed(data), t)
-
-    def on_eof(self) -> None:
-        self._events(self.parser.close(), self.clock() - self.t0)
-
-    def _events(self, events, t: float) -> None:
-        if self.done or self.status != "ok":
-            return  # after [DONE] or a fault nothing more counts
-        for ev in events:
-            c = classify(ev)
-            kind = c.kind
-            if kind == "content":
-                self.times.append(t)
-                self.texts.append(c.text)
-                if c.completion_tokens is not None:
-                    self.toks.append(max(1, c.completion_tokens - self.last_ct))
-                    self.last_ct = c.completion_tokens
-                else:
-                    self.toks.append(0)  # unknown: settled when the stream ends
-            elif kind == "done":
-                self.done = True
-                return
-            elif kind == "error" or kind == "bad":
-                self.status, self.error = "bad_stream", c.error
-                return
-            if c.completion_tokens is not None:
-                self.usage_ct = c.completion_tokens
-            if c.prompt_tokens is not None:
-                self.prompt_srv = c.prompt_tokens
-
-
-_TAPS: dict[int, _StreamState] = {}
+_TAPS: dict[int, StreamState] = {}
 
 
 class _TapReader(StreamReader):
@@ -134,7 +84,7 @@ class _TapReader(StreamReader):
         return False
 
 
-async def _read_stream(content, st: _StreamState) -> None:
+async def _read_stream(content, st: StreamState) -> None:
     if type(content) is StreamReader:
         _TAPS[id(content)] = st
         try:
@@ -247,7 +197,7 @@ class Client:
 
     async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None) -> RequestRecord:
         clock, t0 = self.clock, self.t0
-        st = _StreamState(clock, t0)
+        st = StreamState(clock, t0)
         status, http_status, error = "ok", None, None
         body = self.payload(spec)
         mark = _Sent()
@@ -285,26 +235,4 @@ class Client:
             status, error = "disconnected", f"{type(e).__name__}: {str(e)[:200]}"
         if status != "ok" and st.status != "ok":
             status, error = st.status, st.error  # a bad event seen before the connection failed
-        finished_at = clock() - t0
-        return self._record(spec, scheduled_at, sent_at, finished_at, st.times, st.toks, st.texts, st.usage_ct,
-                            st.prompt_srv, status, http_status, error)
-
-    def _record(self, spec, scheduled_at, sent_at, finished_at, times, toks, texts, usage_ct, prompt_srv,
-                status, http_status, error) -> RequestRecord:
-        n = len(times)
-        if n and min(toks) == 0:  # no per-chunk usage: one token per chunk unless usage says more
-            toks = array("i", [1] * n)
-        if usage_ct is not None:
-            out, source = int(usage_ct), "usage"
-        elif self.tok is not None and texts:
-            out, source = self.tok.count("".join(texts)), "tokenizer"
-        else:
-            out, source = n, "chunks"
-        return RequestRecord(
-            id=spec.id, cls=spec.cls, scheduled_at=scheduled_at, sent_at=sent_at,
-            first_token_at=times[0] if n else None,
-            finished_at=finished_at,
-            chunk_times=tuple(times), chunk_tokens=tuple(toks), output_tokens=out,
-            output_tokens_source=source, prompt_tokens=spec.prompt_tokens,
-            prompt_tokens_server=prompt_srv, status=status, http_status=http_status, error=error,
-            warmup=spec.warmup)
+        return st.record(spec, scheduled_at, sent_at, clock() - t0, status, http_status, error, self.tok)
