@@ -154,6 +154,14 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
     r.add_argument("--quiet", action="store_true", help="no live progress")
     r.add_argument("--no-pin", action="store_true", help="do not pin the auto-started engine to CPU 0")
+    lg = p.add_argument_group("locust (--via locust)")
+    lg.add_argument("--via", choices=["native", "locust"], default="native",
+                    help="load generator: goodbench's own (default) or locust (needs the [locust] extra)")
+    lg.add_argument("--users", type=int, default=16, help="locust users (concurrent requests), default 16")
+    lg.add_argument("--spawn-rate", type=float, default=16.0, help="locust users started per second")
+    lg.add_argument("--locust-workers", type=int, default=0, help="start a local master and N workers")
+    lg.add_argument("--open-loop", action="store_true",
+                    help="locust users take send times from the workload's arrival schedule (default: closed loop)")
     r.add_argument("--grace-period", type=float, default=5.0,
                    help="after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default 5)")
 
@@ -186,6 +194,8 @@ def cmd_run(args) -> int:
 
     console = _console()
     spec = build_spec(args)
+    if args.via == "locust":
+        return _run_via_locust(args, spec, console)
     runner.install_uvloop()
     server = None
     base_url = args.base_url
@@ -241,6 +251,66 @@ def cmd_run(args) -> int:
                 import shutil
 
                 shutil.copyfile(server.log_path, os.path.join(st.dir, "engine.log"))
+            os.unlink(server.log_path)
+
+
+def _run_via_locust(args, spec, console) -> int:
+    """A local locust run (one process, or a master and N workers) on the same workload; the locust
+    master writes the results directory and its exit code is the verdict."""
+    import importlib.util
+    import socket
+    import subprocess
+    import tempfile
+
+    if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
+        raise CLIError("--via locust needs locust and httpx: pip install 'goodbench[locust]'")
+    from .store import new_run_id
+
+    locustfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "integrations", "locustfile.py")
+    run_id = args.run_id or new_run_id("locust")
+    server = None
+    base_url = args.base_url
+    if not base_url:
+        log = os.path.join(tempfile.gettempdir(), f"goodbench-engine-{run_id}.log")
+        server, _ = _start_engine(args, console, log)
+        base_url = server.base_url
+    env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json())
+    common = [sys.executable, "-m", "locust", "-f", locustfile]
+    cmd = common + ["--headless", "-u", str(args.users), "-r", str(args.spawn_rate), "--host", base_url,
+                    "-t", f"{int(args.duration + 60) if args.duration else 86400}s",
+                    "--goodbench-result-dir", args.result_dir, "--goodbench-run-id", run_id,
+                    "--goodbench-min-attainment", str(args.target_attainment),
+                    "--goodbench-api-key-env", args.api_key_env]
+    if spec.slo:
+        cmd += ["--goodbench-slo", " ".join(f"{k}:{v:g}" for k, v in spec.slo.items())]
+    if args.model:
+        cmd += ["--goodbench-model", args.model]
+    if args.endpoint:
+        cmd += ["--goodbench-endpoint", args.endpoint]
+    if args.open_loop:
+        cmd += ["--goodbench-open-loop"]
+    workers = []
+    try:
+        if args.locust_workers > 0:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                    "--expect-workers", str(args.locust_workers)]
+            for _ in range(args.locust_workers):
+                workers.append(subprocess.Popen(common + ["--worker", "--master-host", "127.0.0.1", "--master-port",
+                                                          str(port)], env=env, stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL))
+        master = subprocess.run(cmd, env=env)
+        return master.returncode
+    finally:
+        for w in workers:
+            try:
+                w.wait(15)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        if server is not None:
+            server.stop()
             os.unlink(server.log_path)
 
 

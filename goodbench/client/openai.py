@@ -52,6 +52,29 @@ def api_key_from_env(var: str | None) -> str | None:
     return os.environ.get(var or "OPENAI_API_KEY") or None
 
 
+def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
+    """The OpenAI request for a RequestSpec: streaming, usage requested, greedy."""
+    body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True},
+                  "temperature": 0.0}
+    if cfg.is_chat:
+        prompt = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
+        body["messages"] = prompt
+        body["max_completion_tokens"] = spec.max_tokens
+    else:
+        prompt = spec.prompt
+        if isinstance(prompt, list):
+            prompt = "\n".join(str(m.get("content", "")) for m in prompt)
+        body["prompt"] = prompt
+        body["max_tokens"] = spec.max_tokens
+    if cfg.ignore_eos:
+        body["ignore_eos"] = True
+    if cfg.min_tokens:
+        body["min_tokens"] = spec.max_tokens
+    if cfg.extra_body:
+        body.update(cfg.extra_body)
+    return body
+
+
 class _Sent:
     """Per-request trace context: when the request body actually went to the socket."""
 
@@ -174,26 +197,7 @@ class Client:
         await asyncio.gather(*(one() for _ in range(n)))
 
     def payload(self, spec: RequestSpec) -> dict:
-        cfg = self.cfg
-        body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True},
-                      "temperature": 0.0}
-        if cfg.is_chat:
-            prompt = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
-            body["messages"] = prompt
-            body["max_completion_tokens"] = spec.max_tokens
-        else:
-            prompt = spec.prompt
-            if isinstance(prompt, list):
-                prompt = "\n".join(str(m.get("content", "")) for m in prompt)
-            body["prompt"] = prompt
-            body["max_tokens"] = spec.max_tokens
-        if cfg.ignore_eos:
-            body["ignore_eos"] = True
-        if cfg.min_tokens:
-            body["min_tokens"] = spec.max_tokens
-        if cfg.extra_body:
-            body.update(cfg.extra_body)
-        return body
+        return request_body(self.cfg, spec)
 
     async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None) -> RequestRecord:
         clock, t0 = self.clock, self.t0

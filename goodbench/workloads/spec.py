@@ -96,6 +96,20 @@ class WorkloadSpec:
         d["arrival"]["trace"] = len(self.arrival.trace)  # the count, not every timestamp
         return d
 
+    def to_json(self) -> str:
+        """Everything, trace timestamps included: for handing a spec to another process."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "WorkloadSpec":
+        d = json.loads(text)
+        a = d.pop("arrival")
+        a["trace"] = tuple(a.get("trace") or ())
+        classes = tuple(ClassSpec(**{**c, "input": LengthDist(**c["input"]), "output": LengthDist(**c["output"])})
+                        for c in d.pop("classes"))
+        hol = HolSpec(**d.pop("hol")) if d.get("hol") else d.pop("hol", None)
+        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, **d)
+
     def hash(self) -> str:
         d = self.to_dict()
         d.pop("path", None)

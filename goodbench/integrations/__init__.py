@@ -1,0 +1,1 @@
+"""Integrations with other tools (locust). Nothing in goodbench imports these."""

@@ -1,0 +1,328 @@
+"""locust integration: goodput users for locust's headless, UI and distributed (master/worker) runs.
+
+The only module that imports locust (which monkey-patches the interpreter with gevent on import):
+nothing in goodbench imports it, and tests run it in a subprocess. Requests stream over httpx (its
+sync client is cooperative under gevent); every chunk is timestamped as it is read and each request
+becomes a full RequestRecord, so a locust run gives the same results directory, summary and verdict
+as `goodbench run`.
+
+Configuration is locust's own custom arguments (listed by `locust -f ... --help`, each with an
+environment variable); a master forwards them to its workers. With N workers (--expect-workers), worker
+i takes every N-th request of the workload; in open-loop mode it also takes those requests' send
+times from the workload's arrival schedule, so the workers together follow one schedule. Workers send
+their records to the master over locust's messaging; the master writes one merged results directory.
+Each record keeps its sender's clock (`origin`): times from two processes are never subtracted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+import gevent
+import httpx
+from locust import User, events, task
+from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
+
+from .. import __version__
+from ..arrivals import offsets as arrival_offsets
+from ..client.openai import ClientConfig, request_body, resolve_endpoint
+from ..client.stream import StreamState
+from ..metrics import summarize
+from ..records import RequestRecord, RequestSpec, RunMeta, RunResult, parse_slo
+from ..store import RunStore, new_run_id
+from ..workloads import build_requests, hol_count
+from ..workloads.spec import WorkloadSpec, load_workload
+
+MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
+FLUSH_S = 0.5
+logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+
+
+@events.init_command_line_parser.add_listener
+def _arguments(parser) -> None:
+    g = parser.add_argument_group("goodbench")
+    g.add_argument("--goodbench-workload", env_var="GOODBENCH_WORKLOAD", default="",
+                   help="goodbench workload TOML file (default: 1024-token prompts, 128 out)")
+    g.add_argument("--goodbench-spec-json", env_var="GOODBENCH_SPEC_JSON", default="", help="(internal) workload as JSON")
+    g.add_argument("--goodbench-model", env_var="GOODBENCH_MODEL", default="",
+                   help="model name sent in requests (default: the server's first /v1/models entry)")
+    g.add_argument("--goodbench-endpoint", env_var="GOODBENCH_ENDPOINT", default="",
+                   help="API path (default: the workload's, /v1/completions)")
+    g.add_argument("--goodbench-slo", env_var="GOODBENCH_SLO", default="", help='SLO, e.g. "ttft:500 tpot:50"')
+    g.add_argument("--goodbench-min-attainment", env_var="GOODBENCH_MIN_ATTAINMENT", type=float, default=0.95,
+                   help="exit 1 when SLO attainment is below this (default 0.95)")
+    g.add_argument("--goodbench-result-dir", env_var="GOODBENCH_RESULT_DIR", default="results",
+                   help="parent folder of the results directory (default results)")
+    g.add_argument("--goodbench-run-id", env_var="GOODBENCH_RUN_ID", default="", help="results directory name")
+    g.add_argument("--goodbench-open-loop", env_var="GOODBENCH_OPEN_LOOP", action="store_true", default=False,
+                   help="take send times from the workload's arrival schedule (default: closed loop, "
+                        "locust's model, which hides queueing)")
+    g.add_argument("--goodbench-api-key-env", env_var="GOODBENCH_API_KEY_ENV", default="OPENAI_API_KEY",
+                   help="environment variable holding the API key")
+
+
+class _Run:
+    """This process's share of the run (per locust process; gevent is cooperative, so no locks)."""
+
+    def __init__(self):
+        self.ready = False
+        self.records: list[RequestRecord] = []
+        self.outbox: list[dict] = []
+        self.done_workers: set[int] = set()
+        self.finished = False
+
+    def setup(self, env) -> None:
+        if self.ready:
+            return
+        o = env.parsed_options
+        runner = env.runner
+        self.spec = _spec(o)
+        self.slo = parse_slo(o.goodbench_slo) if o.goodbench_slo else self.spec.slo
+        self.endpoint = resolve_endpoint(o.goodbench_endpoint or None, self.spec.endpoint)
+        self.min_attainment = o.goodbench_min_attainment
+        self.open_loop = bool(o.goodbench_open_loop)
+        self.origin = f"{socket.gethostname()}:{os.getpid()}"
+        n_workers = max(1, int(getattr(o, "expect_workers", 1) or 1)) if isinstance(runner, WorkerRunner) else 1
+        index = runner.worker_index if isinstance(runner, WorkerRunner) else 0
+        self.t0 = time.monotonic()
+        self.started_wall = time.time()
+        if not isinstance(runner, MasterRunner):
+            self._plan(index, n_workers)
+        self.ready = True
+
+    def _plan(self, index: int, n_workers: int) -> None:
+        from .. import tokenizer
+
+        spec = self.spec
+        tok = tokenizer.load()
+        a = spec.arrival
+        if spec.generator == "hol":
+            reqs = build_requests(spec, tok, hol_count(spec))
+            offs = [r.arrival_s for r in reqs]
+        elif a.kind in ("closed", "workload") or not self.open_loop:
+            reqs = build_requests(spec, tok, spec.num_requests or 5000)
+            offs = None
+        else:
+            o = arrival_offsets(a, n=spec.num_requests, duration_s=spec.duration_s, seed=spec.seed)
+            reqs = build_requests(spec, tok, len(o))
+            offs = list(o)
+        keep = range(index, len(reqs), n_workers)
+        self.queue = [(reqs[i], offs[i] if (offs is not None and self.open_loop) else None) for i in keep]
+        self.queue.reverse()  # pop() from the end
+        self.total = len(self.queue)
+        self.in_flight = 0
+        self.think = a.think_time_s if a.kind == "closed" else 0.0
+        self.deadline = self.t0 + spec.duration_s if spec.duration_s and not self.open_loop else None
+
+    def take(self):
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return None
+        if not self.queue:
+            return None
+        self.in_flight += 1
+        return self.queue.pop()
+
+    def add(self, env, rec: RequestRecord) -> None:
+        self.in_flight -= 1
+        if isinstance(env.runner, WorkerRunner):
+            self.outbox.append(rec.to_dict())
+        else:
+            self.records.append(rec)
+        if self.in_flight == 0 and (not self.queue or (self.deadline and time.monotonic() >= self.deadline)):
+            self.finish(env)
+
+    def finish(self, env) -> None:
+        """This process has sent all it will send: tell the master, or end a local run."""
+        if self.finished:
+            return
+        self.finished = True
+        if isinstance(env.runner, WorkerRunner):
+            self.flush(env)
+            env.runner.send_message(MSG_DONE, env.runner.worker_index)
+        else:
+            gevent.spawn_later(0.1, env.runner.quit)
+
+    def flush(self, env) -> None:
+        if self.outbox:
+            batch, self.outbox = self.outbox, []
+            for i in range(0, len(batch), 500):
+                env.runner.send_message(MSG_RECORDS, batch[i:i + 500])
+
+
+RUN = _Run()
+
+
+def _spec(o) -> WorkloadSpec:
+    if o.goodbench_spec_json:
+        return WorkloadSpec.from_json(o.goodbench_spec_json)
+    if o.goodbench_workload:
+        return load_workload(o.goodbench_workload)
+    from ..workloads.spec import ClassSpec, LengthDist
+
+    return WorkloadSpec(name="random", classes=(ClassSpec("random", 1.0, LengthDist(value=1024), LengthDist(value=128)),))
+
+
+@events.init.add_listener
+def _init(environment, **kw) -> None:
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        def on_records(msg, **_):
+            RUN.records.extend(RequestRecord.from_dict(d) for d in msg.data)
+
+        def on_done(msg, **_):
+            RUN.done_workers.add(msg.data)
+            expected = max(1, int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
+            if len(RUN.done_workers) >= expected:
+                gevent.spawn_later(0.2, runner.quit)
+
+        runner.register_message(MSG_RECORDS, on_records)
+        runner.register_message(MSG_DONE, on_done)
+    elif isinstance(runner, WorkerRunner):
+        def flusher():
+            while True:
+                gevent.sleep(FLUSH_S)
+                if RUN.ready:
+                    RUN.flush(environment)
+
+        gevent.spawn(flusher)
+
+
+@events.test_start.add_listener
+def _test_start(environment, **kw) -> None:
+    RUN.setup(environment)
+
+
+@events.test_stop.add_listener
+def _test_stop(environment, **kw) -> None:
+    if isinstance(environment.runner, WorkerRunner) and RUN.ready:
+        RUN.flush(environment)
+
+
+@events.quitting.add_listener
+def _quitting(environment, **kw) -> None:
+    """The master (or a single process) writes the merged results and sets the exit code."""
+    if isinstance(environment.runner, WorkerRunner) or not RUN.ready:
+        return
+    o = environment.parsed_options
+    run_id = o.goodbench_run_id or new_run_id("locust")
+    store = RunStore(o.goodbench_result_dir, run_id)
+    mode = "open" if RUN.open_loop else "closed"
+    meta = RunMeta(run_id=run_id, label=f"locust-{mode}",
+                   target={"base_url": environment.host, "endpoint": RUN.endpoint, "model": _model(environment)},
+                   workload=RUN.spec.to_dict(), workload_hash=RUN.spec.hash(), slo=RUN.slo, seed=RUN.spec.seed,
+                   mode=mode, requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None,
+                   goodbench_version=__version__)
+    store.start(meta)
+    store.append_many(RUN.records)
+    summary = summarize(RunResult(meta, RUN.records), slo=RUN.slo, label=meta.label)
+    store.finish(meta, summary)
+    from rich.console import Console
+
+    from ..report.console import print_summary
+
+    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, store.dir)
+    att = summary.get("slo_attainment")
+    environment.process_exit_code = 1 if (att is not None and att < RUN.min_attainment) or \
+        not summary["requests"]["completed"] else 0
+
+
+_MODEL: dict = {}
+
+
+def _model(env) -> str:
+    if "name" in _MODEL:
+        return _MODEL["name"]
+    name = env.parsed_options.goodbench_model
+    if not name:
+        try:
+            r = httpx.get((env.host or "").rstrip("/") + "/v1/models", timeout=5)
+            items = r.json().get("data") or []
+            name = items[0].get("id") if items else "default"
+        except (httpx.HTTPError, ValueError):
+            name = "default"
+    _MODEL["name"] = name
+    return name
+
+
+class GoodputUser(User):
+    """Sends the workload's requests, one at a time per user, streaming each and recording every chunk.
+    Subclass it in a locustfile (see locustfiles/goodput.py)."""
+
+    abstract = True
+
+    def wait_time(self) -> float:
+        return RUN.think if RUN.ready else 0.0
+
+    def on_start(self) -> None:
+        RUN.setup(self.environment)
+        key = os.environ.get(self.environment.parsed_options.goodbench_api_key_env or "OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.http = httpx.Client(base_url=self.host or "", headers=headers,
+                                 timeout=httpx.Timeout(600.0, connect=10.0, read=60.0))
+        self.cfg = ClientConfig(base_url=self.host or "", endpoint=RUN.endpoint, model=_model(self.environment),
+                                ignore_eos=RUN.spec.ignore_eos)
+
+    def on_stop(self) -> None:
+        self.http.close()
+
+    @task
+    def send_next(self) -> None:
+        item = RUN.take()
+        if item is None:
+            if RUN.in_flight == 0:
+                RUN.finish(self.environment)
+            raise StopUser()
+        spec, off = item
+        if off is not None:
+            d = RUN.t0 + off - time.monotonic()
+            if d > 0:
+                gevent.sleep(d)
+            scheduled = off
+        else:
+            scheduled = time.monotonic() - RUN.t0
+        rec = self._stream(spec, scheduled)
+        self._fire(rec)
+        RUN.add(self.environment, rec)
+
+    def _stream(self, spec: RequestSpec, scheduled: float) -> RequestRecord:
+        t0 = RUN.t0
+        st = StreamState(time.monotonic, t0)
+        status, http_status, error = "ok", None, None
+        body = request_body(self.cfg, spec)
+        sent = time.monotonic() - t0
+        try:
+            with self.http.stream("POST", RUN.endpoint, json=body) as resp:
+                http_status = resp.status_code
+                if resp.status_code >= 400:
+                    raw = resp.read()[:2000]
+                    status, error = "http_error", f"HTTP {resp.status_code}: {raw.decode('utf-8', 'replace')[:500]}"
+                else:
+                    for data in resp.iter_raw():
+                        st.on_data(data)
+                    st.on_eof()
+                    status, error = st.status, st.error
+                    if status == "ok" and not st.done:
+                        status, error = "bad_stream", "stream ended without [DONE]"
+        except httpx.TimeoutException as e:
+            status, error = "timeout", f"{type(e).__name__}: {e}"
+        except httpx.ConnectError as e:
+            status, error = "disconnected", f"cannot connect to {self.host}: {e}"
+        except httpx.HTTPError as e:
+            status, error = "disconnected", f"{type(e).__name__}: {str(e)[:200]}"
+        return st.record(spec, scheduled, sent, time.monotonic() - t0, status, http_status, error,
+                         origin=RUN.origin)
+
+    def _fire(self, rec: RequestRecord) -> None:
+        """locust's own statistics: E2E as the response time, TTFT under its own name."""
+        ev = self.environment.events.request
+        ok = rec.status == "ok"
+        e2e = ((rec.chunk_times[-1] if rec.chunk_times else rec.finished_at) - rec.sent_at) * 1000
+        ev.fire(request_type="POST", name=RUN.endpoint, response_time=e2e, response_length=rec.output_tokens,
+                exception=None if ok else RuntimeError(f"{rec.status}: {rec.error}"), context={})
+        if rec.first_token_at is not None:
+            ev.fire(request_type="TTFT", name=RUN.endpoint, response_time=(rec.first_token_at - rec.sent_at) * 1000,
+                    response_length=0, exception=None, context={})

@@ -1,0 +1,111 @@
+"""locust integration, always in subprocesses (locust monkey-patches the interpreter with gevent),
+headless, bounded in time, against the reference engine on loopback."""
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+
+# never import locust here: it monkey-patches this interpreter with gevent
+if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
+    pytest.skip("the [locust] extra is not installed", allow_module_level=True)
+
+WORKLOAD = """
+name = "tiny"
+num_requests = 40
+seed = 3
+[[class]]
+name = "short"
+weight = 0.7
+input = 32
+output = 12
+[[class]]
+name = "long"
+weight = 0.3
+input = 600
+output = 6
+"""
+
+
+@pytest.fixture(scope="module")
+def engine():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=0.5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield url
+    p.terminate()
+    p.wait(10)
+
+
+def results(d):
+    (run,) = os.listdir(d)
+    with open(os.path.join(d, run, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(d, run, "records.jsonl")) as f:
+        recs = [json.loads(x) for x in f.read().splitlines()]
+    return summary, recs
+
+
+def locust(tmp_path, url, slo, *extra):
+    w = tmp_path / "w.toml"
+    w.write_text(WORKLOAD)
+    cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"), "--headless",
+           "-u", "4", "-r", "4", "-t", "60s", "--host", url, "--goodbench-workload", str(w),
+           "--goodbench-result-dir", str(tmp_path / "r"), "--goodbench-slo", slo, *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_single_process_run_writes_results_and_passes(engine, tmp_path):
+    p = locust(tmp_path, engine, "ttft:2000 tpot:100")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    summary, recs = results(tmp_path / "r")
+    assert len(recs) == 40 and summary["requests"]["completed"] == 40 and summary["slo_attainment"] == 1.0
+    assert {r["cls"] for r in recs} == {"short", "long"} and all(len(r["chunk_times"]) in (6, 12) for r in recs)
+    assert "PASS" in p.stdout and "TTFT" in p.stdout  # goodbench's summary and locust's own table
+
+
+def test_failing_slo_sets_exit_code_1(engine, tmp_path):
+    p = locust(tmp_path, engine, "ttft:1")
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    summary, _ = results(tmp_path / "r")
+    assert summary["slo_attainment"] < 0.95
+
+
+def test_custom_arguments_go_through_locusts_parser():
+    # (locust 2.39 prints --help before it loads the locustfile, so they are not listed there;
+    # a bad value shows they are real locust options)
+    p = subprocess.run([sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"),
+                        "--headless", "--goodbench-min-attainment", "lots"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "--goodbench-min-attainment" in p.stderr and "invalid float" in p.stderr
+
+
+@pytest.mark.parametrize("slo,code", [("ttft:2000 tpot:100", 0), ("ttft:1", 1)])
+def test_master_and_two_workers_merge_records(engine, tmp_path, slo, code):
+    w = tmp_path / "w.toml"
+    w.write_text(WORKLOAD)
+    p = subprocess.run([sys.executable, "-m", "goodbench", "run", "--via", "locust", "--locust-workers", "2",
+                        "--users", "4", "--base-url", engine, "--workload", str(w), "--goodput", *slo.split(),
+                        "--result-dir", str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert p.returncode == code, p.stdout[-2000:] + p.stderr[-2000:]
+    summary, recs = results(tmp_path / "r")
+    assert len(recs) == 40 and len({r["id"] for r in recs}) == 40  # each worker took its share
+    assert len({r["origin"] for r in recs}) == 2  # two clocks, kept apart
+    assert summary["requests"]["issued"] == 40
