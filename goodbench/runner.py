@@ -8,7 +8,6 @@ Ctrl-C stops dispatch, gives in-flight requests a grace period, then records the
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import math
 import multiprocessing as mp
@@ -23,6 +22,7 @@ import numpy as np
 
 from .arrivals import ArrivalSpec, offsets as arrival_offsets
 from .client.openai import Client, ClientConfig
+from .gcquiet import quiet_gc, watchdog as gc_watchdog
 from .records import RequestRecord, RequestSpec
 from .store import RunStore
 from .workloads import build_requests
@@ -62,6 +62,46 @@ def build_plan(spec: WorkloadSpec, tok) -> Plan:
 
 def _counter(i: int):
     return property(lambda s: s._a[s._b + i], lambda s, v: s._a.__setitem__(s._b + i, v))
+
+
+async def _run_timed(d, client, plan, idx, users, store, cfg, t0, progress, on_tick, scrape, loop) -> bool:
+    """The timed part of a run: set the clock origin, dispatch, drain."""
+    gc_dog = asyncio.ensure_future(gc_watchdog())
+    # the clock starts after set-up: schedule offsets are relative to this instant
+    if t0 < 0:
+        t0 = time.monotonic()
+    client.t0 = t0
+    progress.t0 = t0
+    scrape_stop = asyncio.Event()
+    scraper = asyncio.ensure_future(scrape_loop(cfg.base_url, os.path.join(store.dir, "server_metrics.jsonl"),
+                                                t0, scrape_stop)) if scrape else None
+    ticker = None
+    if on_tick is not None:
+        async def tick():
+            while True:
+                on_tick()
+                await asyncio.sleep(0.5)
+        ticker = asyncio.ensure_future(tick())
+    reqs = [plan.requests[i] for i in idx]
+    try:
+        if plan.closed:
+            await d.dispatch(d.closed_loop(reqs, users, plan.arrival.think_time_s, plan.duration_s,
+                                           cycle=plan.duration_s is not None))
+        else:
+            await d.dispatch(d.open_loop(reqs, plan.offsets[idx]))
+        return await d.drain()
+    finally:
+        gc_dog.cancel()
+        if ticker:
+            ticker.cancel()
+        scrape_stop.set()
+        if scraper:
+            await asyncio.wait([scraper], timeout=3)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
 
 
 class Progress:
@@ -337,48 +377,9 @@ async def _run_share(plan: Plan, idx: np.ndarray, users: int, cfg: ClientConfig,
         n_warm = opts.prewarm if opts.prewarm is not None else (
             users if plan.closed else min(len(idx), opts.max_concurrency or 256))
         await client.prewarm(min(n_warm, 512))
-        # a full collection over everything set-up allocated (workload, tokenizer) can pause the loop
-        # for tens of ms mid-run: freeze it out of the collector's reach, collect young objects rarely
-        gc.collect()
-        gc.freeze()
-        old_gc = gc.get_threshold()
-        gc.set_threshold(50_000, 20, 100)
-        # the clock starts after set-up: schedule offsets are relative to this instant
-        if t0 < 0:
-            t0 = time.monotonic()
-        client.t0 = t0
-        progress.t0 = t0
-        scrape_stop = asyncio.Event()
-        scraper = asyncio.ensure_future(scrape_loop(cfg.base_url, os.path.join(store.dir, "server_metrics.jsonl"),
-                                                    t0, scrape_stop)) if scrape else None
-        ticker = None
-        if on_tick is not None:
-            async def tick():
-                while True:
-                    on_tick()
-                    await asyncio.sleep(0.5)
-            ticker = asyncio.ensure_future(tick())
-        reqs = [plan.requests[i] for i in idx]
-        try:
-            if plan.closed:
-                await d.dispatch(d.closed_loop(reqs, users, plan.arrival.think_time_s, plan.duration_s,
-                                               cycle=plan.duration_s is not None))
-            else:
-                await d.dispatch(d.open_loop(reqs, plan.offsets[idx]))
-            interrupted = await d.drain()
-        finally:
-            gc.set_threshold(*old_gc)
-            gc.unfreeze()
-            if ticker:
-                ticker.cancel()
-            scrape_stop.set()
-            if scraper:
-                await asyncio.wait([scraper], timeout=3)
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    loop.remove_signal_handler(sig)
-                except (NotImplementedError, RuntimeError):
-                    pass
+        with quiet_gc():  # collector pauses would make the loop late (see gcquiet)
+            interrupted = await _run_timed(d, client, plan, idx, users, store, cfg, t0, progress, on_tick,
+                                           scrape, loop)
         if on_tick is not None:
             on_tick()
         return interrupted

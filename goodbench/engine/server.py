@@ -9,7 +9,6 @@ and exported in /metrics."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
 import json
 import math
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from ..gcquiet import quiet_gc, watchdog as gc_watchdog
 from .config import EngineConfig
 from .core import Engine, RequestTooLong
 from .costmodel import CostModel
@@ -454,11 +454,6 @@ async def serve_forever(server: EngineServer, ready_cb=None) -> None:
     """Run until SIGINT/SIGTERM; then stop accepting, end open streams and exit."""
     import signal
 
-    # a full collection over the tokenizer's vocabulary and the app can stall the step loop for tens of
-    # ms: freeze what exists now and collect young objects rarely
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, server.opts.host, server.opts.port, backlog=4096, reuse_address=True)
@@ -472,7 +467,10 @@ async def serve_forever(server: EngineServer, ready_cb=None) -> None:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
+    dog = asyncio.ensure_future(gc_watchdog())
     try:
-        await stop.wait()
+        with quiet_gc():  # collector pauses would make steps late
+            await stop.wait()
     finally:
+        dog.cancel()
         await runner.cleanup()
