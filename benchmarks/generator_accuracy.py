@@ -155,14 +155,19 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=50.0)
+    ap.add_argument("--repeat", type=int, default=1, help="run each case N times; print the median of each column")
     a = ap.parse_args()
     runner.install_uvloop()
-    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1")
+    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1; "
+          f"median of {a.repeat} run(s) per case")
     print(f"{'case':6} {'conns':>6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} {'ITL p50 err':>12} "
           f"{'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>8} {'client CPU':>10} {'server CPU':>10} "
           f"{'send->read p50/p99':>19} {'write->recv p50/p99':>20}")
     for name in a.cases:
-        r = run_case(name, a.seconds, a.itl_ms, a.ttft_ms)
+        runs = [run_case(name, a.seconds, a.itl_ms, a.ttft_ms) for _ in range(a.repeat)]
+        r = {k: (float(np.median([x[k] for x in runs])) if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None
+                 else runs[0][k]) for k in runs[0]}
+        r["requests"], r["connections"] = int(r["requests"]), int(r["connections"])
         asked = "-" if r["asked_rate"] is None else f"{r['asked_rate']:.1f}"
         print(f"{r['case']:6} {r['connections']:6d} {r['requests']:6d} {r['chunks_per_s']:9.0f} {r['ttft_p50_err']:+10.2f} ms "
               f"{r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms {r['itl_p99_err']:+9.2f} ms "

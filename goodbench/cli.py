@@ -631,6 +631,121 @@ def cmd_simulate(args) -> int:
     return _maybe_gate(args, st.dir, spec, console)
 
 
+# ----------------------------------------------------------------------------------------- sweep
+def cmd_sweep(args) -> int:
+    import time
+
+    from rich.table import Table
+
+    from . import runner, store as storemod, tokenizer as tokmod
+    from .analysis.sweep import _cell_config, grid, parse_params, run_sweep
+
+    console = _console()
+    spec = build_spec(args)
+    if not spec.slo:
+        raise CLIError("a sweep ranks cells by goodput: give an SLO (--goodput ttft:MS tpot:MS) or use a workload with [slo]")
+    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
+    params = parse_params(args.param or [])
+    base = engine_config_unresolved(args)
+    cells = grid(gpus, params)
+    for c in cells:  # validate every cell up front: one clear line instead of a failed cell later
+        try:
+            _cell_config(base, c)
+        except ValueError as e:
+            raise CLIError(f"cell {c.label}: {e}") from None
+    tok = tokmod.load(args.tokenizer)
+    with console.status("building workload..."):
+        plan = runner.build_plan(spec, tok)
+    if plan.closed:
+        raise CLIError("sweeps need open-loop arrivals (a rate), not --concurrency")
+    sweep_id = args.sweep_id or storemod.new_run_id("sweep")
+    out = os.path.join(args.result_dir, sweep_id)
+    if os.path.exists(out):
+        raise CLIError(f"{out} exists; choose another --sweep-id")
+    meta = {"sweep_id": sweep_id, "label": plan.arrival.label, "workload": spec.to_dict(), "workload_hash": spec.hash(),
+            "seed": spec.seed, "slo": spec.slo, "rate": plan.arrival.mean_rate, "gpus": gpus,
+            "params": {k: v for k, v in params.items()}, "base_engine": base.to_dict()}
+    if args.find_max_rate:
+        return _sweep_max_rate(args, console, cells, base, plan, spec, out, meta)
+    t = time.perf_counter()
+    done = {"n": 0}
+    with console.status(f"simulating {len(cells)} cells x {len(plan.requests)} requests ...") as st:
+        def on_done(row):
+            done["n"] += 1
+            st.update(f"simulated {done['n']}/{len(cells)} cells ...")
+
+        rows = run_sweep(cells, base, plan.requests, plan.offsets, spec.slo, out, meta, args.jobs, on_done)
+    wall = time.perf_counter() - t
+    tab = Table(title=f"sweep {sweep_id}: {spec.name} · {plan.arrival.label} · {len(plan.requests)} requests · "
+                      f"SLO {' '.join(f'{k}:{v:g}' for k, v in spec.slo.items())}")
+    for col in ("cell", "goodput req/s", "attainment", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "ITL p99/p50",
+                "TPOT p99", "tok/s"):
+        tab.add_column(col, justify="left" if col == "cell" else "right")
+    for r in rows:
+        if r.get("error"):
+            tab.add_row(r["cell"], f"[red]{r['error'][:60]}[/]", *[""] * 8)
+            continue
+        tab.add_row(r["cell"], f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}, {r['goodput_hi']:.2f}]",
+                    f"{r['slo_attainment']:.1%}", _ms(r["ttft_p50_ms"]), _ms(r["ttft_p99_ms"]), _ms(r["itl_p50_ms"]),
+                    _ms(r["itl_p99_ms"]), f"{r['itl_p99_over_p50'] or 0:.2f}", _ms(r["tpot_p99_ms"]),
+                    f"{r['output_throughput']:,.0f}")
+    console.print(tab)
+    import json
+
+    with open(os.path.join(out, "sweep.json"), encoding="utf-8") as f:
+        best = json.load(f)["best"]
+    for gpu, b in best.items():
+        margin = "" if b["next"] is None else (f"; next {b['next']} by {b['margin_goodput']:+.2f} req/s"
+                                               + ("" if b["separated"] else " (within the intervals)"))
+        console.print(f"  best on [bold]{gpu}[/]: {b['cell']} — goodput {b['goodput']:.2f} req/s, "
+                      f"ITL p99 {_ms(b['itl_p99_ms'])} ms{margin}")
+    console.print(f"  {len(cells)} cells in {wall:.1f} s · results: {out} (sweep.csv, sweep.json, cells/)", style="dim")
+    return EXIT_OK
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _sweep_max_rate(args, console, cells, base, plan, spec, out, meta) -> int:
+    import json
+
+    from .analysis.sweep import _cell_config, find_max_rate, rate_evaluator
+
+    os.makedirs(out)
+    results = []
+    for c in cells:
+        cfg = _cell_config(base, c)
+        console.print(f"[bold]{c.label}[/]: searching the max rate with attainment >= {args.target_attainment:.0%}")
+
+        def show(p):
+            console.print(f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
+                          f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}")
+
+        r = find_max_rate(rate_evaluator(cfg, plan.requests, plan.arrival, spec.slo, spec.seed),
+                          target=args.target_attainment, start=plan.arrival.mean_rate or 1.0, on_probe=show)
+        r["cell"] = c.label
+        results.append(r)
+        mr = r["max_rate"]
+        console.print(f"  max goodput rate on {c.label}: "
+                      + (f"[bold]{mr:.2f} req/s[/] (bracket {r['bracket'][0]:.2f}-{r['bracket'][1]:.2f})" if mr
+                         else "[red]none: even the lowest probed rate misses the target (is the SLO reachable "
+                              "on this GPU? see `goodbench engine explain`)[/]")
+                      + ("" if r["conclusive"] or not mr else " — inconclusive at the bracket ends: run more requests"))
+    with open(os.path.join(out, "max_rate.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=2, default=str)
+    console.print(f"  results: {out}/max_rate.json", style="dim")
+    return EXIT_OK
+
+
+def engine_config_unresolved(args):
+    from .engine.config import EngineConfig
+
+    kw = {k: getattr(args, k) for k in ENGINE_FLAGS}
+    kw["gpu"] = args.gpu.split(",")[0].strip()
+    return EngineConfig(model=args.engine_model, **kw)
+
+
 # ----------------------------------------------------------------------------------------- serve / engine
 def cmd_serve(args) -> int:
     from . import tokenizer as tokmod
@@ -759,6 +874,25 @@ def make_parser() -> argparse.ArgumentParser:
     gate.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO (default: the run's own)")
     add_gate_args(gate, False)
     gate.set_defaults(fn=cmd_gate)
+
+    sw = sub.add_parser("sweep", help="simulate a grid of GPU tiers x engine knobs and rank cells by goodput",
+                        description="Which chunk size (max_num_batched_tokens) maximises goodput for this "
+                        "traffic on each GPU tier? Cells run on the simulated engine in parallel processes. "
+                        "Example: goodbench sweep --workload workloads/mixed-long-short.toml --request-rate 6 "
+                        "--goodput ttft:500 tpot:50 --gpu h100-sxm,a100-80g-pcie,l40s "
+                        "--param max_num_batched_tokens=256,512,1024,2048,4096 --param enable_chunked_prefill=false")
+    add_workload_args(sw)
+    add_engine_args(sw)
+    sw.add_argument("--param", action="append", metavar="KNOB=V1,V2,...",
+                    help="an axis of the grid (repeatable; --gpu takes a comma list too). "
+                    "enable_chunked_prefill=false alone adds one unchunked baseline cell per tier")
+    sw.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
+    sw.add_argument("--result-dir", default="results")
+    sw.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
+    sw.add_argument("--find-max-rate", action="store_true",
+                    help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment")
+    sw.add_argument("--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)")
+    sw.set_defaults(fn=cmd_sweep)
 
     srv = sub.add_parser("serve", help="start the reference engine as an OpenAI-compatible server",
                          description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "

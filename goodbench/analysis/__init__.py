@@ -1,0 +1,1 @@
+"""Composing runs: statistics with confidence, sweeps."""

@@ -1,0 +1,94 @@
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+
+from goodbench.analysis.stats import goodput_interval, wilson
+from goodbench.analysis.sweep import best_per_tier, find_max_rate, grid, parse_params
+
+from conftest import ROOT, run_cli
+
+
+def test_wilson_known_values():
+    lo, hi = wilson(95, 100)
+    assert lo == pytest.approx(0.8882, abs=1e-3) and hi == pytest.approx(0.9785, abs=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(100, 100)
+    assert hi == 1.0 and lo == pytest.approx(0.9630, abs=1e-3)
+    g = goodput_interval(95, 100, 10.0)
+    assert g[0] == pytest.approx(8.882, abs=0.01) and g[1] == pytest.approx(9.785, abs=0.01)
+
+
+def test_grid_and_params():
+    p = parse_params(["max_num_batched_tokens=256,512", "enable_chunked_prefill=false"])
+    assert p == {"max_num_batched_tokens": [256, 512], "enable_chunked_prefill": [False]}
+    cells = grid(["h100-sxm", "l40s"], p)
+    assert [c.label for c in cells] == [
+        "h100-sxm,max_num_batched_tokens=256", "h100-sxm,max_num_batched_tokens=512",
+        "h100-sxm,enable_chunked_prefill=false",
+        "l40s,max_num_batched_tokens=256", "l40s,max_num_batched_tokens=512", "l40s,enable_chunked_prefill=false"]
+    assert len(grid(["h100-sxm"], parse_params(["max_num_seqs=8,16", "block_size=16,32"]))) == 4
+    with pytest.raises(ValueError, match="unknown engine knob"):
+        parse_params(["chunk=5"])
+    with pytest.raises(ValueError, match="whole number"):
+        parse_params(["max_num_seqs=lots"])
+
+
+def test_best_per_tier_breaks_ties_on_itl():
+    rows = [{"gpu": "a", "cell": "a1", "goodput": 5.0, "itl_p99_ms": 40.0, "goodput_lo": 4.8, "goodput_hi": 5.0},
+            {"gpu": "a", "cell": "a2", "goodput": 5.0, "itl_p99_ms": 30.0, "goodput_lo": 4.8, "goodput_hi": 5.0},
+            {"gpu": "a", "cell": "a3", "goodput": 3.0, "itl_p99_ms": 10.0, "goodput_lo": 2.0, "goodput_hi": 3.5}]
+    b = best_per_tier(rows)["a"]
+    assert b["cell"] == "a2" and b["next"] == "a1" and b["margin_goodput"] == 0.0 and not b["separated"]
+
+
+def test_find_max_rate_brackets_and_bisects():
+    # attainment falls linearly past 7 req/s: the max rate with >= 90% is 7.5
+    def evaluate(rate):
+        att = 1.0 if rate <= 7 else max(0.0, 1.0 - (rate - 7) * 0.2)
+        return int(round(att * 2000)), 2000
+
+    r = find_max_rate(evaluate, target=0.9, start=1.0, rel_tol=0.02)
+    assert r["max_rate"] == pytest.approx(7.5, rel=0.03)
+    assert r["bracket"][0] <= 7.5 <= r["bracket"][1]
+    assert not r["conclusive"]  # right at the boundary the 2,000-request intervals straddle the target
+    step = find_max_rate(lambda rate: (2000 if rate <= 5 else 0, 2000), target=0.9, rel_tol=0.02)
+    assert step["max_rate"] == pytest.approx(5, rel=0.03) and step["conclusive"]
+    assert find_max_rate(lambda rate: (0, 100), target=0.9, max_probes=5)["max_rate"] is None
+
+
+def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
+    r = run_cli("sweep", "--workload", os.path.join(ROOT, "workloads", "hol-stress.toml"), "--gpu", "l40s,h100-sxm",
+                "--param", "max_num_batched_tokens=512,2048", "--param", "enable_chunked_prefill=false",
+                "--result-dir", str(tmp_path), "--sweep-id", "s1", "--jobs", "2", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = tmp_path / "s1"
+    with open(out / "sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6
+    data = json.loads((out / "sweep.json").read_text())
+    assert set(data["best"]) == {"l40s", "h100-sxm"}
+    unchunked = [c for c in data["cells"] if c["enable_chunked_prefill"] is False]
+    assert all(c["max_num_batched_tokens"] > 100_000 for c in unchunked)  # vLLM: max_model_len
+    assert data["best"]["l40s"]["enable_chunked_prefill"] is True  # HOL: chunking wins on L40S
+    assert len(os.listdir(out / "cells")) == 6
+    assert "best on l40s" in r.stdout
+
+
+def test_sweep_max_rate_cli(tmp_path):
+    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
+                "--num-prompts", "300", "--request-rate", "4", "--goodput", "ttft:300", "tpot:80", "--gpu", "l4",
+                "--find-max-rate", "--result-dir", str(tmp_path), "--sweep-id", "m", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads((tmp_path / "m" / "max_rate.json").read_text())
+    res = data["results"][0]
+    assert res["max_rate"] and res["max_rate"] > 0 and len(res["probes"]) >= 3
+    passing = [p for p in res["probes"] if p["pass"]]
+    assert max(p["rate"] for p in passing) == res["max_rate"]
+
+
+def test_sweep_needs_an_slo(tmp_path):
+    r = run_cli("sweep", "--dataset-name", "random", "--num-prompts", "10", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "SLO" in r.stderr
