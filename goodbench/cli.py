@@ -678,26 +678,26 @@ def cmd_sweep(args) -> int:
     wall = time.perf_counter() - t
     tab = Table(title=f"sweep {sweep_id}: {spec.name} · {plan.arrival.label} · {len(plan.requests)} requests · "
                       f"SLO {' '.join(f'{k}:{v:g}' for k, v in spec.slo.items())}")
-    for col in ("cell", "goodput req/s", "attainment", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "ITL p99/p50",
-                "TPOT p99", "tok/s"):
-        tab.add_column(col, justify="left" if col == "cell" else "right")
+    for col in ("gpu", "config", "goodput req/s [95% CI]", "attain", "TTFT p50", "TTFT p99", "ITL p99", "p99/p50",
+                "TPOT p99"):
+        tab.add_column(col, justify="left" if col in ("gpu", "config") else "right", no_wrap=True)
     for r in rows:
+        config = _short(r["cell"].partition(",")[2]) or "base"
         if r.get("error"):
-            tab.add_row(r["cell"], f"[red]{r['error'][:60]}[/]", *[""] * 8)
+            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 6)
             continue
-        tab.add_row(r["cell"], f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}, {r['goodput_hi']:.2f}]",
-                    f"{r['slo_attainment']:.1%}", _ms(r["ttft_p50_ms"]), _ms(r["ttft_p99_ms"]), _ms(r["itl_p50_ms"]),
-                    _ms(r["itl_p99_ms"]), f"{r['itl_p99_over_p50'] or 0:.2f}", _ms(r["tpot_p99_ms"]),
-                    f"{r['output_throughput']:,.0f}")
+        tab.add_row(r["gpu"], config, f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}-{r['goodput_hi']:.2f}]",
+                    f"{r['slo_attainment']:.1%}", _ms(r["ttft_p50_ms"]), _ms(r["ttft_p99_ms"]), _ms(r["itl_p99_ms"]),
+                    f"{r['itl_p99_over_p50'] or 0:.2f}", _ms(r["tpot_p99_ms"]))
     console.print(tab)
     import json
 
     with open(os.path.join(out, "sweep.json"), encoding="utf-8") as f:
         best = json.load(f)["best"]
     for gpu, b in best.items():
-        margin = "" if b["next"] is None else (f"; next {b['next']} by {b['margin_goodput']:+.2f} req/s"
+        margin = "" if b["next"] is None else (f"; next {_short(b['next'])} by {b['margin_goodput']:+.2f} req/s"
                                                + ("" if b["separated"] else " (within the intervals)"))
-        console.print(f"  best on [bold]{gpu}[/]: {b['cell']} — goodput {b['goodput']:.2f} req/s, "
+        console.print(f"  best on [bold]{gpu}[/]: {_short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
                       f"ITL p99 {_ms(b['itl_p99_ms'])} ms{margin}")
     console.print(f"  {len(cells)} cells in {wall:.1f} s · results: {out} (sweep.csv, sweep.json, cells/)", style="dim")
     return EXIT_OK
@@ -705,6 +705,16 @@ def cmd_sweep(args) -> int:
 
 def _ms(v) -> str:
     return "-" if v is None else f"{v:.1f}"
+
+
+_SHORT = {"max_num_batched_tokens=": "budget=", "enable_chunked_prefill=false": "unchunked",
+          "enable_chunked_prefill=true": "chunked", "max_num_seqs=": "seqs=", "long_prefill_token_threshold=": "lpt="}
+
+
+def _short(label: str) -> str:
+    for k, v in _SHORT.items():
+        label = label.replace(k, v)
+    return label
 
 
 def _sweep_max_rate(args, console, cells, base, plan, spec, out, meta) -> int:
