@@ -109,3 +109,21 @@ def test_master_and_two_workers_merge_records(engine, tmp_path, slo, code):
     assert len(recs) == 40 and len({r["id"] for r in recs}) == 40  # each worker took its share
     assert len({r["origin"] for r in recs}) == 2  # two clocks, kept apart
     assert summary["requests"]["issued"] == 40
+
+
+def test_open_loop_follows_the_arrival_schedule(engine, tmp_path):
+    w = tmp_path / "w.toml"
+    w.write_text(WORKLOAD + '\n[arrival]\nprocess = "poisson"\nrate = 20.0\n')
+    cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"), "--headless",
+           "-u", "16", "-r", "100", "-t", "60s", "--host", engine, "--goodbench-workload", str(w), "--goodbench-open-loop",
+           "--goodbench-result-dir", str(tmp_path / "r"), "--goodbench-slo", "ttft:2000"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    summary, recs = results(tmp_path / "r")
+    sched = sorted(r["scheduled_at"] for r in recs)
+    assert len(recs) == 40 and summary["label"] == "locust-open"
+    assert 1.0 < sched[-1] < 6.0  # 40 Poisson arrivals at 20/s span about 2 s
+    assert summary["scheduled_rate"] == pytest.approx(20, rel=0.5)
+    assert summary["schedule_lag_ms"]["n"] == 40  # sends that slip behind the schedule show up as lag
+    lags = sorted(r["sent_at"] - r["scheduled_at"] for r in recs)
+    assert lags[0] >= -0.01 and lags[20] < 0.2

@@ -88,10 +88,18 @@ class _Run:
         self.origin = f"{socket.gethostname()}:{os.getpid()}"
         n_workers = max(1, int(getattr(o, "expect_workers", 1) or 1)) if isinstance(runner, WorkerRunner) else 1
         index = runner.worker_index if isinstance(runner, WorkerRunner) else 0
-        self.t0 = time.monotonic()
-        self.started_wall = time.time()
         if not isinstance(runner, MasterRunner):
             self._plan(index, n_workers)
+            key = os.environ.get(o.goodbench_api_key_env or "OPENAI_API_KEY")
+            # one client (and connection pool) per process: each httpx.Client builds its own TLS context,
+            # which costs tens of ms per user at spawn time
+            self.http = httpx.Client(base_url=env.host or "", headers={"Authorization": f"Bearer {key}"} if key else {},
+                                     timeout=httpx.Timeout(600.0, connect=10.0, read=60.0),
+                                     limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+            self.cfg = ClientConfig(base_url=env.host or "", endpoint=self.endpoint, model=_model(env),
+                                    ignore_eos=self.spec.ignore_eos)
+        self.t0 = time.monotonic()  # after set-up (tokenizer, workload, client): the schedule starts now
+        self.deadline = self.t0 + self.duration if getattr(self, "duration", None) else None
         self.ready = True
 
     def _plan(self, index: int, n_workers: int) -> None:
@@ -116,15 +124,24 @@ class _Run:
         self.total = len(self.queue)
         self.in_flight = 0
         self.think = a.think_time_s if a.kind == "closed" else 0.0
-        self.deadline = self.t0 + spec.duration_s if spec.duration_s and not self.open_loop else None
+        self.duration = spec.duration_s if spec.duration_s and not self.open_loop else None
 
     def take(self):
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            return None
-        if not self.queue:
-            return None
-        self.in_flight += 1
-        return self.queue.pop()
+        """The next request. Open loop: a free user waits until the next send time before taking it,
+        so users sleeping on future send times never hold requests that fall due meanwhile."""
+        while True:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                return None
+            if not self.queue:
+                return None
+            off = self.queue[-1][1]
+            if off is not None:
+                d = self.t0 + off - time.monotonic()
+                if d > 0:
+                    gevent.sleep(d)
+                    continue  # another user may have taken it meanwhile
+            self.in_flight += 1
+            return self.queue.pop()
 
     def add(self, env, rec: RequestRecord) -> None:
         self.in_flight -= 1
@@ -259,15 +276,6 @@ class GoodputUser(User):
 
     def on_start(self) -> None:
         RUN.setup(self.environment)
-        key = os.environ.get(self.environment.parsed_options.goodbench_api_key_env or "OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.http = httpx.Client(base_url=self.host or "", headers=headers,
-                                 timeout=httpx.Timeout(600.0, connect=10.0, read=60.0))
-        self.cfg = ClientConfig(base_url=self.host or "", endpoint=RUN.endpoint, model=_model(self.environment),
-                                ignore_eos=RUN.spec.ignore_eos)
-
-    def on_stop(self) -> None:
-        self.http.close()
 
     @task
     def send_next(self) -> None:
@@ -277,13 +285,7 @@ class GoodputUser(User):
                 RUN.finish(self.environment)
             raise StopUser()
         spec, off = item
-        if off is not None:
-            d = RUN.t0 + off - time.monotonic()
-            if d > 0:
-                gevent.sleep(d)
-            scheduled = off
-        else:
-            scheduled = time.monotonic() - RUN.t0
+        scheduled = off if off is not None else time.monotonic() - RUN.t0
         rec = self._stream(spec, scheduled)
         self._fire(rec)
         RUN.add(self.environment, rec)
@@ -292,10 +294,10 @@ class GoodputUser(User):
         t0 = RUN.t0
         st = StreamState(time.monotonic, t0)
         status, http_status, error = "ok", None, None
-        body = request_body(self.cfg, spec)
+        body = request_body(RUN.cfg, spec)
         sent = time.monotonic() - t0
         try:
-            with self.http.stream("POST", RUN.endpoint, json=body) as resp:
+            with RUN.http.stream("POST", RUN.endpoint, json=body) as resp:
                 http_status = resp.status_code
                 if resp.status_code >= 400:
                     raw = resp.read()[:2000]
