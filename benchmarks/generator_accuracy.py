@@ -16,7 +16,6 @@ import argparse
 import os
 import resource
 import socket
-import struct
 import subprocess
 import sys
 import tempfile

@@ -77,8 +77,6 @@ def build_spec(args):
                                 arrival=ArrivalSpec(kind="workload"))
         else:
             spec = WorkloadSpec(name="random", generator="synthetic", classes=(ClassSpec("random", 1.0, inp, out),))
-        if name == "sharegpt" and args.dataset_path is None:
-            pass
     if args.dataset_path and spec.generator == "sharegpt":
         spec = replace(spec, classes=tuple(replace(c, dataset=args.dataset_path) if c.source == "sharegpt" else c
                                            for c in spec.classes))
@@ -190,7 +188,7 @@ def cmd_run(args) -> int:
     from .client.openai import ClientConfig, api_key_from_env, resolve_endpoint
     from .metrics import summarize
     from .records import RunMeta
-    from .report.console import print_summary, progress_text
+    from .report.console import print_summary
 
     console = _console()
     spec = build_spec(args)
@@ -937,8 +935,6 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .engine.config import ConfigError
-    from .engine.hardware import HardwareError
     from .records import SLOError
     from .store import StoreError
     from .tokenizer import TokenizerError

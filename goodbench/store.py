@@ -10,7 +10,6 @@ import math
 import os
 import re
 import socket
-import time
 from datetime import datetime, timezone
 
 from .records import RequestRecord, RunMeta, RunResult
@@ -117,6 +116,3 @@ def load(run_dir: str) -> RunResult:
                 raise StoreError(f"{rp}:{i}: corrupt record: {e}") from None
     return RunResult(meta, records)
 
-
-def monotonic_origin() -> float:
-    return time.monotonic()

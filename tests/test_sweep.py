@@ -2,7 +2,6 @@ import csv
 import json
 import os
 
-import numpy as np
 import pytest
 
 from goodbench.analysis.stats import goodput_interval, wilson

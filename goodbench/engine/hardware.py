@@ -8,7 +8,7 @@ gpu_configs (cli99/llm-analysis), PyTorch Lightning `_CUDA_FLOPS`, NVIDIA/AMD da
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 try:
     import tomllib
@@ -144,10 +144,6 @@ def get_model(name: str) -> Model:
         return MODELS[name.lower()]
     except KeyError:
         raise HardwareError(f"unknown model {name!r}; known: {', '.join(MODELS)} (or a .toml model file)") from None
-
-
-def as_dict(x) -> dict:
-    return asdict(x)
 
 
 GIB = 1024 ** 3
