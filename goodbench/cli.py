@@ -746,6 +746,71 @@ def _sweep_max_rate(args, console, cells, base, plan, spec, out, meta) -> int:
     return EXIT_OK
 
 
+def cmd_advise(args) -> int:
+    from rich.table import Table
+
+    from .analysis.advise import advise
+    from .analysis.sweep import grid, run_sweep
+    from .arrivals import ArrivalSpec, offsets
+    from .records import parse_slo
+    from .workloads import build_requests
+    from .workloads.spec import ClassSpec, LengthDist, WorkloadSpec
+    from . import tokenizer as tokmod
+
+    console = _console()
+    base = engine_config_unresolved(args)
+    a = advise(base, args.ttft_slo, args.p95_input, args.concurrency, args.context, args.min_chunk,
+               time_per_chunk_ms=args.time_per_chunk_ms)
+    i = a.inputs
+    console.print(f"[bold]{a.model} on {a.gpu}[/]: chunk-size advice for a {i['prompt_tokens']}-token p95 prompt "
+                  f"and a {i['ttft_slo_ms']:g} ms TTFT SLO")
+    console.print(f"  memory ceiling: ({i['usable_gib']:.1f} GiB usable - {i['weights_gib']:.1f} weights - "
+                  f"{i['runtime_gib']:.1f} runtime - {i['decode_kv_reserve_gib']:.1f} KV for {i['concurrency']} decodes "
+                  f"x {i['context']} tokens) / ({i['activation_bytes_per_token'] / 1024:.0f} KiB activations + "
+                  f"{i['kv_bytes_per_token'] / 1024:.0f} KiB KV per token) = [bold]{a.memory_ceiling}[/] tokens "
+                  f"(capped at 16384)")
+    for r in a.reasons:
+        console.print(f"  {r}")
+    console.print(f"  SLO bound: floor({i['ttft_slo_ms']:g} / {a.time_per_chunk_ms:.1f}) = {a.chunks_allowed} chunks "
+                  f"allowed -> ceil({i['prompt_tokens']} / {a.chunks_allowed}) clamped to [{i['min_chunk']}, "
+                  f"{a.memory_ceiling}] = [bold]{a.chunk} tokens[/]")
+    if args.no_check:
+        return EXIT_OK
+    # check against a simulated sweep: the long prompts arrive among short decoding requests
+    tok = tokmod.load(None)
+    slo = parse_slo(f"ttft:{args.ttft_slo}") | ({"tpot": args.tpot_slo} if args.tpot_slo else {})
+    spec = WorkloadSpec(name="advise-check", generator="mixed", num_requests=args.num_prompts, seed=0, slo=slo,
+                        arrival=ArrivalSpec(rate=args.request_rate),
+                        classes=(ClassSpec("short", 0.9, LengthDist(value=128), LengthDist(value=128)),
+                                 ClassSpec("long", 0.1, LengthDist(value=args.p95_input), LengthDist(value=32))))
+    reqs = build_requests(spec, tok, args.num_prompts)
+    offs = offsets(spec.arrival, n=args.num_prompts, seed=0)
+    sizes = sorted({256, 512, 1024, 2048, 4096, a.chunk} & set(range(args.min_chunk, a.memory_ceiling + 1)) | {a.chunk})
+    import tempfile
+
+    out = tempfile.mkdtemp(prefix="goodbench-advise-")
+    with console.status(f"checking {len(sizes)} chunk sizes on the simulator ..."):
+        rows = run_sweep(grid([base.gpu], {"max_num_batched_tokens": sizes}), base, reqs, offs, slo, out,
+                         {"label": spec.arrival.label, "workload": spec.to_dict(), "seed": 0}, args.jobs)
+    t = Table(title=f"simulated check: {args.num_prompts} requests at {args.request_rate:g} req/s, 10% "
+                    f"{args.p95_input}-token prompts among 128-token chats")
+    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput"):
+        t.add_column(col, justify="right")
+    import json
+
+    for r in rows:
+        if r.get("error"):
+            continue
+        with open(os.path.join(r["run_dir"], "summary.json"), encoding="utf-8") as f:
+            per = json.load(f)["per_class"].get("long", {})
+        lt = per.get("ttft_ms", {})
+        mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
+        t.add_row(f"{r['max_num_batched_tokens']}{mark}", _ms(lt.get("p50")), _ms(lt.get("p99")), _ms(r["itl_p99_ms"]),
+                  f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
+    console.print(t)
+    return EXIT_OK
+
+
 def engine_config_unresolved(args):
     from .engine.config import EngineConfig
 
@@ -901,6 +966,23 @@ def make_parser() -> argparse.ArgumentParser:
                     help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment")
     sw.add_argument("--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)")
     sw.set_defaults(fn=cmd_sweep)
+
+    adv = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",
+                         description="e.g. goodbench advise --gpu h100-sxm --model llama-3.1-8b --ttft-slo 500 "
+                         "--p95-input 6000")
+    add_engine_args(adv)
+    adv.add_argument("--ttft-slo", type=float, required=True, help="TTFT SLO, ms")
+    adv.add_argument("--tpot-slo", type=float, help="TPOT SLO for the simulated check, ms (optional)")
+    adv.add_argument("--p95-input", type=int, required=True, help="95th-percentile prompt length, tokens")
+    adv.add_argument("--concurrency", type=int, default=32, help="concurrent decodes to reserve KV for (default 32)")
+    adv.add_argument("--context", type=int, default=1024, help="their context length, tokens (default 1024)")
+    adv.add_argument("--min-chunk", type=int, default=256, help="smallest chunk considered (default 256)")
+    adv.add_argument("--time-per-chunk-ms", type=float, help="override the cost model's time per chunk")
+    adv.add_argument("--num-prompts", type=int, default=400, help="requests in the simulated check (default 400)")
+    adv.add_argument("--request-rate", type=float, default=4.0, help="arrival rate of the check (default 4)")
+    adv.add_argument("--jobs", type=int, default=0)
+    adv.add_argument("--no-check", action="store_true", help="skip the simulated check")
+    adv.set_defaults(fn=cmd_advise)
 
     srv = sub.add_parser("serve", help="start the reference engine as an OpenAI-compatible server",
                          description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "

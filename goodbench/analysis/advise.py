@@ -1,0 +1,79 @@
+"""Chunk-size advice from first principles, then checked against a simulated sweep.
+
+Two bounds:
+- memory: a chunk of N prompt tokens needs activation memory and KV for N tokens on top of the KV the
+  concurrent decodes hold; the ceiling is what is left after weights, runtime and that decode
+  reserve, divided by the per-token cost;
+- SLO: a P-token prompt split into chunks of C tokens takes ceil(P / C) steps of `t_chunk` each, so to
+  finish inside the TTFT SLO it may use at most floor(SLO / t_chunk) chunks: C = ceil(P / allowed),
+  clamped to [min chunk, memory ceiling]. t_chunk comes from the cost model (a step carrying the
+  chunk and the concurrent decodes), iterated to a fixed point since it depends on C, unless given.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..engine.config import EngineConfig
+from ..engine.costmodel import CostModel
+from ..engine.hardware import GIB, get_model
+
+
+@dataclass
+class Advice:
+    gpu: str
+    model: str
+    inputs: dict
+    memory_ceiling: int
+    time_per_chunk_ms: float
+    chunks_allowed: int
+    chunk: int
+    reasons: list
+
+
+def chunk_for(prompt_tokens: int, ttft_slo_ms: float, t_chunk_ms: float, floor: int, ceiling: int) -> tuple[int, int]:
+    """(chunks allowed, chunk size): e.g. 500 ms, 45 ms/chunk, 6000 tokens -> (11, 546)."""
+    allowed = max(1, math.floor(ttft_slo_ms / t_chunk_ms))
+    return allowed, min(max(math.ceil(prompt_tokens / allowed), floor), ceiling)
+
+
+def advise(cfg: EngineConfig, ttft_slo_ms: float, prompt_tokens: int, concurrency: int = 32, context: int = 1024,
+           min_chunk: int = 256, max_chunk: int = 16384, time_per_chunk_ms: float | None = None) -> Advice:
+    cfg = replace(cfg, max_num_batched_tokens=None).resolved()
+    m = get_model(cfg.model)
+    mem = cfg.memory()
+    tp = cfg.tensor_parallel_size
+    kv_tok = cfg.kv_bytes_per_token()
+    act_tok = (4 * m.hidden + 2 * m.ffn / tp) * 2  # bytes per token in flight through a layer (bf16)
+    free = mem["usable"] - mem["weights"] - mem["non_torch"]
+    reserve = concurrency * context * kv_tok
+    per_token = act_tok + kv_tok
+    ceiling = int(max(0.0, free - reserve) // per_token)
+    ceiling = max(min_chunk, min(ceiling, max_chunk))
+    cm = CostModel.for_config(cfg)
+    reasons = []
+    if time_per_chunk_ms is None:
+        c = min_chunk
+        for _ in range(20):  # fixed point: the chunk's own size sets its step time
+            t = cm.step_time(c, concurrency, concurrency * (context + 1), c * (c + 1) / 2, c, concurrency + 1) * 1000
+            allowed, nc = chunk_for(prompt_tokens, ttft_slo_ms, t, min_chunk, ceiling)
+            if nc == c:
+                break
+            c = nc
+        t_ms = t
+        reasons.append(f"time per chunk {t_ms:.1f} ms from the cost model (a {c}-token chunk beside {concurrency} "
+                       f"decodes at {context} tokens of context)")
+    else:
+        t_ms = time_per_chunk_ms
+        reasons.append(f"time per chunk {t_ms:.1f} ms as given")
+    allowed, chunk = chunk_for(prompt_tokens, ttft_slo_ms, t_ms, min_chunk, ceiling)
+    if math.ceil(prompt_tokens / chunk) * t_ms > ttft_slo_ms:
+        reasons.append(f"even at the ceiling the {prompt_tokens}-token prompt needs "
+                       f"{math.ceil(prompt_tokens / chunk)} chunks = {math.ceil(prompt_tokens / chunk) * t_ms:.0f} ms "
+                       f"> the {ttft_slo_ms:g} ms TTFT SLO before any queueing: the SLO is out of reach on this tier")
+    inputs = {"usable_gib": mem["usable"] / GIB, "weights_gib": mem["weights"] / GIB,
+              "runtime_gib": mem["non_torch"] / GIB, "decode_kv_reserve_gib": reserve / GIB,
+              "kv_bytes_per_token": kv_tok, "activation_bytes_per_token": act_tok, "concurrency": concurrency,
+              "context": context, "prompt_tokens": prompt_tokens, "ttft_slo_ms": ttft_slo_ms, "min_chunk": min_chunk}
+    return Advice(cfg.gpu, cfg.model, inputs, ceiling, t_ms, allowed, chunk, reasons)
