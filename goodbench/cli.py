@@ -164,25 +164,6 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
                    help="after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default 5)")
 
 
-def _resolve_model(base_url: str, api_key: str | None) -> str:
-    import aiohttp
-
-    async def go():
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), headers=headers) as s:
-            async with s.get(base_url.rstrip("/") + "/v1/models") as r:
-                if r.status != 200:
-                    return None
-                data = await r.json(content_type=None)
-                items = data.get("data") or []
-                return items[0].get("id") if items else None
-
-    try:
-        return asyncio.run(go()) or "default"
-    except Exception:  # the model name is a convenience; a failing server is reported by the run itself
-        return "default"
-
-
 def cmd_run(args) -> int:
     from . import __version__, runner, store as storemod, tokenizer as tokmod
     from .client.openai import ClientConfig, api_key_from_env, resolve_endpoint
@@ -213,7 +194,7 @@ def cmd_run(args) -> int:
         if why:
             raise CLIError(f"target unreachable: {why}")
         api_key = api_key_from_env(args.api_key_env)
-        model = args.model or _resolve_model(base_url, api_key)
+        model = args.model or asyncio.run(runner.resolve_model(base_url, api_key))
         tok = tokmod.load(args.tokenizer)
         with console.status("building workload..."):
             plan = runner.build_plan(spec, tok)
@@ -245,6 +226,7 @@ def cmd_run(args) -> int:
     finally:
         if server is not None:
             server.stop()
+            _release_cpus()
             if os.path.isdir(st.dir):
                 import shutil
 
@@ -309,6 +291,7 @@ def _run_via_locust(args, spec, console) -> int:
                 w.kill()
         if server is not None:
             server.stop()
+            _release_cpus()
             os.unlink(server.log_path)
 
 
@@ -379,93 +362,36 @@ def engine_argv(args) -> list[str]:
     return out
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGTERM this (child) process when its parent dies, so a killed run leaves no engine."""
-    try:
-        import ctypes
-        import signal
+def _engine_process(argv: list[str], log_path: str, pin: bool = True):
+    """`goodbench serve` on a free loopback port, pinned to CPU 0 when the machine has more than one
+    core (the load generator keeps the others)."""
+    from .serverproc import ServerProcess, free_port
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    port = free_port()
+    pin = pin and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
+    cmd = [sys.executable, "-m", "goodbench", "serve", "--host", "127.0.0.1", "--port", str(port)] + argv
+    proc = ServerProcess(cmd, port, log_path, cpus={0} if pin else None)
+    if pin:
+        os.sched_setaffinity(0, set(range(os.cpu_count())) - {0})
+    return proc
 
 
-class EngineProcess:
-    """`goodbench serve` in a child process on a free loopback port, pinned to CPU 0 when the
-    machine has more than one core (the load generator keeps the others)."""
-
-    def __init__(self, argv: list[str], log_path: str, pin: bool = True):
-        import socket
-        import subprocess
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        cmd = [sys.executable, "-m", "goodbench", "serve", "--host", "127.0.0.1", "--port", str(self.port)] + argv
-        pin = pin and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
-
-        def child_setup():
-            if pin:
-                os.sched_setaffinity(0, {0})
-            _die_with_parent()
-
-        # its own session: a terminal's Ctrl-C reaches only goodbench run, which drains, then stops it
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=child_setup if os.name == "posix" else None,
-                                     start_new_session=True)
-        if pin:
-            others = set(range(os.cpu_count())) - {0}
-            os.sched_setaffinity(0, others)
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        import time
-        import urllib.request
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise CLIError(f"the reference engine exited with code {self.proc.returncode}: "
-                               f"{self.tail()}")
-            try:
-                with urllib.request.urlopen(self.base_url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise CLIError(f"the reference engine did not become healthy within {timeout:.0f}s: {self.tail()}")
-
-    def tail(self, n: int = 400) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read()[-n:].decode("utf-8", "replace").strip().replace("\n", " | ")
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        import signal
-        import subprocess
-
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        if hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+def _release_cpus() -> None:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
 
 
 def _start_engine(args, console, log_path: str):
+    from .serverproc import ServerError
+
     cfg = engine_config(args)  # validate here: a bad flag is one clear line, not a dead child
-    proc = EngineProcess(engine_argv(args), log_path, pin=not args.no_pin)
+    proc = _engine_process(engine_argv(args), log_path, pin=not args.no_pin)
     with console.status(f"starting the reference engine ({cfg.model} on {cfg.gpu}) on {proc.base_url} ..."):
-        proc.wait_ready()
+        try:
+            proc.wait_ready()
+        except ServerError as e:
+            _release_cpus()
+            raise CLIError(f"the reference engine did not start: {e}") from None
     return proc, cfg.to_dict()
 
 
@@ -667,12 +593,21 @@ def cmd_sweep(args) -> int:
         return _sweep_max_rate(args, console, cells, base, plan, spec, out, meta)
     t = time.perf_counter()
     done = {"n": 0}
-    with console.status(f"simulating {len(cells)} cells x {len(plan.requests)} requests ...") as st:
+    live = args.live or args.server_cmd
+    with console.status(f"{'running' if live else 'simulating'} {len(cells)} cells x {len(plan.requests)} requests ...") as st:
         def on_done(row):
             done["n"] += 1
-            st.update(f"simulated {done['n']}/{len(cells)} cells ...")
+            st.update(f"{done['n']}/{len(cells)} cells done ...")
 
-        rows = run_sweep(cells, base, plan.requests, plan.offsets, spec.slo, out, meta, args.jobs, on_done)
+        if live:
+            from .analysis.sweep import run_live_sweep
+
+            meta["endpoint"] = spec.endpoint
+            rows = run_live_sweep(cells, base, plan, spec.slo, out, meta, server_cmd=args.server_cmd,
+                                  startup_timeout=args.server_timeout, fixed_step_ms=args.fixed_step_ms,
+                                  on_done=on_done)
+        else:
+            rows = run_sweep(cells, base, plan.requests, plan.offsets, spec.slo, out, meta, args.jobs, on_done)
     wall = time.perf_counter() - t
     tab = Table(title=f"sweep {sweep_id}: {spec.name} · {plan.arrival.label} · {len(plan.requests)} requests · "
                       f"SLO {' '.join(f'{k}:{v:g}' for k, v in spec.slo.items())}")
@@ -698,7 +633,10 @@ def cmd_sweep(args) -> int:
         console.print(f"  best on [bold]{gpu}[/]: {_short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
                       f"ITL p99 {_ms(b['itl_p99_ms'])} ms{margin}")
     console.print(f"  {len(cells)} cells in {wall:.1f} s · results: {out} (sweep.csv, sweep.json, cells/)", style="dim")
-    return EXIT_OK
+    failed = [r for r in rows if r.get("error")]
+    for r in failed:
+        console.print(f"  [red]✗ {r['cell']}: {r['error'][:300]}[/]")
+    return EXIT_GATE if failed else EXIT_OK
 
 
 def _ms(v) -> str:
@@ -962,6 +900,13 @@ def make_parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
     sw.add_argument("--result-dir", default="results")
     sw.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
+    sw.add_argument("--live", action="store_true",
+                    help="run each cell against a real-time `goodbench serve` with the cell's config (cells in turn)")
+    sw.add_argument("--server-cmd", metavar="CMD",
+                    help="start this server for each cell, e.g. 'vllm serve MODEL --max-num-batched-tokens "
+                    "{max_num_batched_tokens} --port {port}' ({port}, {gpu}, {model} and any knob are filled in); "
+                    "it must answer /health on 127.0.0.1:{port}")
+    sw.add_argument("--server-timeout", type=float, default=600.0, help="seconds to wait for /health (default 600)")
     sw.add_argument("--find-max-rate", action="store_true",
                     help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment")
     sw.add_argument("--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)")

@@ -345,6 +345,23 @@ async def check_reachable(base_url: str) -> str | None:
         return f"{base_url} did not answer: {type(e).__name__} {e}"
 
 
+async def resolve_model(base_url: str, api_key: str | None) -> str:
+    """The server's first /v1/models entry (as `vllm bench serve` does), else "default"."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), headers=headers) as s:
+            async with s.get(base_url.rstrip("/") + "/v1/models") as r:
+                if r.status != 200:
+                    return "default"
+                data = await r.json(content_type=None)
+                items = data.get("data") or []
+                return (items[0].get("id") if items else None) or "default"
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError):
+        return "default"
+
+
 def install_uvloop() -> bool:
     try:
         import uvloop

@@ -118,3 +118,26 @@ def test_advise_cli(tmp_path):
                 "--num-prompts", "120", "--jobs", "2", timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "memory ceiling" in r.stdout and "SLO bound" in r.stdout and "(advised)" in r.stdout
+
+
+def test_live_sweep_with_server_cmd_records_failed_cells(tmp_path):
+    import sys
+
+    ok_cmd = (f"{sys.executable} -m goodbench serve --port {{port}} --fixed-step-ms 5 "
+              f"--max-num-batched-tokens {{max_num_batched_tokens}}")
+    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "8",
+                "--num-prompts", "16", "--request-rate", "20", "--goodput", "ttft:500", "--gpu", "l40s",
+                "--param", "max_num_batched_tokens=256,1024", "--server-cmd", ok_cmd, "--result-dir", str(tmp_path),
+                "--sweep-id", "ok", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads((tmp_path / "ok" / "sweep.json").read_text())
+    assert [c["issued"] for c in data["cells"]] == [16, 16]
+    run_dirs = [c["run_dir"] for c in data["cells"]]
+    assert all(os.path.exists(os.path.join(d, "server.log")) for d in run_dirs)
+    bad_cmd = f"{sys.executable} -c \"import sys; print('boom: no GPU here'); sys.exit(3)\" {{port}}"
+    r = run_cli("sweep", "--dataset-name", "random", "--num-prompts", "4", "--request-rate", "20", "--goodput",
+                "ttft:500", "--gpu", "l40s", "--param", "max_num_batched_tokens=256,512", "--server-cmd", bad_cmd,
+                "--result-dir", str(tmp_path), "--sweep-id", "bad", timeout=240)
+    assert r.returncode == 1, r.stdout + r.stderr
+    data = json.loads((tmp_path / "bad" / "sweep.json").read_text())
+    assert len(data["cells"]) == 2 and all("boom: no GPU here" in c["error"] for c in data["cells"])

@@ -21,10 +21,11 @@ from ..engine.core import Engine
 from ..engine.simulate import simulate
 from ..metrics import summarize
 from ..records import RunMeta, RunResult
-from ..store import RunStore
+from ..store import RunStore, load as load_run
 from .stats import goodput_interval, wilson
 
 CONFIG_TYPES = {f.name: f.type for f in fields(EngineConfig)}
+TIE_TOLERANCE = 0.005  # goodputs within 0.5% of the best are ties
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,13 @@ def best_per_tier(rows: list[dict]) -> dict:
         ok = [r for r in rows if r["gpu"] == gpu and r.get("goodput") is not None]
         if not ok:
             continue
-        ranked = sorted(ok, key=lambda r: (-r["goodput"], r.get("itl_p99_ms") or math.inf))
+        top = max(r["goodput"] for r in ok)
+        # goodputs within TIE_TOLERANCE of the best count as tied: the lower ITL p99 wins among them
+        tied = sorted((r for r in ok if r["goodput"] >= top * (1 - TIE_TOLERANCE)),
+                      key=lambda r: r.get("itl_p99_ms") or math.inf)
+        rest = sorted((r for r in ok if r["goodput"] < top * (1 - TIE_TOLERANCE)),
+                      key=lambda r: (-r["goodput"], r.get("itl_p99_ms") or math.inf))
+        ranked = tied + rest
         b = ranked[0]
         nxt = ranked[1] if len(ranked) > 1 else None
         out[gpu] = {"cell": b["cell"], "max_num_batched_tokens": b.get("max_num_batched_tokens"),
@@ -264,3 +271,78 @@ def rate_evaluator(engine_cfg: EngineConfig, requests, arrival: ArrivalSpec, slo
         return s.get("slo_met") or 0, s["requests"]["issued"]
 
     return evaluate
+
+
+def run_live_sweep(cells: list[Cell], base: EngineConfig, plan, slo: dict | None, out_dir: str, meta: dict,
+                   server_cmd: str | None = None, startup_timeout: float = 600.0, fixed_step_ms: float | None = None,
+                   on_done=None) -> list[dict]:
+    """Cells one after another on the real clock: for each, start the server (the reference engine with
+    the cell's config, or `server_cmd` with {port} and the cell's knobs filled in), wait for /health,
+    run the workload, stop the server (SIGINT, then SIGKILL after a grace). A server that fails to
+    start or dies makes a failed row with its log tail; the sweep goes on."""
+    import asyncio
+    import shlex
+    import sys
+
+    from .. import runner
+    from ..client.openai import ClientConfig, resolve_endpoint
+    from ..serverproc import ServerError, ServerProcess, free_port
+
+    os.makedirs(out_dir, exist_ok=True)
+    cells_dir = os.path.join(out_dir, "cells")
+    rows = []
+    for cell in cells:
+        row: dict = {"cell": cell.label, "gpu": cell.gpu, **{k: v for k, v in cell.params}}
+        rows.append(row)
+        try:
+            cfg = _cell_config(base, cell)
+        except ConfigError as e:
+            row["error"] = str(e)
+            continue
+        port = free_port()
+        run_id = "cell-" + "".join(c if c.isalnum() or c in "._=-" else "_" for c in cell.label.replace(",", "_"))
+        store = RunStore(cells_dir, run_id)
+        run_meta = RunMeta(run_id=run_id, label=meta.get("label", ""), engine=None if server_cmd else cfg.to_dict(),
+                           workload=meta.get("workload", {}), workload_hash=meta.get("workload_hash", ""), slo=slo,
+                           seed=meta.get("seed", 0), mode="open", requested_rate=meta.get("rate"),
+                           goodbench_version=__version__)
+        store.start(run_meta)
+        if server_cmd:
+            try:
+                cmd = shlex.split(server_cmd.format(**{**cfg.to_dict(), "port": port}))
+            except (KeyError, IndexError, ValueError) as e:
+                row["error"] = f"--server-cmd: cannot fill the placeholders ({e})"
+                store.finish(run_meta, None)
+                continue
+        else:
+            cmd = [sys.executable, "-m", "goodbench", "serve", "--host", "127.0.0.1", "--port", str(port)] + cfg.to_argv()
+            if fixed_step_ms is not None:
+                cmd += ["--fixed-step-ms", str(fixed_step_ms)]
+        try:
+            proc = ServerProcess(cmd, port, os.path.join(store.dir, "server.log"))
+            proc.wait_ready(startup_timeout)
+        except ServerError as e:
+            row["error"] = f"server failed to start: {e}"
+            store.finish(run_meta, None)
+            continue
+        try:
+            model = asyncio.run(runner.resolve_model(proc.base_url, None))
+            run_meta.target = {"base_url": proc.base_url, "endpoint": resolve_endpoint(None, meta.get("endpoint", "completions")),
+                               "model": model}
+            ccfg = ClientConfig(base_url=proc.base_url, endpoint=run_meta.target["endpoint"], model=model)
+            runner.run_plan(plan, ccfg, store, runner.RunOptions(slo=slo), None, None, runner.Progress())
+            died = not proc.alive
+        finally:
+            proc.stop()
+        result = load_run(store.dir)
+        s = summarize(result, slo=slo)
+        store.finish(run_meta, s)
+        if died:
+            row["error"] = f"server died during the run: {proc.tail()}"
+        row.update(summary_row(s))
+        row.update({"max_num_batched_tokens": cfg.max_num_batched_tokens,
+                    "enable_chunked_prefill": cfg.enable_chunked_prefill, "model": cfg.model, "run_dir": store.dir})
+        if on_done:
+            on_done(row)
+    write_results(rows, out_dir, meta)
+    return rows

@@ -44,6 +44,23 @@ class EngineConfig:
         names = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in names})
 
+    def to_argv(self) -> list[str]:
+        """This config as `goodbench serve` flags."""
+        out = []
+        for k, v in asdict(self).items():
+            if v is None:
+                continue
+            flag = "--" + k.replace("_", "-")
+            if k == "model":
+                out += ["--model", str(v)]
+            elif isinstance(v, bool):
+                out.append(flag if v else "--no-" + flag[2:])
+            elif k == "kv_cache_dtype" and v == "bf16":
+                out += [flag, "auto"]
+            else:
+                out += [flag, str(v)]
+        return out
+
     def memory(self) -> dict:
         """Per-GPU memory budget in bytes: what the KV blocks are derived from."""
         gpu, model = get_gpu(self.gpu), get_model(self.model)
