@@ -570,6 +570,10 @@ def cmd_sweep(args) -> int:
         raise CLIError("a sweep ranks cells by goodput: give an SLO (--goodput ttft:MS tpot:MS) or use a workload with [slo]")
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
     params = parse_params(args.param or [])
+    try:
+        scales = [float(x) for x in args.slo_scales.split(",")] if args.slo_scales else []
+    except ValueError:
+        raise CLIError(f"--slo-scales {args.slo_scales!r}: expected numbers, e.g. 0.4,0.6,0.8,1.0,1.2") from None
     base = engine_config_unresolved(args)
     cells = grid(gpus, params)
     for c in cells:  # validate every cell up front: one clear line instead of a failed cell later
@@ -607,7 +611,8 @@ def cmd_sweep(args) -> int:
                                   startup_timeout=args.server_timeout, fixed_step_ms=args.fixed_step_ms,
                                   on_done=on_done)
         else:
-            rows = run_sweep(cells, base, plan.requests, plan.offsets, spec.slo, out, meta, args.jobs, on_done)
+            rows = run_sweep(cells, base, plan.requests, plan.offsets, spec.slo, out, meta, args.jobs, on_done,
+                             slo_scales=scales)
     wall = time.perf_counter() - t
     tab = Table(title=f"sweep {sweep_id}: {spec.name} · {plan.arrival.label} · {len(plan.requests)} requests · "
                       f"SLO {' '.join(f'{k}:{v:g}' for k, v in spec.slo.items())}")
@@ -632,6 +637,17 @@ def cmd_sweep(args) -> int:
                                                + ("" if b["separated"] else " (within the intervals)"))
         console.print(f"  best on [bold]{gpu}[/]: {_short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
                       f"ITL p99 {_ms(b['itl_p99_ms'])} ms{margin}")
+    if scales and not live:
+        st = Table(title="SLO-scale curves: attainment with every SLO threshold multiplied by the scale")
+        st.add_column("gpu")
+        st.add_column("config")
+        for k in scales:
+            st.add_column(f"x{k:g}", justify="right")
+        for r in rows:
+            if not r.get("error"):
+                st.add_row(r["gpu"], _short(r["cell"].partition(",")[2]) or "base",
+                           *(f"{r[f'attainment@{k:g}']:.1%}" for k in scales))
+        console.print(st)
     console.print(f"  {len(cells)} cells in {wall:.1f} s · results: {out} (sweep.csv, sweep.json, cells/)", style="dim")
     failed = [r for r in rows if r.get("error")]
     for r in failed:
@@ -900,6 +916,8 @@ def make_parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
     sw.add_argument("--result-dir", default="results")
     sw.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
+    sw.add_argument("--slo-scales", metavar="S1,S2,...",
+                    help="also report attainment with both SLO thresholds multiplied by each scale, e.g. 0.4,0.6,0.8,1.0,1.2")
     sw.add_argument("--live", action="store_true",
                     help="run each cell against a real-time `goodbench serve` with the cell's config (cells in turn)")
     sw.add_argument("--server-cmd", metavar="CMD",

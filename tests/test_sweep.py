@@ -61,12 +61,14 @@ def test_find_max_rate_brackets_and_bisects():
 def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
     r = run_cli("sweep", "--workload", os.path.join(ROOT, "workloads", "hol-stress.toml"), "--gpu", "l40s,h100-sxm",
                 "--param", "max_num_batched_tokens=512,2048", "--param", "enable_chunked_prefill=false",
-                "--result-dir", str(tmp_path), "--sweep-id", "s1", "--jobs", "2", timeout=240)
+                "--slo-scales", "0.6,1.0", "--result-dir", str(tmp_path), "--sweep-id", "s1", "--jobs", "2", timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     out = tmp_path / "s1"
     with open(out / "sweep.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 6
+    l40s_unchunked = [r for r in rows if r["cell"] == "l40s,enable_chunked_prefill=false"][0]
+    assert float(l40s_unchunked["attainment@0.6"]) <= float(l40s_unchunked["attainment@1"]) < 0.95
     data = json.loads((out / "sweep.json").read_text())
     assert set(data["best"]) == {"l40s", "h100-sxm"}
     unchunked = [c for c in data["cells"] if c["enable_chunked_prefill"] is False]

@@ -128,9 +128,24 @@ def run_cell(cell: Cell) -> dict:
     s = summarize(RunResult(meta, recs), slo=sh["slo"])
     store.finish(meta, s)
     row.update(summary_row(s))
+    row.update(slo_scale_row(recs, sh["slo"], sh.get("slo_scales") or ()))
     row.update({"max_num_batched_tokens": cfg.max_num_batched_tokens,
                 "enable_chunked_prefill": cfg.enable_chunked_prefill, "model": cfg.model, "run_dir": store.dir})
     return row
+
+
+def slo_scale_row(recs, slo: dict | None, scales) -> dict:
+    """SLO-scale curve (DistServe): attainment with every threshold multiplied by each scale."""
+    from ..metrics import Columns
+
+    if not slo or not scales:
+        return {}
+    c = Columns([r for r in recs if not r.warmup])
+    out = {}
+    for k in scales:
+        m = c.meets({key: v * k for key, v in slo.items()})
+        out[f"attainment@{k:g}"] = float(m.mean()) if m.size else None
+    return out
 
 
 def summary_row(s: dict) -> dict:
@@ -147,10 +162,10 @@ def summary_row(s: dict) -> dict:
 
 
 def run_sweep(cells: list[Cell], base: EngineConfig, requests, offs, slo: dict | None, out_dir: str,
-              meta: dict, jobs: int = 0, on_done=None) -> list[dict]:
+              meta: dict, jobs: int = 0, on_done=None, slo_scales=()) -> list[dict]:
     """Run every cell (in parallel processes when jobs > 1) and write sweep.csv / sweep.json."""
     os.makedirs(out_dir, exist_ok=True)
-    _SHARED.update(base=base, requests=requests, offsets=offs, slo=slo, cells_dir=os.path.join(out_dir, "cells"),
+    _SHARED.update(slo_scales=tuple(slo_scales), base=base, requests=requests, offsets=offs, slo=slo, cells_dir=os.path.join(out_dir, "cells"),
                    label=meta.get("label", ""), workload=meta.get("workload", {}),
                    workload_hash=meta.get("workload_hash", ""), seed=meta.get("seed", 0), rate=meta.get("rate"))
     jobs = jobs or (os.cpu_count() or 1)
