@@ -637,6 +637,15 @@ def cmd_sweep(args) -> int:
                                                + ("" if b["separated"] else " (within the intervals)"))
         console.print(f"  best on [bold]{gpu}[/]: {_short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
                       f"ITL p99 {_ms(b['itl_p99_ms'])} ms{margin}")
+    if not args.no_plots:
+        try:
+            from .report.plots import sweep_plots
+
+            pngs = sweep_plots(rows, out)
+            if pngs:
+                console.print(f"  plots: {', '.join(os.path.basename(p) for p in pngs)}", style="dim")
+        except ImportError:
+            console.print("  (no plots: pip install 'goodbench[plots]' for matplotlib)", style="dim")
     if scales and not live:
         st = Table(title="SLO-scale curves: attainment with every SLO threshold multiplied by the scale")
         st.add_column("gpu")
@@ -916,6 +925,7 @@ def make_parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
     sw.add_argument("--result-dir", default="results")
     sw.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
+    sw.add_argument("--no-plots", action="store_true", help="do not write the sweep PNGs")
     sw.add_argument("--slo-scales", metavar="S1,S2,...",
                     help="also report attainment with both SLO thresholds multiplied by each scale, e.g. 0.4,0.6,0.8,1.0,1.2")
     sw.add_argument("--live", action="store_true",

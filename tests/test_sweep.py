@@ -75,6 +75,11 @@ def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
     assert all(c["max_num_batched_tokens"] > 100_000 for c in unchunked)  # vLLM: max_model_len
     assert data["best"]["l40s"]["enable_chunked_prefill"] is True  # HOL: chunking wins on L40S
     assert len(os.listdir(out / "cells")) == 6
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is not None:
+        for png in ("sweep_metrics.png", "sweep_goodput_heatmap.png", "sweep_frontier.png"):
+            assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     assert "best on l40s" in r.stdout
 
 

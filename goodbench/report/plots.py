@@ -1,0 +1,94 @@
+"""matplotlib PNGs (Agg backend; matplotlib is imported only when a picture is asked for)."""
+
+from __future__ import annotations
+
+import os
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+METRICS = (("goodput", "goodput (req/s)"), ("ttft_p99_ms", "TTFT p99 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
+           ("itl_p99_over_p50", "ITL p99/p50"), ("tpot_p99_ms", "TPOT p99 (ms)"))
+
+
+def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
+    """Sweep pictures: each metric against chunk size with one line per tier (the unchunked baseline
+    as a dashed level), a tier x chunk heatmap of goodput, and the TTFT-vs-ITL-p99 trade-off per tier."""
+    plt = _plt()
+    ok = [r for r in rows if not r.get("error") and r.get("goodput") is not None]
+    chunked = [r for r in ok if r.get("enable_chunked_prefill", True)]
+    gpus = list(dict.fromkeys(r["gpu"] for r in ok))
+    paths = []
+    if not ok:
+        return paths
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.6))
+    for ax, (key, title) in zip(axes, METRICS):
+        for i, gpu in enumerate(gpus):
+            pts = sorted((r["max_num_batched_tokens"], r[key]) for r in chunked if r["gpu"] == gpu and r.get(key) is not None)
+            if pts:
+                line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
+                base = [r[key] for r in ok if r["gpu"] == gpu and r.get("enable_chunked_prefill") is False]
+                if base and base[0] is not None:
+                    ax.axhline(base[0], color=line.get_color(), linestyle="--", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ticks = sorted({r["max_num_batched_tokens"] for r in chunked})
+        ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=7)
+        ax.minorticks_off()
+        ax.set_xlabel("max_num_batched_tokens")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, title="dashed: unchunked", title_fontsize=7)
+    fig.tight_layout()
+    paths.append(_save(fig, plt, os.path.join(out_dir, "sweep_metrics.png")))
+
+    sizes = sorted({r["max_num_batched_tokens"] for r in chunked})
+    if gpus and sizes:
+        import numpy as np
+
+        grid = np.full((len(gpus), len(sizes)), np.nan)
+        for r in chunked:
+            grid[gpus.index(r["gpu"]), sizes.index(r["max_num_batched_tokens"])] = r["goodput"]
+        fig, ax = plt.subplots(figsize=(1.1 * len(sizes) + 2.5, 0.6 * len(gpus) + 1.8))
+        im = ax.imshow(grid, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(sizes)), [str(s) for s in sizes])
+        ax.set_yticks(range(len(gpus)), gpus)
+        lo, hi = np.nanmin(grid), np.nanmax(grid)
+        for (i, j), v in np.ndenumerate(grid):
+            if not np.isnan(v):
+                dark = hi > lo and (v - lo) / (hi - lo) < 0.5  # viridis is dark at the low end
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white" if dark else "black", fontsize=8)
+        ax.set_xlabel("max_num_batched_tokens")
+        ax.set_title("goodput (req/s)")
+        fig.colorbar(im, ax=ax)
+        fig.tight_layout()
+        paths.append(_save(fig, plt, os.path.join(out_dir, "sweep_goodput_heatmap.png")))
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    for gpu in gpus:
+        pts = sorted((r["itl_p99_ms"], r["ttft_p99_ms"], r["max_num_batched_tokens"]) for r in ok
+                     if r["gpu"] == gpu and r.get("itl_p99_ms") is not None and r.get("ttft_p99_ms") is not None)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
+            for x, y, n in pts:
+                ax.annotate(str(n), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("ITL p99 (ms)")
+    ax.set_ylabel("TTFT p99 (ms)")
+    ax.set_title("TTFT vs ITL trade-off (labels: chunk size)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(_save(fig, plt, os.path.join(out_dir, "sweep_frontier.png")))
+    return paths
+
+
+def _save(fig, plt, path: str) -> str:
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
