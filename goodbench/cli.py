@@ -683,22 +683,58 @@ def _sweep_max_rate(args, console, cells, base, plan, spec, out, meta) -> int:
 
     from .analysis.sweep import _cell_config, find_max_rate, rate_evaluator
 
+    from .analysis.sweep import live_rate_evaluator
+    from .client.openai import resolve_endpoint
+    from .serverproc import ServerError, ServerProcess, free_port
+
     os.makedirs(out)
     results = []
-    for c in cells:
-        cfg = _cell_config(base, c)
-        console.print(f"[bold]{c.label}[/]: searching the max rate with attainment >= {args.target_attainment:.0%}")
+    targets = [None] if args.base_url else cells
+    for c in targets:
+        label = args.base_url if c is None else c.label
+        console.print(f"[bold]{label}[/]: searching the max rate with attainment >= {args.target_attainment:.0%}")
 
         def show(p):
             console.print(f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
                           f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}")
 
-        r = find_max_rate(rate_evaluator(cfg, plan.requests, plan.arrival, spec.slo, spec.seed),
-                          target=args.target_attainment, start=plan.arrival.mean_rate or 1.0, on_probe=show)
-        r["cell"] = c.label
+        proc = None
+        endpoint = resolve_endpoint(None, spec.endpoint)
+        probes_dir = os.path.join(out, "probes", label.replace("/", "_").replace(":", "_").replace(",", "_"))
+        if args.base_url:
+            evaluate = live_rate_evaluator(args.base_url, plan.requests, plan.arrival, spec.slo, spec.seed, probes_dir,
+                                           endpoint)
+        elif args.live or args.server_cmd:
+            import shlex
+
+            cfg = _cell_config(base, c)
+            port = free_port()
+            os.makedirs(probes_dir, exist_ok=True)
+            cmd = (shlex.split(args.server_cmd.format(**{**cfg.to_dict(), "port": port})) if args.server_cmd else
+                   [sys.executable, "-m", "goodbench", "serve", "--port", str(port)] + cfg.to_argv()
+                   + (["--fixed-step-ms", str(args.fixed_step_ms)] if args.fixed_step_ms else []))
+            try:
+                proc = ServerProcess(cmd, port, os.path.join(probes_dir, "server.log"))
+                proc.wait_ready(args.server_timeout)
+            except ServerError as e:
+                console.print(f"  [red]✗ {label}: server failed to start: {e}[/]")
+                results.append({"cell": label, "error": str(e)})
+                continue
+            evaluate = live_rate_evaluator(proc.base_url, plan.requests, plan.arrival, spec.slo, spec.seed,
+                                           probes_dir, endpoint)
+        else:
+            evaluate = rate_evaluator(_cell_config(base, c), plan.requests, plan.arrival, spec.slo, spec.seed)
+        try:
+            r = find_max_rate(evaluate, target=args.target_attainment, start=plan.arrival.mean_rate or 1.0,
+                              on_probe=show, max_probes=args.max_probes)
+        finally:
+            if proc is not None:
+                proc.stop()
+        c_label = label
+        r["cell"] = c_label
         results.append(r)
         mr = r["max_rate"]
-        console.print(f"  max goodput rate on {c.label}: "
+        console.print(f"  max goodput rate on {c_label}: "
                       + (f"[bold]{mr:.2f} req/s[/] (bracket {r['bracket'][0]:.2f}-{r['bracket'][1]:.2f})" if mr
                          else "[red]none: even the lowest probed rate misses the target (is the SLO reachable "
                               "on this GPU? see `goodbench engine explain`)[/]")
@@ -938,6 +974,8 @@ def make_parser() -> argparse.ArgumentParser:
     sw.add_argument("--find-max-rate", action="store_true",
                     help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment")
     sw.add_argument("--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)")
+    sw.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
+    sw.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
     sw.set_defaults(fn=cmd_sweep)
 
     adv = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",

@@ -148,3 +148,17 @@ def test_live_sweep_with_server_cmd_records_failed_cells(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     data = json.loads((tmp_path / "bad" / "sweep.json").read_text())
     assert len(data["cells"]) == 2 and all("boom: no GPU here" in c["error"] for c in data["cells"])
+
+
+def test_max_rate_against_a_live_engine(tmp_path):
+    # 4 sequences at a time, 16 tokens at 5 ms per step: about 50 req/s of capacity, after which TTFT queues
+    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "16",
+                "--num-prompts", "40", "--request-rate", "20", "--goodput", "ttft:60", "--gpu", "l40s",
+                "--max-num-seqs", "4", "--fixed-step-ms", "5", "--live", "--find-max-rate", "--max-probes", "7",
+                "--result-dir", str(tmp_path), "--sweep-id", "live", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "live" / "max_rate.json").read_text())["results"][0]
+    assert res["max_rate"] is not None and 10 < res["max_rate"] < 120
+    assert any(not p["pass"] for p in res["probes"]) and any(p["pass"] for p in res["probes"])
+    probes = os.listdir(tmp_path / "live" / "probes" / "l40s")
+    assert "server.log" in probes and sum(x.startswith("probe-") for x in probes) == len(res["probes"])

@@ -361,3 +361,34 @@ def run_live_sweep(cells: list[Cell], base: EngineConfig, plan, slo: dict | None
             on_done(row)
     write_results(rows, out_dir, meta)
     return rows
+
+
+def live_rate_evaluator(base_url: str, requests, arrival: ArrivalSpec, slo: dict, seed: int, out_dir: str,
+                        endpoint: str = "/v1/completions", model: str | None = None, api_key: str | None = None):
+    """evaluate(rate) for find_max_rate against a real endpoint: each probe is a real-time run of the
+    same requests at a Poisson (or the workload's) rate, kept as a run directory under out_dir."""
+    import asyncio
+
+    from .. import runner
+    from ..client.openai import ClientConfig
+    from ..store import load as load_run
+
+    name = model or asyncio.run(runner.resolve_model(base_url, api_key))
+    ccfg = ClientConfig(base_url=base_url, endpoint=endpoint, model=name, api_key=api_key)
+
+    def evaluate(rate: float):
+        a = replace(arrival, kind="poisson" if arrival.kind in ("closed", "workload", "trace") else arrival.kind,
+                    rate=rate)
+        offs = arrival_offsets(a, n=len(requests), seed=seed)
+        plan = runner.Plan(list(requests), offs, a)
+        store = RunStore(out_dir, f"probe-{rate:.4f}")
+        meta = RunMeta(run_id=f"probe-{rate:.4f}", label=a.label, slo=slo, mode="open", requested_rate=rate,
+                       target={"base_url": base_url, "endpoint": endpoint, "model": name}, goodbench_version=__version__)
+        store.start(meta)
+        runner.run_plan(plan, ccfg, store, runner.RunOptions(slo=slo, scrape_metrics=False), None, None,
+                        runner.Progress())
+        s = summarize(load_run(store.dir), slo=slo)
+        store.finish(meta, s)
+        return s.get("slo_met") or 0, s["requests"]["issued"]
+
+    return evaluate
