@@ -226,22 +226,35 @@ def best_per_tier(rows: list[dict]) -> dict:
 
 
 def find_max_rate(evaluate, target: float = 0.9, start: float = 1.0, rel_tol: float = 0.05,
-                  max_probes: int = 24, on_probe=None) -> dict:
+                  max_probes: int = 24, on_probe=None, max_scale: int = 4) -> dict:
     """Highest arrival rate whose SLO attainment stays >= target.
 
-    evaluate(rate) -> (met, issued). Bracket by doubling/halving from `start`, then bisect until the
-    bracket is within rel_tol. Each probe's Wilson interval is kept; `conclusive` says whether the
-    interval at the passing end lies above the target and the one at the failing end below it."""
+    evaluate(rate, scale) -> (met, issued), scale multiplying the number of requests. Bracket by
+    doubling/halving from `start`, then bisect (geometrically) until the bracket is within rel_tol.
+    If the Wilson interval at either bracket end still straddles the target, that end is probed again
+    with 2x, then 4x (max_scale) the requests, so that each decision rests on enough samples;
+    `conclusive` says whether, in the end, the interval at the passing end lies above the target and
+    the one at the failing end below it."""
     probes = []
 
-    def probe(rate):
-        k, n = evaluate(rate)
+    def probe(rate, scale=1):
+        k, n = evaluate(rate, scale)
         lo, hi = wilson(k, n)
-        p = {"rate": rate, "attainment": k / n if n else 0.0, "lo": lo, "hi": hi, "pass": n > 0 and k / n >= target}
+        p = {"rate": rate, "requests": n, "attainment": k / n if n else 0.0, "lo": lo, "hi": hi,
+             "pass": n > 0 and k / n >= target}
         probes.append(p)
         if on_probe:
             on_probe(p)
         return p
+
+    def bisect(good, bad, scale):
+        while good and bad and len(probes) < max_probes and bad["rate"] / good["rate"] > 1 + rel_tol:
+            p = probe(math.sqrt(good["rate"] * bad["rate"]), scale)
+            if p["pass"]:
+                good = p
+            else:
+                bad = p
+        return good, bad
 
     good = bad = None
     p = probe(start)
@@ -262,26 +275,49 @@ def find_max_rate(evaluate, target: float = 0.9, start: float = 1.0, rel_tol: fl
                 good = p
                 break
             bad = p
-    while good and bad and len(probes) < max_probes and bad["rate"] / good["rate"] > 1 + rel_tol:
-        p = probe(math.sqrt(good["rate"] * bad["rate"]))
-        if p["pass"]:
-            good = p
-        else:
-            bad = p
+    good, bad = bisect(good, bad, 1)
+    scale = 1
+    while good and bad and scale < max_scale and len(probes) < max_probes and not (
+            good["lo"] >= target and bad["hi"] < target):
+        scale *= 2  # a decision at a bracket end is not clear yet: probe it again with more requests
+        if good["lo"] < target:
+            p = probe(good["rate"], scale)
+            if not p["pass"]:  # disproved: fall back to the best passing rate below it
+                bad = p
+                below = [q for q in probes if q["pass"] and q["rate"] < p["rate"]]
+                good = max(below, key=lambda q: (q["rate"], q["requests"])) if below else None
+            else:
+                good = p
+        if good and bad and bad["hi"] >= target and len(probes) < max_probes:
+            p = probe(bad["rate"], scale)
+            if p["pass"]:
+                good = p
+                above = [q for q in probes if not q["pass"] and q["rate"] > p["rate"]]
+                bad = min(above, key=lambda q: (q["rate"], -q["requests"])) if above else None
+            else:
+                bad = p
+        good, bad = bisect(good, bad, scale)
     return {"target": target, "max_rate": good["rate"] if good else None,
             "bracket": [good["rate"] if good else 0.0, bad["rate"] if bad else None],
             "conclusive": bool(good and bad and good["lo"] >= target and bad["hi"] < target),
             "probes": probes}
 
 
+def _scaled(requests, scale: int):
+    if scale <= 1:
+        return list(requests)
+    return [replace(r, id=f"{r.id}.{k}") for k in range(scale) for r in requests]
+
+
 def rate_evaluator(engine_cfg: EngineConfig, requests, arrival: ArrivalSpec, slo: dict, seed: int):
     """evaluate(rate) for find_max_rate: the workload at `rate` (same requests, same seed) simulated."""
 
-    def evaluate(rate: float):
+    def evaluate(rate: float, scale: int = 1):
         a = replace(arrival, kind="poisson" if arrival.kind in ("closed", "workload", "trace") else arrival.kind,
                     rate=rate)
-        offs = arrival_offsets(a, n=len(requests), seed=seed)
-        recs = simulate(Engine(engine_cfg), requests, offs)
+        reqs = _scaled(requests, scale)
+        offs = arrival_offsets(a, n=len(reqs), seed=seed)
+        recs = simulate(Engine(engine_cfg), reqs, offs)
         s = summarize(RunResult(RunMeta("probe", mode="simulate", slo=slo), recs), slo=slo)
         return s.get("slo_met") or 0, s["requests"]["issued"]
 
@@ -376,13 +412,15 @@ def live_rate_evaluator(base_url: str, requests, arrival: ArrivalSpec, slo: dict
     name = model or asyncio.run(runner.resolve_model(base_url, api_key))
     ccfg = ClientConfig(base_url=base_url, endpoint=endpoint, model=name, api_key=api_key)
 
-    def evaluate(rate: float):
+    def evaluate(rate: float, scale: int = 1):
         a = replace(arrival, kind="poisson" if arrival.kind in ("closed", "workload", "trace") else arrival.kind,
                     rate=rate)
-        offs = arrival_offsets(a, n=len(requests), seed=seed)
-        plan = runner.Plan(list(requests), offs, a)
-        store = RunStore(out_dir, f"probe-{rate:.4f}")
-        meta = RunMeta(run_id=f"probe-{rate:.4f}", label=a.label, slo=slo, mode="open", requested_rate=rate,
+        reqs = _scaled(requests, scale)
+        offs = arrival_offsets(a, n=len(reqs), seed=seed)
+        plan = runner.Plan(reqs, offs, a)
+        run_id = f"probe-{rate:.4f}" + (f"-x{scale}" if scale > 1 else "")
+        store = RunStore(out_dir, run_id)
+        meta = RunMeta(run_id=run_id, label=a.label, slo=slo, mode="open", requested_rate=rate,
                        target={"base_url": base_url, "endpoint": endpoint, "model": name}, goodbench_version=__version__)
         store.start(meta)
         runner.run_plan(plan, ccfg, store, runner.RunOptions(slo=slo, scrape_metrics=False), None, None,
