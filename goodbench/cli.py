@@ -646,6 +646,9 @@ def cmd_sweep(args) -> int:
                 console.print(f"  plots: {', '.join(os.path.basename(p) for p in pngs)}", style="dim")
         except ImportError:
             console.print("  (no plots: pip install 'goodbench[plots]' for matplotlib)", style="dim")
+    from .report.html import sweep_report
+
+    console.print(f"  report: {sweep_report(out)}", style="dim")
     if scales and not live:
         st = Table(title="SLO-scale curves: attainment with every SLO threshold multiplied by the scale")
         st.add_column("gpu")
@@ -807,6 +810,23 @@ def cmd_advise(args) -> int:
         t.add_row(f"{r['max_num_batched_tokens']}{mark}", _ms(lt.get("p50")), _ms(lt.get("p99")), _ms(r["itl_p99_ms"]),
                   f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
     console.print(t)
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from . import store as storemod
+    from .metrics import summarize
+    from .report.html import run_report, sweep_report
+
+    console = _console()
+    for path in args.paths:
+        if os.path.exists(os.path.join(path, "sweep.json")):
+            console.print(f"wrote {sweep_report(path)}")
+        elif os.path.exists(os.path.join(path, "run.json")):
+            result = storemod.load(path)
+            console.print(f"wrote {run_report(path, summarize(result), result.meta.to_dict())}")
+        else:
+            raise CLIError(f"{path} is neither a run directory (run.json) nor a sweep directory (sweep.json)")
     return EXIT_OK
 
 
@@ -977,6 +997,12 @@ def make_parser() -> argparse.ArgumentParser:
     sw.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     sw.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
     sw.set_defaults(fn=cmd_sweep)
+
+    rep = sub.add_parser("report", help="write report.html for run or sweep directories",
+                         description="Self-contained HTML (inline CSS, embedded images, escaped text) for each "
+                         "run directory or sweep directory given.")
+    rep.add_argument("paths", nargs="+", metavar="DIR")
+    rep.set_defaults(fn=cmd_report)
 
     adv = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",
                          description="e.g. goodbench advise --gpu h100-sxm --model llama-3.1-8b --ttft-slo 500 "

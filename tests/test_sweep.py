@@ -165,3 +165,22 @@ def test_max_rate_against_a_live_engine(tmp_path):
     assert any(not p["pass"] for p in res["probes"]) and any(p["pass"] for p in res["probes"])
     probes = os.listdir(tmp_path / "live" / "probes" / "l40s")
     assert "server.log" in probes and sum(x.startswith("probe-") for x in probes) == len(res["probes"])
+
+
+def test_reports_are_self_contained_and_escape_their_inputs(tmp_path):
+    w = tmp_path / "w.toml"
+    w.write_text('name = "<script>alert(1)</script>"\nnum_requests = 30\n[slo]\nttft = 500\n'
+                 '[[class]]\nname = "<b>evil</b>"\ninput = 32\noutput = 8\n'
+                 '[[class]]\nname = "plain"\ninput = 16\noutput = 4\n')
+    r = run_cli("sweep", "--workload", str(w), "--gpu", "l40s", "--param", "max_num_batched_tokens=256,512",
+                "--result-dir", str(tmp_path), "--sweep-id", "x", timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    html = (tmp_path / "x" / "report.html").read_text()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "http://" not in html and "https://" not in html  # loads nothing from the network
+    cell = json.loads((tmp_path / "x" / "sweep.json").read_text())["cells"][0]["run_dir"]
+    r = run_cli("report", cell)
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "x" / "cells" / os.path.basename(cell) / "report.html").read_text()
+    assert "&lt;b&gt;evil&lt;/b&gt;" in page and "<b>evil</b>" not in page
+    assert run_cli("report", str(tmp_path / "nothing")).returncode == 2
