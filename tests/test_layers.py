@@ -13,7 +13,7 @@ PKG = os.path.join(ROOT, "goodbench")
 LAYERS = {
     "records": 0, "engine": 0, "client": 0,  # package __init__ files hold no code
     "serverproc": 3,
-    "arrivals": 1, "client.sse": 1, "client.stream": 1, "gcquiet": 1, "metrics": 1, "gate": 1, "tokenizer": 1,
+    "arrivals": 1, "client.sse": 1, "client.stream": 1, "gcquiet": 1, "pacing": 1, "metrics": 1, "gate": 1, "tokenizer": 1,
     "engine.config": 1, "engine.kvcache": 1, "engine.scheduler": 1, "engine.hardware": 1,
     "engine.costmodel": 1, "engine.promtext": 1,
     "client.openai": 2, "store": 2, "workloads": 2, "engine.core": 2,

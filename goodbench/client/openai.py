@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import aiohttp
 from aiohttp.streams import StreamReader
 
+from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from .stream import StreamState
 
@@ -141,28 +141,13 @@ class Client:
         if cfg.api_key:
             headers["Authorization"] = f"Bearer {cfg.api_key}"
         self._headers = headers
-        self._turns: deque[asyncio.Future] = deque()
-        self._pacer: asyncio.Task | None = None
+        self._pacer = TurnPacer()
 
     async def wait_turn(self) -> None:
-        """Let one request leave per event-loop iteration. When hundreds are due at once (a burst,
-        or a closed loop whose users finish together) sending them all in one iteration would keep
-        the loop from polling its sockets for tens of milliseconds, and every chunk arriving
-        meanwhile would be timestamped late. Paced, reads are polled between any two sends. The
-        runner also waits for a turn before it stores a finished request, for the same reason."""
-        fut = asyncio.get_running_loop().create_future()
-        self._turns.append(fut)
-        if self._pacer is None or self._pacer.done():
-            self._pacer = asyncio.ensure_future(self._pace())
-        await fut
-
-    async def _pace(self) -> None:
-        turns = self._turns
-        while turns:
-            fut = turns.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                await asyncio.sleep(0)
+        """One request leaves per event-loop iteration (see pacing): in a burst, sockets are polled
+        between any two sends, so chunks arriving meanwhile are timestamped on time. The runner also
+        waits for a turn before it stores a finished request, for the same reason."""
+        await self._pacer.turn()
 
     async def __aenter__(self):
         conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=False)

@@ -14,12 +14,12 @@ import json
 import math
 import random
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from aiohttp import web
 
 from ..gcquiet import quiet_gc, watchdog as gc_watchdog
+from ..pacing import TurnPacer
 from .config import EngineConfig
 from .core import Engine, RequestTooLong
 from .costmodel import CostModel
@@ -128,8 +128,7 @@ class EngineServer:
         self.lateness: list[float] = []  # recent window for quantiles
         self.requests_total = 0
         self._task: asyncio.Task | None = None
-        self._turns: deque[asyncio.Future] = deque()
-        self._pacer: asyncio.Task | None = None
+        self._intake = TurnPacer(first_goes_now=True)
         self._trace = open(opts.step_trace, "w", encoding="utf-8") if opts.step_trace else None
         self.t0 = self.clock()
 
@@ -230,29 +229,11 @@ class EngineServer:
         so = body.get("stream_options") or {}
         return body, ids, n_prompt, mt, int(prio) if isinstance(prio, (int, float)) else 0, so
 
-    async def _turn(self) -> None:
-        """One request intake (JSON parse, tokenizing, response set-up) per event-loop iteration: a
-        burst of hundreds of arrivals handled in one iteration would hold the engine's step timer
-        for tens of milliseconds. Paced, the timer is checked between any two intakes."""
-        if self._pacer is None or self._pacer.done():
-            self._pacer = asyncio.ensure_future(self._pace())
-            return
-        fut = asyncio.get_running_loop().create_future()
-        self._turns.append(fut)
-        await fut
-
-    async def _pace(self) -> None:
-        await asyncio.sleep(0)
-        turns = self._turns
-        while turns:
-            fut = turns.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                await asyncio.sleep(0)
-
     async def _generate(self, request: web.Request, chat: bool):
         arrived = self.clock()
-        await self._turn()
+        # one intake (JSON, tokenizing, response set-up) per loop iteration: a burst of arrivals must
+        # not hold the engine's step timer (see pacing)
+        await self._intake.turn()
         try:
             body, ids, n_prompt, max_tokens, prio, so = await self._parse(request, chat)
         except _Bad as e:
