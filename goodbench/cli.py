@@ -214,13 +214,13 @@ def cmd_run(args) -> int:
         prog = runner.Progress()
         interrupted = _run_with_progress(console, args.quiet, lambda tick: runner.run_plan(
             plan, cfg, st, opts, tok, args.tokenizer, prog, tick), prog, bool(spec.slo))
-        result = storemod.load(st.dir)
+        result = storemod.load_columns(st.dir)
         meta.interrupted = interrupted
         summary = summarize(result, label=label)
         st.finish(meta, summary)
         print_summary(console, summary, meta.to_dict(), args.target_attainment, st.dir)
         if interrupted:
-            console.print(f"[yellow]interrupted: {len(result.records)} records kept in {st.dir}[/]")
+            console.print(f"[yellow]interrupted: {len(result.cols)} records kept in {st.dir}[/]")
             return EXIT_INTERRUPTED
         return _maybe_gate(args, st.dir, spec, console)
     finally:
@@ -448,7 +448,7 @@ def _load_summary(run_dir: str, slo: dict | None) -> dict:
     from . import store as storemod
     from .metrics import summarize
 
-    return summarize(storemod.load(run_dir), slo=slo)
+    return summarize(storemod.load_columns(run_dir), slo=slo)
 
 
 def judge(args, run_dir: str, slo: dict | None, table: dict | None, console) -> int:
@@ -543,7 +543,8 @@ def cmd_simulate(args) -> int:
                         think_s=plan.arrival.think_time_s, duration_s=plan.duration_s)
     wall = time.perf_counter() - t
     st.append_many(recs)
-    result = storemod.load(st.dir)
+    st.close()
+    result = storemod.load_columns(st.dir)
     summary = summarize(result, label=label)
     summary["simulation"] = {"wall_s": wall, "steps": engine.stats.steps, "preemptions": engine.stats.preemptions,
                              "speedup_vs_real_time": summary["duration_s"] / wall if wall > 0 else None}
@@ -813,23 +814,6 @@ def cmd_advise(args) -> int:
     return EXIT_OK
 
 
-def cmd_report(args) -> int:
-    from . import store as storemod
-    from .metrics import summarize
-    from .report.html import run_report, sweep_report
-
-    console = _console()
-    for path in args.paths:
-        if os.path.exists(os.path.join(path, "sweep.json")):
-            console.print(f"wrote {sweep_report(path)}")
-        elif os.path.exists(os.path.join(path, "run.json")):
-            result = storemod.load(path)
-            console.print(f"wrote {run_report(path, summarize(result), result.meta.to_dict())}")
-        else:
-            raise CLIError(f"{path} is neither a run directory (run.json) nor a sweep directory (sweep.json)")
-    return EXIT_OK
-
-
 def engine_config_unresolved(args):
     from .engine.config import EngineConfig
 
@@ -998,11 +982,9 @@ def make_parser() -> argparse.ArgumentParser:
     sw.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
     sw.set_defaults(fn=cmd_sweep)
 
-    rep = sub.add_parser("report", help="write report.html for run or sweep directories",
-                         description="Self-contained HTML (inline CSS, embedded images, escaped text) for each "
-                         "run directory or sweep directory given.")
-    rep.add_argument("paths", nargs="+", metavar="DIR")
-    rep.set_defaults(fn=cmd_report)
+    from .cli_analysis import add_parsers
+
+    add_parsers(sub)
 
     adv = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",
                          description="e.g. goodbench advise --gpu h100-sxm --model llama-3.1-8b --ttft-slo 500 "

@@ -9,12 +9,10 @@ SLO attainment = requests meeting the SLO / requests issued (failed requests nev
 
 from __future__ import annotations
 
-import itertools
-from collections import Counter
-
 import numpy as np
 
-from .records import STATUSES, RequestRecord, RunResult
+from .columnar import ColumnarRun, RunColumns, gap_counts, gaps_of
+from .records import STATUSES, TOKEN_SOURCES, RunResult
 
 PCTS = (50, 90, 95, 99)
 LAG_P99_LIMIT_MS = 10.0
@@ -22,16 +20,27 @@ RATE_SHORTFALL = 0.02
 MIN_P99_SAMPLES = 100
 
 
-def dist(values_s: np.ndarray) -> dict:
-    """Percentiles (linear interpolation), mean, max in ms, always with n."""
+def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = None) -> dict:
+    """Percentiles (linear interpolation), mean, max in ms, always with n; with ci, a 95% interval
+    for each percentile (analysis.stats). The input may be reordered: pass a temporary."""
     v = np.asarray(values_s, dtype=float)
     n = int(v.size)
     if n == 0:
         return {"p50": None, "p90": None, "p95": None, "p99": None, "mean": None, "max": None, "n": 0}
-    ms = v * 1000.0
-    p = np.percentile(ms, PCTS)
-    return {"p50": float(p[0]), "p90": float(p[1]), "p95": float(p[2]), "p99": float(p[3]),
-            "mean": float(ms.mean()), "max": float(ms.max()), "n": n}
+    out_ci = None
+    if ci:
+        from .analysis.stats import percentile_ci
+
+        out_ci = percentile_ci(v, PCTS, groups=groups)
+        if out_ci:
+            out_ci = {k: ([x * 1000.0 for x in val] if isinstance(val, list) else val) for k, val in out_ci.items()}
+    mean, mx = float(v.mean()) * 1000.0, float(v.max()) * 1000.0
+    p = np.percentile(v, PCTS, overwrite_input=True) * 1000.0
+    d = {"p50": float(p[0]), "p90": float(p[1]), "p95": float(p[2]), "p99": float(p[3]),
+         "mean": mean, "max": mx, "n": n}
+    if out_ci:
+        d["ci"] = out_ci
+    return d
 
 
 def _ratio(d: dict) -> float | None:
@@ -41,37 +50,37 @@ def _ratio(d: dict) -> float | None:
 
 
 class Columns:
-    """Per-request derived values as arrays, computed once."""
+    """Per-request derived values as arrays, computed once from a run's columns."""
 
-    def __init__(self, recs: list[RequestRecord]):
-        self.recs = recs
-        n = len(recs)
-        self.ok = np.fromiter((r.status == "ok" for r in recs), bool, n)
-        nan = float("nan")
-        self.sent = np.fromiter((nan if r.sent_at is None else r.sent_at for r in recs), float, n)
-        self.sched = np.fromiter((r.scheduled_at for r in recs), float, n)
-        self.first = np.fromiter((nan if r.first_token_at is None else r.first_token_at for r in recs), float, n)
-        self.last = np.fromiter((r.chunk_times[-1] if r.chunk_times else nan for r in recs), float, n)
-        self.fin = np.fromiter((nan if r.finished_at is None else r.finished_at for r in recs), float, n)
-        self.out = np.fromiter((r.output_tokens for r in recs), float, n)
-        self.nchunks = np.fromiter((len(r.chunk_times) for r in recs), np.int64, n)
-        flat = np.fromiter(itertools.chain.from_iterable(r.chunk_times for r in recs), float,
-                           int(self.nchunks.sum()))
-        gaps = np.diff(flat) if flat.size else flat
-        # a gap is inside one request unless it crosses a boundary between requests
-        bounds = np.cumsum(self.nchunks)[:-1] - 1
-        keep = np.ones(gaps.size, bool)
-        keep[bounds[(bounds >= 0) & (bounds < gaps.size)]] = False
-        self.gap_owner = np.repeat(np.arange(n), self.nchunks)[:-1][keep] if gaps.size else np.zeros(0, int)
-        self.gaps = gaps[keep]
+    def __init__(self, src):
+        cols = src if isinstance(src, RunColumns) else RunColumns.from_records(list(src))
+        self.cols = cols
+        n = len(cols)
+        self.n = n
+        self.ok = cols.ok
+        self.sent, self.sched, self.first, self.fin = cols.sent, cols.scheduled, cols.first, cols.finished
+        self.out = cols.out_tokens.astype(float)
+        self.nchunks = cols.nchunks
+        off = cols.offsets
+        has = cols.nchunks > 0
+        self.last = np.full(n, np.nan)
+        self.last[has] = cols.chunk_times[off[1:][has] - 1]
+        self.gap_count = gap_counts(cols)
+        self.gaps = gaps_of(cols)
         self.ttft = self.first - self.sent
         self.e2e = self.last - self.sent
         with np.errstate(invalid="ignore", divide="ignore"):
             self.tpot = np.where(self.out >= 2, (self.e2e - self.ttft) / (self.out - 1), np.nan)
         self.max_itl = np.zeros(n)
+        with_gaps = self.gap_count > 0
         if self.gaps.size:
-            np.maximum.at(self.max_itl, self.gap_owner, self.gaps)
+            starts = (np.cumsum(self.gap_count) - self.gap_count)[with_gaps]
+            self.max_itl[with_gaps] = np.maximum.reduceat(self.gaps, starts)
         self.lag = self.sent - self.sched
+
+    def gap_mask(self, req_mask: np.ndarray) -> np.ndarray:
+        """Which pooled gaps belong to the requests where req_mask holds."""
+        return np.repeat(req_mask, self.gap_count)
 
     def clause(self, key: str, ms: float) -> np.ndarray:
         """Per request: succeeded and this one threshold holds (TPOT holds trivially below 2 tokens)."""
@@ -88,23 +97,23 @@ class Columns:
         return m
 
 
-def _block(c: Columns, idx: np.ndarray, slo: dict | None, duration: float) -> dict:
-    ok = c.ok[idx]
-    okidx = idx[ok]
-    recs = [c.recs[i] for i in idx]
-    by_status = Counter(r.status for r in recs)
-    gmask = np.isin(c.gap_owner, okidx) if c.gaps.size else np.zeros(0, bool)
-    has_first = okidx[~np.isnan(c.first[okidx])]
+def _block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bool) -> dict:
+    ok = c.ok & sel
+    issued, completed = int(sel.sum()), int(ok.sum())
+    by_status = np.bincount(c.cols.status[sel], minlength=len(STATUSES))
+    has_first = ok & ~np.isnan(c.first)
+    gsel = c.gap_mask(ok)
+    has_tpot = ok & ~np.isnan(c.tpot)
     out: dict = {
-        "requests": {"issued": int(idx.size), "completed": int(ok.sum()), "failed": int(idx.size - ok.sum()),
-                     "by_status": {s: by_status[s] for s in STATUSES if by_status[s]}},
-        "request_throughput": float(ok.sum() / duration) if duration > 0 else None,
-        "output_throughput": float(c.out[okidx].sum() / duration) if duration > 0 else None,
-        "ttft_ms": dist(c.ttft[has_first]),
-        "tpot_ms": dist(c.tpot[okidx][~np.isnan(c.tpot[okidx])]),
-        "itl_ms": dist(c.gaps[gmask]),
-        "e2el_ms": dist(c.e2e[has_first]),
-        "schedule_lag_ms": dist(c.lag[idx][~np.isnan(c.lag[idx])]),
+        "requests": {"issued": issued, "completed": completed, "failed": issued - completed,
+                     "by_status": {s: int(by_status[i]) for i, s in enumerate(STATUSES) if by_status[i]}},
+        "request_throughput": completed / duration if duration > 0 else None,
+        "output_throughput": float(c.out[ok].sum() / duration) if duration > 0 else None,
+        "ttft_ms": dist(c.ttft[has_first], ci),
+        "tpot_ms": dist(c.tpot[has_tpot], ci),
+        "itl_ms": dist(c.gaps[gsel], ci, groups=c.gap_count[ok]),
+        "e2el_ms": dist(c.e2e[has_first], ci),
+        "schedule_lag_ms": dist(c.lag[sel & ~np.isnan(c.lag)]),
         "ttft_from_scheduled_ms": dist((c.first - c.sched)[has_first]),
         "e2el_from_scheduled_ms": dist((c.last - c.sched)[has_first]),
     }
@@ -112,21 +121,56 @@ def _block(c: Columns, idx: np.ndarray, slo: dict | None, duration: float) -> di
     out["ttft_p99_over_p50"] = _ratio(out["ttft_ms"])
     meets = c.meets(slo)
     if meets is not None:
-        good = int(meets[idx].sum())
+        good = int((meets & sel).sum())
         out["slo_met"] = good
-        out["slo_clauses"] = {k: {"threshold_ms": ms, "attainment": float(c.clause(k, ms)[idx].mean()) if idx.size else None}
+        out["slo_clauses"] = {k: {"threshold_ms": ms,
+                                  "attainment": float((c.clause(k, ms) & sel).sum() / issued) if issued else None}
                               for k, ms in slo.items()}
-        out["slo_attainment"] = good / idx.size if idx.size else None
+        out["slo_attainment"] = good / issued if issued else None
         out["goodput"] = good / duration if duration > 0 else None
+        if ci and issued:
+            from .analysis.stats import goodput_bootstrap, goodput_interval, wilson
+
+            out["slo_attainment_ci"] = list(wilson(good, issued))
+            if 0 < good < issued:
+                gb = goodput_bootstrap(good, issued, duration)
+                out["goodput_ci_method"] = "bootstrap over requests"
+            else:  # the bootstrap collapses to a point at 0% or 100%; Wilson does not
+                gb = goodput_interval(good, issued, duration)
+                out["goodput_ci_method"] = "Wilson (bootstrap is degenerate at 0% or 100% attainment)"
+            out["goodput_ci"] = list(gb) if gb else None
     else:
         out["slo_met"] = out["slo_attainment"] = out["goodput"] = out["slo_clauses"] = None
     return out
 
 
-def _span(c: Columns, idx: np.ndarray) -> float:
+def variants(c: Columns, sel: np.ndarray, itl: dict) -> dict:
+    """Other tools' definitions where they differ from goodbench's (docs/metrics.md says who uses each),
+    so numbers from different tools can be reconciled. Per-request values, percentiles across requests."""
+    ok = c.ok & sel & ~np.isnan(c.first)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        chunk_mean = np.where(c.nchunks >= 2, (c.last - c.first) / (c.nchunks - 1), np.nan)
+        incl = np.where(c.out >= 1, c.e2e / c.out, np.nan)
+    return {
+        "itl_per_request_ms": {"defined_as": "per request (E2E - TTFT) / (output_tokens - 1); percentiles across "
+                               "requests", "used_by": "GenAI-Perf, AIPerf (their ITL); guidellm ITL",
+                               **dist(c.tpot[ok & ~np.isnan(c.tpot)])},
+        "itl_per_request_chunk_mean_ms": {"defined_as": "per request mean gap between content chunks; "
+                                          "percentiles across requests", "used_by": "LLMPerf-style per-request ITL",
+                                          **dist(chunk_mean[ok & ~np.isnan(chunk_mean)])},
+        "itl_chunk_pooled_ms": {"defined_as": "every gap between content chunks, pooled across requests",
+                                "used_by": "goodbench ITL, vllm bench serve, SGLang bench_serving",
+                                **{k: v for k, v in itl.items() if k != "ci"}},
+        "tpot_incl_ttft_ms": {"defined_as": "per request E2E / output_tokens (the first token's wait included)",
+                              "used_by": "guidellm time per output token",
+                              **dist(incl[ok & ~np.isnan(incl)])},
+    }
+
+
+def _span(c: Columns, sel: np.ndarray) -> float:
     """First send to last completion within one clock domain."""
-    sent = c.sent[idx][~np.isnan(c.sent[idx])]
-    ends = np.concatenate([c.fin[idx][~np.isnan(c.fin[idx])], c.last[idx][~np.isnan(c.last[idx])]])
+    sent = c.sent[sel][~np.isnan(c.sent[sel])]
+    ends = np.concatenate([c.fin[sel][~np.isnan(c.fin[sel])], c.last[sel][~np.isnan(c.last[sel])]])
     return float(ends.max() - sent.min()) if sent.size and ends.size else 0.0
 
 
@@ -140,19 +184,30 @@ def _rate(groups: list[np.ndarray]) -> float | None:
     return total if any_ else None
 
 
-def summarize(result: RunResult, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
-              label: str | None = None) -> dict:
+def columns_of(result) -> RunColumns:
+    """The non-warm-up requests of a RunResult (records) or ColumnarRun (arrays) as columns."""
+    if isinstance(result, ColumnarRun):
+        cols = result.cols
+        return cols.select(~cols.warmup) if cols.warmup.any() else cols
+    return RunColumns.from_records([r for r in result.records if not r.warmup])
+
+
+def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
+              label: str | None = None, ci: bool = True) -> dict:
+    """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
+    cells and rate probes, which are summarised by the hundred)."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
-    recs = [r for r in result.records if not r.warmup]
-    c = Columns(recs)
-    n = len(recs)
-    origins = np.array([r.origin for r in recs]) if recs else np.array([], dtype=str)
-    domains = [np.flatnonzero(origins == o) for o in sorted(set(origins.tolist()))] or [np.arange(0)]
+    cols = columns_of(result)
+    total = len(result.cols) if isinstance(result, ColumnarRun) else len(result.records)
+    c = Columns(cols)
+    n = len(cols)
+    domains = [cols.origin == o for o in range(len(cols.origin_names))] or [np.zeros(0, bool)]
     # one clock per origin (load-generator process or host): spans are measured within a clock only
     duration = max(_span(c, d) for d in domains)
     s: dict = {"run_id": meta.run_id, "label": label or meta.label, "slo": slo or None}
-    block = _block(c, np.arange(n), slo, duration)
+    everyone = np.ones(n, bool)
+    block = _block(c, everyone, slo, duration, ci)
     s["requests"] = block.pop("requests")
     s["duration_s"] = duration
     s.update(block)
@@ -160,7 +215,7 @@ def summarize(result: RunResult, slo: dict | None = None, lag_limit_ms: float = 
     s["achieved_rate"] = _rate([c.sent[d][~np.isnan(c.sent[d])] for d in domains])
     s["scheduled_rate"] = _rate([c.sched[d] for d in domains])
     s["requested_rate"] = meta.requested_rate
-    s["warmup_excluded"] = len(result.records) - n
+    s["warmup_excluded"] = total - n
     warnings: list[str] = []
     valid = True
     lag99 = s["schedule_lag_ms"]["p99"]
@@ -181,25 +236,48 @@ def summarize(result: RunResult, slo: dict | None = None, lag_limit_ms: float = 
         if 0 < nn < MIN_P99_SAMPLES:
             warnings.append(f"{key[:-3].upper()} p99 rests on only {nn} samples (< {MIN_P99_SAMPLES}); "
                             "run more requests before trusting it.")
-    sources = Counter(r.output_tokens_source for r in recs if r.status == "ok")
-    if sources.get("chunks"):
-        warnings.append(f"{sources['chunks']} requests counted output tokens from chunks (server sent no usage "
+    okc = c.ok & (c.nchunks > 0)
+    n_chunks_src = int((c.ok & (cols.out_source == TOKEN_SOURCES.index("chunks"))).sum())
+    if n_chunks_src:
+        warnings.append(f"{n_chunks_src} requests counted output tokens from chunks (server sent no usage "
                         "and no tokenizer was available): TPOT may be off.")
-    okm = c.ok & (c.nchunks > 0)
-    usage_tot = sum(r.output_tokens for r, m in zip(recs, okm) if m and r.output_tokens_source == "usage")
-    chunk_tot = sum(sum(r.chunk_tokens) for r, m in zip(recs, okm) if m and r.output_tokens_source == "usage")
+    usage = okc & (cols.out_source == TOKEN_SOURCES.index("usage"))
+    usage_tot, chunk_tot = int(cols.out_tokens[usage].sum()), int(cols.chunk_tok_sum[usage].sum())
     if usage_tot and abs(usage_tot - chunk_tot) > 0.02 * usage_tot:
         warnings.append(f"server usage reports {usage_tot} output tokens but the stream carried {chunk_tot} "
                         "content chunks: the server packs several tokens per chunk, so ITL is per chunk.")
+    warnings.extend(str(w) for w in ((meta.workload or {}).get("caveats") or []))
     if n and s["requests"]["completed"] == 0:
         warnings.append("no request completed: check the target and the error column in records.jsonl.")
     s["valid"] = valid
     s["warnings"] = warnings
     per = {}
-    classes = sorted({r.cls for r in recs})
-    if len(classes) > 1:
-        cls_arr = np.array([r.cls for r in recs])
-        for k in classes:
-            per[k] = _block(c, np.flatnonzero(cls_arr == k), slo, duration)
+    if len(cols.cls_names) > 1:
+        for code, k in enumerate(cols.cls_names):
+            per[k] = _block(c, cols.cls == code, slo, duration, ci)
     s["per_class"] = per
+    if ci:
+        s["metric_variants"] = variants(c, everyone, s["itl_ms"])
+        s["hol"] = hol_block(cols, c, duration)
     return s
+
+
+def hol_block(cols: RunColumns, c: Columns, duration: float) -> dict | None:
+    """Short-class TTFT and ITL while a long prefill was in flight vs while none was (analysis.hol)."""
+    from .analysis.hol import classify
+
+    h = classify(cols, c.gaps, c.gap_count, duration)
+    if h is None:
+        return None
+
+    def split(values: np.ndarray, sel: np.ndarray, during: np.ndarray) -> dict:
+        d_in, d_out = dist(values[sel & during]), dist(values[sel & ~during])
+        both = d_in["n"] and d_out["n"]
+        return {"during_long_prefill": d_in, "clear": d_out,
+                "p50_ratio": d_in["p50"] / d_out["p50"] if both and d_out["p50"] else None,
+                "p99_ratio": d_in["p99"] / d_out["p99"] if both and d_out["p99"] else None}
+
+    return {"long_class": h.long_class, "short_classes": [k for k in cols.cls_names if k != h.long_class],
+            "long_prefill_window": "a long request's send to its first token",
+            "long_prefill_time_share": h.time_share,
+            "ttft_ms": split(c.ttft, h.short, h.ttft_during), "itl_ms": split(c.gaps, h.gap_short, h.gap_during)}

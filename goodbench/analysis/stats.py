@@ -1,17 +1,40 @@
-"""Confidence intervals for the numbers a verdict rests on. Pure (numpy/scipy)."""
+"""Confidence intervals for the numbers a verdict rests on, from a single run. Pure (numpy/scipy).
+
+- Attainment: Wilson score interval (good at 0% and 100%, where the normal interval collapses).
+- Goodput: percentile bootstrap over requests. For a count of requests meeting the SLO the bootstrap
+  distribution is Binomial(n, k/n) exactly, so it is computed in closed form (no resampling noise).
+- Percentiles of per-request metrics (TTFT, TPOT, E2E): scipy's percentile bootstrap while n is small
+  enough to resample cheaply; above that the distribution-free order-statistic interval, which the
+  bootstrap converges to (a test checks they agree).
+- ITL percentiles pool gaps from many requests, and gaps of one request are not independent (a stall
+  hits every gap of the streams it stalls), so they get a cluster bootstrap that resamples whole
+  requests; past CLUSTER_MAX gaps, the order-statistic interval, flagged as treating gaps as independent.
+"""
 
 from __future__ import annotations
 
 import math
 
-from scipy.stats import norm
+import numpy as np
+
+LEVEL = 0.95
+BOOT_MAX = 2000        # per-request samples resampled with scipy.stats.bootstrap
+BOOT_RESAMPLES = 1000
+CLUSTER_MAX = 100_000  # pooled gaps resampled by request
+CLUSTER_RESAMPLES = 400
 
 
-def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+def _z(level: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + level / 2))
+
+
+def wilson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
     """Wilson score interval for a proportion k/n (SLO attainment). (0, 1) when n == 0."""
     if n <= 0:
         return 0.0, 1.0
-    z = float(norm.ppf(0.5 + level / 2))
+    z = _z(level)
     p = k / n
     den = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / den
@@ -19,10 +42,90 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def goodput_interval(k: int, n: int, duration_s: float, level: float = 0.95) -> tuple[float, float]:
-    """Goodput = k / duration for k of n requests meeting the SLO; the duration is fixed by the
-    schedule, so the uncertainty is the attainment's: n * Wilson(k, n) / duration."""
+def goodput_interval(k: int, n: int, duration_s: float, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson-based goodput interval: n * Wilson(k, n) / duration (the duration is fixed by the
+    schedule). Sweeps rank cells with it because it does not collapse at 100% attainment."""
     if duration_s <= 0:
         return 0.0, 0.0
     lo, hi = wilson(k, n, level)
     return lo * n / duration_s, hi * n / duration_s
+
+
+def goodput_bootstrap(k: int, n: int, duration_s: float, level: float = LEVEL) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of goodput = k / duration, resampling the n requests: the
+    resampled count is Binomial(n, k/n), so its quantiles are the bootstrap's limit. It is (k, k)
+    when every request or none met the SLO: read the Wilson attainment interval there."""
+    if duration_s <= 0 or n <= 0:
+        return None
+    from scipy.stats import binom
+
+    a = (1 - level) / 2
+    lo, hi = binom.ppf([a, 1 - a], n, k / n)
+    return float(lo) / duration_s, float(hi) / duration_s
+
+
+def order_stat_ranks(n: int, pct: float, level: float = LEVEL) -> tuple[int, int]:
+    """0-based ranks (lo, hi) bracketing the pct-th percentile with probability >= level, for n
+    independent samples: the binomial count of samples below the true quantile."""
+    from scipy.stats import binom
+
+    a = (1 - level) / 2
+    q = pct / 100.0
+    lo = int(binom.ppf(a, n, q)) - 1
+    hi = int(binom.ppf(1 - a, n, q))
+    return max(lo, 0), min(hi, n - 1)
+
+
+def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.ndarray | None = None,
+                  seed: int = 0) -> dict | None:
+    """{"p50": [lo, hi], ..., "method": str} in the values' unit, or None with fewer than 2 samples.
+    groups: for pooled samples, how many consecutive values each cluster (request) contributed."""
+    v = np.asarray(values, dtype=float)
+    n = v.size
+    if n < 2:
+        return None
+    pcts = list(pcts)
+    if groups is not None and n <= CLUSTER_MAX and np.count_nonzero(groups) >= 2:
+        lo, hi = _cluster_bootstrap(v, np.asarray(groups), pcts, level, seed)
+        method = "cluster bootstrap over requests"
+    elif groups is None and n <= BOOT_MAX:
+        from scipy.stats import bootstrap
+
+        r = bootstrap((v,), lambda x, axis: np.percentile(x, pcts, axis=axis), n_resamples=BOOT_RESAMPLES,
+                      confidence_level=level, method="percentile", vectorized=True, random_state=seed)
+        lo, hi = np.atleast_1d(r.confidence_interval.low), np.atleast_1d(r.confidence_interval.high)
+        method = "bootstrap"
+    else:
+        ranks = [order_stat_ranks(n, p, level) for p in pcts]
+        kth = sorted({r for pair in ranks for r in pair})
+        part = np.partition(v, kth)
+        lo = np.array([part[a] for a, _ in ranks])
+        hi = np.array([part[b] for _, b in ranks])
+        method = "order statistic" + (" (gaps treated as independent)" if groups is not None else "")
+    out: dict = {f"p{p:g}": [float(a), float(b)] for p, a, b in zip(pcts, lo, hi)}
+    out["level"] = level
+    out["method"] = method
+    return out
+
+
+def _cluster_bootstrap(v: np.ndarray, groups: np.ndarray, pcts, level: float, seed: int):
+    """Resample requests with replacement; each replicate's percentile is the weighted quantile of the
+    pooled gaps, each gap weighted by how often its request was drawn. O(gaps) per replicate."""
+    rng = np.random.default_rng(seed)
+    owners = np.repeat(np.arange(groups.size), groups)
+    order = np.argsort(v, kind="stable")
+    sv, so = v[order], owners[order]
+    m = groups.size
+    qs = np.array(pcts, float) / 100.0
+    reps = np.empty((CLUSTER_RESAMPLES, len(pcts)))
+    for b in range(CLUSTER_RESAMPLES):
+        draws = np.bincount(rng.integers(0, m, m), minlength=m)
+        cw = np.cumsum(draws[so])
+        total = cw[-1]
+        if total == 0:
+            reps[b] = np.nan
+            continue
+        idx = np.searchsorted(cw, np.maximum(qs * total, 1), side="left")
+        reps[b] = sv[np.minimum(idx, sv.size - 1)]
+    a = (1 - level) / 2 * 100
+    return np.nanpercentile(reps, a, axis=0), np.nanpercentile(reps, 100 - a, axis=0)

@@ -125,7 +125,7 @@ def run_cell(cell: Cell) -> dict:
                    seed=sh["seed"], mode="simulate", requested_rate=sh["rate"], goodbench_version=__version__)
     store.start(meta)
     store.append_many(recs)
-    s = summarize(RunResult(meta, recs), slo=sh["slo"])
+    s = summarize(RunResult(meta, recs), slo=sh["slo"], ci=False)
     store.finish(meta, s)
     row.update(summary_row(s))
     row.update(slo_scale_row(recs, sh["slo"], sh.get("slo_scales") or ()))
@@ -318,7 +318,7 @@ def rate_evaluator(engine_cfg: EngineConfig, requests, arrival: ArrivalSpec, slo
         reqs = _scaled(requests, scale)
         offs = arrival_offsets(a, n=len(reqs), seed=seed)
         recs = simulate(Engine(engine_cfg), reqs, offs)
-        s = summarize(RunResult(RunMeta("probe", mode="simulate", slo=slo), recs), slo=slo)
+        s = summarize(RunResult(RunMeta("probe", mode="simulate", slo=slo), recs), slo=slo, ci=False)
         return s.get("slo_met") or 0, s["requests"]["issued"]
 
     return evaluate
@@ -386,7 +386,7 @@ def run_live_sweep(cells: list[Cell], base: EngineConfig, plan, slo: dict | None
         finally:
             proc.stop()
         result = load_run(store.dir)
-        s = summarize(result, slo=slo)
+        s = summarize(result, slo=slo, ci=False)
         store.finish(run_meta, s)
         if died:
             row["error"] = f"server died during the run: {proc.tail()}"
@@ -425,7 +425,7 @@ def live_rate_evaluator(base_url: str, requests, arrival: ArrivalSpec, slo: dict
         store.start(meta)
         runner.run_plan(plan, ccfg, store, runner.RunOptions(slo=slo, scrape_metrics=False), None, None,
                         runner.Progress())
-        s = summarize(load_run(store.dir), slo=slo)
+        s = summarize(load_run(store.dir), slo=slo, ci=False)
         store.finish(meta, s)
         return s.get("slo_met") or 0, s["requests"]["issued"]
 

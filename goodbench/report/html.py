@@ -10,7 +10,7 @@ from html import escape
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1d1d1f;max-width:1400px}
-h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
+h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}h3{font-size:1rem;margin-top:1.2rem}
 table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:right}th{background:#f5f5f7}
 td.l,th.l{text-align:left}.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
@@ -77,42 +77,128 @@ def sweep_report(sweep_dir: str) -> str:
     return out
 
 
-def run_report(run_dir: str, summary: dict, meta: dict) -> str:
-    """report.html for one run: the verdict, SLO clauses, latency tables (overall and per class) and
-    warnings, as the console shows them."""
+def run_report(views, out_dir: str, figures: list[str]) -> str:
+    """report.html for one run, or one combining several (overlaid figures, a side-by-side table): the
+    verdict and SLO clauses, latency tables with 95% intervals (overall and per class), HOL attribution,
+    other tools' metric definitions, warnings, then the figures."""
+    title = (f"goodbench run {views[0].summary.get('run_id', '')}" if len(views) == 1
+             else f"goodbench: {len(views)} runs")
+    parts = [f"<h1>{_e(title)}</h1>"]
+    if len(views) > 1:
+        parts.append("<h2>Side by side</h2>" + _side_by_side(views))
+    for v in views:
+        parts.append(_run_section(v, heading=len(views) > 1))
+    if figures:
+        parts.append("<h2>Figures</h2>" + "".join(_img(p) for p in figures))
+    out = os.path.join(out_dir, "report.html")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(_page(title, "".join(parts)))
+    return out
+
+
+def _ci(pair, fmt="{:.1f}") -> str:
+    return "" if not pair else f"{fmt.format(pair[0])}–{fmt.format(pair[1])}"
+
+
+def _side_by_side(views) -> str:
+    head = ("<table><tr><th class=l>run</th><th>requests</th><th>attainment (95% CI)</th><th>goodput req/s (95% CI)</th>"
+            "<th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th><th>ITL p99/p50</th><th>TPOT p99</th>"
+            "<th>E2E p99</th><th>lag p99</th><th>valid</th></tr>")
+    rows = [head]
+    for v in views:
+        s = v.summary
+        att = s.get("slo_attainment")
+        rows.append(
+            f"<tr><td class=l>{_e(v.label)}</td><td>{s['requests']['issued']}</td>"
+            f"<td>{'-' if att is None else f'{att:.1%}'} <span class=dim>{_ci(s.get('slo_attainment_ci'), '{:.1%}')}</span></td>"
+            f"<td>{_num(s.get('goodput'), '{:.2f}')} <span class=dim>{_ci(s.get('goodput_ci'), '{:.2f}')}</span></td>"
+            + "".join(f"<td>{_num(s[k][q])}</td>" for k, q in (("ttft_ms", "p50"), ("ttft_ms", "p99"), ("itl_ms", "p50"),
+                                                            ("itl_ms", "p99")))
+            + f"<td>{_num(s.get('itl_p99_over_p50'), '{:.2f}')}</td><td>{_num(s['tpot_ms']['p99'])}</td>"
+            f"<td>{_num(s['e2el_ms']['p99'])}</td><td>{_num(s['schedule_lag_ms']['p99'])}</td>"
+            f"<td class={'pass' if s.get('valid', True) else 'fail'}>{'yes' if s.get('valid', True) else 'NO'}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _run_section(v, heading: bool) -> str:
+    summary, meta = v.summary, v.meta
     req = summary["requests"]
     att = summary.get("slo_attainment")
     verdict = ("<span class=dim>no SLO given</span>" if att is None else
-               f"<span class={'pass' if att >= 0.95 else 'fail'}>{att:.1%}</span> of {req['issued']} requests met "
-               f"the SLO; goodput {summary['goodput']:.2f} req/s")
+               f"<span class={'pass' if att >= 0.95 else 'fail'}>{att:.1%}</span> "
+               f"<span class=dim>(95% CI {_ci(summary.get('slo_attainment_ci'), '{:.1%}')})</span> of {req['issued']} "
+               f"requests met the SLO; goodput {summary['goodput']:.2f} req/s "
+               f"<span class=dim>(95% CI {_ci(summary.get('goodput_ci'), '{:.2f}')})</span>")
+    if not summary.get("valid", True):
+        verdict += " <span class=fail>INVALID: the load generator fell behind</span>"
     t = meta.get("target") or {}
-    parts = [f"<h1>goodbench run {_e(summary.get('run_id'))}</h1><p>{verdict}</p>",
-             f"<p class=dim>{_e(meta.get('workload', {}).get('name'))} · {_e(summary.get('label'))} · "
-             f"{req['issued']} requests · {_e(t.get('base_url'))}{_e(t.get('endpoint'))} model={_e(t.get('model'))}</p>"]
+    eng = meta.get("engine") or {}
+    parts = [f"<h2>{_e(v.label)}</h2>" if heading else "", f"<p>{verdict}</p>",
+             f"<p class=dim>{_e((meta.get('workload') or {}).get('name'))} · {_e(summary.get('label'))} · "
+             f"{req['issued']} requests · {_e(t.get('base_url'))}{_e(t.get('endpoint'))} model={_e(t.get('model'))}"
+             + (f" · engine {_e(eng.get('model'))} on {_e(eng.get('gpu'))} budget={_e(eng.get('max_num_batched_tokens'))}"
+                if eng else "") + f" · {_e(v.dir)}</p>"]
     for k, c in (summary.get("slo_clauses") or {}).items():
         ok = c["attainment"] is not None and c["attainment"] >= 0.95
         parts.append(f"<div><span class={'pass' if ok else 'fail'}>{'✓' if ok else '✗'}</span> {_e(k)} ≤ "
                      f"{c['threshold_ms']:g} ms met by {c['attainment']:.1%}</div>")
+    parts.append(f"<p>throughput {_num(summary.get('request_throughput'), '{:.2f}')} req/s, "
+                 f"{_num(summary.get('output_throughput'), '{:,.0f}')} output tok/s · duration "
+                 f"{summary['duration_s']:.1f} s · failed {req['failed']} {_e(req['by_status'] if req['failed'] else '')}</p>")
     parts.append(_latency_table(summary))
     for cls, b in (summary.get("per_class") or {}).items():
-        parts.append(f"<h2>class {_e(cls)}</h2>" + _latency_table(b))
+        a = b.get("slo_attainment")
+        parts.append(f"<h3>class {_e(cls)}</h3><p class=dim>{b['requests']['issued']} requests"
+                     + ("" if a is None else f" · attainment {a:.1%} ({_ci(b.get('slo_attainment_ci'), '{:.1%}')}) · "
+                        f"goodput {b['goodput']:.2f} req/s") + "</p>" + _latency_table(b))
+    if summary.get("hol"):
+        parts.append(_hol_table(summary["hol"]))
+    if summary.get("metric_variants"):
+        parts.append(_variants_table(summary["metric_variants"]))
     for w in summary.get("warnings", []):
         parts.append(f"<p class=warn>! {_e(w)}</p>")
-    out = os.path.join(run_dir, "report.html")
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(_page(f"goodbench run {summary.get('run_id', '')}", "".join(parts)))
-    return out
+    return "".join(parts)
+
+
+def _hol_table(h: dict) -> str:
+    rows = [f"<h3>Head-of-line attribution</h3><p class=dim>{_e(', '.join(h['short_classes']))} requests while a "
+            f"{_e(h['long_class'])} prefill was in flight ({_e(h['long_prefill_window'])}; "
+            f"{_num((h.get('long_prefill_time_share') or 0) * 100)}% of the run) vs while none was.</p>"
+            "<table><tr><th class=l>metric (ms)</th><th>during p50</th><th>during p99</th><th>n</th><th>clear p50</th>"
+            "<th>clear p99</th><th>n</th><th>p50 ratio</th><th>p99 ratio</th></tr>"]
+    for name, key in (("TTFT", "ttft_ms"), ("ITL", "itl_ms")):
+        d = h[key]
+        a, b = d["during_long_prefill"], d["clear"]
+        rows.append(f"<tr><td class=l>{name}</td><td>{_num(a['p50'])}</td><td>{_num(a['p99'])}</td><td>{a['n']}</td>"
+                    f"<td>{_num(b['p50'])}</td><td>{_num(b['p99'])}</td><td>{b['n']}</td>"
+                    f"<td>{_num(d['p50_ratio'], '{:.2f}')}×</td><td>{_num(d['p99_ratio'], '{:.2f}')}×</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _variants_table(var: dict) -> str:
+    rows = ["<h3>Other tools' definitions</h3><p class=dim>Same run, computed as other tools define them "
+            "(docs/metrics.md), to reconcile numbers across tools.</p><table><tr><th class=l>variant</th>"
+            "<th class=l>definition</th><th class=l>used by</th><th>p50</th><th>p99</th><th>mean</th><th>n</th></tr>"]
+    for k, d in var.items():
+        rows.append(f"<tr><td class=l>{_e(k)}</td><td class=l>{_e(d['defined_as'])}</td><td class=l>{_e(d['used_by'])}</td>"
+                    f"<td>{_num(d['p50'])}</td><td>{_num(d['p99'])}</td><td>{_num(d['mean'])}</td><td>{d['n']}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
 
 
 def _latency_table(s: dict) -> str:
-    rows = ["<table><tr><th class=l>metric (ms)</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>mean</th>"
-            "<th>max</th><th>n</th></tr>"]
+    rows = ["<table><tr><th class=l>metric (ms)</th><th>p50</th><th class=dim>95% CI</th><th>p90</th><th>p95</th>"
+            "<th>p99</th><th class=dim>95% CI</th><th>mean</th><th>max</th><th>n</th></tr>"]
     for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
                       ("schedule lag", "schedule_lag_ms")):
         d = s.get(key)
         if d:
-            rows.append(f"<tr><td class=l>{name}</td>" + "".join(f"<td>{_num(d.get(c))}</td>" for c in
-                                                                 ("p50", "p90", "p95", "p99", "mean", "max"))
-                        + f"<td>{d.get('n', 0)}</td></tr>")
+            ci = d.get("ci") or {}
+            cell = {c: f"<td>{_num(d.get(c))}</td>" for c in ("p50", "p90", "p95", "p99", "mean", "max")}
+            rows.append(f"<tr><td class=l>{name}</td>{cell['p50']}<td class=dim>{_ci(ci.get('p50'))}</td>"
+                        f"{cell['p90']}{cell['p95']}{cell['p99']}<td class=dim>{_ci(ci.get('p99'))}</td>"
+                        f"{cell['mean']}{cell['max']}<td>{d.get('n', 0)}</td></tr>")
     rows.append("</table>")
     return "".join(rows)

@@ -1,0 +1,153 @@
+"""BASE vs NEW: per-metric deltas with a bootstrap confidence interval of the difference, a Mann-Whitney U
+p-value for per-request distributions, and a verdict.
+
+The two runs are independent samples, so each replicate resamples each run on its own (requests; for ITL
+whole requests, whose gaps are pooled) and takes the difference of the statistic. A metric is `better`
+or `worse` when the interval of the difference excludes zero, else `no significant change`. With a
+margin, a `worse` metric is a regression only if it also moved by more than the margin (relative)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..metrics import Columns
+
+RESAMPLES = 500
+MAX_BOOT = 50_000  # samples per run resampled exactly; above, a normal approximation from order statistics
+
+LATENCY = (("ttft", 50), ("ttft", 99), ("tpot", 50), ("tpot", 99), ("itl", 50), ("itl", 99), ("e2el", 50),
+           ("e2el", 99))
+
+
+@dataclass
+class Delta:
+    metric: str
+    unit: str
+    base: float | None
+    new: float | None
+    delta: float | None
+    rel: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None       # Mann-Whitney U, two-sided (per-request metrics only)
+    verdict: str                # better | worse | no significant change | not comparable
+    regression: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ci"] = list(self.ci) if self.ci else None
+        return d
+
+
+def _values(c: Columns, key: str) -> tuple[np.ndarray, np.ndarray | None]:
+    ok = c.ok & ~np.isnan(c.first)
+    if key == "itl":
+        okg = c.ok
+        return c.gaps[c.gap_mask(okg)], c.gap_count[okg]
+    v = {"ttft": c.ttft, "tpot": c.tpot, "e2el": c.e2e}[key][ok]
+    return v[~np.isnan(v)], None
+
+
+def _replicates(v: np.ndarray, groups: np.ndarray | None, qs: np.ndarray, rng, b: int) -> np.ndarray:
+    """(b, len(qs)) bootstrap replicates of the quantiles qs: weighted quantiles over one sort, each value
+    weighted by how often its cluster (request) was drawn."""
+    if groups is None:
+        groups = np.ones(v.size, np.int64)
+    owners = np.repeat(np.arange(groups.size), groups)
+    order = np.argsort(v, kind="stable")
+    sv, so = v[order], owners[order]
+    m = groups.size
+    out = np.full((b, qs.size), np.nan)
+    for i in range(b):
+        cw = np.cumsum(np.bincount(rng.integers(0, m, m), minlength=m)[so])
+        if cw[-1]:
+            out[i] = sv[np.minimum(np.searchsorted(cw, np.maximum(qs * cw[-1], 1)), sv.size - 1)]
+    return out
+
+
+def _normal_se(v: np.ndarray, q: float) -> float:
+    from .stats import order_stat_ranks
+
+    lo, hi = order_stat_ranks(v.size, q * 100)
+    part = np.partition(v, [lo, hi])
+    return float(part[hi] - part[lo]) / (2 * 1.96)
+
+
+def _verdict(lo: float, hi: float, lower_is_better: bool) -> str:
+    if lo > 0:
+        return "worse" if lower_is_better else "better"
+    if hi < 0:
+        return "better" if lower_is_better else "worse"
+    return "no significant change"
+
+
+def compare_latency(base: Columns, new: Columns, level: float = 0.95, seed: int = 0) -> list[Delta]:
+    from scipy.stats import mannwhitneyu, norm
+
+    rng = np.random.default_rng(seed)
+    a = (1 - level) / 2
+    out = []
+    cache, reps = {}, {}
+    for key, pct in LATENCY:
+        if key not in cache:
+            cache[key] = (_values(base, key), _values(new, key))
+        (vb, gb), (vn, gn) = cache[key]
+        pcts = np.array([p for k, p in LATENCY if k == key]) / 100
+        name = f"{key}_p{pct}"
+        if vb.size < 2 or vn.size < 2:
+            out.append(Delta(name, "ms", None, None, None, None, None, None, "not comparable"))
+            continue
+        q = pct / 100
+        pb, pn = float(np.percentile(vb, pct)) * 1000, float(np.percentile(vn, pct)) * 1000
+        if vb.size <= MAX_BOOT and vn.size <= MAX_BOOT:
+            if key not in reps:
+                reps[key] = (_replicates(vn, gn, pcts, rng, RESAMPLES) - _replicates(vb, gb, pcts, rng, RESAMPLES)) * 1000
+            d = reps[key][:, list(pcts).index(q)]
+            lo, hi = np.nanpercentile(d, [a * 100, 100 - a * 100])
+        else:
+            se = np.hypot(_normal_se(vb, q), _normal_se(vn, q)) * 1000
+            z = float(norm.ppf(1 - a))
+            lo, hi = pn - pb - z * se, pn - pb + z * se
+        p = None
+        if key != "itl":  # gaps within a request are not independent: no rank test on pooled ITL
+            p = float(mannwhitneyu(vb, vn, alternative="two-sided").pvalue)
+        out.append(Delta(name, "ms", pb, pn, pn - pb, (pn - pb) / pb if pb else None, (float(lo), float(hi)), p,
+                         _verdict(lo, hi, lower_is_better=True)))
+    return out
+
+
+def compare_rates(sb: dict, sn: dict, level: float = 0.95, seed: int = 0) -> list[Delta]:
+    """SLO attainment and goodput: each run's count meeting the SLO resampled as Binomial(n, k/n)."""
+    rng = np.random.default_rng(seed + 1)
+    a = (1 - level) / 2
+    out = []
+    if sb.get("slo_attainment") is None or sn.get("slo_attainment") is None:
+        return out
+    nb, kb, nn, kn = sb["requests"]["issued"], sb["slo_met"], sn["requests"]["issued"], sn["slo_met"]
+    rb = rng.binomial(nb, kb / nb, RESAMPLES) if nb else np.zeros(RESAMPLES)
+    rn = rng.binomial(nn, kn / nn, RESAMPLES) if nn else np.zeros(RESAMPLES)
+    for name, unit, f_b, f_n, scale in (
+            ("slo_attainment", "fraction", sb["slo_attainment"], sn["slo_attainment"], (nb, nn)),
+            ("goodput", "req/s", sb["goodput"], sn["goodput"], (sb["duration_s"], sn["duration_s"]))):
+        if not (scale[0] and scale[1]) or f_b is None or f_n is None:
+            continue
+        d = rn / scale[1] - rb / scale[0]
+        lo, hi = np.percentile(d, [a * 100, 100 - a * 100])
+        out.append(Delta(name, unit, f_b, f_n, f_n - f_b, (f_n - f_b) / f_b if f_b else None,
+                         (float(lo), float(hi)), None, _verdict(lo, hi, lower_is_better=False)))
+    return out
+
+
+def compare(base_c: Columns, new_c: Columns, base_s: dict, new_s: dict, level: float = 0.95,
+            margin: float = 0.0, seed: int = 0) -> dict:
+    deltas = compare_rates(base_s, new_s, level, seed) + compare_latency(base_c, new_c, level, seed)
+    for d in deltas:
+        d.regression = d.verdict == "worse" and d.rel is not None and abs(d.rel) > margin
+    return {"base": base_s.get("run_id"), "new": new_s.get("run_id"), "level": level, "margin": margin,
+            "method": "bootstrap of the difference (requests resampled; ITL by whole request), "
+                      "Mann-Whitney U p-value for per-request metrics",
+            "metrics": [d.to_dict() for d in deltas],
+            "regressions": [d.metric for d in deltas if d.regression],
+            "warnings": [f"{w} ({which})" for which, s in (("base", base_s), ("new", new_s)) for w in s.get("warnings", [])
+                         if "fell behind" in w or "under the schedule" in w]}

@@ -1,0 +1,113 @@
+"""Head-of-line attribution: how much a long prompt's prefill hurts the short requests around it.
+
+A long request's prefill is in flight from its send to its first token (as the client sees it). For the
+short classes, TTFT is split by whether the request's own wait [sent, first token] overlapped any long
+prefill, and ITL by whether the gap [previous chunk, chunk] did; the ratio of the two p50s and p99s is
+the interference. Times from different load-generator processes (origins) are never compared. Pure."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dataclasses import dataclass
+
+from ..columnar import RunColumns
+
+MIN_LONG_OVER_SHORT = 2.0  # median prompt length ratio for a class to count as "long"
+
+
+def long_class(cols: RunColumns) -> str | None:
+    """The class with the longest median prompt, if it is at least twice every other class's."""
+    if len(cols.cls_names) < 2:
+        return None
+    med = {}
+    for code, name in enumerate(cols.cls_names):
+        p = cols.prompt_tokens[cols.cls == code]
+        if p.size:
+            med[name] = float(np.median(p))
+    if len(med) < 2:
+        return None
+    top = max(med, key=med.get)
+    rest = max(v for k, v in med.items() if k != top)
+    return top if rest > 0 and med[top] >= MIN_LONG_OVER_SHORT * rest else None
+
+
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as sorted, disjoint (starts, ends)."""
+    if not starts.size:
+        return starts, ends
+    o = np.argsort(starts)
+    s, e = starts[o], np.maximum.accumulate(ends[o])
+    new = np.ones(s.size, bool)
+    new[1:] = s[1:] > e[:-1]
+    gs = s[new]
+    ge = np.maximum.reduceat(e, np.flatnonzero(new))
+    return gs, ge
+
+
+def overlaps(a: np.ndarray, b: np.ndarray, ms: np.ndarray, me: np.ndarray) -> np.ndarray:
+    """For each query [a, b]: does it overlap any merged interval (ms, me)?"""
+    if not ms.size:
+        return np.zeros(a.size, bool)
+    i = np.searchsorted(ms, b, side="left") - 1
+    ok = i >= 0
+    out = np.zeros(a.size, bool)
+    out[ok] = me[i[ok]] > a[ok]
+    return out
+
+
+@dataclass
+class HolMasks:
+    long_class: str
+    short: np.ndarray        # per request: short class, succeeded, has a first token
+    ttft_during: np.ndarray  # per request: its wait overlapped a long prefill
+    gap_short: np.ndarray    # per pooled gap: belongs to a short request
+    gap_during: np.ndarray   # per pooled gap: overlapped a long prefill
+    time_share: float | None  # fraction of the run with a long prefill in flight
+
+
+def classify(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray, duration: float,
+             block: int = 200_000) -> HolMasks | None:
+    """None when the run has no long class. Gaps are classified request block by request block, so no
+    full-size array of gap times is built (100M gaps fit in memory once, not three times)."""
+    long_name = long_class(cols)
+    if long_name is None:
+        return None
+    is_long = cols.cls == cols.cls_names.index(long_name)
+    short = ~is_long & cols.ok & ~np.isnan(cols.first)
+    merged = []
+    covered = 0.0
+    for o in range(len(cols.origin_names)):
+        lm = is_long & (cols.origin == o) & ~np.isnan(cols.sent)
+        # a long request that never produced a token kept its prefill in flight until it ended
+        end = np.where(np.isnan(cols.first), cols.finished, cols.first)[lm]
+        keep = ~np.isnan(end)
+        ms, me = _merged(cols.sent[lm][keep], end[keep])
+        covered += float((me - ms).sum())
+        merged.append((ms, me))
+    ttft_during = np.zeros(len(cols), bool)
+    for o, (ms, me) in enumerate(merged):
+        q = short & (cols.origin == o)
+        ttft_during[q] = overlaps(cols.sent[q], cols.first[q], ms, me)
+    gap_short = np.repeat(short, gap_count)
+    gap_during = np.zeros(gaps.size, bool)
+    off = cols.offsets
+    goff = np.zeros(len(cols) + 1, np.int64)
+    np.cumsum(gap_count, out=goff[1:])
+    for i0 in range(0, len(cols), block):
+        i1 = min(len(cols), i0 + block)
+        t = cols.chunk_times[off[i0]:off[i1]]
+        nc = cols.nchunks[i0:i1]
+        first_local = np.zeros(t.size, bool)
+        first_local[(np.cumsum(nc) - nc)[nc > 0]] = True
+        ends = t[~first_local]
+        starts = ends - gaps[goff[i0]:goff[i1]]
+        org = np.repeat(cols.origin[i0:i1], gap_count[i0:i1])
+        sel = gap_short[goff[i0]:goff[i1]]
+        out = gap_during[goff[i0]:goff[i1]]
+        for o, (ms, me) in enumerate(merged):
+            m = sel & (org == o)
+            out[m] = overlaps(starts[m], ends[m], ms, me)
+
+    return HolMasks(long_name, short, ttft_during, gap_short, gap_during,
+                    min(1.0, covered / duration) if duration > 0 else None)

@@ -1,0 +1,160 @@
+"""A run's records as flat arrays: one value per request plus one flat array of every chunk time.
+
+Summaries, reports, exports and HOL attribution all read this form. A million requests with a hundred
+chunks each is 100M floats: as Python tuples that is ~10 GiB and minutes of parsing; as one float64
+array it is 800 MB and loads from the `columns/` sidecar (store.py) in a second. Pure numpy."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
+
+NAN = float("nan")
+
+
+@dataclass
+class RunColumns:
+    ids: np.ndarray            # str
+    cls: np.ndarray            # int32 code into cls_names
+    cls_names: list
+    origin: np.ndarray         # int32 code into origin_names (one clock per origin)
+    origin_names: list
+    status: np.ndarray         # int8 code into records.STATUSES
+    scheduled: np.ndarray      # float64 seconds since run start
+    sent: np.ndarray           # float64, NaN = never sent
+    first: np.ndarray          # float64, NaN = no content chunk
+    finished: np.ndarray       # float64, NaN = never finished
+    out_tokens: np.ndarray     # int64
+    out_source: np.ndarray     # int8 code into records.TOKEN_SOURCES
+    prompt_tokens: np.ndarray  # int64
+    http_status: np.ndarray    # int32, 0 = none
+    warmup: np.ndarray         # bool
+    chunk_tok_sum: np.ndarray  # int64: tokens the stream's content chunks carried
+    nchunks: np.ndarray        # int64
+    chunk_times: np.ndarray    # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
+
+    ARRAYS = ("ids", "cls", "origin", "status", "scheduled", "sent", "first", "finished", "out_tokens",
+              "out_source", "prompt_tokens", "http_status", "warmup", "chunk_tok_sum", "nchunks", "chunk_times")
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Start of each request's chunk times in chunk_times; offsets[n] = len(chunk_times)."""
+        o = np.zeros(len(self) + 1, np.int64)
+        np.cumsum(self.nchunks, out=o[1:])
+        return o
+
+    @property
+    def ok(self) -> np.ndarray:
+        return self.status == STATUSES.index("ok")
+
+    def class_of(self) -> np.ndarray:
+        return np.asarray(self.cls_names, dtype=object)[self.cls] if len(self) else np.array([], dtype=object)
+
+    def select(self, mask: np.ndarray) -> "RunColumns":
+        """The requests where mask holds (a copy; the chunk array is shared when mask keeps all)."""
+        if mask.all():
+            return self
+        chunk_mask = np.repeat(mask, self.nchunks)
+        kw = {f: getattr(self, f)[mask] for f in self.ARRAYS if f != "chunk_times"}
+        return RunColumns(cls_names=self.cls_names, origin_names=self.origin_names,
+                          chunk_times=self.chunk_times[chunk_mask], **kw)
+
+    @classmethod
+    def from_records(cls, recs: list[RequestRecord]) -> "RunColumns":
+        n = len(recs)
+
+        def codes(values) -> tuple[np.ndarray, list]:
+            names = sorted(set(values))
+            index = {v: i for i, v in enumerate(names)}
+            return np.fromiter((index[v] for v in values), np.int32, n), names
+
+        def opt(attr: str) -> np.ndarray:
+            return np.fromiter((NAN if (v := getattr(r, attr)) is None else v for r in recs), float, n)
+
+        cls_codes, cls_names = codes([r.cls for r in recs])
+        org_codes, org_names = codes([r.origin for r in recs])
+        nchunks = np.fromiter((len(r.chunk_times) for r in recs), np.int64, n)
+        return cls(
+            ids=np.array([r.id for r in recs], dtype=str) if n else np.array([], dtype=str),
+            cls=cls_codes, cls_names=cls_names, origin=org_codes, origin_names=org_names,
+            status=np.fromiter((STATUSES.index(r.status) for r in recs), np.int8, n),
+            scheduled=np.fromiter((r.scheduled_at for r in recs), float, n),
+            sent=opt("sent_at"), first=opt("first_token_at"), finished=opt("finished_at"),
+            out_tokens=np.fromiter((r.output_tokens for r in recs), np.int64, n),
+            out_source=np.fromiter((TOKEN_SOURCES.index(r.output_tokens_source) for r in recs), np.int8, n),
+            prompt_tokens=np.fromiter((r.prompt_tokens_server or r.prompt_tokens for r in recs), np.int64, n),
+            http_status=np.fromiter((r.http_status or 0 for r in recs), np.int32, n),
+            warmup=np.fromiter((r.warmup for r in recs), bool, n),
+            chunk_tok_sum=np.fromiter((sum(r.chunk_tokens) for r in recs), np.int64, n),
+            nchunks=nchunks,
+            chunk_times=np.fromiter(itertools.chain.from_iterable(r.chunk_times for r in recs), float,
+                                    int(nchunks.sum())),
+        )
+
+    def to_records(self) -> list[RequestRecord]:
+        """Back to records (for small runs and round-trip tests; big runs stay columnar)."""
+        off = self.offsets
+        names = self.class_of()
+
+        def opt(v: float) -> float | None:
+            return None if np.isnan(v) else float(v)
+
+        return [RequestRecord(
+            id=str(self.ids[i]), cls=str(names[i]), scheduled_at=float(self.scheduled[i]), sent_at=opt(self.sent[i]),
+            first_token_at=opt(self.first[i]), finished_at=opt(self.finished[i]),
+            chunk_times=tuple(self.chunk_times[off[i]:off[i + 1]].tolist()), output_tokens=int(self.out_tokens[i]),
+            output_tokens_source=TOKEN_SOURCES[self.out_source[i]], prompt_tokens=int(self.prompt_tokens[i]),
+            status=STATUSES[self.status[i]], http_status=int(self.http_status[i]) or None,
+            warmup=bool(self.warmup[i]), origin=self.origin_names[self.origin[i]]) for i in range(len(self))]
+
+
+FIELDS = tuple(f.name for f in fields(RunColumns))
+
+
+@dataclass
+class ColumnarRun:
+    """RunMeta + columns: what store.load_columns returns and metrics.summarize accepts."""
+
+    meta: RunMeta
+    cols: RunColumns
+
+
+def gaps_of(cols: RunColumns, block: int = 1 << 22) -> np.ndarray:
+    """Every within-request gap between successive chunks, request by request (ITL samples), built in
+    blocks so no second full-size temporary exists."""
+    per = np.maximum(cols.nchunks - 1, 0)
+    out = np.empty(int(per.sum()), float)
+    t = cols.chunk_times
+    if not out.size:
+        return out
+    # a flat diff's element j is a within-request gap unless j is the last chunk of some request
+    boundary = np.zeros(t.size, bool)
+    ends = cols.offsets[1:] - 1
+    boundary[ends[ends >= 0]] = True
+    pos = 0
+    for s in range(0, t.size - 1, block):
+        e = min(s + block, t.size - 1)
+        d = t[s + 1:e + 1] - t[s:e]
+        d = d[~boundary[s:e]]
+        out[pos:pos + d.size] = d
+        pos += d.size
+    return out
+
+
+def gap_end_times(cols: RunColumns) -> np.ndarray:
+    """The arrival time of the chunk that closes each gap, aligned with gaps_of()."""
+    first_of = np.zeros(cols.chunk_times.size, bool)
+    starts = cols.offsets[:-1][cols.nchunks > 0]
+    first_of[starts] = True
+    return cols.chunk_times[~first_of]
+
+
+def gap_counts(cols: RunColumns) -> np.ndarray:
+    return np.maximum(cols.nchunks - 1, 0)

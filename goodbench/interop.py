@@ -1,0 +1,245 @@
+"""Other tools' results in, goodbench's out.
+
+Import turns a `vllm bench serve --save-result --save-detailed` JSON or an AIPerf `profile_export.jsonl`
+into a goodbench run directory (run.json + records.jsonl), so summaries, reports, compare and the gate
+work on runs made with those tools. Export writes one row per request with derived metrics (CSV,
+Parquet) or a result JSON in vLLM's shape. What an import cannot know is said in run.json's
+workload.caveats, and every summary of the run repeats it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from . import __version__
+from .columnar import ColumnarRun, RunColumns
+from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
+from .store import RunStore, StoreError, new_run_id
+
+
+class ImportFormatError(StoreError):
+    pass
+
+
+def _read_json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise ImportFormatError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise ImportFormatError(f"{path} is not JSON: {e}") from None
+
+
+def _write_run(records: list[RequestRecord], meta: RunMeta, result_dir: str) -> str:
+    store = RunStore(result_dir, meta.run_id)
+    store.start(meta)
+    store.append_many(records)
+    store.finish(meta, None)
+    return store.dir
+
+
+def import_vllm(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
+    """vLLM's detailed result: ttfts (s), itls (list of gaps in s per request), start_times (perf_counter
+    s), input_lens, output_lens, errors. Chunk times are rebuilt as start + ttft + cumsum(itls)."""
+    d = _read_json(path)
+    if not isinstance(d, dict) or "ttfts" not in d or "itls" not in d:
+        raise ImportFormatError(f"{path}: no per-request 'ttfts'/'itls': save it with "
+                           "`vllm bench serve --save-result --save-detailed`")
+    n = len(d["ttfts"])
+    starts = d.get("start_times")
+    caveats = ["imported from vllm bench serve: no scheduled times, so schedule lag reads 0 and validity "
+               "(generator lag) cannot be judged"]
+    if not starts or len(starts) != n:
+        caveats.append("no start_times in this vLLM result (older vLLM): every request is placed at t=0, "
+                       "so duration, throughput, goodput and time plots are not meaningful")
+        starts = [0.0] * n
+    t0 = min(starts) if n else 0.0
+    errors = d.get("errors") or [""] * n
+    out_lens = d.get("output_lens") or [0] * n
+    in_lens = d.get("input_lens") or [0] * n
+    recs = []
+    for i in range(n):
+        sent = float(starts[i]) - t0
+        err = errors[i] if i < len(errors) else ""
+        ttft = d["ttfts"][i]
+        itl = d["itls"][i] or []
+        ok = not err and ttft is not None and ttft > 0
+        chunks = ()
+        if ok:
+            first = sent + float(ttft)
+            chunks = tuple((first + np.concatenate([[0.0], np.cumsum(np.asarray(itl, float))])).tolist())
+        recs.append(RequestRecord(
+            id=f"vllm-{i}", cls="vllm", scheduled_at=sent, sent_at=sent, first_token_at=chunks[0] if chunks else None,
+            finished_at=chunks[-1] if chunks else sent, chunk_times=chunks, chunk_tokens=(1,) * len(chunks),
+            output_tokens=int(out_lens[i] or 0) if ok else 0, output_tokens_source="usage",
+            prompt_tokens=int(in_lens[i] or 0), status="ok" if ok else "http_error",
+            error=str(err)[:500] if err else None, origin="vllm"))
+    rid = run_id or new_run_id("vllm")
+    rate = d.get("request_rate")
+    meta = RunMeta(run_id=rid, label=f"imported vllm {d.get('backend', '')}".strip(),
+                   target={"base_url": "imported", "endpoint": d.get("endpoint_type") or "", "model": d.get("model_id") or ""},
+                   workload={"name": "vllm-import", "source": os.path.basename(path), "caveats": caveats},
+                   slo=slo, mode="imported", requested_rate=float(rate) if isinstance(rate, (int, float)) else None,
+                   max_concurrency=d.get("max_concurrency"), goodbench_version=__version__)
+    return _write_run(recs, meta, result_dir)
+
+
+_UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
+
+
+def _metric(m: dict, name: str):
+    v = (m or {}).get(name)
+    if not isinstance(v, dict) or v.get("value") is None:
+        return None
+    scale = _UNIT.get(str(v.get("unit", "")).lower())
+    val = v["value"]
+    if scale is None:  # a count (tokens)
+        return val
+    return [x * scale for x in val] if isinstance(val, list) else val * scale
+
+
+def import_aiperf(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
+    """AIPerf's profile_export.jsonl (one record per request: metadata with request_start_ns /
+    request_end_ns, metrics with units, error). Chunk times come from time_to_first_token and
+    inter_chunk_latency when present; without the latter only TTFT and the end are known."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "profile_export.jsonl")
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError as e:
+                        raise ImportFormatError(f"{path}:{i}: not JSON: {e}") from None
+    except OSError as e:
+        raise ImportFormatError(f"cannot read {path}: {e.strerror}") from None
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("metadata"), dict)
+            and r["metadata"].get("benchmark_phase", "profiling") == "profiling"]
+    if not rows:
+        raise ImportFormatError(f"{path}: no AIPerf per-request records (expected JSON lines with 'metadata' and 'metrics')")
+    t0 = min(r["metadata"].get("request_start_ns") or 0 for r in rows)
+    caveats = ["imported from AIPerf: no scheduled times, so schedule lag reads 0"]
+    missing_chunks = 0
+    recs = []
+    for i, r in enumerate(rows):
+        md, m = r["metadata"], r.get("metrics") or {}
+        sent = ((md.get("request_start_ns") or t0) - t0) * 1e-9
+        end = ((md.get("request_end_ns") or md.get("request_start_ns") or t0) - t0) * 1e-9
+        ttft = _metric(m, "time_to_first_token")
+        icl = _metric(m, "inter_chunk_latency")
+        err = r.get("error")
+        ok = not err and not md.get("was_cancelled") and ttft is not None
+        chunks: tuple = ()
+        if ok:
+            first = sent + ttft
+            if isinstance(icl, list):
+                chunks = tuple((first + np.concatenate([[0.0], np.cumsum(icl)])).tolist())
+            else:
+                missing_chunks += 1
+                chunks = (first, end) if end > first else (first,)
+        osl = _metric(m, "output_sequence_length") or _metric(m, "output_token_count") or 0
+        isl = _metric(m, "input_sequence_length") or _metric(m, "error_isl") or 0
+        status = "ok" if ok else ("cancelled" if md.get("was_cancelled") else "http_error")
+        code = err.get("code") if isinstance(err, dict) else None
+        recs.append(RequestRecord(
+            id=str(md.get("x_request_id") or f"aiperf-{i}"), cls="aiperf", scheduled_at=sent, sent_at=sent,
+            first_token_at=chunks[0] if chunks else None, finished_at=end, chunk_times=chunks,
+            chunk_tokens=(1,) * len(chunks), output_tokens=int(osl) if ok else 0, output_tokens_source="usage",
+            prompt_tokens=int(isl), status=status, http_status=int(code) if isinstance(code, int) else None,
+            error=(f"{err.get('type', '')}: {err.get('message', '')}"[:500] if isinstance(err, dict) else
+                   (str(err)[:500] if err else None)), origin="aiperf"))
+    if missing_chunks:
+        caveats.append(f"{missing_chunks} records have no inter_chunk_latency: ITL for them is one gap "
+                       "from first token to end")
+    rid = run_id or new_run_id("aiperf")
+    meta = RunMeta(run_id=rid, label="imported aiperf", target={"base_url": "imported", "endpoint": "", "model": ""},
+                   workload={"name": "aiperf-import", "source": os.path.basename(path), "caveats": caveats},
+                   slo=slo, mode="imported", goodbench_version=__version__)
+    return _write_run(recs, meta, result_dir)
+
+
+IMPORTERS = {"vllm": import_vllm, "aiperf": import_aiperf}
+
+
+# ----------------------------------------------------------------------------------------------- export
+def per_request_table(run: ColumnarRun, slo: dict | None = None):
+    """pandas DataFrame, one row per request (warm-up included and flagged), derived metrics in ms."""
+    import pandas as pd
+
+    from .metrics import Columns
+
+    cols: RunColumns = run.cols
+    c = Columns(cols)
+    slo = slo if slo is not None else run.meta.slo
+    meets = c.meets(slo)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        itl_mean = np.where(c.nchunks >= 2, (c.last - c.first) / (c.nchunks - 1), np.nan)
+    df = pd.DataFrame({
+        "id": cols.ids, "class": cols.class_of(), "status": np.asarray(STATUSES, dtype=object)[cols.status],
+        "http_status": np.where(cols.http_status > 0, cols.http_status, np.nan), "warmup": cols.warmup,
+        "origin": np.asarray(cols.origin_names, dtype=object)[cols.origin] if len(cols) else [],
+        "scheduled_s": c.sched, "sent_s": c.sent, "first_chunk_s": c.first, "last_chunk_s": c.last,
+        "finished_s": c.fin, "prompt_tokens": cols.prompt_tokens, "output_tokens": cols.out_tokens,
+        "output_tokens_source": np.asarray(TOKEN_SOURCES, dtype=object)[cols.out_source], "chunks": cols.nchunks,
+        "ttft_ms": c.ttft * 1000, "tpot_ms": c.tpot * 1000, "e2el_ms": c.e2e * 1000,
+        "itl_mean_ms": itl_mean * 1000, "itl_max_ms": np.where(c.gap_count > 0, c.max_itl * 1000, np.nan),
+        "schedule_lag_ms": c.lag * 1000,
+    })
+    if meets is not None:
+        df["met_slo"] = meets
+    return df
+
+
+def export_csv(run: ColumnarRun, out: str, slo: dict | None = None) -> str:
+    per_request_table(run, slo).to_csv(out, index=False, float_format="%.6f")
+    return out
+
+
+def export_parquet(run: ColumnarRun, out: str, slo: dict | None = None) -> str:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise StoreError("Parquet export needs pyarrow: pip install 'goodbench[parquet]'") from None
+    per_request_table(run, slo).to_parquet(out, index=False)
+    return out
+
+
+def export_vllm(run: ColumnarRun, summary: dict, out: str) -> str:
+    """A result JSON in `vllm bench serve --save-detailed`'s shape (seconds in the per-request lists, ms in
+    the aggregates), so scripts written for vLLM's output read goodbench runs."""
+    from .metrics import Columns
+
+    cols = run.cols.select(~run.cols.warmup) if run.cols.warmup.any() else run.cols
+    c = Columns(cols)
+    off = cols.offsets
+    ok = c.ok & ~np.isnan(c.first)
+    itls = [np.diff(cols.chunk_times[off[i]:off[i + 1]]).tolist() if ok[i] else [] for i in range(len(cols))]
+    s = summary
+    res = {
+        "date": run.meta.started_wall, "backend": "goodbench", "model_id": (run.meta.target or {}).get("model"),
+        "num_prompts": len(cols), "request_rate": s.get("requested_rate"), "max_concurrency": run.meta.max_concurrency,
+        "duration": s["duration_s"], "completed": s["requests"]["completed"],
+        "total_input_tokens": int(cols.prompt_tokens[c.ok].sum()), "total_output_tokens": int(cols.out_tokens[c.ok].sum()),
+        "request_throughput": s["request_throughput"], "request_goodput": s.get("goodput"),
+        "output_throughput": s["output_throughput"],
+        "input_lens": cols.prompt_tokens.tolist(), "output_lens": np.where(ok, cols.out_tokens, 0).tolist(),
+        "ttfts": np.where(ok, c.ttft, 0.0).tolist(), "itls": itls, "start_times": np.nan_to_num(c.sent).tolist(),
+        "errors": ["" if ok[i] else STATUSES[cols.status[i]] for i in range(len(cols))],
+    }
+    for key, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"), ("e2el_ms", "e2el")):
+        d = s[key]
+        res[f"mean_{name}_ms"], res[f"median_{name}_ms"] = d["mean"], d["p50"]
+        res[f"p90_{name}_ms"], res[f"p95_{name}_ms"], res[f"p99_{name}_ms"] = d["p90"], d["p95"], d["p99"]
+    from .store import json_safe
+
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(json_safe(res), f)
+    return out
+
+
+EXPORTERS = ("csv", "parquet", "vllm")

@@ -1,0 +1,319 @@
+"""PNG figures for one run or several overlaid (matplotlib, Agg; imported only when a report is asked for).
+
+Each function takes RunViews and an output directory and returns the PNG path, or None when the runs
+hold nothing to draw. Big runs are thinned for drawing only (quantile grids for CDFs; a random sample
+that always keeps the largest gaps for scatters); every number printed comes from the full data."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .plots import _plt, _save
+from .view import RunView
+
+MAX_POINTS = 60_000
+SLO_COLOR = "#cf222e"
+
+
+def _thin(n: int, keep_top: np.ndarray | None = None, seed: int = 0) -> np.ndarray:
+    """Indices of at most MAX_POINTS of n points; with keep_top (values), the top 1% always stay."""
+    if n <= MAX_POINTS:
+        return np.arange(n)
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(n, MAX_POINTS, replace=False)
+    if keep_top is not None:
+        top = np.argpartition(keep_top, n - n // 100)[n - n // 100:]
+        pick = np.union1d(pick, top[: MAX_POINTS // 4])
+    return np.sort(pick)
+
+
+def _cdf_xy(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size > 4000:
+        q = np.linspace(0, 1, 4000)
+        return np.quantile(v, q), q
+    v = np.sort(v)
+    return v, np.arange(1, v.size + 1) / v.size
+
+
+def cdfs(views: list[RunView], out_dir: str) -> str | None:
+    """TTFT, TPOT and ITL CDFs on a log time axis, SLO thresholds as red lines."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    drew = False
+    for ax, (name, key) in zip(axes, (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"))):
+        for v in views:
+            c = v.c
+            vals = {"ttft": c.ttft[c.ok], "tpot": c.tpot[c.ok], "itl": c.gaps[c.gap_mask(c.ok)]}[key] * 1000.0
+            x, y = _cdf_xy(vals)
+            if x.size:
+                ax.plot(x, y, label=v.label, linewidth=1.4)
+                drew = True
+        slo = views[0].summary.get("slo") or {}
+        line = slo.get(key) if key != "itl" else slo.get("max_itl")
+        if line:
+            ax.axvline(line, color=SLO_COLOR, linestyle="--", linewidth=1)
+            ax.annotate(f"SLO {line:g} ms", (line, 0.03), color=SLO_COLOR, fontsize=8, xytext=(3, 0),
+                        textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{name} (ms, log)")
+        ax.set_ylabel("fraction of " + ("gaps" if key == "itl" else "requests"))
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3, which="both")
+    if not drew:
+        plt.close(fig)
+        return None
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "latency_cdfs.png"))
+
+
+def _class_colors(names) -> dict:
+    cmap = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
+    return {n: cmap[i % len(cmap)] for i, n in enumerate(names)}
+
+
+def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = None) -> str | None:
+    """Every ITL gap as a point at its time in the run, coloured by class, with long-prompt arrivals
+    marked: where head-of-line stalls show as columns of tall points. One panel per run."""
+    from ..analysis.hol import long_class as find_long
+    from ..columnar import gap_end_times
+
+    views = [v for v in views if v.c.gaps.size]
+    if not views:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(len(views), 1, figsize=(14, 3.4 * len(views)), squeeze=False)
+    for ax, v in zip(axes[:, 0], views):
+        cols, c = v.cols, v.c
+        ends = gap_end_times(cols)
+        owner_cls = np.repeat(cols.cls, c.gap_count)
+        idx = _thin(c.gaps.size, keep_top=c.gaps)
+        colors = _class_colors(cols.cls_names)
+        for code, name in enumerate(cols.cls_names):
+            m = idx[owner_cls[idx] == code]
+            if m.size:
+                ax.scatter(ends[m], c.gaps[m] * 1000.0, s=3, alpha=0.5, color=colors[name], label=f"{name} gaps",
+                           rasterized=True)
+        lc = long_class or find_long(cols)
+        if lc is not None:
+            arrivals = cols.sent[(cols.cls == cols.cls_names.index(lc)) & ~np.isnan(cols.sent)]
+            for t in arrivals[:400]:
+                ax.axvline(t, color="#444", alpha=0.35, linewidth=0.8)
+            ax.plot([], [], color="#444", alpha=0.6, label=f"{lc} prompt sent ({arrivals.size})")
+        ax.set_yscale("log")
+        ax.set_xlabel("time in run (s)")
+        ax.set_ylabel("ITL (ms, log)")
+        ax.set_title(v.label, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right", markerscale=3)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "itl_timeline.png"))
+
+
+def vs_prompt(views: list[RunView], out_dir: str) -> str | None:
+    """TTFT and E2E against prompt length (server's count when it sent one)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    drew = False
+    for v in views:
+        c, cols = v.c, v.cols
+        m = np.flatnonzero(c.ok & ~np.isnan(c.first))
+        if not m.size:
+            continue
+        m = m[_thin(m.size)]
+        for ax, vals in zip(axes, (c.ttft, c.e2e)):
+            ax.scatter(cols.prompt_tokens[m], vals[m] * 1000.0, s=4, alpha=0.5, label=v.label, rasterized=True)
+        drew = True
+    if not drew:
+        plt.close(fig)
+        return None
+    for ax, name in zip(axes, ("TTFT", "E2E")):
+        ax.set_xlabel("prompt tokens")
+        ax.set_ylabel(f"{name} (ms, log)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, markerscale=3)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "latency_vs_prompt.png"))
+
+
+def _window(views: list[RunView]) -> float:
+    span = max((v.summary.get("duration_s") or 0) for v in views)
+    return max(1.0, span / 60.0)
+
+
+def timeseries(views: list[RunView], out_dir: str) -> str | None:
+    """Throughput, goodput (completions meeting the SLO) and requests in flight over the run, in a
+    rolling window."""
+    plt = _plt()
+    w = _window(views)
+    fig, axes = plt.subplots(3, 1, figsize=(13, 8), sharex=True)
+    drew = False
+    for v in views:
+        c = v.c
+        done_t = np.where(np.isnan(c.last), c.fin, c.last)
+        okm = c.ok & ~np.isnan(done_t)
+        if not okm.any():
+            continue
+        t_end = float(np.nanmax(done_t))
+        grid = np.arange(0.0, t_end + w, w / 4)
+        comp = np.sort(done_t[okm])
+        thr = (np.searchsorted(comp, grid) - np.searchsorted(comp, grid - w)) / w
+        (line,) = axes[0].plot(grid, thr, label=v.label)
+        meets = c.meets(v.summary.get("slo"))
+        if meets is not None:
+            good = np.sort(done_t[meets & okm])
+            gp = (np.searchsorted(good, grid) - np.searchsorted(good, grid - w)) / w
+            axes[1].plot(grid, gp, color=line.get_color(), label=v.label)
+        sent = np.sort(c.sent[~np.isnan(c.sent)])
+        ended = np.sort(np.where(np.isnan(c.fin), done_t, c.fin)[~np.isnan(c.sent)])
+        ended = ended[~np.isnan(ended)]
+        axes[2].plot(grid, np.searchsorted(sent, grid) - np.searchsorted(ended, grid), color=line.get_color(),
+                     label=v.label)
+        drew = True
+    if not drew:
+        plt.close(fig)
+        return None
+    axes[0].set_ylabel(f"completions/s ({w:.2g} s window)")
+    axes[1].set_ylabel("goodput (req/s meeting SLO)")
+    axes[2].set_ylabel("requests in flight")
+    axes[2].set_xlabel("time in run (s)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "throughput_goodput_inflight.png"))
+
+
+def attainment_by_class(views: list[RunView], out_dir: str) -> str | None:
+    """SLO attainment per class with Wilson intervals, runs side by side, the 95% target as a line."""
+    from ..analysis.stats import wilson
+
+    rows = []
+    for v in views:
+        s = v.summary
+        if s.get("slo_attainment") is None:
+            continue
+        blocks = {"all": s, **(s.get("per_class") or {})}
+        rows.append((v.label, {k: (b["slo_met"], b["requests"]["issued"]) for k, b in blocks.items()}))
+    if not rows:
+        return None
+    plt = _plt()
+    classes = list(dict.fromkeys(k for _, d in rows for k in d))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(classes) * len(rows)), 4))
+    width = 0.8 / len(rows)
+    for i, (label, d) in enumerate(rows):
+        xs, ys, lo, hi = [], [], [], []
+        for j, k in enumerate(classes):
+            if k in d and d[k][1]:
+                good, n = d[k]
+                a, b = wilson(good, n)
+                xs.append(j + i * width)
+                ys.append(good / n * 100)
+                lo.append(max(0.0, good / n * 100 - a * 100))
+                hi.append(max(0.0, b * 100 - good / n * 100))
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=label)
+    ax.axhline(95, color=SLO_COLOR, linestyle="--", linewidth=1)
+    ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(classes))], classes)
+    ax.set_ylabel("SLO attainment (%), 95% Wilson CI")
+    ax.set_ylim(0, 105)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "attainment_by_class.png"))
+
+
+def schedule_lag(views: list[RunView], out_dir: str) -> str | None:
+    """How late the load generator sent each request, against when it was due."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(13, 3.5))
+    drew = False
+    for v in views:
+        c = v.c
+        m = np.flatnonzero(~np.isnan(c.lag))
+        if not m.size:
+            continue
+        m = m[_thin(m.size, keep_top=c.lag[m])]
+        ax.scatter(c.sched[m], np.maximum(c.lag[m] * 1000.0, 1e-3), s=3, alpha=0.5, label=v.label, rasterized=True)
+        drew = True
+    if not drew:
+        plt.close(fig)
+        return None
+    ax.axhline(10, color=SLO_COLOR, linestyle="--", linewidth=1)
+    ax.annotate("10 ms: validity limit (p99)", (0, 10), color=SLO_COLOR, fontsize=8, xytext=(3, 3),
+                textcoords="offset points")
+    ax.set_yscale("log")
+    ax.set_xlabel("scheduled time in run (s)")
+    ax.set_ylabel("schedule lag (ms, log)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, markerscale=3)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "schedule_lag.png"))
+
+
+def engine_steps(views: list[RunView], out_dir: str) -> str | None:
+    """The engine's per-step trace (reference engine runs with --step-trace): prefill vs decode tokens
+    per step, KV-cache usage, cumulative preemptions, and the scraped server gauges beneath on the run's
+    clock."""
+    withs = [v for v in views if v.steps is not None or v.server]
+    if not withs:
+        return None
+    has_steps, has_server = any(v.steps is not None for v in withs), any(v.server for v in withs)
+    plt = _plt()
+    n = 3 * has_steps + has_server
+    fig, axes = plt.subplots(n, 1, figsize=(13, 2.6 * n + 0.6), squeeze=False)
+    axes = list(axes[:, 0])
+    step_axes = axes[:3] if has_steps else []
+    server_ax = axes[-1] if has_server else None
+    for v in withs:
+        st = v.steps
+        if st is not None:
+            k = _thin(st["start"].size)
+            t = st["start"][k]
+            step_axes[0].scatter(t, st["prefill_tokens"][k], s=2, alpha=0.6, label=f"{v.label} prefill", rasterized=True)
+            step_axes[0].scatter(t, st["decode_tokens"][k], s=2, alpha=0.6, label=f"{v.label} decode", rasterized=True)
+            step_axes[1].plot(t, st["kv_usage"][k] * 100, linewidth=1, label=v.label)
+            step_axes[2].plot(st["start"], np.cumsum(st["preemptions"]), linewidth=1, label=v.label)
+        if v.server and server_ax is not None:
+            t = np.array([r["t"] for r in v.server], float)
+            for name in _server_series(v.server):
+                server_ax.plot(t, [r["metrics"].get(name, np.nan) for r in v.server], linewidth=1,
+                               label=f"{v.label}: {name}")
+    if step_axes:
+        step_axes[0].set_ylabel("tokens per step")
+        step_axes[1].set_ylabel("KV cache used (%)")
+        step_axes[2].set_ylabel("preemptions (cumulative)")
+        step_axes[2].set_xlabel("engine clock (s): the run's clock for simulate, the server's for serve")
+    if server_ax is not None:
+        server_ax.set_ylabel("scraped server gauges")
+        server_ax.set_xlabel("time in run (s)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, markerscale=4)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "engine_and_server.png"))
+
+
+PREFERRED_GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage", "cache_usage_perc")
+
+
+def _server_series(rows: list[dict]) -> list[str]:
+    names = list(dict.fromkeys(k for r in rows[:50] for k in r["metrics"]))
+    pick = [n for n in names if any(p in n for p in PREFERRED_GAUGES)]
+    return (pick or [n for n in names if not n.endswith(("_total", "_sum", "_count", "_created"))])[:4]
+
+
+FIGURES = (cdfs, itl_timeline, vs_prompt, timeseries, attainment_by_class, schedule_lag, engine_steps)
+
+
+def run_figures(views: list[RunView], out_dir: str) -> list[str]:
+    paths = []
+    for fig in FIGURES:
+        p = fig(views, out_dir)
+        if p:
+            paths.append(p)
+    return paths

@@ -1,0 +1,66 @@
+"""Everything a report draws from one run directory, loaded once: summary, columns, derived arrays, and
+the optional engine step trace and scraped server metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..columnar import ColumnarRun, RunColumns
+from ..metrics import Columns, columns_of, summarize
+from ..store import StoreError, load_columns
+
+
+@dataclass
+class RunView:
+    dir: str
+    label: str
+    meta: dict
+    summary: dict
+    cols: RunColumns            # non-warm-up requests
+    c: Columns
+    steps: dict | None          # step_trace.jsonl as arrays (engine clock)
+    server: list | None         # server_metrics.jsonl rows (run clock)
+
+
+def _jsonl(path: str, limit: int = 2_000_000) -> list[dict]:
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if i >= limit:
+                    break
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue  # a torn last line
+    except OSError:
+        return []
+    return rows
+
+
+def load_steps(path: str) -> dict | None:
+    rows = [r for r in _jsonl(path) if isinstance(r, dict) and "start" in r]
+    if not rows:
+        return None
+    keys = ("start", "duration", "prefill_tokens", "decode_tokens", "batch_size", "kv_usage", "preemptions")
+    return {k: np.array([float(r.get(k) or 0) for r in rows]) for k in keys}
+
+
+def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -> RunView:
+    run: ColumnarRun = load_columns(run_dir)
+    summary = summarize(run, slo=slo)
+    # summary.json keeps what was written at run end; the report shows the numbers recomputed now
+    # (same definitions), which also covers runs imported from other tools
+    cols = columns_of(run)
+    steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
+    server = [r for r in _jsonl(os.path.join(run_dir, "server_metrics.jsonl"))
+              if isinstance(r, dict) and isinstance(r.get("metrics"), dict)] or None
+    name = label or run.meta.label or run.meta.run_id
+    if not run.meta.run_id:
+        raise StoreError(f"{run_dir}: run.json has no run_id")
+    return RunView(run_dir, f"{run.meta.run_id}" if name == run.meta.run_id else f"{run.meta.run_id} ({name})",
+                   run.meta.to_dict(), summary, cols, Columns(cols), steps, server)

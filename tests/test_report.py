@@ -1,0 +1,115 @@
+"""goodbench report for run directories: figures, tables, escaping, and a real browser."""
+
+import json
+import os
+import re
+
+import pytest
+
+from browser import CANDIDATES, find_chromium, inspect_page
+from conftest import run_cli
+from goodbench.records import RequestRecord, RunMeta
+from goodbench.store import RunStore
+
+HOSTILE = "<script>console.error('xss')</script>"
+FIGS = ("latency_cdfs.png", "itl_timeline.png", "latency_vs_prompt.png", "throughput_goodput_inflight.png",
+        "attainment_by_class.png", "schedule_lag.png", "engine_and_server.png")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs")
+    for rid, extra in (("a", []), ("b", ["--no-enable-chunked-prefill"])):
+        r = run_cli("simulate", "--workload", "workloads/mixed-long-short.toml", "--num-prompts", "150",
+                    "--result-dir", str(d), "--run-id", rid, "--step-trace", *extra)
+        assert r.returncode in (0, 1), r.stderr
+    return d
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """A run whose every dataset/server-supplied string tries to inject markup."""
+    d = tmp_path_factory.mktemp("hostile")
+    meta = RunMeta(run_id="evil", label=HOSTILE, target={"base_url": "http://x/\"><img src=x onerror=alert(1)>",
+                                                          "endpoint": HOSTILE, "model": HOSTILE},
+                   workload={"name": HOSTILE}, slo={"ttft": 100})
+    st = RunStore(str(d), "evil")
+    st.start(meta)
+    recs = []
+    for i in range(30):
+        cls = HOSTILE if i % 2 else "short"
+        t = i * 0.1
+        recs.append(RequestRecord(id=f"{HOSTILE}{i}", cls=cls, scheduled_at=t, sent_at=t, first_token_at=t + 0.05,
+                                  finished_at=t + 0.1, chunk_times=(t + 0.05, t + 0.07, t + 0.1), chunk_tokens=(1, 1, 1),
+                                  output_tokens=3, output_tokens_source="usage", prompt_tokens=4000 if i % 2 else 20,
+                                  status="ok" if i % 5 else "http_error", error=HOSTILE))
+    st.append_many(recs)
+    st.finish(meta, None)
+    return st.dir
+
+
+def test_single_run_report_has_every_figure_and_the_tables(runs):
+    r = run_cli("report", str(runs / "a"))
+    assert r.returncode == 0, r.stderr
+    html = (runs / "a" / "report.html").read_text()
+    for f in FIGS:
+        png = runs / "a" / f
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f
+    assert html.count("data:image/png;base64,") == len(FIGS)
+    for text in ("Head-of-line attribution", "Other tools' definitions", "95% CI", "class short", "class long",
+                 "itl_per_request_ms", "GenAI-Perf"):
+        assert text in html, text
+    # self-contained: nothing fetched from anywhere
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+
+
+def test_combined_report_overlays_runs(runs, tmp_path):
+    out = tmp_path / "both"
+    r = run_cli("report", str(runs / "a"), str(runs / "b"), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    html = (out / "report.html").read_text()
+    assert "Side by side" in html and html.count("<h2>a (") == 1 and html.count("<h2>b (") == 1
+    assert sorted(p for p in os.listdir(out) if p.endswith(".png")) == sorted(FIGS)
+
+
+def test_everything_from_data_or_server_is_escaped(hostile):
+    r = run_cli("report", hostile)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(hostile, "report.html"), encoding="utf-8") as f:
+        html = f.read()
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;console.error(&#x27;xss&#x27;)&lt;/script&gt;" in html
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_report_on_a_non_run_directory_is_a_clear_error(tmp_path):
+    r = run_cli("report", str(tmp_path))
+    assert r.returncode == 2 and "neither a run directory" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.browser
+def test_reports_render_in_a_real_browser(runs, hostile, tmp_path):
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip(f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM); "
+                    "install Debian's `chromium` package to run the browser check")
+    out = tmp_path / "both"
+    assert run_cli("report", str(runs / "a"), str(runs / "b"), "--out", str(out)).returncode == 0
+    assert run_cli("report", hostile).returncode == 0
+    for page in (out / "report.html", os.path.join(hostile, "report.html")):
+        res = inspect_page(str(page), chromium)
+        assert res["console_errors"] == [], res  # the hostile page would log 'xss' if its script ran
+        assert res["exceptions"] == [] and res["failed_requests"] == [] and res["network_requests"] == []
+        assert res["images"], "no images in the page"
+        bad = [i for i in res["images"] if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
+        assert bad == [], bad
+    # the hostile strings are on the page as text
+    assert HOSTILE in inspect_page(os.path.join(hostile, "report.html"), chromium)["text"]
+
+
+def test_summary_json_written_by_simulate_holds_the_new_blocks(runs):
+    s = json.loads((runs / "a" / "summary.json").read_text())
+    assert s["ttft_ms"]["ci"]["p99"][0] <= s["ttft_ms"]["p99"] <= s["ttft_ms"]["ci"]["p99"][1]
+    assert s["hol"]["long_class"] == "long"
+    assert set(s["metric_variants"]) == {"itl_per_request_ms", "itl_per_request_chunk_mean_ms",
+                                         "itl_chunk_pooled_ms", "tpot_incl_ttft_ms"}
