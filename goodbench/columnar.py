@@ -126,11 +126,13 @@ class ColumnarRun:
     cols: RunColumns
 
 
-def gaps_of(cols: RunColumns, block: int = 1 << 22) -> np.ndarray:
+def gaps_of(cols: RunColumns, block: int = 1 << 22, dtype=np.float32) -> np.ndarray:
     """Every within-request gap between successive chunks, request by request (ITL samples), built in
-    blocks so no second full-size temporary exists."""
+    blocks so no second full-size temporary exists. Differences are taken in float64 and stored as
+    float32 by default: 2 ns resolution at 20 ms (timestamps themselves are kept to 0.1 us), half the
+    memory and twice the partition speed on 100M-gap runs."""
     per = np.maximum(cols.nchunks - 1, 0)
-    out = np.empty(int(per.sum()), float)
+    out = np.empty(int(per.sum()), dtype)
     t = cols.chunk_times
     if not out.size:
         return out

@@ -143,7 +143,7 @@ def test_columns_round_trip_and_gap_helpers():
     back = cols.to_records()
     assert [r.chunk_times for r in back] == [tuple(r.chunk_times) for r in recs]
     assert [r.status for r in back] == [r.status for r in recs]
-    gaps = gaps_of(cols, block=7)  # small blocks exercise the block boundaries
+    gaps = gaps_of(cols, block=7, dtype=float)  # small blocks exercise the block boundaries
     want = np.concatenate([np.diff(r.chunk_times) for r in recs if len(r.chunk_times) > 1])
     assert np.array_equal(gaps, want)
     ends = np.concatenate([r.chunk_times[1:] for r in recs if len(r.chunk_times) > 1])

@@ -67,7 +67,7 @@ class HolMasks:
 
 
 def classify(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray, duration: float,
-             block: int = 200_000) -> HolMasks | None:
+             block_gaps: int = 1 << 21) -> HolMasks | None:
     """None when the run has no long class. Gaps are classified request block by request block, so no
     full-size array of gap times is built (100M gaps fit in memory once, not three times)."""
     long_name = long_class(cols)
@@ -94,8 +94,11 @@ def classify(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray, duration
     off = cols.offsets
     goff = np.zeros(len(cols) + 1, np.int64)
     np.cumsum(gap_count, out=goff[1:])
-    for i0 in range(0, len(cols), block):
-        i1 = min(len(cols), i0 + block)
+    # request blocks holding about block_gaps gaps each: temporaries stay a few tens of MB
+    cuts = np.searchsorted(goff, np.arange(0, goff[-1] + block_gaps, block_gaps))
+    bounds = np.unique(np.concatenate([[0], np.minimum(cuts, len(cols)), [len(cols)]]))
+    for i0, i1 in zip(bounds[:-1], bounds[1:]):
+        i0, i1 = int(i0), int(i1)
         t = cols.chunk_times[off[i0]:off[i1]]
         nc = cols.nchunks[i0:i1]
         first_local = np.zeros(t.size, bool)

@@ -25,9 +25,33 @@ CLUSTER_RESAMPLES = 400
 
 
 def _z(level: float) -> float:
-    from scipy.stats import norm
+    from statistics import NormalDist
 
-    return float(norm.ppf(0.5 + level / 2))
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+EXACT_BINOM_MAX = 20_000
+
+
+def binom_quantiles(n: int, p: float, probs) -> list[int]:
+    """Quantiles of Binomial(n, p): exact (log-space pmf) up to EXACT_BINOM_MAX trials, else the normal
+    approximation with continuity correction, which is within a count or two there. Stdlib + numpy:
+    keeps scipy.stats (a second to import) off the path of big summaries."""
+    if p <= 0:
+        return [0 for _ in probs]
+    if p >= 1:
+        return [n for _ in probs]
+    if n <= EXACT_BINOM_MAX:
+        k = np.arange(n + 1)
+        lg = np.array([math.lgamma(i + 1) for i in range(n + 1)])
+        logpmf = lg[n] - lg - lg[::-1] + k * math.log(p) + (n - k) * math.log1p(-p)
+        cdf = np.cumsum(np.exp(logpmf - logpmf.max()))
+        cdf /= cdf[-1]
+        return [int(min(np.searchsorted(cdf, q - 1e-12), n)) for q in probs]
+    from statistics import NormalDist
+
+    sd = math.sqrt(n * p * (1 - p))
+    return [int(min(max(math.ceil(n * p + NormalDist().inv_cdf(q) * sd - 0.5), 0), n)) for q in probs]
 
 
 def wilson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -57,23 +81,28 @@ def goodput_bootstrap(k: int, n: int, duration_s: float, level: float = LEVEL) -
     when every request or none met the SLO: read the Wilson attainment interval there."""
     if duration_s <= 0 or n <= 0:
         return None
-    from scipy.stats import binom
-
     a = (1 - level) / 2
-    lo, hi = binom.ppf([a, 1 - a], n, k / n)
-    return float(lo) / duration_s, float(hi) / duration_s
+    lo, hi = binom_quantiles(n, k / n, [a, 1 - a])
+    return lo / duration_s, hi / duration_s
 
 
 def order_stat_ranks(n: int, pct: float, level: float = LEVEL) -> tuple[int, int]:
     """0-based ranks (lo, hi) bracketing the pct-th percentile with probability >= level, for n
     independent samples: the binomial count of samples below the true quantile."""
-    from scipy.stats import binom
-
     a = (1 - level) / 2
-    q = pct / 100.0
-    lo = int(binom.ppf(a, n, q)) - 1
-    hi = int(binom.ppf(1 - a, n, q))
-    return max(lo, 0), min(hi, n - 1)
+    lo, hi = binom_quantiles(n, pct / 100.0, [a, 1 - a])
+    return max(lo - 1, 0), min(hi, n - 1)
+
+
+def resampled(n: int, groups: np.ndarray | None) -> bool:
+    """Whether percentile_ci resamples (small samples) rather than using order statistics."""
+    if groups is not None:
+        return n <= CLUSTER_MAX and np.count_nonzero(groups) >= 2
+    return n <= BOOT_MAX
+
+
+def order_stat_method(groups) -> str:
+    return "order statistic" + (" (gaps treated as independent)" if groups is not None else "")
 
 
 def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.ndarray | None = None,
@@ -101,7 +130,7 @@ def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.nda
         part = np.partition(v, kth)
         lo = np.array([part[a] for a, _ in ranks])
         hi = np.array([part[b] for _, b in ranks])
-        method = "order statistic" + (" (gaps treated as independent)" if groups is not None else "")
+        method = order_stat_method(groups)
     out: dict = {f"p{p:g}": [float(a), float(b)] for p, a, b in zip(pcts, lo, hi)}
     out["level"] = level
     out["method"] = method
