@@ -24,7 +24,7 @@ def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = Non
     """Percentiles (linear interpolation, as numpy's default), mean, max in ms, always with n; with ci,
     a 95% interval per percentile (analysis.stats). Sorts the input in place by one partition: pass a
     temporary (a boolean-indexed copy), never an array that is used afterwards."""
-    from .analysis import stats
+    from .analysis.stats import LEVEL, order_stat_method, order_stat_ranks, percentile_ci, resampled
 
     v = np.asarray(values_s)
     if v.dtype.kind != "f":
@@ -35,10 +35,10 @@ def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = Non
     out_ci = None
     ranks = []
     if ci and n >= 2:
-        if stats.resampled(n, groups):
-            out_ci = stats.percentile_ci(v, PCTS, groups=groups)
+        if resampled(n, groups):
+            out_ci = percentile_ci(v, PCTS, groups=groups)
         else:
-            ranks = [stats.order_stat_ranks(n, p) for p in PCTS]
+            ranks = [order_stat_ranks(n, p) for p in PCTS]
     mean, mx = float(v.mean(dtype=np.float64)) * 1000.0, float(v.max()) * 1000.0
     pos = [q / 100.0 * (n - 1) for q in PCTS]
     kth = sorted({int(np.floor(x)) for x in pos} | {min(int(np.floor(x)) + 1, n - 1) for x in pos}
@@ -52,7 +52,7 @@ def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = Non
         pct.append((a + (x - lo) * (b - a)) * 1000.0)
     if ranks:
         out_ci = {f"p{p:g}": [float(v[a]), float(v[b])] for p, (a, b) in zip(PCTS, ranks)}
-        out_ci.update(level=stats.LEVEL, method=stats.order_stat_method(groups))
+        out_ci.update(level=LEVEL, method=order_stat_method(groups))
     d = {"p50": float(pct[0]), "p90": float(pct[1]), "p95": float(pct[2]), "p99": float(pct[3]),
          "mean": mean, "max": mx, "n": n}
     if out_ci:
@@ -210,14 +210,15 @@ def columns_of(result) -> RunColumns:
 
 
 def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
-              label: str | None = None, ci: bool = True) -> dict:
+              label: str | None = None, ci: bool = True, prepared: Columns | None = None) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
-    cells and rate probes, which are summarised by the hundred)."""
+    cells and rate probes, which are summarised by the hundred). prepared: Columns of
+    columns_of(result) already built by the caller (reports reuse them for figures)."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
-    cols = columns_of(result)
+    cols = prepared.cols if prepared is not None else columns_of(result)
     total = len(result.cols) if isinstance(result, ColumnarRun) else len(result.records)
-    c = Columns(cols)
+    c = prepared if prepared is not None else Columns(cols)
     n = len(cols)
     domains = [cols.origin == o for o in range(len(cols.origin_names))] or [np.zeros(0, bool)]
     # one clock per origin (load-generator process or host): spans are measured within a clock only

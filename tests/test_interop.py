@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import run_cli
-from goodbench.interop import ImportFormatError, import_aiperf, import_vllm
+from goodbench.interop import ImportFormatError, import_vllm
 from goodbench.metrics import summarize
 from goodbench.store import load_columns
 

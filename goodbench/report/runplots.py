@@ -18,15 +18,31 @@ SLO_COLOR = "#cf222e"
 
 
 def _thin(n: int, keep_top: np.ndarray | None = None, seed: int = 0) -> np.ndarray:
-    """Indices of at most MAX_POINTS of n points; with keep_top (values), the top 1% always stay."""
+    """Sorted indices of at most ~MAX_POINTS of n points; with keep_top (values), points above the
+    values' 99th percentile (estimated from a sample) are kept preferentially: stalls must stay visible.
+    Never allocates anything the size of n beyond one boolean pass."""
     if n <= MAX_POINTS:
         return np.arange(n)
     rng = np.random.default_rng(seed)
-    pick = rng.choice(n, MAX_POINTS, replace=False)
+    pick = rng.choice(n, MAX_POINTS, replace=False) if n < 50 * MAX_POINTS else rng.integers(0, n, MAX_POINTS)
     if keep_top is not None:
-        top = np.argpartition(keep_top, n - n // 100)[n - n // 100:]
-        pick = np.union1d(pick, top[: MAX_POINTS // 4])
-    return np.sort(pick)
+        probe = keep_top[rng.integers(0, n, min(n, 1_000_000))]
+        top = np.flatnonzero(keep_top > np.quantile(probe, 0.99))
+        if top.size > MAX_POINTS // 4:
+            top = rng.choice(top, MAX_POINTS // 4, replace=False)
+        pick = np.concatenate([pick, top])
+    return np.unique(pick)
+
+
+def _gap_sample(c, req_mask: np.ndarray, k: int = 2_000_000, seed: int = 0) -> np.ndarray:
+    """The pooled gaps of the requests in req_mask, or a uniform random sample of k of them on big runs
+    (for drawing a CDF only)."""
+    gm = c.gap_mask(req_mask)
+    if c.gaps.size <= k:
+        return c.gaps[gm]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, c.gaps.size, int(k * 1.2))
+    return c.gaps[idx[gm[idx]]][:k]
 
 
 def _cdf_xy(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +62,7 @@ def cdfs(views: list[RunView], out_dir: str) -> str | None:
     for ax, (name, key) in zip(axes, (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"))):
         for v in views:
             c = v.c
-            vals = {"ttft": c.ttft[c.ok], "tpot": c.tpot[c.ok], "itl": c.gaps[c.gap_mask(c.ok)]}[key] * 1000.0
+            vals = (_gap_sample(c, c.ok) if key == "itl" else {"ttft": c.ttft, "tpot": c.tpot}[key][c.ok]) * 1000.0
             x, y = _cdf_xy(vals)
             if x.size:
                 ax.plot(x, y, label=v.label, linewidth=1.4)
@@ -79,7 +95,6 @@ def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = No
     """Every ITL gap as a point at its time in the run, coloured by class, with long-prompt arrivals
     marked: where head-of-line stalls show as columns of tall points. One panel per run."""
     from ..analysis.hol import long_class as find_long
-    from ..columnar import gap_end_times
 
     views = [v for v in views if v.c.gaps.size]
     if not views:
@@ -88,15 +103,19 @@ def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = No
     fig, axes = plt.subplots(len(views), 1, figsize=(14, 3.4 * len(views)), squeeze=False)
     for ax, v in zip(axes[:, 0], views):
         cols, c = v.cols, v.c
-        ends = gap_end_times(cols)
-        owner_cls = np.repeat(cols.cls, c.gap_count)
         idx = _thin(c.gaps.size, keep_top=c.gaps)
+        # the drawn gaps' owners and end times, without full-size arrays: gap j of request r ends at
+        # chunk off[r] + (j - goff[r]) + 1
+        goff = np.concatenate([[0], np.cumsum(c.gap_count)])
+        owner = np.searchsorted(goff, idx, side="right") - 1
+        ends = cols.chunk_times[cols.offsets[owner] + (idx - goff[owner]) + 1]
+        owner_cls = cols.cls[owner]
         colors = _class_colors(cols.cls_names)
         for code, name in enumerate(cols.cls_names):
-            m = idx[owner_cls[idx] == code]
-            if m.size:
-                ax.scatter(ends[m], c.gaps[m] * 1000.0, s=3, alpha=0.5, color=colors[name], label=f"{name} gaps",
-                           rasterized=True)
+            m = owner_cls == code
+            if m.any():
+                ax.scatter(ends[m], c.gaps[idx[m]] * 1000.0, s=3, alpha=0.5, color=colors[name],
+                           label=f"{name} gaps", rasterized=True)
         lc = long_class or find_long(cols)
         if lc is not None:
             arrivals = cols.sent[(cols.cls == cols.cls_names.index(lc)) & ~np.isnan(cols.sent)]

@@ -52,10 +52,11 @@ def load_steps(path: str) -> dict | None:
 
 def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -> RunView:
     run: ColumnarRun = load_columns(run_dir)
-    summary = summarize(run, slo=slo)
+    cols = columns_of(run)
+    c = Columns(cols)
     # summary.json keeps what was written at run end; the report shows the numbers recomputed now
     # (same definitions), which also covers runs imported from other tools
-    cols = columns_of(run)
+    summary = summarize(run, slo=slo, prepared=c)
     steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
     server = [r for r in _jsonl(os.path.join(run_dir, "server_metrics.jsonl"))
               if isinstance(r, dict) and isinstance(r.get("metrics"), dict)] or None
@@ -63,4 +64,4 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     if not run.meta.run_id:
         raise StoreError(f"{run_dir}: run.json has no run_id")
     return RunView(run_dir, f"{run.meta.run_id}" if name == run.meta.run_id else f"{run.meta.run_id} ({name})",
-                   run.meta.to_dict(), summary, cols, Columns(cols), steps, server)
+                   run.meta.to_dict(), summary, cols, c, steps, server)
