@@ -22,9 +22,10 @@ def test_summary_render_leads_with_the_verdict():
     out = render(summarize(RunResult(meta, recs)), meta.to_dict())
     lines = out.splitlines()
     assert lines[0].startswith("PASS  100.0% of 10 requests met the SLO (target 95%); goodput")
+    assert "  95% CI: attainment 72.2%–100.0% (Wilson)" in out  # 10 of 10
     assert "mixed · poisson@2.00 · 10 requests · http://127.0.0.1:8000/v1/completions model=m" in lines[1]
     assert "  ✓ ttft ≤ 150 ms   met by 100.0%   (p50 100.0 / p99 100.0 ms)" in out
-    assert " TTFT                 100.0   100.0   100.0   100.0   100.0   10 " in out
+    assert " TTFT                 100.0   100.0   100.0   100.0–100.0   100.0   100.0   10 " in out
     assert "per class" in out and "results: results/x" in out
 
 

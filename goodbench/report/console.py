@@ -32,6 +32,7 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
         verdict = Text(f"{'PASS' if ok else 'FAIL'}  ", style="bold green" if ok else "bold red")
         verdict.append(f"{att:.1%} of {req['issued']} requests met the SLO (target {target:.0%}); "
                        f"goodput {summary['goodput']:.2f} req/s")
+
     else:
         verdict = Text(f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: "
                        "pass --goodput ttft:MS tpot:MS for goodput)", style="bold")
@@ -53,20 +54,26 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
         t = Text("  ✓ " if good else "  ✗ ", style="green" if good else "red")
         t.append(f"{k} ≤ {c['threshold_ms']:g} ms   met by {a:.1%}   ({_clause_value(summary, k)})")
         parts.append(t)
+    a_ci, g_ci = summary.get("slo_attainment_ci"), summary.get("goodput_ci")
+    if a_ci and g_ci:
+        parts.append(Text(f"  95% CI: attainment {a_ci[0]:.1%}–{a_ci[1]:.1%} (Wilson), goodput "
+                          f"{g_ci[0]:.2f}–{g_ci[1]:.2f} req/s", style="dim"))
     thr = summary.get("request_throughput")
     parts.append(Text(f"  throughput {thr or 0:.2f} req/s, {summary.get('output_throughput') or 0:,.0f} output tok/s · "
                       f"duration {summary['duration_s']:.1f} s · failed {req['failed']}"
                       + (f" {req['by_status']}" if req["failed"] else "")))
     tab = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     tab.add_column("metric (ms)")
-    for col in ("p50", "p90", "p99", "mean", "max", "n"):
+    for col in ("p50", "p90", "p99", "p99 95% CI", "mean", "max", "n"):
         tab.add_column(col, justify="right")
     for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
                       ("TTFT from schedule", "ttft_from_scheduled_ms"), ("schedule lag", "schedule_lag_ms")):
         d = summary.get(key)
         if d is None:
             continue
-        tab.add_row(name, *(_ms(d[c]) for c in ("p50", "p90", "p99", "mean", "max")), str(d["n"]))
+        ci = (d.get("ci") or {}).get("p99")
+        tab.add_row(name, *(_ms(d[c]) for c in ("p50", "p90", "p99")), f"{_ms(ci[0])}–{_ms(ci[1])}" if ci else "",
+                    *(_ms(d[c]) for c in ("mean", "max")), str(d["n"]))
     parts.append(tab)
     r1, r2 = summary.get("itl_p99_over_p50"), summary.get("ttft_p99_over_p50")
     line = Text(f"  ITL p99/p50 {r1:.2f}" if r1 else "  ITL p99/p50 -", style="bold")
@@ -81,6 +88,15 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
         if extra:
             line.append(f" ({', '.join(extra)})")
     parts.append(line)
+    h = summary.get("hol")
+    if h and h["itl_ms"]["p99_ratio"]:
+        i, t = h["itl_ms"], h["ttft_ms"]
+        hl = Text(f"  HOL: {', '.join(h['short_classes'])} ITL p99 {_ms(i['clear']['p99'])} ms clear vs "
+                  f"{_ms(i['during_long_prefill']['p99'])} ms while a {h['long_class']} prefill was in flight "
+                  f"({i['p99_ratio']:.1f}x)")
+        if t["p50_ratio"]:
+            hl.append(f"; TTFT p50 {t['p50_ratio']:.1f}x")
+        parts.append(hl)
     per = summary.get("per_class") or {}
     if per:
         pt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class", title_justify="left")
