@@ -284,6 +284,11 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
     s["valid"] = valid
     s["warnings"] = warnings
     s["per_class"] = {k: f.result() for k, f in futures.items()}
+    thin = [f"{k} {m[:-3].upper()} ({b[m]['n']})" for k, b in s["per_class"].items() for m in ("ttft_ms", "tpot_ms")
+            if 0 < b[m]["n"] < MIN_P99_SAMPLES]
+    if thin:
+        warnings.append(f"per-class p99s rest on fewer than {MIN_P99_SAMPLES} samples: {', '.join(thin)}; "
+                        "read their intervals, not the point values.")
     if ci:
         s["metric_variants"] = variants(c, everyone, s["itl_ms"])
         s["hol"] = hol_future.result()
