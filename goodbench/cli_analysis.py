@@ -184,10 +184,12 @@ def add_parsers(sub, engine_args=None) -> None:
     cmp_.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     cmp_.set_defaults(fn=cmd_compare)
 
-    imp = sub.add_parser("import", help="turn a vllm bench serve or AIPerf result into a goodbench run directory",
+    imp = sub.add_parser("import", help="turn a vllm bench serve, AIPerf or GenAI-Perf result into a goodbench "
+                         "run directory",
                          description="vllm: the JSON of `vllm bench serve --save-result --save-detailed`. "
-                         "aiperf: profile_export.jsonl (or its artifact directory).")
-    imp.add_argument("tool", choices=("vllm", "aiperf"))
+                         "aiperf: profile_export.jsonl (or its artifact directory). genai-perf: "
+                         "profile_export.json (perf_analyzer's per-request export, or its directory).")
+    imp.add_argument("tool", choices=("vllm", "aiperf", "genai-perf"))
     imp.add_argument("file", metavar="FILE")
     imp.add_argument("--result-dir", default="results", help="parent directory (default results/)")
     imp.add_argument("--run-id", help="run directory name (default: <tool>-<timestamp>)")

@@ -1,7 +1,7 @@
 """Other tools' results in, goodbench's out.
 
-Import turns a `vllm bench serve --save-result --save-detailed` JSON or an AIPerf `profile_export.jsonl`
-into a goodbench run directory (run.json + records.jsonl), so summaries, reports, compare and the gate
+Import turns a `vllm bench serve --save-result --save-detailed` JSON, an AIPerf `profile_export.jsonl`
+or a GenAI-Perf `profile_export.json` into a goodbench run directory (run.json + records.jsonl), so summaries, reports, compare and the gate
 work on runs made with those tools. Export writes one row per request with derived metrics (CSV,
 Parquet) or a result JSON in vLLM's shape. What an import cannot know is said in run.json's
 workload.caveats, and every summary of the run repeats it."""
@@ -163,7 +163,90 @@ def import_aiperf(path: str, result_dir: str, run_id: str | None = None, slo: di
     return _write_run(recs, meta, result_dir)
 
 
-IMPORTERS = {"vllm": import_vllm, "aiperf": import_aiperf}
+def _sse_content(raw) -> tuple[bool, int | None]:
+    """(carries content, usage.completion_tokens if the payload reports it) for one GenAI-Perf /
+    perf_analyzer response output: the raw SSE text of an OpenAI streaming chunk."""
+    text = raw.get("response", "") if isinstance(raw, dict) else str(raw or "")
+    content, usage = False, None
+    for line in str(text).splitlines():
+        line = line.strip()
+        if not line.startswith("data:"):
+            continue
+        body = line[5:].strip()
+        if not body or body == "[DONE]":
+            continue
+        try:
+            ev = json.loads(body)
+        except ValueError:
+            continue
+        for ch in ev.get("choices") or []:
+            delta = ch.get("delta") or {}
+            if ch.get("text") or delta.get("content") or delta.get("reasoning_content"):
+                content = True
+        u = ev.get("usage") or {}
+        if isinstance(u.get("completion_tokens"), int):
+            usage = u["completion_tokens"]
+    return content, usage
+
+
+def import_genai_perf(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
+    """GenAI-Perf's profile_export.json (perf_analyzer's export: experiments[].requests[] with a
+    `timestamp` and `response_timestamps` in ns, and the raw SSE `response_outputs`). Responses that
+    carry no content (role-only, usage-only, [DONE]) are dropped, as goodbench's own client does."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "profile_export.json")
+    d = _read_json(path)
+    exps = d.get("experiments") if isinstance(d, dict) else None
+    if not exps or not isinstance(exps, list) or not all(isinstance(e, dict) and "requests" in e for e in exps):
+        raise ImportFormatError(f"{path}: no experiments[].requests[] (expected GenAI-Perf's profile_export.json; "
+                                "profile_export_genai_perf.json holds only aggregates)")
+    if len(exps) > 1:
+        raise ImportFormatError(f"{path} holds {len(exps)} experiments (load levels); goodbench imports one run "
+                                "per file: split it, or profile one level per run")
+    reqs = [r for r in exps[0]["requests"] if isinstance(r, dict) and "timestamp" in r]
+    if not reqs:
+        raise ImportFormatError(f"{path}: the experiment has no requests")
+    t0 = min(r["timestamp"] for r in reqs)
+    caveats = ["imported from GenAI-Perf: no scheduled times, so schedule lag reads 0"]
+    unparsed = 0
+    recs = []
+    for i, r in enumerate(reqs):
+        sent = (r["timestamp"] - t0) * 1e-9
+        ts = [(t - t0) * 1e-9 for t in r.get("response_timestamps") or []]
+        outs = r.get("response_outputs") or []
+        chunks, usage = [], None
+        if len(outs) == len(ts) and outs:
+            for t, o in zip(ts, outs):
+                has, u = _sse_content(o)
+                usage = u if u is not None else usage
+                if has:
+                    chunks.append(t)
+        else:
+            unparsed += 1
+            chunks = ts
+        ok = bool(chunks)
+        recs.append(RequestRecord(
+            id=f"genai-perf-{i}", cls="genai-perf", scheduled_at=sent, sent_at=sent,
+            first_token_at=chunks[0] if chunks else None, finished_at=ts[-1] if ts else sent,
+            chunk_times=tuple(chunks), chunk_tokens=(1,) * len(chunks),
+            output_tokens=usage if usage is not None else len(chunks),
+            output_tokens_source="usage" if usage is not None else "chunks",
+            status="ok" if ok else "bad_stream", error=None if ok else "no content in any response", origin="genai-perf"))
+    if unparsed:
+        caveats.append(f"{unparsed} requests had no parseable response_outputs: every response counted as a chunk")
+    exp = exps[0].get("experiment") or {}
+    rid = run_id or new_run_id("genai-perf")
+    meta = RunMeta(run_id=rid, label=f"imported genai-perf {exp.get('mode', '')}@{exp.get('value', '')}",
+                   target={"base_url": "imported", "endpoint": d.get("endpoint") or "", "model": ""},
+                   workload={"name": "genai-perf-import", "source": os.path.basename(path), "caveats": caveats},
+                   slo=slo, mode="imported",
+                   max_concurrency=exp.get("value") if exp.get("mode") == "concurrency" else None,
+                   requested_rate=float(exp["value"]) if exp.get("mode") == "request_rate" else None,
+                   goodbench_version=__version__)
+    return _write_run(recs, meta, result_dir)
+
+
+IMPORTERS = {"vllm": import_vllm, "aiperf": import_aiperf, "genai-perf": import_genai_perf}
 
 
 # ----------------------------------------------------------------------------------------------- export

@@ -129,3 +129,33 @@ def test_compare_and_gate_work_on_imported_runs(tmp_path):
     assert run_cli("gate", str(tmp_path / "new")).returncode == 1
     assert run_cli("report", str(tmp_path / "base"), str(tmp_path / "new"), "--out", str(tmp_path / "rep"),
                    "--no-figures").returncode == 0
+
+
+def _sse(content=None, usage=None, role=False):
+    ev = {"choices": [{"delta": ({"role": "assistant"} if role else {"content": content})}] if not usage else [],
+          "usage": usage}
+    return {"response": "data: " + json.dumps(ev) + "\n\n"}
+
+
+def test_genai_perf_import_keeps_only_content_bearing_responses(tmp_path):
+    ms = 1_000_000
+    reqs = []
+    for i in range(10):
+        t = 5_000 * ms + i * 100 * ms
+        # role-only first response at +10 ms, content at +40, +60, +90 ms, then usage, then [DONE]
+        reqs.append({"timestamp": t, "request_inputs": {"payload": "{}"},
+                     "response_timestamps": [t + 10 * ms, t + 40 * ms, t + 60 * ms, t + 90 * ms, t + 91 * ms, t + 92 * ms],
+                     "response_outputs": [_sse(role=True), _sse("a"), _sse("b"), _sse("c"),
+                                          _sse(usage={"completion_tokens": 3}), {"response": "data: [DONE]\n\n"}]})
+    f = tmp_path / "profile_export.json"
+    f.write_text(json.dumps({"experiments": [{"experiment": {"mode": "concurrency", "value": 4}, "requests": reqs,
+                                               "window_boundaries": []}], "version": "x"}))
+    r = run_cli("import", "genai-perf", str(tmp_path), "--result-dir", str(tmp_path / "res"), "--run-id", "g")
+    assert r.returncode == 0, r.stderr
+    s = summarize(load_columns(str(tmp_path / "res" / "g")))
+    assert s["ttft_ms"]["p50"] == pytest.approx(40)   # the role-only response is not a first token
+    assert s["itl_ms"]["n"] == 20 and s["itl_ms"]["max"] == pytest.approx(30)
+    assert s["tpot_ms"]["p50"] == pytest.approx(25)   # (90 - 40) / (3 - 1), tokens from usage
+    f.write_text(json.dumps({"experiments": [{"requests": reqs}, {"requests": reqs}]}))
+    r = run_cli("import", "genai-perf", str(f), "--result-dir", str(tmp_path / "res"))
+    assert r.returncode == 2 and "2 experiments" in r.stderr
