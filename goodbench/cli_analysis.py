@@ -17,7 +17,10 @@ class UsageError(ValueError):
 def _console():
     from rich.console import Console
 
-    return Console(stderr=False, highlight=False)
+    c = Console(highlight=False)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c = Console(highlight=False, width=120)  # logs and CI: do not wrap at 80
+    return c
 
 
 def _slo(text):
@@ -95,9 +98,10 @@ def cmd_compare(args) -> int:
         cs = [Columns(columns_of(r)) for r in runs]
         res = compare(cs[0], cs[1], sums[0], sums[1], level=args.level, margin=margin, seed=args.seed)
     tab = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"{res['base']} → {res['new']}  "
-                f"({args.level:.0%} CI of the difference)")
-    for col in ("metric", "base", "new", "Δ", "Δ%", "CI of Δ", "p (MWU)", "verdict"):
-        tab.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+                f"({args.level:.0%} CI of the difference)", title_justify="left")
+    for col in ("metric", "base", "new", "Δ", "Δ%", "CI of Δ", "p MWU", "verdict"):
+        tab.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
+    names = {"slo_attainment": "attainment", "goodput": "goodput /s"}
 
     def f(v, unit):
         if v is None:
@@ -106,12 +110,16 @@ def cmd_compare(args) -> int:
 
     for d in res["metrics"]:
         style = {"better": "green", "worse": "red"}.get(d["verdict"], "")
-        verdict = d["verdict"] + (" REGRESSION" if d["regression"] else "")
-        ci = "-" if not d["ci"] else f"{f(d['ci'][0], d['unit'])} … {f(d['ci'][1], d['unit'])}"
-        tab.add_row(f"{d['metric']} ({d['unit']})", f(d["base"], d["unit"]), f(d["new"], d["unit"]),
+        verdict = {"no significant change": "~ same", "not comparable": "n/a"}.get(d["verdict"], d["verdict"])
+        verdict += " REGRESSION" if d["regression"] else ""
+        ci = "-" if not d["ci"] else f"{f(d['ci'][0], d['unit'])}…{f(d['ci'][1], d['unit'])}"
+        name = names.get(d["metric"], d["metric"].replace("_p", " p").upper().replace(" P", " p") + " ms")
+        tab.add_row(name, f(d["base"], d["unit"]), f(d["new"], d["unit"]),
                     f(d["delta"], d["unit"]), "-" if d["rel"] is None else f"{d['rel']:+.1%}", ci,
-                    "-" if d["p_value"] is None else f"{d['p_value']:.3g}", Text(verdict, style=style))
+                    "-" if d["p_value"] is None else f"{d['p_value']:.2g}", Text(verdict, style=style))
     console.print(tab)
+    console.print("  ~ same: the interval of the difference contains 0. p MWU: Mann-Whitney U on the whole "
+                  "per-request distribution.", style="dim")
     for w in res["warnings"]:
         console.print(f"[yellow]! {w}[/]")
     if args.json:

@@ -118,15 +118,17 @@ def compare_latency(base: Columns, new: Columns, level: float = 0.95, seed: int 
 
 
 def compare_rates(sb: dict, sn: dict, level: float = 0.95, seed: int = 0) -> list[Delta]:
-    """SLO attainment and goodput: each run's count meeting the SLO resampled as Binomial(n, k/n)."""
+    """SLO attainment and goodput: each run's count meeting the SLO resampled as Binomial(n, (k+1)/(n+2));
+    the resampled difference is centred on the smoothed estimates, the deltas reported are the raw ones."""
     rng = np.random.default_rng(seed + 1)
     a = (1 - level) / 2
     out = []
     if sb.get("slo_attainment") is None or sn.get("slo_attainment") is None:
         return out
     nb, kb, nn, kn = sb["requests"]["issued"], sb["slo_met"], sn["requests"]["issued"], sn["slo_met"]
-    rb = rng.binomial(nb, kb / nb, RESAMPLES) if nb else np.zeros(RESAMPLES)
-    rn = rng.binomial(nn, kn / nn, RESAMPLES) if nn else np.zeros(RESAMPLES)
+    # add-one smoothing ((k+1)/(n+2)) keeps a run at 0% or 100% from resampling to a single value
+    rb = rng.binomial(nb, (kb + 1) / (nb + 2), RESAMPLES) if nb else np.zeros(RESAMPLES)
+    rn = rng.binomial(nn, (kn + 1) / (nn + 2), RESAMPLES) if nn else np.zeros(RESAMPLES)
     for name, unit, f_b, f_n, scale in (
             ("slo_attainment", "fraction", sb["slo_attainment"], sn["slo_attainment"], (nb, nn)),
             ("goodput", "req/s", sb["goodput"], sn["goodput"], (sb["duration_s"], sn["duration_s"]))):
@@ -144,10 +146,15 @@ def compare(base_c: Columns, new_c: Columns, base_s: dict, new_s: dict, level: f
     deltas = compare_rates(base_s, new_s, level, seed) + compare_latency(base_c, new_c, level, seed)
     for d in deltas:
         d.regression = d.verdict == "worse" and d.rel is not None and abs(d.rel) > margin
+    warnings = [f"{w} ({which})" for which, s in (("base", base_s), ("new", new_s)) for w in s.get("warnings", [])
+                if "fell behind" in w or "under the schedule" in w]
+    rb, rn = base_s.get("achieved_rate"), new_s.get("achieved_rate")
+    if rb and rn and abs(rn - rb) > 0.05 * max(rb, rn):
+        warnings.append(f"the runs offered different loads ({rb:.2f} vs {rn:.2f} req/s achieved): goodput and "
+                        "latency deltas mix the server's change with the load's")
     return {"base": base_s.get("run_id"), "new": new_s.get("run_id"), "level": level, "margin": margin,
             "method": "bootstrap of the difference (requests resampled; ITL by whole request), "
                       "Mann-Whitney U p-value for per-request metrics",
             "metrics": [d.to_dict() for d in deltas],
             "regressions": [d.metric for d in deltas if d.regression],
-            "warnings": [f"{w} ({which})" for which, s in (("base", base_s), ("new", new_s)) for w in s.get("warnings", [])
-                         if "fell behind" in w or "under the schedule" in w]}
+            "warnings": warnings}
