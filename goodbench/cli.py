@@ -19,12 +19,9 @@ class CLIError(Exception):
 
 
 def _console(quiet: bool = False):
-    from rich.console import Console
+    from .report.console import make_console
 
-    c = Console(quiet=quiet, highlight=False)
-    if not c.is_terminal and not os.environ.get("COLUMNS"):
-        c = Console(quiet=quiet, highlight=False, width=120)  # logs and CI: do not wrap at 80
-    return c
+    return make_console(quiet)
 
 
 # ----------------------------------------------------------------------------------------- run/simulate

@@ -15,12 +15,9 @@ class UsageError(ValueError):
 
 
 def _console():
-    from rich.console import Console
+    from .report.console import make_console
 
-    c = Console(highlight=False)
-    if not c.is_terminal and not os.environ.get("COLUMNS"):
-        c = Console(highlight=False, width=120)  # logs and CI: do not wrap at 80
-    return c
+    return make_console()
 
 
 def _slo(text):

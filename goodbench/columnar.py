@@ -150,13 +150,5 @@ def gaps_of(cols: RunColumns, block: int = 1 << 22, dtype=np.float32) -> np.ndar
     return out
 
 
-def gap_end_times(cols: RunColumns) -> np.ndarray:
-    """The arrival time of the chunk that closes each gap, aligned with gaps_of()."""
-    first_of = np.zeros(cols.chunk_times.size, bool)
-    starts = cols.offsets[:-1][cols.nchunks > 0]
-    first_of[starts] = True
-    return cols.chunk_times[~first_of]
-
-
 def gap_counts(cols: RunColumns) -> np.ndarray:
     return np.maximum(cols.nchunks - 1, 0)

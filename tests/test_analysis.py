@@ -8,7 +8,7 @@ from scipy.stats import binom
 
 from goodbench.analysis import stats
 from goodbench.analysis.compare import compare
-from goodbench.columnar import ColumnarRun, RunColumns, gap_end_times, gaps_of
+from goodbench.columnar import ColumnarRun, RunColumns, gaps_of
 from goodbench.metrics import Columns, summarize
 from goodbench.records import RequestRecord, RunMeta, RunResult
 from goodbench.store import RunStore, load, load_columns
@@ -146,8 +146,6 @@ def test_columns_round_trip_and_gap_helpers():
     gaps = gaps_of(cols, block=7, dtype=float)  # small blocks exercise the block boundaries
     want = np.concatenate([np.diff(r.chunk_times) for r in recs if len(r.chunk_times) > 1])
     assert np.array_equal(gaps, want)
-    ends = np.concatenate([r.chunk_times[1:] for r in recs if len(r.chunk_times) > 1])
-    assert np.array_equal(gap_end_times(cols), ends)
 
 
 def test_summary_from_the_sidecar_equals_the_summary_from_records(tmp_path):

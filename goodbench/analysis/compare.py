@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..metrics import Columns
+from .stats import cluster_replicates
 
 RESAMPLES = 500
 MAX_BOOT = 50_000  # samples per run resampled exactly; above, a normal approximation from order statistics
@@ -47,23 +48,6 @@ def _values(c: Columns, key: str) -> tuple[np.ndarray, np.ndarray | None]:
         return c.gaps[c.gap_mask(okg)], c.gap_count[okg]
     v = {"ttft": c.ttft, "tpot": c.tpot, "e2el": c.e2e}[key][ok]
     return v[~np.isnan(v)], None
-
-
-def _replicates(v: np.ndarray, groups: np.ndarray | None, qs: np.ndarray, rng, b: int) -> np.ndarray:
-    """(b, len(qs)) bootstrap replicates of the quantiles qs: weighted quantiles over one sort, each value
-    weighted by how often its cluster (request) was drawn."""
-    if groups is None:
-        groups = np.ones(v.size, np.int64)
-    owners = np.repeat(np.arange(groups.size), groups)
-    order = np.argsort(v, kind="stable")
-    sv, so = v[order], owners[order]
-    m = groups.size
-    out = np.full((b, qs.size), np.nan)
-    for i in range(b):
-        cw = np.cumsum(np.bincount(rng.integers(0, m, m), minlength=m)[so])
-        if cw[-1]:
-            out[i] = sv[np.minimum(np.searchsorted(cw, np.maximum(qs * cw[-1], 1)), sv.size - 1)]
-    return out
 
 
 def _normal_se(v: np.ndarray, q: float) -> float:
@@ -102,7 +86,7 @@ def compare_latency(base: Columns, new: Columns, level: float = 0.95, seed: int 
         pb, pn = float(np.percentile(vb, pct)) * 1000, float(np.percentile(vn, pct)) * 1000
         if vb.size <= MAX_BOOT and vn.size <= MAX_BOOT:
             if key not in reps:
-                reps[key] = (_replicates(vn, gn, pcts, rng, RESAMPLES) - _replicates(vb, gb, pcts, rng, RESAMPLES)) * 1000
+                reps[key] = (cluster_replicates(vn, gn, pcts, rng, RESAMPLES) - cluster_replicates(vb, gb, pcts, rng, RESAMPLES)) * 1000
             d = reps[key][:, list(pcts).index(q)]
             lo, hi = np.nanpercentile(d, [a * 100, 100 - a * 100])
         else:

@@ -137,24 +137,26 @@ def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.nda
     return out
 
 
-def _cluster_bootstrap(v: np.ndarray, groups: np.ndarray, pcts, level: float, seed: int):
-    """Resample requests with replacement; each replicate's percentile is the weighted quantile of the
-    pooled gaps, each gap weighted by how often its request was drawn. O(gaps) per replicate."""
-    rng = np.random.default_rng(seed)
+def cluster_replicates(v: np.ndarray, groups: np.ndarray | None, qs, rng, b: int) -> np.ndarray:
+    """(b, len(qs)) bootstrap replicates of the quantiles qs (fractions) of pooled values, resampling
+    clusters (requests; groups[i] consecutive values each, None = every value its own cluster): one
+    sort, then per replicate each value weighted by how often its cluster was drawn. O(values) each."""
+    groups = np.ones(v.size, np.int64) if groups is None else np.asarray(groups)
+    qs = np.asarray(qs, float)
     owners = np.repeat(np.arange(groups.size), groups)
     order = np.argsort(v, kind="stable")
     sv, so = v[order], owners[order]
     m = groups.size
-    qs = np.array(pcts, float) / 100.0
-    reps = np.empty((CLUSTER_RESAMPLES, len(pcts)))
-    for b in range(CLUSTER_RESAMPLES):
-        draws = np.bincount(rng.integers(0, m, m), minlength=m)
-        cw = np.cumsum(draws[so])
-        total = cw[-1]
-        if total == 0:
-            reps[b] = np.nan
-            continue
-        idx = np.searchsorted(cw, np.maximum(qs * total, 1), side="left")
-        reps[b] = sv[np.minimum(idx, sv.size - 1)]
+    out = np.full((b, qs.size), np.nan)
+    for i in range(b):
+        cw = np.cumsum(np.bincount(rng.integers(0, m, m), minlength=m)[so])
+        if cw[-1]:
+            out[i] = sv[np.minimum(np.searchsorted(cw, np.maximum(qs * cw[-1], 1)), sv.size - 1)]
+    return out
+
+
+def _cluster_bootstrap(v: np.ndarray, groups: np.ndarray, pcts, level: float, seed: int):
+    reps = cluster_replicates(v, groups, np.array(pcts, float) / 100.0, np.random.default_rng(seed),
+                              CLUSTER_RESAMPLES)
     a = (1 - level) / 2 * 100
     return np.nanpercentile(reps, a, axis=0), np.nanpercentile(reps, 100 - a, axis=0)

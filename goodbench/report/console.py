@@ -10,6 +10,16 @@ from rich.text import Text
 DEFAULT_TARGET = 0.95
 
 
+def make_console(quiet: bool = False) -> Console:
+    """The CLI's console: 120 columns when writing to a log or CI (not a terminal), so tables do not wrap at 80."""
+    import os
+
+    c = Console(quiet=quiet, highlight=False)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c = Console(quiet=quiet, highlight=False, width=120)
+    return c
+
+
 def _ms(v) -> str:
     return "-" if v is None else (f"{v:.1f}" if v < 1000 else f"{v:,.0f}")
 
