@@ -54,16 +54,11 @@ def cmd_report(args) -> int:
 
     slo = _slo(args.goodput)
     with console.status(f"loading {len(runs)} run(s) ...") as status:
-        views = []
-        for r in runs:
-            views.append(load_view(r, slo=slo))
-        if len(views) == 1:
-            out = runs[0]
-        else:
+        views = [load_view(r, slo=slo) for r in runs]
+        out = args.out or runs[0]
+        if len(views) > 1 and not args.out:
             tag = hashlib.sha1("\0".join(os.path.abspath(r) for r in runs).encode()).hexdigest()[:8]
-            out = args.out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), f"combined-{tag}")
-        if args.out and len(views) == 1:
-            out = args.out
+            out = os.path.join(os.path.dirname(os.path.abspath(runs[0])), f"combined-{tag}")
         os.makedirs(out, exist_ok=True)
         figures = []
         if not args.no_figures:
@@ -91,8 +86,8 @@ def cmd_compare(args) -> int:
     if slo is None:
         slo = runs[0].meta.slo or runs[1].meta.slo
     with console.status("bootstrapping differences ..."):
-        sums = [summarize(r, slo=slo, ci=False) for r in runs]
         cs = [Columns(columns_of(r)) for r in runs]
+        sums = [summarize(r, slo=slo, ci=False, prepared=c) for r, c in zip(runs, cs)]
         res = compare(cs[0], cs[1], sums[0], sums[1], level=args.level, margin=margin, seed=args.seed)
     tab = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"{res['base']} → {res['new']}  "
                 f"({args.level:.0%} CI of the difference)", title_justify="left")

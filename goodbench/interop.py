@@ -260,8 +260,6 @@ def per_request_table(run: ColumnarRun, slo: dict | None = None):
     c = Columns(cols)
     slo = slo if slo is not None else run.meta.slo
     meets = c.meets(slo)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        itl_mean = np.where(c.nchunks >= 2, (c.last - c.first) / (c.nchunks - 1), np.nan)
     df = pd.DataFrame({
         "id": cols.ids, "class": cols.class_of(), "status": np.asarray(STATUSES, dtype=object)[cols.status],
         "http_status": np.where(cols.http_status > 0, cols.http_status, np.nan), "warmup": cols.warmup,
@@ -270,7 +268,7 @@ def per_request_table(run: ColumnarRun, slo: dict | None = None):
         "finished_s": c.fin, "prompt_tokens": cols.prompt_tokens, "output_tokens": cols.out_tokens,
         "output_tokens_source": np.asarray(TOKEN_SOURCES, dtype=object)[cols.out_source], "chunks": cols.nchunks,
         "ttft_ms": c.ttft * 1000, "tpot_ms": c.tpot * 1000, "e2el_ms": c.e2e * 1000,
-        "itl_mean_ms": itl_mean * 1000, "itl_max_ms": np.where(c.gap_count > 0, c.max_itl * 1000, np.nan),
+        "itl_mean_ms": c.chunk_mean_itl * 1000, "itl_max_ms": np.where(c.gap_count > 0, c.max_itl * 1000, np.nan),
         "schedule_lag_ms": c.lag * 1000,
     })
     if meets is not None:

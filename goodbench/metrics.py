@@ -24,7 +24,7 @@ def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = Non
     """Percentiles (linear interpolation, as numpy's default), mean, max in ms, always with n; with ci,
     a 95% interval per percentile (analysis.stats). Sorts the input in place by one partition: pass a
     temporary (a boolean-indexed copy), never an array that is used afterwards."""
-    from .analysis.stats import LEVEL, order_stat_method, order_stat_ranks, percentile_ci, resampled
+    from .analysis.stats import order_stat_ci, order_stat_ranks, percentile_ci, resampled
 
     v = np.asarray(values_s)
     if v.dtype.kind != "f":
@@ -51,8 +51,7 @@ def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = Non
         a, b = float(v[lo]), float(v[hi])
         pct.append((a + (x - lo) * (b - a)) * 1000.0)
     if ranks:
-        out_ci = {f"p{p:g}": [float(v[a]), float(v[b])] for p, (a, b) in zip(PCTS, ranks)}
-        out_ci.update(level=LEVEL, method=order_stat_method(groups))
+        out_ci = order_stat_ci(v, ranks, PCTS, groups)
     d = {"p50": float(pct[0]), "p90": float(pct[1]), "p95": float(pct[2]), "p99": float(pct[3]),
          "mean": mean, "max": mx, "n": n}
     if out_ci:
@@ -94,6 +93,9 @@ class Columns:
             starts = (np.cumsum(self.gap_count) - self.gap_count)[with_gaps]
             self.max_itl[with_gaps] = np.maximum.reduceat(self.gaps, starts)
         self.lag = self.sent - self.sched
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # per request, the mean gap between content chunks (LLMPerf-style ITL; the CSV's itl_mean_ms)
+            self.chunk_mean_itl = np.where(self.nchunks >= 2, (self.last - self.first) / (self.nchunks - 1), np.nan)
 
     def gap_mask(self, req_mask: np.ndarray) -> np.ndarray:
         """Which pooled gaps belong to the requests where req_mask holds."""
@@ -165,8 +167,8 @@ def variants(c: Columns, sel: np.ndarray, itl: dict) -> dict:
     """Other tools' definitions where they differ from goodbench's (docs/metrics.md says who uses each),
     so numbers from different tools can be reconciled. Per-request values, percentiles across requests."""
     ok = c.ok & sel & ~np.isnan(c.first)
+    chunk_mean = c.chunk_mean_itl
     with np.errstate(invalid="ignore", divide="ignore"):
-        chunk_mean = np.where(c.nchunks >= 2, (c.last - c.first) / (c.nchunks - 1), np.nan)
         incl = np.where(c.out >= 1, c.e2e / c.out, np.nan)
     return {
         "itl_per_request_ms": {"defined_as": "per request (E2E - TTFT) / (output_tokens - 1); percentiles across "

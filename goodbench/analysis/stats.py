@@ -105,6 +105,13 @@ def order_stat_method(groups) -> str:
     return "order statistic" + (" (gaps treated as independent)" if groups is not None else "")
 
 
+def order_stat_ci(part: np.ndarray, ranks, pcts, groups=None, level: float = LEVEL) -> dict:
+    """The interval dict from an array already partitioned at every rank in ranks (order_stat_ranks)."""
+    out: dict = {f"p{p:g}": [float(part[a]), float(part[b])] for p, (a, b) in zip(pcts, ranks)}
+    out.update(level=level, method=order_stat_method(groups))
+    return out
+
+
 def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.ndarray | None = None,
                   seed: int = 0) -> dict | None:
     """{"p50": [lo, hi], ..., "method": str} in the values' unit, or None with fewer than 2 samples.
@@ -126,11 +133,7 @@ def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.nda
         method = "bootstrap"
     else:
         ranks = [order_stat_ranks(n, p, level) for p in pcts]
-        kth = sorted({r for pair in ranks for r in pair})
-        part = np.partition(v, kth)
-        lo = np.array([part[a] for a, _ in ranks])
-        hi = np.array([part[b] for _, b in ranks])
-        method = order_stat_method(groups)
+        return order_stat_ci(np.partition(v, sorted({r for pair in ranks for r in pair})), ranks, pcts, groups, level)
     out: dict = {f"p{p:g}": [float(a), float(b)] for p, a, b in zip(pcts, lo, hi)}
     out["level"] = level
     out["method"] = method

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..columnar import ColumnarRun, RunColumns
 from ..metrics import Columns, columns_of, summarize
-from ..store import StoreError, load_columns
+from ..store import load_columns
 
 
 @dataclass
@@ -60,8 +60,6 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
     server = [r for r in _jsonl(os.path.join(run_dir, "server_metrics.jsonl"))
               if isinstance(r, dict) and isinstance(r.get("metrics"), dict)] or None
-    name = label or run.meta.label or run.meta.run_id
-    if not run.meta.run_id:
-        raise StoreError(f"{run_dir}: run.json has no run_id")
-    return RunView(run_dir, f"{run.meta.run_id}" if name == run.meta.run_id else f"{run.meta.run_id} ({name})",
+    name = label or run.meta.label
+    return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
                    run.meta.to_dict(), summary, cols, c, steps, server)
