@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InputError, UsageError
+
 KINDS = ("poisson", "gamma", "constant", "onoff", "trace", "closed", "workload")
 
 
@@ -35,20 +37,20 @@ class ArrivalSpec:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"arrival kind {self.kind!r} is not one of {', '.join(KINDS)}")
+            raise UsageError(f"arrival kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.kind in ("poisson", "gamma", "constant") and not self.rate > 0:
-            raise ValueError("arrival rate must be > 0 (use inf to send everything at once)")
+            raise UsageError("arrival rate must be > 0 (use inf to send everything at once)")
         if self.burstiness <= 0:
-            raise ValueError("burstiness must be > 0")
+            raise UsageError("burstiness must be > 0")
         if self.ramp_up_s < 0:
-            raise ValueError("ramp_up_s must be >= 0")
+            raise UsageError("ramp_up_s must be >= 0")
         if self.kind == "onoff" and not (self.on_rate > 0 and self.off_rate >= 0
                                          and self.on_mean_s > 0 and self.off_mean_s > 0):
-            raise ValueError("on/off arrivals need on_rate > 0, off_rate >= 0 and positive phase means")
+            raise UsageError("on/off arrivals need on_rate > 0, off_rate >= 0 and positive phase means")
         if self.kind == "closed" and self.concurrency < 1:
-            raise ValueError("closed-loop arrivals need concurrency >= 1")
+            raise UsageError("closed-loop arrivals need concurrency >= 1")
         if self.time_scale <= 0:
-            raise ValueError("time_scale must be > 0")
+            raise UsageError("time_scale must be > 0")
 
     @property
     def label(self) -> str:
@@ -96,18 +98,18 @@ def offsets(spec: ArrivalSpec, n: int | None = None, duration_s: float | None = 
 
     At least one of n / duration_s must be given; with both, whichever ends first wins."""
     if n is None and duration_s is None:
-        raise ValueError("give a request count or a duration")
+        raise UsageError("give a request count or a duration")
     if spec.kind in ("closed", "workload"):
-        raise ValueError(f"{spec.kind} arrivals have no precomputed schedule")
+        raise UsageError(f"{spec.kind} arrivals have no precomputed schedule")
     rng = np.random.default_rng(seed)
     if spec.kind == "trace":
         t = np.sort(np.asarray(spec.trace, dtype=float))
         if t.size == 0:
-            raise ValueError("trace has no timestamps")
+            raise UsageError("trace has no timestamps")
         out = (t - t[0]) * spec.time_scale
     elif math.isinf(spec.rate) and spec.kind != "onoff":
         if n is None:
-            raise ValueError("an infinite rate needs a request count")
+            raise UsageError("an infinite rate needs a request count")
         out = np.zeros(n)
     elif spec.kind == "onoff":
         out = _onoff(spec, n, duration_s, rng)
@@ -165,7 +167,7 @@ def _onoff(spec: ArrivalSpec, n, duration_s, rng) -> np.ndarray:
 
 def parse_trace(text: str, fmt: str) -> tuple[float, ...]:
     """Timestamps from a CSV (first numeric column or a 'timestamp' column) or JSONL
-    ({"timestamp": s} or {"t": s} per line). Raises ValueError naming the bad line."""
+    ({"timestamp": s} or {"t": s} per line). Raises InputError naming the bad line."""
     import csv
     import io
     import json
@@ -181,7 +183,7 @@ def parse_trace(text: str, fmt: str) -> tuple[float, ...]:
                     obj[k] for k in ("timestamp", "t", "time", "arrival_s") if k in obj)
                 ts.append(float(v))
             except (ValueError, StopIteration, TypeError) as e:
-                raise ValueError(f"line {i}: expected a timestamp, got {line[:80]!r} ({e})") from None
+                raise InputError(f"line {i}: expected a timestamp, got {line[:80]!r} ({e})") from None
     else:
         rows = list(csv.reader(io.StringIO(text)))
         col = 0
@@ -195,9 +197,9 @@ def parse_trace(text: str, fmt: str) -> tuple[float, ...]:
             try:
                 ts.append(float(row[col]))
             except (ValueError, IndexError):
-                raise ValueError(f"row {i}: expected a timestamp in column {col + 1}, got {row!r}") from None
+                raise InputError(f"row {i}: expected a timestamp in column {col + 1}, got {row!r}") from None
     if not ts:
-        raise ValueError("no timestamps found")
+        raise InputError("no timestamps found")
     return tuple(ts)
 
 

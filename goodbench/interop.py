@@ -13,14 +13,11 @@ import os
 
 import numpy as np
 
-from . import __version__
 from .columnar import ColumnarRun, RunColumns
 from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
-from .store import RunStore, StoreError, new_run_id
-
-
-class ImportFormatError(StoreError):
-    pass
+from .errors import InputError, UsageError
+from .rundir import RunDir
+from .store import new_run_id
 
 
 def _read_json(path: str):
@@ -28,17 +25,18 @@ def _read_json(path: str):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except OSError as e:
-        raise ImportFormatError(f"cannot read {path}: {e.strerror}") from None
+        raise InputError(f"cannot read {path}: {e.strerror}") from None
     except ValueError as e:
-        raise ImportFormatError(f"{path} is not JSON: {e}") from None
+        raise InputError(f"{path} is not JSON: {e}") from None
 
 
 def _write_run(records: list[RequestRecord], meta: RunMeta, result_dir: str) -> str:
-    store = RunStore(result_dir, meta.run_id)
-    store.start(meta)
-    store.append_many(records)
-    store.finish(meta, None)
-    return store.dir
+    """An imported run directory: no summary.json (summaries are computed when the run is read, with
+    the SLO asked for then)."""
+    rd = RunDir.open(result_dir, meta)
+    rd.append_many(records)
+    rd.finish(summarized=False)
+    return rd.dir
 
 
 def import_vllm(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
@@ -46,7 +44,7 @@ def import_vllm(path: str, result_dir: str, run_id: str | None = None, slo: dict
     s), input_lens, output_lens, errors. Chunk times are rebuilt as start + ttft + cumsum(itls)."""
     d = _read_json(path)
     if not isinstance(d, dict) or "ttfts" not in d or "itls" not in d:
-        raise ImportFormatError(f"{path}: no per-request 'ttfts'/'itls': save it with "
+        raise InputError(f"{path}: no per-request 'ttfts'/'itls': save it with "
                            "`vllm bench serve --save-result --save-detailed`")
     n = len(d["ttfts"])
     starts = d.get("start_times")
@@ -83,7 +81,7 @@ def import_vllm(path: str, result_dir: str, run_id: str | None = None, slo: dict
                    target={"base_url": "imported", "endpoint": d.get("endpoint_type") or "", "model": d.get("model_id") or ""},
                    workload={"name": "vllm-import", "source": os.path.basename(path), "caveats": caveats},
                    slo=slo, mode="imported", requested_rate=float(rate) if isinstance(rate, (int, float)) else None,
-                   max_concurrency=d.get("max_concurrency"), goodbench_version=__version__)
+                   max_concurrency=d.get("max_concurrency"))
     return _write_run(recs, meta, result_dir)
 
 
@@ -115,13 +113,13 @@ def import_aiperf(path: str, result_dir: str, run_id: str | None = None, slo: di
                     try:
                         rows.append(json.loads(line))
                     except ValueError as e:
-                        raise ImportFormatError(f"{path}:{i}: not JSON: {e}") from None
+                        raise InputError(f"{path}:{i}: not JSON: {e}") from None
     except OSError as e:
-        raise ImportFormatError(f"cannot read {path}: {e.strerror}") from None
+        raise InputError(f"cannot read {path}: {e.strerror}") from None
     rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("metadata"), dict)
             and r["metadata"].get("benchmark_phase", "profiling") == "profiling"]
     if not rows:
-        raise ImportFormatError(f"{path}: no AIPerf per-request records (expected JSON lines with 'metadata' and 'metrics')")
+        raise InputError(f"{path}: no AIPerf per-request records (expected JSON lines with 'metadata' and 'metrics')")
     t0 = min(r["metadata"].get("request_start_ns") or 0 for r in rows)
     caveats = ["imported from AIPerf: no scheduled times, so schedule lag reads 0"]
     missing_chunks = 0
@@ -159,7 +157,7 @@ def import_aiperf(path: str, result_dir: str, run_id: str | None = None, slo: di
     rid = run_id or new_run_id("aiperf")
     meta = RunMeta(run_id=rid, label="imported aiperf", target={"base_url": "imported", "endpoint": "", "model": ""},
                    workload={"name": "aiperf-import", "source": os.path.basename(path), "caveats": caveats},
-                   slo=slo, mode="imported", goodbench_version=__version__)
+                   slo=slo, mode="imported")
     return _write_run(recs, meta, result_dir)
 
 
@@ -198,14 +196,14 @@ def import_genai_perf(path: str, result_dir: str, run_id: str | None = None, slo
     d = _read_json(path)
     exps = d.get("experiments") if isinstance(d, dict) else None
     if not exps or not isinstance(exps, list) or not all(isinstance(e, dict) and "requests" in e for e in exps):
-        raise ImportFormatError(f"{path}: no experiments[].requests[] (expected GenAI-Perf's profile_export.json; "
+        raise InputError(f"{path}: no experiments[].requests[] (expected GenAI-Perf's profile_export.json; "
                                 "profile_export_genai_perf.json holds only aggregates)")
     if len(exps) > 1:
-        raise ImportFormatError(f"{path} holds {len(exps)} experiments (load levels); goodbench imports one run "
+        raise InputError(f"{path} holds {len(exps)} experiments (load levels); goodbench imports one run "
                                 "per file: split it, or profile one level per run")
     reqs = [r for r in exps[0]["requests"] if isinstance(r, dict) and "timestamp" in r]
     if not reqs:
-        raise ImportFormatError(f"{path}: the experiment has no requests")
+        raise InputError(f"{path}: the experiment has no requests")
     t0 = min(r["timestamp"] for r in reqs)
     caveats = ["imported from GenAI-Perf: no scheduled times, so schedule lag reads 0"]
     unparsed = 0
@@ -241,8 +239,7 @@ def import_genai_perf(path: str, result_dir: str, run_id: str | None = None, slo
                    workload={"name": "genai-perf-import", "source": os.path.basename(path), "caveats": caveats},
                    slo=slo, mode="imported",
                    max_concurrency=exp.get("value") if exp.get("mode") == "concurrency" else None,
-                   requested_rate=float(exp["value"]) if exp.get("mode") == "request_rate" else None,
-                   goodbench_version=__version__)
+                   requested_rate=float(exp["value"]) if exp.get("mode") == "request_rate" else None)
     return _write_run(recs, meta, result_dir)
 
 
@@ -285,7 +282,7 @@ def export_parquet(run: ColumnarRun, out: str, slo: dict | None = None) -> str:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise StoreError("Parquet export needs pyarrow: pip install 'goodbench[parquet]'") from None
+        raise UsageError("Parquet export needs pyarrow: pip install 'goodbench[parquet]'") from None
     per_request_table(run, slo).to_parquet(out, index=False)
     return out
 
@@ -323,4 +320,18 @@ def export_vllm(run: ColumnarRun, summary: dict, out: str) -> str:
     return out
 
 
-EXPORTERS = ("csv", "parquet", "vllm")
+EXPORTS = {"csv": "requests.csv", "parquet": "requests.parquet", "vllm": "vllm_result.json"}
+
+
+def export_run(run_dir: str, fmt: str, out: str | None = None, slo: dict | None = None) -> str:
+    """`goodbench export`: the run as csv / parquet / vllm, by default beside its records."""
+    from .metrics import summarize
+    from .store import load_columns
+
+    run = load_columns(run_dir)
+    out = out or os.path.join(run_dir, EXPORTS[fmt])
+    if fmt == "csv":
+        return export_csv(run, out, slo)
+    if fmt == "parquet":
+        return export_parquet(run, out, slo)
+    return export_vllm(run, summarize(run, slo=slo, ci=False), out)

@@ -1,10 +1,13 @@
-"""Record types passed between stages, and SLO parsing. Stdlib only: every layer may import this."""
+"""Record types passed between stages, and SLO parsing. Stdlib only (and errors): every layer may import this."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from .errors import UsageError
+from .version import __version__
 
 STATUSES = ("ok", "http_error", "timeout", "disconnected", "bad_stream", "cancelled")
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
@@ -82,7 +85,7 @@ class RunMeta:
     mode: str = "open"  # open | closed | simulate
     requested_rate: float | None = None
     max_concurrency: int | None = None
-    goodbench_version: str = ""
+    goodbench_version: str = __version__
     started_wall: str = ""
     host: str = ""
     finished_wall: str | None = None
@@ -103,10 +106,6 @@ class RunResult:
     records: list[RequestRecord]
 
 
-class SLOError(ValueError):
-    pass
-
-
 def parse_slo(text: str | list[str] | None) -> dict[str, float] | None:
     """Parse vLLM's --goodput syntax: "ttft:500 tpot:50" (ms). Also accepts commas and key=value."""
     if text is None:
@@ -120,13 +119,13 @@ def parse_slo(text: str | list[str] | None) -> dict[str, float] | None:
             if key == "e2e":
                 key = "e2el"
             if not sep or key not in SLO_KEYS:
-                raise SLOError(f"bad SLO clause {item!r}: expected KEY:MS with KEY one of {', '.join(SLO_KEYS)}")
+                raise UsageError(f"bad SLO clause {item!r}: expected KEY:MS with KEY one of {', '.join(SLO_KEYS)}")
             try:
                 ms = float(val)
             except ValueError:
-                raise SLOError(f"bad SLO clause {item!r}: {val!r} is not a number of milliseconds") from None
+                raise UsageError(f"bad SLO clause {item!r}: {val!r} is not a number of milliseconds") from None
             if not math.isfinite(ms) or ms <= 0:
-                raise SLOError(f"bad SLO clause {item!r}: threshold must be a positive number of ms")
+                raise UsageError(f"bad SLO clause {item!r}: threshold must be a positive number of ms")
             out[key] = ms
     return out or None
 

@@ -13,9 +13,7 @@ import subprocess
 import time
 import urllib.request
 
-
-class ServerError(RuntimeError):
-    pass
+from .errors import TargetError
 
 
 def free_port() -> int:
@@ -52,13 +50,13 @@ class ServerProcess:
                                          start_new_session=True)
         except OSError as e:
             self.log.close()
-            raise ServerError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
+            raise TargetError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
 
     def wait_ready(self, timeout: float = 60.0, path: str = "/health") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerError(f"the server exited with code {self.proc.returncode}: {self.tail()}")
+                raise TargetError(f"the server exited with code {self.proc.returncode}: {self.tail()}")
             try:
                 with urllib.request.urlopen(self.base_url + path, timeout=1) as r:
                     if r.status == 200:
@@ -66,7 +64,7 @@ class ServerProcess:
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise ServerError(f"the server did not become healthy within {timeout:.0f}s: {self.tail()}")
+        raise TargetError(f"the server did not become healthy within {timeout:.0f}s: {self.tail()}")
 
     @property
     def alive(self) -> bool:

@@ -13,14 +13,11 @@ import socket
 from datetime import datetime, timezone
 
 from .columnar import ColumnarRun, RunColumns
+from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
 COLUMNS_VERSION = 1
-
-
-class StoreError(RuntimeError):
-    pass
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -29,7 +26,7 @@ def new_run_id(prefix: str = "run") -> str:
 
 def _safe(run_id: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9._@=+-]{1,128}", run_id) or run_id in (".", ".."):
-        raise StoreError(f"run id {run_id!r} must be 1-128 characters of letters, digits and ._@=+-")
+        raise RunDirError(f"run id {run_id!r} must be 1-128 characters of letters, digits and ._@=+-")
     return run_id
 
 
@@ -43,10 +40,19 @@ class RunStore:
         self.records_path = os.path.join(self.dir, "records.jsonl")
         self._fd: int | None = None
 
+    @classmethod
+    def at(cls, run_dir: str) -> "RunStore":
+        """The store of an existing run directory (worker processes append to it)."""
+        run_dir = os.path.normpath(run_dir)
+        return cls(os.path.dirname(run_dir), os.path.basename(run_dir))
+
     def start(self, meta: RunMeta) -> None:
         if os.path.exists(os.path.join(self.dir, "run.json")):
-            raise StoreError(f"{self.dir} already holds a run; choose another --run-id")
-        os.makedirs(self.dir, exist_ok=True)
+            raise RunDirError(f"{self.dir} already holds a run; choose another --run-id")
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+        except OSError as e:
+            raise RunDirError(f"cannot create the run directory {self.dir}: {e.strerror or e}") from None
         meta.started_wall = meta.started_wall or wall_now()
         meta.host = meta.host or socket.gethostname()
         self.write_json("run.json", meta.to_dict())
@@ -100,9 +106,9 @@ def load_meta(run_dir: str) -> RunMeta:
         with open(meta_path, encoding="utf-8") as f:
             return RunMeta.from_dict(json.load(f))
     except FileNotFoundError:
-        raise StoreError(f"{run_dir} is not a goodbench run directory (no run.json)") from None
+        raise RunDirError(f"{run_dir} is not a goodbench run directory (no run.json)") from None
     except (json.JSONDecodeError, TypeError, AttributeError) as e:
-        raise StoreError(f"{meta_path} is corrupt: {e}") from None
+        raise RunDirError(f"{meta_path} is corrupt: {e}") from None
 
 
 def load(run_dir: str) -> RunResult:
@@ -121,7 +127,7 @@ def load(run_dir: str) -> RunResult:
             except (json.JSONDecodeError, TypeError) as e:
                 if i >= len(lines) - 1:
                     break  # torn final write
-                raise StoreError(f"{rp}:{i}: corrupt record: {e}") from None
+                raise RunDirError(f"{rp}:{i}: corrupt record: {e}") from None
     return RunResult(meta, records)
 
 

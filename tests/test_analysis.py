@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from goodbench.analysis import stats
+from goodbench.metrics import stats
 from goodbench.analysis.compare import compare
 from goodbench.columnar import ColumnarRun, RunColumns, gaps_of
 from goodbench.metrics import Columns, summarize

@@ -1,6 +1,7 @@
 import pytest
 
-from goodbench.engine.config import ConfigError, EngineConfig
+from goodbench.engine.config import EngineConfig
+from goodbench.errors import InputError, UsageError as ConfigError
 from goodbench.engine.costmodel import ETA_MEM_HBM, CostModel, explain
 from goodbench.engine.hardware import GIB, GPUS, MODELS, get_model
 
@@ -62,7 +63,7 @@ def test_custom_model_file(tmp_path):
     c = EngineConfig(model=str(p), gpu="l4").resolved()
     assert get_model(str(p)).head_dim == 64 and c.num_gpu_blocks > 0
     (tmp_path / "bad.toml").write_text("layers = 0\n")
-    with pytest.raises(ConfigError, match="layers"):
+    with pytest.raises(InputError, match="layers"):  # a malformed input file, not a bad flag
         EngineConfig(model=str(tmp_path / "bad.toml")).resolved()
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from goodbench.gate import GateSpec, evaluate, to_junit, to_markdown
+from goodbench.gating import GateSpec, evaluate, to_junit, to_markdown
 
 
 def summary(**kw):

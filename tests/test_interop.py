@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from conftest import run_cli
-from goodbench.interop import ImportFormatError, import_vllm
+from goodbench.errors import InputError as ImportFormatError
+from goodbench.interop import import_vllm
 from goodbench.metrics import summarize
 from goodbench.store import load_columns
 

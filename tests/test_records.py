@@ -1,6 +1,7 @@
 import pytest
 
-from goodbench.records import RequestRecord, RunMeta, SLOError, format_slo, parse_slo
+from goodbench.errors import UsageError as SLOError
+from goodbench.records import RequestRecord, RunMeta, format_slo, parse_slo
 
 
 def test_record_round_trip():

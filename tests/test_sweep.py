@@ -4,8 +4,10 @@ import os
 
 import pytest
 
-from goodbench.analysis.stats import goodput_interval, wilson
-from goodbench.analysis.sweep import best_per_tier, find_max_rate, grid, parse_params
+from goodbench.metrics.stats import goodput_interval, wilson
+from goodbench.analysis.grid import grid, parse_params
+from goodbench.analysis.maxrate import find_max_rate
+from goodbench.analysis.sweep import best_per_tier
 
 from conftest import ROOT, run_cli
 

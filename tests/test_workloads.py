@@ -7,7 +7,8 @@ import pytest
 
 from goodbench.workloads import build_requests, parse_workload
 from goodbench.workloads.sharegpt import parse_conversations, sample
-from goodbench.workloads.spec import WorkloadError, load_workload
+from goodbench.errors import InputError as WorkloadError
+from goodbench.workloads.spec import load_workload
 
 from conftest import ROOT
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..arrivals import ArrivalSpec
 from ..engine.config import EngineConfig
 from ..engine.costmodel import CostModel
 from ..engine.hardware import GIB, get_model
+from ..workloads import ClassSpec, LengthDist, WorkloadSpec
 
 
 @dataclass
@@ -77,3 +79,41 @@ def advise(cfg: EngineConfig, ttft_slo_ms: float, prompt_tokens: int, concurrenc
               "kv_bytes_per_token": kv_tok, "activation_bytes_per_token": act_tok, "concurrency": concurrency,
               "context": context, "prompt_tokens": prompt_tokens, "ttft_slo_ms": ttft_slo_ms, "min_chunk": min_chunk}
     return Advice(cfg.gpu, cfg.model, inputs, ceiling, t_ms, allowed, chunk, reasons)
+
+
+def check_workload(a: Advice, ttft_slo_ms: float, tpot_slo_ms: float | None, num_prompts: int,
+                   request_rate: float) -> WorkloadSpec:
+    """The traffic the advice is checked on: 10% long prompts of the advised length arriving among
+    90% short decoding chats, Poisson at request_rate."""
+    slo = {"ttft": ttft_slo_ms} | ({"tpot": tpot_slo_ms} if tpot_slo_ms else {})
+    return WorkloadSpec(name="advise-check", generator="mixed", num_requests=num_prompts, seed=0, slo=slo,
+                        arrival=ArrivalSpec(rate=request_rate),
+                        classes=(ClassSpec("short", 0.9, LengthDist(value=128), LengthDist(value=128)),
+                                 ClassSpec("long", 0.1, LengthDist(value=a.inputs["prompt_tokens"]),
+                                           LengthDist(value=32))))
+
+
+def check_sizes(a: Advice) -> list[int]:
+    """The chunk sizes the check simulates: powers of two within [min chunk, ceiling], and the advice."""
+    lo = a.inputs["min_chunk"]
+    return sorted({256, 512, 1024, 2048, 4096, a.chunk} & set(range(lo, a.memory_ceiling + 1)) | {a.chunk})
+
+
+def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0) -> list[dict]:
+    """Simulate the check workload at each of check_sizes(a) on the advised tier. Rows are sweep rows
+    plus the long class's TTFT (long_ttft_p50_ms / long_ttft_p99_ms); cells go to a temporary folder."""
+    import tempfile
+
+    from ..runner import build_plan
+    from .grid import grid
+    from .sweep import run_sweep, setup
+
+    plan = build_plan(spec, tok)
+    cells = grid([base.gpu], {"max_num_batched_tokens": check_sizes(a)})
+    out = tempfile.mkdtemp(prefix="goodbench-advise-")
+    s = setup(spec, plan, base, cells, out, "check", [base.gpu], {})
+    rows = run_sweep(s, jobs, keep_summaries=True)
+    for r in rows:
+        long_ttft = (r.pop("summary", {}).get("per_class") or {}).get("long", {}).get("ttft_ms", {})
+        r["long_ttft_p50_ms"], r["long_ttft_p99_ms"] = long_ttft.get("p50"), long_ttft.get("p99")
+    return rows

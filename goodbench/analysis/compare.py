@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..metrics import Columns
-from .stats import cluster_replicates
+from ..metrics.stats import cluster_replicates
 
 RESAMPLES = 500
 MAX_BOOT = 50_000  # samples per run resampled exactly; above, a normal approximation from order statistics
@@ -51,7 +51,7 @@ def _values(c: Columns, key: str) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def _normal_se(v: np.ndarray, q: float) -> float:
-    from .stats import order_stat_ranks
+    from ..metrics.stats import order_stat_ranks
 
     lo, hi = order_stat_ranks(v.size, q * 100)
     part = np.partition(v, [lo, hi])

@@ -1,40 +1,47 @@
 """EngineConfig: the engine's knobs, named as vLLM names them, with vLLM v1's defaults; it validates
-itself and derives the KV-cache size from GPU memory (ValueError with a clear message)."""
+itself and derives the KV-cache size from GPU memory (UsageError with a clear message). Each field
+carries its flag's help (`knob`), so the CLI generates the engine's arguments from this one place."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
-from .hardware import GIB, get_gpu, get_model
+from ..errors import UsageError
+from .hardware import GIB, GPUS, get_gpu, get_model
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
 POLICIES = ("fcfs", "priority")
 NON_TORCH_GIB = 1.0  # CUDA context, cuBLAS workspaces, CUDA graphs (vLLM profiling typically 0.5-1.5 GiB)
 
 
-class ConfigError(ValueError):
-    pass
+def knob(default, help: str, choices: tuple | None = None, flags: tuple = ()):
+    """A config field with what its command-line flag needs: the CLI's engine arguments, their defaults
+    and the argv of child `goodbench serve` processes are all generated from these fields."""
+    return field(default=default, metadata={"help": help, "choices": choices, "flags": flags})
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    gpu: str = "h100-sxm"
-    model: str = "llama-3.1-8b"
-    dtype: str = "bf16"  # weights and compute: bf16 | fp8
-    kv_cache_dtype: str = "auto"  # auto (= bf16) | fp8
-    tensor_parallel_size: int = 1
-    max_num_batched_tokens: int | None = None  # None: 8192 on >= 70 GiB non-A100 GPUs, else 2048
-    max_num_seqs: int | None = None  # None: 1024 / 256 by the same split
-    enable_chunked_prefill: bool = True
-    long_prefill_token_threshold: int = 0
-    block_size: int = 16
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None  # None: model's max, clamped to what the KV cache holds
-    scheduling_policy: str = "fcfs"
-    enable_prefix_caching: bool = True
-    scheduler: str = "vllm"  # vllm | decode-first (Sarathi) | prefill-first (v0/Orca) | static
-    num_gpu_blocks: int | None = None  # override the memory-derived KV size
-    step_overhead_ms: float | None = None  # override the cost model's fixed per-step time
+    gpu: str = knob("h100-sxm", f"GPU tier: {', '.join(GPUS)}")
+    model: str = knob("llama-3.1-8b", "model shape: see `goodbench engine models`, or a .toml file")
+    dtype: str = knob("bf16", "weights and compute", ("bf16", "fp8"))
+    kv_cache_dtype: str = knob("auto", "KV cache (auto = bf16)", ("auto", "bf16", "fp8"))
+    tensor_parallel_size: int = knob(1, "GPUs per replica", flags=("--tensor-parallel-size", "-tp"))
+    max_num_batched_tokens: int | None = knob(None, "token budget per step, the chunk size (default 8192 on "
+                                              ">= 70 GiB non-A100 GPUs, else 2048)")
+    max_num_seqs: int | None = knob(None, "max running requests (default 1024 / 256 by the same split, as vLLM)")
+    enable_chunked_prefill: bool = knob(True, "split long prefills across steps")
+    long_prefill_token_threshold: int = knob(0, "cap on one request's prefill tokens per step (0 = none)")
+    block_size: int = knob(16, "KV block size, tokens")
+    gpu_memory_utilization: float = knob(0.9, "fraction of GPU memory vLLM may use")
+    max_model_len: int | None = knob(None, "longest prompt + output (default: the model's, clamped to the KV cache)")
+    scheduling_policy: str = knob("fcfs", "waiting-queue order", POLICIES)
+    enable_prefix_caching: bool = knob(True, "reuse KV blocks of shared prompt prefixes")
+    scheduler: str = knob("vllm", "vllm (v1), decode-first (Sarathi), prefill-first (v0/Orca) or static batching",
+                          SCHEDULERS)
+    num_gpu_blocks: int | None = knob(None, "override the memory-derived KV-cache size")
+    step_overhead_ms: float | None = knob(None, "override the cost model's fixed per-step time")
+    fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -45,7 +52,7 @@ class EngineConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
     def to_argv(self) -> list[str]:
-        """This config as `goodbench serve` flags."""
+        """This config as `goodbench serve` flags (None fields are left to the child's defaults)."""
         out = []
         for k, v in asdict(self).items():
             if v is None:
@@ -83,34 +90,31 @@ class EngineConfig:
         return 2 * model.layers * heads * model.head_dim * kvb
 
     def resolved(self) -> "EngineConfig":
-        """Every None filled in; raises ConfigError naming the problem."""
-        try:
-            gpu, model = get_gpu(self.gpu), get_model(self.model)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        """Every None filled in; raises UsageError naming the problem."""
+        gpu, model = get_gpu(self.gpu), get_model(self.model)
         if self.scheduler not in SCHEDULERS:
-            raise ConfigError(f"scheduler {self.scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+            raise UsageError(f"scheduler {self.scheduler!r} is not one of {', '.join(SCHEDULERS)}")
         if self.scheduling_policy not in POLICIES:
-            raise ConfigError(f"scheduling policy {self.scheduling_policy!r} is not one of {', '.join(POLICIES)}")
+            raise UsageError(f"scheduling policy {self.scheduling_policy!r} is not one of {', '.join(POLICIES)}")
         if self.dtype not in ("bf16", "fp8") or self.kv_cache_dtype not in ("auto", "bf16", "fp8"):
-            raise ConfigError("dtype must be bf16 or fp8; kv_cache_dtype auto, bf16 or fp8")
+            raise UsageError("dtype must be bf16 or fp8; kv_cache_dtype auto, bf16 or fp8")
         if self.dtype == "fp8" and gpu.fp8_tflops is None:
-            raise ConfigError(f"{gpu.name} has no FP8 tensor cores; use dtype bf16")
+            raise UsageError(f"{gpu.name} has no FP8 tensor cores; use dtype bf16")
         tp = self.tensor_parallel_size
         if tp < 1 or model.heads % tp:
-            raise ConfigError(f"tensor_parallel_size {tp} must divide the model's {model.heads} attention heads")
+            raise UsageError(f"tensor_parallel_size {tp} must divide the model's {model.heads} attention heads")
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError("gpu_memory_utilization must be in (0, 1]")
+            raise UsageError("gpu_memory_utilization must be in (0, 1]")
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
-            raise ConfigError("block_size must be a power of two from 1 to 128")
+            raise UsageError("block_size must be a power of two from 1 to 128")
         big = gpu.mem_gib >= 70 and not gpu.name.startswith("a100")
         seqs = self.max_num_seqs or (1024 if big else 256)
         budget_given = self.max_num_batched_tokens is not None
         budget = self.max_num_batched_tokens or (8192 if big else 2048)
         if self.long_prefill_token_threshold < 0:
-            raise ConfigError("long_prefill_token_threshold must be >= 0")
+            raise UsageError("long_prefill_token_threshold must be >= 0")
         if budget < 1 or seqs < 1:
-            raise ConfigError("max_num_batched_tokens and max_num_seqs must be >= 1")
+            raise UsageError("max_num_batched_tokens and max_num_seqs must be >= 1")
         cfg = replace(self, max_num_seqs=seqs, max_num_batched_tokens=budget)
         mem = cfg.memory()
         per_block = cfg.kv_bytes_per_token() * self.block_size
@@ -120,7 +124,7 @@ class EngineConfig:
             blocks = int(mem["kv"] // per_block)
             if blocks <= 0:
                 need = (mem["weights"] + mem["activations"] + mem["non_torch"]) / GIB
-                raise ConfigError(
+                raise UsageError(
                     f"{model.name} does not fit on {gpu.name} at tp={tp}: weights {mem['weights'] / GIB:.1f} GiB + "
                     f"activations {mem['activations'] / GIB:.1f} GiB + runtime {NON_TORCH_GIB:.1f} GiB = {need:.1f} GiB "
                     f"> {mem['usable'] / GIB:.1f} GiB usable ({gpu.mem_gib:g} GiB x {self.gpu_memory_utilization:g}). "
@@ -128,9 +132,9 @@ class EngineConfig:
         capacity = blocks * self.block_size
         if self.max_model_len is not None:
             if self.max_model_len > model.max_position:
-                raise ConfigError(f"max_model_len {self.max_model_len} exceeds {model.name}'s {model.max_position}")
+                raise UsageError(f"max_model_len {self.max_model_len} exceeds {model.name}'s {model.max_position}")
             if self.max_model_len > capacity:
-                raise ConfigError(f"max_model_len {self.max_model_len} needs more KV cache than fits "
+                raise UsageError(f"max_model_len {self.max_model_len} needs more KV cache than fits "
                                   f"({capacity} tokens in {blocks} blocks); lower it or add memory")
             mml = self.max_model_len
         else:
@@ -139,9 +143,15 @@ class EngineConfig:
             if not budget_given:
                 budget = mml
             elif budget < mml:
-                raise ConfigError(f"with chunked prefill off, max_num_batched_tokens ({budget}) must be >= "
+                raise UsageError(f"with chunked prefill off, max_num_batched_tokens ({budget}) must be >= "
                                   f"max_model_len ({mml}), as in vLLM; raise it or lower --max-model-len")
         return replace(cfg, max_num_batched_tokens=budget, num_gpu_blocks=blocks, max_model_len=mml,
                        kv_cache_dtype="fp8" if self.kv_cache_dtype == "fp8" else "bf16")
 
 
+
+
+def field_kind(name: str) -> type:
+    """bool, int, float or str: what a knob's command-line value parses to."""
+    t = str(next(f.type for f in fields(EngineConfig) if f.name == name))
+    return bool if "bool" in t else int if "int" in t else float if "float" in t else str

@@ -6,14 +6,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..errors import GoodbenchError
 from .config import EngineConfig
 from .costmodel import CostModel
 from .kvcache import KVCache, Seq
 from .scheduler import Batch, Scheduler
 
 
-class RequestTooLong(ValueError):
-    pass
+class RequestTooLong(GoodbenchError):
+    """The engine refuses a request (it can never fit); the server answers 400, simulate records it."""
 
 
 @dataclass

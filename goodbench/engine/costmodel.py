@@ -69,6 +69,7 @@ class CostModel:
 
     @classmethod
     def for_config(cls, cfg: EngineConfig, fixed_step_ms: float | None = None) -> "CostModel":
+        fixed_step_ms = cfg.fixed_step_ms if fixed_step_ms is None else fixed_step_ms
         gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
         tp = cfg.tensor_parallel_size
         fp8 = cfg.dtype == "fp8"
@@ -167,3 +168,18 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
     return {"breakdown_s": b, "total_s": sum(b.values()), "tokens": pt + dt, "prefill_tokens": pt,
             "decode_tokens": dt, "num_seqs": seqs, "eta_compute": float(cm._eta_c(max(pt + dt, 1))),
             "weight_floor_s": cm.weight_bytes / (cm.bw * cm.eta_m)}
+
+
+def parse_step(prefill: list[str], decode: list[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`--prefill N[@CTX]` and `--decode COUNTxCTX` texts -> explain()'s (tokens, context) and (count,
+    context) pairs."""
+    from ..errors import UsageError
+
+    try:
+        pre = [(int(n), int(ctx or 0)) for n, _, ctx in (p.partition("@") for p in prefill)]
+        dec = [(int(c), int(ctx or 0)) for c, _, ctx in (d.lower().partition("x") for d in decode)]
+    except ValueError:
+        raise UsageError("--prefill takes N or N@CTX; --decode takes COUNTxCTX, e.g. 32x1000") from None
+    if not pre and not dec:
+        raise UsageError("give at least one --prefill or --decode")
+    return pre, dec

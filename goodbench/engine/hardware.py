@@ -15,6 +15,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from ..errors import InputError, UsageError
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -105,15 +107,11 @@ MODELS: dict[str, Model] = {m.name: m for m in (
 )}
 
 
-class HardwareError(ValueError):
-    pass
-
-
 def get_gpu(name: str) -> GPU:
     try:
         return GPUS[name.lower()]
     except KeyError:
-        raise HardwareError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
+        raise UsageError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
 
 
 def load_model_file(path: str) -> Model:
@@ -123,13 +121,13 @@ def load_model_file(path: str) -> Model:
         with open(path, "rb") as f:
             d = tomllib.load(f)
     except OSError as e:
-        raise HardwareError(f"{path}: cannot read model file: {e.strerror}") from None
+        raise InputError(f"{path}: cannot read model file: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
-        raise HardwareError(f"{path}: not valid TOML: {e}") from None
+        raise InputError(f"{path}: not valid TOML: {e}") from None
     need = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
     for k in need:
         if not isinstance(d.get(k), int) or d[k] <= 0:
-            raise HardwareError(f"{path}: {k}: required positive integer")
+            raise InputError(f"{path}: {k}: required positive integer")
     return Model(name=str(d.get("name", os.path.splitext(os.path.basename(path))[0])), layers=d["layers"],
                  hidden=d["hidden"], heads=d["heads"], kv_heads=d["kv_heads"],
                  head_dim=int(d.get("head_dim", d["hidden"] // d["heads"])), ffn=d["ffn"], vocab=d["vocab"],
@@ -143,7 +141,7 @@ def get_model(name: str) -> Model:
     try:
         return MODELS[name.lower()]
     except KeyError:
-        raise HardwareError(f"unknown model {name!r}; known: {', '.join(MODELS)} (or a .toml model file)") from None
+        raise UsageError(f"unknown model {name!r}; known: {', '.join(MODELS)} (or a .toml model file)") from None
 
 
 GIB = 1024 ** 3

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from ..errors import UsageError
 from ..gcquiet import quiet_gc, watchdog as gc_watchdog
 from ..pacing import TurnPacer
 from .config import EngineConfig
@@ -104,7 +105,7 @@ def parse_eos_dist(spec: str | None):
             return lambda rng: max(1, int(round(rng.lognormvariate(math.log(med), sig))))
     except ValueError:
         pass
-    raise ValueError(f"--eos-length-dist {spec!r}: use uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
+    raise UsageError(f"--eos-length-dist {spec!r}: use uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
 
 
 class EngineServer:
@@ -455,3 +456,31 @@ async def serve_forever(server: EngineServer, ready_cb=None) -> None:
     finally:
         dog.cancel()
         await runner.cleanup()
+
+
+def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = None) -> None:
+    """`goodbench serve`: build the engine, listen, print one ready line, serve until SIGINT/SIGTERM."""
+    from .. import tokenizer as tokmod
+    from ..eventloop import install_uvloop
+
+    cfg = cfg.resolved()
+    parse_eos_dist(opts.eos_dist)
+    tok = tokmod.load(tokenizer)
+    install_uvloop()
+
+    async def main_():
+        server = EngineServer(cfg, opts, tok)
+        _ = tok.words  # build the output vocabulary before accepting requests
+
+        def ready(site):
+            print(f"goodbench serve: {cfg.model} on {cfg.gpu} x{cfg.tensor_parallel_size} "
+                  f"(budget {cfg.max_num_batched_tokens} tokens, {cfg.max_num_seqs} seqs, "
+                  f"{cfg.num_gpu_blocks} KV blocks, chunked prefill {'on' if cfg.enable_chunked_prefill else 'off'}) "
+                  f"listening on http://{opts.host}:{opts.port}", flush=True)
+
+        await serve_forever(server, ready)
+
+    try:
+        asyncio.run(main_())
+    except OSError as e:
+        raise UsageError(f"cannot listen on {opts.host}:{opts.port}: {e.strerror or e}") from None

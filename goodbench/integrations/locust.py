@@ -27,15 +27,13 @@ from locust import User, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
-from .. import __version__
 from ..arrivals import offsets as arrival_offsets
 from ..client.openai import ClientConfig, request_body, resolve_endpoint
 from ..client.stream import StreamState
-from ..metrics import summarize
-from ..records import RequestRecord, RequestSpec, RunMeta, RunResult, parse_slo
-from ..store import RunStore, new_run_id
-from ..workloads import build_requests, hol_count
-from ..workloads.spec import WorkloadSpec, load_workload
+from ..records import RequestRecord, RequestSpec, RunMeta, parse_slo
+from ..rundir import RunDir
+from ..store import new_run_id
+from ..workloads import WorkloadSpec, build_requests, hol_count, load_workload
 
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
 FLUSH_S = 0.5
@@ -178,9 +176,9 @@ def _spec(o) -> WorkloadSpec:
         return WorkloadSpec.from_json(o.goodbench_spec_json)
     if o.goodbench_workload:
         return load_workload(o.goodbench_workload)
-    from ..workloads.spec import ClassSpec, LengthDist
+    from ..workloads.builtin import random_workload
 
-    return WorkloadSpec(name="random", classes=(ClassSpec("random", 1.0, LengthDist(value=1024), LengthDist(value=128)),))
+    return random_workload()
 
 
 @events.init.add_listener
@@ -225,23 +223,19 @@ def _quitting(environment, **kw) -> None:
     if isinstance(environment.runner, WorkerRunner) or not RUN.ready:
         return
     o = environment.parsed_options
-    run_id = o.goodbench_run_id or new_run_id("locust")
-    store = RunStore(o.goodbench_result_dir, run_id)
     mode = "open" if RUN.open_loop else "closed"
-    meta = RunMeta(run_id=run_id, label=f"locust-{mode}",
+    meta = RunMeta(run_id=o.goodbench_run_id or new_run_id("locust"), label=f"locust-{mode}",
                    target={"base_url": environment.host, "endpoint": RUN.endpoint, "model": _model(environment)},
                    workload=RUN.spec.to_dict(), workload_hash=RUN.spec.hash(), slo=RUN.slo, seed=RUN.spec.seed,
-                   mode=mode, requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None,
-                   goodbench_version=__version__)
-    store.start(meta)
-    store.append_many(RUN.records)
-    summary = summarize(RunResult(meta, RUN.records), slo=RUN.slo, label=meta.label)
-    store.finish(meta, summary)
+                   mode=mode, requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None)
+    rd = RunDir.open(o.goodbench_result_dir, meta)
+    rd.append_many(RUN.records)
+    summary = rd.finish(records=RUN.records, slo=RUN.slo, label=meta.label)
     from rich.console import Console
 
     from ..report.console import print_summary
 
-    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, store.dir)
+    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, rd.dir)
     att = summary.get("slo_attainment")
     environment.process_exit_code = 1 if (att is not None and att < RUN.min_attainment) or \
         not summary["requests"]["completed"] else 0

@@ -1,4 +1,5 @@
-"""Rich rendering of summaries and live progress. With cli, the only module that knows rich."""
+"""Rich rendering of a run's summary and live progress (tables.py renders the rest). With cli, the report
+package is the only place that knows rich."""
 
 from __future__ import annotations
 
@@ -31,10 +32,7 @@ def _clause_value(summary: dict, key: str) -> str:
     return f"p50 {_ms(d['p50'])} / p99 {_ms(d['p99'])} ms" if d and d["n"] else "no samples"
 
 
-def render_summary(summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
-                   results_path: str | None = None) -> Group:
-    meta = meta or {}
-    parts: list = []
+def _verdict(summary: dict, target: float) -> Text:
     req = summary["requests"]
     att = summary.get("slo_attainment")
     if att is not None:
@@ -42,36 +40,47 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
         verdict = Text(f"{'PASS' if ok else 'FAIL'}  ", style="bold green" if ok else "bold red")
         verdict.append(f"{att:.1%} of {req['issued']} requests met the SLO (target {target:.0%}); "
                        f"goodput {summary['goodput']:.2f} req/s")
-
     else:
         verdict = Text(f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: "
                        "pass --goodput ttft:MS tpot:MS for goodput)", style="bold")
     if not summary.get("valid", True):
         verdict.append("  [INVALID: load generator fell behind]", style="bold yellow")
-    parts.append(verdict)
+    return verdict
+
+
+def _run_line(summary: dict, meta: dict) -> Text:
     target_s = meta.get("target", {}) or {}
-    line = f"{meta.get('workload', {}).get('name', '?')} · {summary.get('label') or '?'} · {req['issued']} requests"
+    line = (f"{meta.get('workload', {}).get('name', '?')} · {summary.get('label') or '?'} · "
+            f"{summary['requests']['issued']} requests")
     line += f" · {target_s.get('base_url', '?')}{target_s.get('endpoint', '')} model={target_s.get('model', '?')}"
     eng = meta.get("engine")
     if eng:
         line += (f" · engine {eng.get('model')} on {eng.get('gpu')} tp{eng.get('tensor_parallel_size')} "
                  f"budget={eng.get('max_num_batched_tokens')} chunked={'on' if eng.get('enable_chunked_prefill') else 'off'}")
-    parts.append(Text(line, style="dim"))
-    clauses = summary.get("slo_clauses") or {}
-    for k, c in clauses.items():
+    return Text(line, style="dim")
+
+
+def _slo_lines(summary: dict, target: float) -> list[Text]:
+    out = []
+    for k, c in (summary.get("slo_clauses") or {}).items():
         a = c["attainment"]
         good = a is not None and a >= target
         t = Text("  ✓ " if good else "  ✗ ", style="green" if good else "red")
         t.append(f"{k} ≤ {c['threshold_ms']:g} ms   met by {a:.1%}   ({_clause_value(summary, k)})")
-        parts.append(t)
+        out.append(t)
     a_ci, g_ci = summary.get("slo_attainment_ci"), summary.get("goodput_ci")
     if a_ci and g_ci:
-        parts.append(Text(f"  95% CI: attainment {a_ci[0]:.1%}–{a_ci[1]:.1%} (Wilson), goodput "
-                          f"{g_ci[0]:.2f}–{g_ci[1]:.2f} req/s", style="dim"))
-    thr = summary.get("request_throughput")
-    parts.append(Text(f"  throughput {thr or 0:.2f} req/s, {summary.get('output_throughput') or 0:,.0f} output tok/s · "
-                      f"duration {summary['duration_s']:.1f} s · failed {req['failed']}"
-                      + (f" {req['by_status']}" if req["failed"] else "")))
+        out.append(Text(f"  95% CI: attainment {a_ci[0]:.1%}–{a_ci[1]:.1%} (Wilson), goodput "
+                        f"{g_ci[0]:.2f}–{g_ci[1]:.2f} req/s", style="dim"))
+    req = summary["requests"]
+    out.append(Text(f"  throughput {summary.get('request_throughput') or 0:.2f} req/s, "
+                    f"{summary.get('output_throughput') or 0:,.0f} output tok/s · "
+                    f"duration {summary['duration_s']:.1f} s · failed {req['failed']}"
+                    + (f" {req['by_status']}" if req["failed"] else "")))
+    return out
+
+
+def _latency_table(summary: dict) -> Table:
     tab = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     tab.add_column("metric (ms)")
     for col in ("p50", "p90", "p99", "p99 95% CI", "mean", "max", "n"):
@@ -84,7 +93,10 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
         ci = (d.get("ci") or {}).get("p99")
         tab.add_row(name, *(_ms(d[c]) for c in ("p50", "p90", "p99")), f"{_ms(ci[0])}–{_ms(ci[1])}" if ci else "",
                     *(_ms(d[c]) for c in ("mean", "max")), str(d["n"]))
-    parts.append(tab)
+    return tab
+
+
+def _ratios_line(summary: dict) -> Text:
     r1, r2 = summary.get("itl_p99_over_p50"), summary.get("ttft_p99_over_p50")
     line = Text(f"  ITL p99/p50 {r1:.2f}" if r1 else "  ITL p99/p50 -", style="bold")
     if r2:
@@ -97,32 +109,47 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
             extra.append(f"requested {asked:.2f}")
         if extra:
             line.append(f" ({', '.join(extra)})")
-    parts.append(line)
-    h = summary.get("hol")
-    if h and h["itl_ms"]["p99_ratio"]:
-        i, t = h["itl_ms"], h["ttft_ms"]
-        hl = Text(f"  HOL: {', '.join(h['short_classes'])} ITL p99 {_ms(i['clear']['p99'])} ms clear vs "
-                  f"{_ms(i['during_long_prefill']['p99'])} ms while a {h['long_class']} prefill was in flight "
-                  f"({i['p99_ratio']:.1f}x)")
-        if t["p50_ratio"]:
-            hl.append(f"; TTFT p50 {t['p50_ratio']:.1f}x")
-        parts.append(hl)
-    per = summary.get("per_class") or {}
-    if per:
-        pt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class", title_justify="left")
-        for col in ("class", "n", "ok", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p99", "attain"):
-            pt.add_column(col, justify="left" if col == "class" else "right")
-        for k, b in per.items():
-            a = b.get("slo_attainment")
-            pt.add_row(k, str(b["requests"]["issued"]), str(b["requests"]["completed"]), _ms(b["ttft_ms"]["p50"]),
-                       _ms(b["ttft_ms"]["p99"]), _ms(b["itl_ms"]["p50"]), _ms(b["itl_ms"]["p99"]),
-                       _ms(b["tpot_ms"]["p99"]), "-" if a is None else f"{a:.1%}")
-        parts.append(pt)
-    for w in summary.get("warnings", []):
-        parts.append(Text(f"  ! {w}", style="yellow"))
+    return line
+
+
+def _hol_line(h: dict | None) -> Text | None:
+    if not h or not h["itl_ms"]["p99_ratio"]:
+        return None
+    i, t = h["itl_ms"], h["ttft_ms"]
+    hl = Text(f"  HOL: {', '.join(h['short_classes'])} ITL p99 {_ms(i['clear']['p99'])} ms clear vs "
+              f"{_ms(i['during_long_prefill']['p99'])} ms while a {h['long_class']} prefill was in flight "
+              f"({i['p99_ratio']:.1f}x)")
+    if t["p50_ratio"]:
+        hl.append(f"; TTFT p50 {t['p50_ratio']:.1f}x")
+    return hl
+
+
+def _per_class_table(per: dict) -> Table | None:
+    if not per:
+        return None
+    pt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class", title_justify="left")
+    for col in ("class", "n", "ok", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p99", "attain"):
+        pt.add_column(col, justify="left" if col == "class" else "right")
+    for k, b in per.items():
+        a = b.get("slo_attainment")
+        pt.add_row(k, str(b["requests"]["issued"]), str(b["requests"]["completed"]), _ms(b["ttft_ms"]["p50"]),
+                   _ms(b["ttft_ms"]["p99"]), _ms(b["itl_ms"]["p50"]), _ms(b["itl_ms"]["p99"]),
+                   _ms(b["tpot_ms"]["p99"]), "-" if a is None else f"{a:.1%}")
+    return pt
+
+
+def render_summary(summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
+                   results_path: str | None = None) -> Group:
+    """The verdict first, then the run line, each SLO clause, the latency table with n, the HOL
+    signature, offered load, per class, warnings that say what to do, and where the results are."""
+    meta = meta or {}
+    parts: list = [_verdict(summary, target), _run_line(summary, meta), *_slo_lines(summary, target),
+                   _latency_table(summary), _ratios_line(summary), _hol_line(summary.get("hol")),
+                   _per_class_table(summary.get("per_class") or {})]
+    parts += [Text(f"  ! {w}", style="yellow") for w in summary.get("warnings", [])]
     if results_path:
         parts.append(Text(f"  results: {results_path}", style="dim"))
-    return Group(*parts)
+    return Group(*[p for p in parts if p is not None])
 
 
 def print_summary(console: Console, summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,

@@ -94,7 +94,7 @@ def _class_colors(names) -> dict:
 def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = None) -> str | None:
     """Every ITL gap as a point at its time in the run, coloured by class, with long-prompt arrivals
     marked: where head-of-line stalls show as columns of tall points. One panel per run."""
-    from ..analysis.hol import long_class as find_long
+    from ..metrics.hol import long_class as find_long
 
     views = [v for v in views if v.c.gaps.size]
     if not views:
@@ -209,7 +209,7 @@ def timeseries(views: list[RunView], out_dir: str) -> str | None:
 
 def attainment_by_class(views: list[RunView], out_dir: str) -> str | None:
     """SLO attainment per class with Wilson intervals, runs side by side, the 95% target as a line."""
-    from ..analysis.stats import wilson
+    from ..metrics.stats import wilson
 
     rows = []
     for v in views:

@@ -63,3 +63,40 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     name = label or run.meta.label
     return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
                    run.meta.to_dict(), summary, cols, c, steps, server)
+
+
+def write_reports(paths: list[str], out: str | None = None, slo: dict | None = None, figures: bool = True,
+                  on_stage=None) -> list[tuple[str, int]]:
+    """`goodbench report`: a sweep report per sweep directory, and one report for the run directories
+    (combined when several: in `out`, or combined-<hash> beside the first). Returns (path, figures)."""
+    import hashlib
+
+    from ..errors import UsageError
+    from .html import run_report, sweep_report
+    from .runplots import run_figures
+
+    written, runs = [], []
+    for path in paths:
+        if os.path.exists(os.path.join(path, "sweep.json")):
+            written.append((sweep_report(path), 0))
+        elif os.path.exists(os.path.join(path, "run.json")):
+            runs.append(path)
+        else:
+            raise UsageError(f"{path} is neither a run directory (run.json) nor a sweep directory (sweep.json)")
+    if not runs:
+        return written
+    stage = on_stage or (lambda text: None)
+    stage(f"loading {len(runs)} run(s) ...")
+    views = [load_view(r, slo=slo) for r in runs]
+    if out is None and len(views) > 1:
+        tag = hashlib.sha1("\0".join(os.path.abspath(r) for r in runs).encode()).hexdigest()[:8]
+        out = os.path.join(os.path.dirname(os.path.abspath(runs[0])), f"combined-{tag}")
+    out = out or runs[0]
+    os.makedirs(out, exist_ok=True)
+    pngs = []
+    if figures:
+        stage("drawing figures ...")
+        pngs = run_figures(views, out)
+    stage("writing report.html ...")
+    written.append((run_report(views, out, pngs), len(pngs)))
+    return written

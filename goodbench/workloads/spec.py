@@ -14,15 +14,12 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
-from ..records import SLOError, parse_slo
+from ..errors import InputError
+from ..records import parse_slo
 
 GENERATORS = ("synthetic", "mixed", "hol", "sharegpt")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
 ENDPOINTS = ("completions", "chat")
-
-
-class WorkloadError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -120,13 +117,13 @@ class WorkloadSpec:
 
 
 class _Ctx:
-    """Error helper: WorkloadError('FILE: key: message')."""
+    """Error helper: InputError('FILE: key: message')."""
 
     def __init__(self, path: str):
         self.path = path
 
-    def err(self, key: str, msg: str) -> WorkloadError:
-        return WorkloadError(f"{self.path}: {key}: {msg}")
+    def err(self, key: str, msg: str) -> InputError:
+        return InputError(f"{self.path}: {key}: {msg}")
 
     def num(self, table: dict, key: str, prefix: str, kind=float, default=None, lo=None, allow_inf=False):
         if key not in table:
@@ -229,27 +226,15 @@ def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpe
         raise ctx.err("arrival", str(e)) from None
 
 
-def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
-    ctx = _Ctx(path)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise WorkloadError(f"{path}: not valid TOML: {e}") from None
-    top = {"name", "description", "generator", "class", "hol", "arrival", "num_requests", "duration_s",
-           "warmup_requests", "seed", "endpoint", "slo", "ignore_eos", "gate"}
-    ctx.known(doc, top, "")
-    gen = doc.get("generator", "synthetic")
-    if gen not in GENERATORS:
-        raise ctx.err("generator", f"{gen!r} is not one of {', '.join(GENERATORS)}")
-    endpoint = doc.get("endpoint", "completions")
-    if endpoint not in ENDPOINTS:
-        raise ctx.err("endpoint", f"{endpoint!r} is not one of {', '.join(ENDPOINTS)}")
+TOP_KEYS = {"name", "description", "generator", "class", "hol", "arrival", "num_requests", "duration_s",
+            "warmup_requests", "seed", "endpoint", "slo", "ignore_eos", "gate"}
 
-    classes = []
-    raw_classes = doc.get("class", [])
-    if not isinstance(raw_classes, list):
+
+def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
+    if not isinstance(raw, list):
         raise ctx.err("class", "use [[class]] tables (an array of tables)")
-    for i, c in enumerate(raw_classes):
+    classes = []
+    for i, c in enumerate(raw):
         key = f"class[{i}]"
         ctx.known(c, {"name", "weight", "input", "output", "source", "dataset"}, f"{key}.")
         source = c.get("source", "sharegpt" if gen == "sharegpt" else "synthetic")
@@ -267,20 +252,39 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
                              source="sharegpt")] if gen == "sharegpt" else [ClassSpec("random")]
     if sum(c.weight for c in classes) <= 0:
         raise ctx.err("class", "weights must not all be zero")
-    hol = None
-    if gen == "hol":
-        h = doc.get("hol", {})
-        fields_ = {"long_input": int, "long_output": int, "short_input": int, "short_output": int,
-                   "shorts": int, "stagger_ms": float, "repeats": int, "period_s": float}
-        ctx.known(h, set(fields_), "hol.")
-        dflt = HolSpec()
-        hol = HolSpec(**{k: ctx.num(h, k, "hol.", t, getattr(dflt, k), lo=(0 if t is float else 1))
-                         for k, t in fields_.items()})
+    return tuple(classes)
+
+
+def _hol(ctx: _Ctx, h: dict) -> HolSpec:
+    fields_ = {"long_input": int, "long_output": int, "short_input": int, "short_output": int,
+               "shorts": int, "stagger_ms": float, "repeats": int, "period_s": float}
+    ctx.known(h, set(fields_), "hol.")
+    dflt = HolSpec()
+    return HolSpec(**{k: ctx.num(h, k, "hol.", t, getattr(dflt, k), lo=(0 if t is float else 1))
+                      for k, t in fields_.items()})
+
+
+def _choice(ctx: _Ctx, doc: dict, key: str, default: str, allowed: tuple) -> str:
+    v = doc.get(key, default)
+    if v not in allowed:
+        raise ctx.err(key, f"{v!r} is not one of {', '.join(allowed)}")
+    return v
+
+
+def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
+    ctx = _Ctx(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from None
+    ctx.known(doc, TOP_KEYS, "")
+    gen = _choice(ctx, doc, "generator", "synthetic", GENERATORS)
+    endpoint = _choice(ctx, doc, "endpoint", "completions", ENDPOINTS)
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
     arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen == "hol" else "poisson")
     try:
         slo = parse_slo(" ".join(f"{k}:{v}" for k, v in doc.get("slo", {}).items())) if doc.get("slo") else None
-    except SLOError as e:
+    except ValueError as e:
         raise ctx.err("slo", str(e)) from None
     n = ctx.num(doc, "num_requests", "", int, None, lo=1)
     dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
@@ -291,7 +295,9 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         raise ctx.err("gate", "expected a table")
     return WorkloadSpec(name=str(doc.get("name", os.path.splitext(os.path.basename(path))[0])),
                         description=str(doc.get("description", "")), generator=gen,
-                        classes=tuple(classes), hol=hol, arrival=arrival, num_requests=n, duration_s=dur,
+                        classes=_classes(ctx, doc.get("class", []), gen),
+                        hol=_hol(ctx, doc.get("hol", {})) if gen == "hol" else None,
+                        arrival=arrival, num_requests=n, duration_s=dur,
                         warmup_requests=ctx.num(doc, "warmup_requests", "", int, 0, lo=0),
                         seed=ctx.num(doc, "seed", "", int, 0), endpoint=endpoint, slo=slo,
                         ignore_eos=bool(doc.get("ignore_eos", True)), gate=gate, path=path)
@@ -302,5 +308,5 @@ def load_workload(path: str) -> WorkloadSpec:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise WorkloadError(f"{path}: cannot read workload file: {e.strerror}") from None
+        raise InputError(f"{path}: cannot read workload file: {e.strerror}") from None
     return parse_workload(text, path)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
+from .errors import UsageError
+
 METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms", "e2e": "e2el_ms"}
 
 
@@ -26,13 +28,55 @@ class GateSpec:
         for k, v in pct.items():
             for m in v:
                 if m not in METRIC_KEYS:
-                    raise ValueError(f"gate.{k}.{m}: unknown metric; use one of {', '.join(METRIC_KEYS)}")
+                    raise UsageError(f"gate.{k}.{m}: unknown metric; use one of {', '.join(METRIC_KEYS)}")
         unknown = set(t) - {"min_attainment", "max_failed", "min_goodput", "max_regression", "p50", "p90", "p95", "p99"}
         if unknown:
-            raise ValueError(f"gate: unknown keys {', '.join(sorted(unknown))}")
+            raise UsageError(f"gate: unknown keys {', '.join(sorted(unknown))}")
         return cls(min_attainment=float(t.get("min_attainment", 0.95)), percentiles=pct,
                    max_failed=t.get("max_failed"), min_goodput=t.get("min_goodput"),
                    max_regression=t.get("max_regression"))
+
+
+def parse_fraction(text, flag: str) -> float:
+    """5% or 0.05 -> 0.05."""
+    try:
+        return float(text[:-1]) / 100 if str(text).endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected e.g. 5% or 0.05") from None
+
+
+def parse_ceilings(pname: str, items) -> dict[str, float]:
+    """--p99 ttft:500 itl:100 (words or one comma/space separated string) -> {"ttft": 500, "itl": 100}."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        for part in item.replace(",", " ").split():
+            m, _, ms = part.partition(":")
+            if m not in METRIC_KEYS:
+                raise UsageError(f"--{pname} {part!r}: metric must be one of {', '.join(METRIC_KEYS)}")
+            try:
+                out[m] = float(ms)
+            except ValueError:
+                raise UsageError(f"--{pname} {part!r}: expected METRIC:MS") from None
+    return out
+
+
+def spec_from_options(table: dict | None = None, *, min_attainment: float | None = None,
+                      percentiles: dict | None = None, max_failed: float | None = None,
+                      min_goodput: float | None = None, max_regression: str | float | None = None,
+                      baseline: bool = False) -> GateSpec:
+    """A workload file's [gate] table overridden by command-line options. percentiles: {"p99":
+    ["itl:100"], ...} as typed. With a baseline and no max_regression, the table's or 5%."""
+    spec = GateSpec.from_table(table) if table else GateSpec()
+    pct = {k: dict(v) for k, v in spec.percentiles.items()}
+    for q, items in (percentiles or {}).items():
+        if items:
+            pct.setdefault(q, {}).update(parse_ceilings(q, items))
+    reg = parse_fraction(max_regression, "--max-regression") if max_regression is not None else None
+    if reg is None and baseline:
+        reg = spec.max_regression if spec.max_regression is not None else 0.05
+    return GateSpec(min_attainment=min_attainment if min_attainment is not None else spec.min_attainment,
+                    percentiles=pct, max_failed=max_failed if max_failed is not None else spec.max_failed,
+                    min_goodput=min_goodput if min_goodput is not None else spec.min_goodput, max_regression=reg)
 
 
 @dataclass

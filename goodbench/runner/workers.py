@@ -1,0 +1,90 @@
+"""--workers N: several load-generator processes on the shared monotonic clock, each taking every N-th
+request (or its share of the users); all append to one records.jsonl (O_APPEND writes)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+from ..client.openai import ClientConfig
+from ..store import RunStore
+from . import Share, install_uvloop, run_share
+from .dispatch import Progress, RunOptions
+from .plan import Plan
+
+
+def _worker_main(share: Share, run_dir: str, tok_name, arr, slot) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
+    install_uvloop()
+    from .. import tokenizer as tokmod
+
+    sink = RunStore.at(run_dir)
+    sink.open_records()
+    share.sink = sink
+    share.tok = tokmod.load(tok_name) if tok_name is not None else None
+    share.progress = Progress(arr, slot)
+    try:
+        asyncio.run(run_share(share))
+    finally:
+        sink.close()
+
+
+def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: bool) -> list[Share]:
+    w = opts.workers
+    n = len(plan.requests)
+    wopts = RunOptions(**{**opts.__dict__, "max_concurrency": (
+        math.ceil(opts.max_concurrency / w) if opts.max_concurrency else None)})
+    out = []
+    for k in range(w):
+        idx = np.arange(n) if plan.closed and plan.duration_s else np.arange(k, n, w)
+        users = 0
+        if plan.closed:
+            users = plan.arrival.concurrency // w + (1 if k < plan.arrival.concurrency % w else 0)
+            if users == 0:
+                continue
+        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0))
+    return out
+
+
+def run_workers(plan: Plan, cfg: ClientConfig, run_dir: str, opts: RunOptions, tok_name, progress: Progress,
+                on_tick, scrape: bool) -> bool:
+    """Returns True if interrupted (SIGINT is forwarded to the workers as SIGTERM)."""
+    w = opts.workers
+    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    arr = ctx.Array("d", w * len(Progress.FIELDS), lock=False)
+    t0 = time.monotonic() + 1.0 + 0.2 * w  # leave the workers time to start and prewarm
+    procs = []
+    for k, share in enumerate(_shares(plan, cfg, opts, t0, scrape)):
+        p = ctx.Process(target=_worker_main, args=(share, run_dir, tok_name, arr, k), daemon=True)
+        p.start()
+        procs.append(p)
+    interrupted = False
+
+    def fwd(signum, frame):
+        nonlocal interrupted
+        interrupted = True
+        for p in procs:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+
+    old = signal.signal(signal.SIGINT, fwd)
+    fields_ = Progress.FIELDS
+    try:
+        while any(p.is_alive() for p in procs):
+            for i, f in enumerate(fields_):
+                vals = [arr[k * len(fields_) + i] for k in range(w)]
+                setattr(progress, f, max(vals) if f == "lag_max_ms" else int(sum(vals)))
+            if on_tick:
+                on_tick()
+            for p in procs:
+                p.join(timeout=0.25 / len(procs))
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return interrupted

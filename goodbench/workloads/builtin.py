@@ -1,0 +1,51 @@
+"""The built-in workloads that `--dataset-name` selects (as `vllm bench serve` names them), each
+defined here once. The ready-made workload files live in workloads/ (see docs/workloads.md)."""
+
+from __future__ import annotations
+
+from ..arrivals import ArrivalSpec
+from ..errors import UsageError
+from .spec import ClassSpec, HolSpec, LengthDist, WorkloadSpec
+
+DATASETS = ("sharegpt", "random", "mixed", "hol")
+RANDOM_INPUT, RANDOM_OUTPUT = 1024, 128
+
+
+def random_workload(input_len: int | None = None, output_len: int | None = None) -> WorkloadSpec:
+    """Every request the same length: input_len prompt tokens (default 1024), output_len out (128)."""
+    c = ClassSpec("random", 1.0, LengthDist(value=input_len or RANDOM_INPUT),
+                  LengthDist(value=output_len or RANDOM_OUTPUT))
+    return WorkloadSpec(name="random", generator="synthetic", classes=(c,))
+
+
+def sharegpt_workload(output_len: int | None = None, dataset: str | None = None) -> WorkloadSpec:
+    """ShareGPT conversations; output lengths from the reference answers unless output_len is given."""
+    out = LengthDist(value=output_len) if output_len else LengthDist("dataset")
+    c = ClassSpec("sharegpt", input=LengthDist("dataset"), output=out, source="sharegpt", dataset=dataset)
+    return WorkloadSpec(name="sharegpt", generator="sharegpt", classes=(c,))
+
+
+def mixed_workload() -> WorkloadSpec:
+    """80% short chats (50 in, 128 out) and 20% long documents (3000 in, 64 out)."""
+    cls = (ClassSpec("short", 0.8, LengthDist(value=50), LengthDist(value=128)),
+           ClassSpec("long", 0.2, LengthDist(value=3000), LengthDist(value=64)))
+    return WorkloadSpec(name="mixed", generator="mixed", classes=cls)
+
+
+def hol_workload() -> WorkloadSpec:
+    """HOL stress with HolSpec's defaults; the generator times its own requests."""
+    return WorkloadSpec(name="hol", generator="hol", hol=HolSpec(), num_requests=None,
+                        arrival=ArrivalSpec(kind="workload"))
+
+
+def dataset_workload(name: str, input_len: int | None = None, output_len: int | None = None,
+                     dataset: str | None = None) -> WorkloadSpec:
+    if name == "random":
+        return random_workload(input_len, output_len)
+    if name == "sharegpt":
+        return sharegpt_workload(output_len, dataset)
+    if name == "mixed":
+        return mixed_workload()
+    if name == "hol":
+        return hol_workload()
+    raise UsageError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

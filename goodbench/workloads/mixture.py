@@ -1,0 +1,52 @@
+"""Class mixtures (the synthetic, mixed and sharegpt generators): each request draws a class by
+weight, then its lengths from the class's distributions (or from ShareGPT for dataset classes)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from ..records import RequestSpec
+from .lengths import sample_lengths
+from .spec import ClassSpec, WorkloadSpec
+
+
+def as_prompt(text: str, chat: bool):
+    return [{"role": "user", "content": text}] if chat else text
+
+
+def _class_rows(c: ClassSpec, n: int, spec: WorkloadSpec, tok, rng_np, rng_py) -> list[tuple]:
+    """n (prompt text, prompt tokens, output tokens) rows for one class."""
+    if c.source == "sharegpt":
+        from .sharegpt import load_raw, sample, source_key
+
+        recs, report = load_raw(c.dataset)
+        fixed = c.output.value if c.output.dist == "constant" else None
+        rows = sample(recs, tok, n, spec.seed, fixed_output=fixed, cache_key=source_key(report))
+        if c.output.dist not in ("constant", "dataset"):
+            outs = sample_lengths(c.output, n, rng_np)
+            rows = [(p, pl, int(o)) for (p, pl, _), o in zip(rows, outs)]
+        return rows
+    ins = sample_lengths(c.input, n, rng_np)
+    outs = sample_lengths(c.output, n, rng_np)
+    return [(tok.synthetic_text(int(i), rng_py), int(i), int(o)) for i, o in zip(ins, outs)]
+
+
+def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
+    """n requests, reproducible for spec.seed: the class of each drawn first, then each class's rows."""
+    chat = spec.endpoint == "chat"
+    rng_np = np.random.default_rng(spec.seed)
+    rng_py = random.Random(spec.seed)
+    weights = np.array([c.weight for c in spec.classes], dtype=float)
+    which = rng_np.choice(len(spec.classes), size=n, p=weights / weights.sum())
+    out: list = [None] * n
+    for ci, c in enumerate(spec.classes):
+        idx = np.flatnonzero(which == ci)
+        if idx.size == 0:
+            continue
+        rows = _class_rows(c, idx.size, spec, tok, rng_np, rng_py)
+        for i, (text, pl, ol) in zip(idx, rows):
+            out[i] = RequestSpec(id=f"r{i}", cls=c.name, prompt=as_prompt(text, chat), prompt_tokens=pl,
+                                 max_tokens=ol)
+    return out

@@ -1,0 +1,117 @@
+"""A workload plus the command line's overrides -> the WorkloadSpec a run uses. Pure: the CLI turns its
+flags into WorkloadOptions, and the Python API takes the same options as keyword arguments."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+from ..arrivals import ArrivalSpec
+from ..errors import UsageError
+from ..records import parse_slo
+from .builtin import dataset_workload
+from .spec import LengthDist, WorkloadSpec, load_workload
+
+DEFAULT_REQUESTS = 200  # when neither the workload nor the options give a count or a duration
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """Every field None = keep the workload's value (flags override the workload file)."""
+
+    workload: str | None = None          # a workload file
+    dataset_name: str | None = None      # a built-in workload when no file is given (default random)
+    dataset_path: str | None = None      # ShareGPT source
+    random_input_len: int | None = None
+    random_output_len: int | None = None
+    num_prompts: int | None = None
+    duration: float | None = None
+    warmup: int | None = None
+    request_rate: str | float | None = None  # a number or "inf"
+    burstiness: float | None = None
+    arrival: str | None = None           # poisson | gamma | constant
+    ramp_up: float | None = None
+    concurrency: int | None = None
+    think_time: float | None = None
+    seed: int | None = None
+    goodput: list | str | None = None    # SLO, "ttft:500 tpot:50" or its words
+    endpoint_type: str | None = None     # completions | chat
+
+    @classmethod
+    def from_namespace(cls, ns) -> "WorkloadOptions":
+        return cls(**{f.name: getattr(ns, f.name, None) for f in fields(cls)})
+
+
+def parse_rate(text) -> float:
+    if isinstance(text, (int, float)):
+        return float(text)
+    try:
+        return math.inf if str(text).lower() == "inf" else float(text)
+    except ValueError:
+        raise UsageError(f"--request-rate {text!r} is not a number or 'inf'") from None
+
+
+def _base(o: WorkloadOptions) -> WorkloadSpec:
+    if o.workload:
+        return load_workload(o.workload)
+    return dataset_workload(o.dataset_name or "random", o.random_input_len, o.random_output_len, o.dataset_path)
+
+
+def _lengths(spec: WorkloadSpec, o: WorkloadOptions) -> WorkloadSpec:
+    """--dataset-path points ShareGPT classes at a file; --random-*-len override a file's lengths."""
+    if o.dataset_path and spec.generator == "sharegpt":
+        spec = replace(spec, classes=tuple(replace(c, dataset=o.dataset_path) if c.source == "sharegpt" else c
+                                           for c in spec.classes))
+    if o.workload and (o.random_input_len or o.random_output_len):
+        inp, out = o.random_input_len, o.random_output_len
+        spec = replace(spec, classes=tuple(replace(
+            c, input=LengthDist(value=inp) if inp and c.source == "synthetic" else c.input,
+            output=LengthDist(value=out) if out else c.output) for c in spec.classes))
+    return spec
+
+
+def _arrival(a: ArrivalSpec, o: WorkloadOptions) -> ArrivalSpec:
+    if o.request_rate is not None:
+        kind = o.arrival or ("gamma" if (o.burstiness or a.burstiness) != 1.0 else "poisson")
+        a = replace(a, kind=kind, rate=parse_rate(o.request_rate))
+    elif o.arrival:
+        a = replace(a, kind=o.arrival)
+    if o.burstiness is not None:
+        a = replace(a, burstiness=o.burstiness, kind="gamma" if a.kind == "poisson" else a.kind)
+    if o.ramp_up is not None:
+        a = replace(a, ramp_up_s=o.ramp_up)
+    if o.concurrency is not None:
+        a = replace(a, kind="closed", concurrency=o.concurrency)
+    if o.think_time is not None:
+        a = replace(a, think_time_s=o.think_time)
+    return ArrivalSpec(**a.__dict__)  # validates the combination
+
+
+def _counts(o: WorkloadOptions) -> dict:
+    kw: dict = {}
+    if o.num_prompts is not None:
+        kw["num_requests"] = o.num_prompts
+        kw["duration_s"] = o.duration
+    if o.duration is not None:
+        kw["duration_s"] = o.duration
+        if o.num_prompts is None:
+            kw["num_requests"] = None
+    return kw
+
+
+def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
+    """The workload file (or built-in dataset) with every given option applied."""
+    spec = _lengths(_base(o), o)
+    kw = {"arrival": _arrival(spec.arrival, o), **_counts(o)}
+    if o.warmup is not None:
+        kw["warmup_requests"] = o.warmup
+    if o.seed is not None:
+        kw["seed"] = o.seed
+    if o.goodput:
+        kw["slo"] = parse_slo(o.goodput)
+    if o.endpoint_type:
+        kw["endpoint"] = o.endpoint_type
+    spec = replace(spec, **kw)
+    if spec.num_requests is None and spec.duration_s is None and spec.generator != "hol":
+        spec = replace(spec, num_requests=DEFAULT_REQUESTS)
+    return spec
