@@ -81,10 +81,10 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     _stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
     rd = RunDir.open(result_dir, RunMeta(
-        run_id=run_id or new_run_id("sim"), label=plan.arrival.label,
+        run_id=run_id or "", label=plan.arrival.label,
         target={"base_url": "simulated", "endpoint": "", "model": cfg.model}, engine=cfg.to_dict(),
         workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo, seed=spec.seed, tokenizer=tok.name,
-        mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None))
+        mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None), prefix="sim")
     eng = Engine(cfg)
     _stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {cfg.gpu} ...")
     t = time.perf_counter()
@@ -122,10 +122,11 @@ def _stage(on_stage, text: str) -> None:
         on_stage(text)
 
 
-def _start_engine(cfg: EngineConfig, run_id: str, pin: bool, on_stage):
+def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
     from .engine.launch import start_engine
 
-    log = os.path.join(tempfile.gettempdir(), f"goodbench-engine-{run_id}.log")
+    fd, log = tempfile.mkstemp(prefix="goodbench-engine-", suffix=".log")
+    os.close(fd)
     _stage(on_stage, f"starting the reference engine ({cfg.model} on {cfg.gpu}) ...")
     return start_engine(cfg, log, pin=pin)
 
@@ -166,12 +167,12 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
 
     spec = _workload(workload)
     target = Target(base_url=target) if isinstance(target, str) or target is None else target
-    run_id = run_id or new_run_id()
-    RunDir.check_free(result_dir, run_id)
+    if run_id:
+        RunDir.check_free(result_dir, run_id)
     cfg = (engine or EngineConfig()).resolved() if target.base_url is None else None
     proc, rd = None, None
     if cfg is not None:
-        proc = _start_engine(cfg, run_id, pin, on_stage)
+        proc = _start_engine(cfg, pin, on_stage)
         target = replace(target, base_url=proc.base_url)
     try:
         ccfg = _connect(target, spec)
@@ -180,7 +181,7 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
         plan = runner.build_plan(spec, tok)
         label = plan.arrival.label + ("" if not max_concurrency else f",maxconc={max_concurrency}")
         rd = RunDir.open(result_dir, RunMeta(
-            run_id=run_id, label=label, target={"base_url": ccfg.base_url, "endpoint": ccfg.endpoint,
+            run_id=run_id or "", label=label, target={"base_url": ccfg.base_url, "endpoint": ccfg.endpoint,
                                                 "model": ccfg.model},
             engine=cfg.to_dict() if cfg else None, workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo,
             seed=spec.seed, tokenizer=tok.name, mode="closed" if plan.closed else "open",
@@ -212,7 +213,7 @@ def run_via_locust(workload, target: Target | str | None = None, *, engine: Engi
     run_id = run_id or new_run_id("locust")
     proc = None
     if target.base_url is None:
-        proc = _start_engine((engine or EngineConfig()).resolved(), run_id, pin, on_stage)
+        proc = _start_engine((engine or EngineConfig()).resolved(), pin, on_stage)
         target = replace(target, base_url=proc.base_url)
     try:
         return run_locust(spec, LocustRun(base_url=target.base_url, result_dir=result_dir, run_id=run_id,

@@ -21,9 +21,15 @@ class RunDir:
         self.store, self.meta = store, meta
 
     @classmethod
-    def open(cls, result_dir: str, meta: RunMeta) -> "RunDir":
-        """meta.run_id names the directory (a fresh `run-DATE-TIME-PID` when empty)."""
-        meta.run_id = meta.run_id or new_run_id()
+    def open(cls, result_dir: str, meta: RunMeta, prefix: str = "run") -> "RunDir":
+        """meta.run_id names the directory; when empty, a fresh `PREFIX-DATE-TIME-PID` (with -2, -3, ...
+        appended if this process already made one this second)."""
+        if not meta.run_id:
+            base = meta.run_id = new_run_id(prefix)
+            k = 1
+            while os.path.exists(os.path.join(result_dir, meta.run_id)):
+                k += 1
+                meta.run_id = f"{base}-{k}"
         store = RunStore(result_dir, meta.run_id)
         if os.path.exists(store.dir) and not os.path.isdir(store.dir):
             raise RunDirError(f"{store.dir} exists and is not a directory")

@@ -3,13 +3,7 @@ import pytest
 from goodbench.metrics import dist, summarize
 from goodbench.records import RequestRecord, RunMeta, RunResult
 
-
-def rec(i, cls="a", sched=0.0, sent=0.0, chunks=(), out=None, status="ok", warmup=False):
-    return RequestRecord(id=f"r{i}", cls=cls, scheduled_at=sched, sent_at=sent,
-                         first_token_at=chunks[0] if chunks else None, finished_at=chunks[-1] if chunks else sent,
-                         chunk_times=tuple(chunks), chunk_tokens=(1,) * len(chunks),
-                         output_tokens=len(chunks) if out is None else out, output_tokens_source="usage",
-                         status=status, warmup=warmup)
+from recs import rec
 
 
 def summary(recs, slo=None, mode="open", **kw):

@@ -16,8 +16,8 @@ from ..errors import TargetError, UsageError
 from ..rundir import RunDir
 from ..runner import Progress, RunOptions, run_plan
 from ..serverproc import ServerProcess, free_port
-from .grid import Cell, cell_config
-from .sweep import SweepSetup, cell_meta, config_row, summary_row, write_results
+from .grid import Cell
+from .sweep import SweepSetup, cell_meta, config_row, start_row, summary_row, write_results
 
 
 def server_command(cfg: EngineConfig, port: int, server_cmd: str | None) -> list[str]:
@@ -39,11 +39,8 @@ def start_server(cfg: EngineConfig, server_cmd: str | None, log_path: str, timeo
 
 
 def _live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float) -> dict:
-    row: dict = {"cell": cell.label, "gpu": cell.gpu, **{k: v for k, v in cell.params}}
-    try:
-        cfg = cell_config(s.base, cell)
-    except UsageError as e:
-        row["error"] = str(e)
+    row, cfg = start_row(s, cell)
+    if cfg is None:
         return row
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, None if server_cmd else cfg, "open"))
     try:

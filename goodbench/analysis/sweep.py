@@ -106,14 +106,21 @@ def slo_scale_row(recs, slo: dict | None, scales) -> dict:
 _SHARED: dict = {}
 
 
+def start_row(s: SweepSetup, cell: Cell) -> tuple[dict, EngineConfig | None]:
+    """A cell's row (its label and knobs) and config; an impossible config is the row's error."""
+    row: dict = {"cell": cell.label, "gpu": cell.gpu, **{k: v for k, v in cell.params}}
+    try:
+        return row, cell_config(s.base, cell)
+    except UsageError as e:
+        row["error"] = str(e)
+        return row, None
+
+
 def run_cell(cell: Cell) -> dict:
     """One simulated cell: a run directory under cells/, and its row."""
     s: SweepSetup = _SHARED["setup"]
-    row: dict = {"cell": cell.label, "gpu": cell.gpu, **{k: v for k, v in cell.params}}
-    try:
-        cfg = cell_config(s.base, cell)
-    except UsageError as e:
-        row["error"] = str(e)
+    row, cfg = start_row(s, cell)
+    if cfg is None:
         return row
     recs = simulate(Engine(cfg), s.plan.requests, s.plan.offsets)
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, cfg, "simulate"))

@@ -94,6 +94,18 @@ class Engine:
         st.busy_s += dur
         return res
 
+    def _kv_room(self, run, k: int) -> tuple[int, list[int]]:
+        """The largest k' <= k (halving) for which every running sequence's blocks for k' more tokens
+        are free, and those block counts; k' < 2 means take single steps."""
+        kv = self.kv
+        bs = kv.block_size
+        while k >= 2:
+            needs = [max(0, -(-(s.num_computed + k) // bs) - s.blocks) for s in run]
+            if sum(needs) <= kv.num_free:
+                return k, needs
+            k //= 2
+        return k, []
+
     def decode_run(self, max_steps: int, horizon: float, now: float):
         """Fast path for simulation: while every running sequence is decoding and nothing waits,
         steps differ only in context length. Step time is linear in the summed context, so k steps
@@ -122,29 +134,11 @@ class Engine:
         d0 = cost.step_time(0, r, ctx, 0, 0, r)
         delta = cost.step_time(0, r, ctx + r, 0, 0, r) - d0  # exact: linear in decode context
         if horizon != math.inf:
-            # step s starts at now + s*d0 + delta*s*(s-1)/2; keep the steps that start before horizon
-            h = horizon - now
-            if delta > 1e-15:
-                b = d0 - delta / 2
-                root = (-b + math.sqrt(b * b + 2 * delta * h)) / delta
-            else:
-                root = h / d0
-            kh = max(1, math.ceil(root))
-            while kh > 1 and (kh - 1) * d0 + delta * (kh - 1) * (kh - 2) / 2 >= h:
-                kh -= 1
-            while kh * d0 + delta * kh * (kh - 1) / 2 < h:
-                kh += 1
-            k = min(k, kh)
-        bs = kv.block_size
-        while k >= 2:  # KV: the blocks for k more tokens each must be free, else take single steps
-            needs = [max(0, -(-(s.num_computed + k) // bs) - s.blocks) for s in run]
-            extra = sum(needs)
-            if extra <= kv.num_free:
-                break
-            k //= 2
+            k = min(k, steps_before(d0, delta, horizon - now))
+        k, needs = self._kv_room(run, k)
         if k < 2:
             return None
-        kv._take(extra)
+        kv._take(sum(needs))
         finished = []
         for s, nb in zip(run, needs):
             s.blocks += nb
@@ -160,3 +154,19 @@ class Engine:
         st.generation_tokens += k * r
         st.busy_s += ends[-1] - now
         return ends, finished
+
+
+def steps_before(d0: float, delta: float, h: float) -> int:
+    """How many decode steps start within h seconds, when step s starts at s*d0 + delta*s*(s-1)/2
+    (step time grows by delta per step as contexts lengthen). At least 1."""
+    if delta > 1e-15:
+        b = d0 - delta / 2
+        root = (-b + math.sqrt(b * b + 2 * delta * h)) / delta
+    else:
+        root = h / d0
+    kh = max(1, math.ceil(root))
+    while kh > 1 and (kh - 1) * d0 + delta * (kh - 1) * (kh - 2) / 2 >= h:
+        kh -= 1
+    while kh * d0 + delta * kh * (kh - 1) / 2 < h:
+        kh += 1
+    return kh

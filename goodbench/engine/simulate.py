@@ -32,97 +32,16 @@ def text_block_hashes(prompt, prompt_tokens: int, block_size: int) -> tuple:
     return tuple(out)
 
 
-def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | None,
-             trace_path: str | None = None, max_virtual_s: float | None = None, fast: bool = True,
-             closed_users: int = 0, think_s: float = 0.0, duration_s: float | None = None) -> list[RequestRecord]:
-    """Run the requests through the engine in virtual time.
+def _trace_line(engine: Engine, res, start: float) -> str:
+    b = res.batch
+    return json.dumps({"step": engine.stats.steps, "start": round(start, 6), "duration": round(res.duration, 6),
+                       "prefill_tokens": b.prefill_tokens, "decode_tokens": b.decode_tokens,
+                       "batch_size": b.num_seqs, "kv_usage": round(engine.kv.usage, 4),
+                       "preemptions": len(b.preempted), "lateness": 0.0}) + "\n"
 
-    Open loop: request k arrives at offsets[k]. Closed loop (closed_users > 0, offsets None): each
-    user sends its next request think_s after its previous one finished, until the requests (or
-    duration_s of virtual time) run out. fast=False takes every step singly (the decode fast path is
-    exact; tests compare the two)."""
-    n = len(requests)
-    times: list[array] = [array("d") for _ in range(n)]
-    sent = [math.nan] * n
-    bad: dict[int, str] = {}
-    seqs: list[Seq | None] = [None] * n
-    bs = engine.cfg.block_size
-    pc = engine.cfg.enable_prefix_caching
-    pending: list[tuple[float, int]] = []  # (arrival time, request index)
-    nxt = 0  # closed loop: next request to hand out
-    if closed_users:
-        for _ in range(min(closed_users, n)):
-            pending.append((0.0, nxt))
-            nxt += 1
-    else:
-        pending = [(float(offsets[k]), k) for k in range(n)]
-    heapq.heapify(pending)
-    trace = open(trace_path, "w", encoding="utf-8") if trace_path else None
-    now = 0.0
 
-    def on_finish(seq_list, t):
-        nonlocal nxt
-        if not closed_users:
-            return
-        for _ in seq_list:
-            if nxt < n and (duration_s is None or t + think_s < duration_s):
-                heapq.heappush(pending, (t + think_s, nxt))
-                nxt += 1
-
-    try:
-        while pending or engine.has_work:
-            while pending and pending[0][0] <= now:
-                t, k = heapq.heappop(pending)
-                r = requests[k]
-                sent[k] = t
-                s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t,
-                        hashes=text_block_hashes(r.prompt, r.prompt_tokens, bs) if pc else ())
-                try:
-                    engine.add(s)
-                    seqs[k] = s
-                except RequestTooLong as e:
-                    bad[k] = str(e)
-                    on_finish((k,), t)
-            if not engine.has_work:
-                if pending:
-                    now = max(now, pending[0][0])
-                continue
-            if max_virtual_s is not None and now > max_virtual_s:
-                break
-            horizon = pending[0][0] if pending else math.inf
-            if trace is None and fast:
-                run = engine.decode_run(4096, horizon, now)
-                if run is not None:
-                    ends, finished = run
-                    for s in engine.sched.running:  # finished ones have left running already
-                        times[s.id].extend(ends)
-                    for s in finished:
-                        times[s.id].extend(ends)
-                    now = ends[-1]
-                    on_finish(finished, now)
-                    continue
-            res = engine.step()
-            if res is None:  # nothing schedulable and nothing running: a request can never fit
-                s = engine.sched._peek()
-                engine.sched.remove(s)
-                bad[s.id] = "request needs more KV cache than the engine has"
-                on_finish((s,), now)
-                continue
-            start = now
-            now += res.duration
-            for s in res.emitted:
-                times[s.id].append(now)
-            on_finish(res.finished, now)
-            if trace is not None:
-                b = res.batch
-                trace.write(json.dumps({"step": engine.stats.steps, "start": round(start, 6),
-                                        "duration": round(res.duration, 6), "prefill_tokens": b.prefill_tokens,
-                                        "decode_tokens": b.decode_tokens, "batch_size": b.num_seqs,
-                                        "kv_usage": round(engine.kv.usage, 4), "preemptions": len(b.preempted),
-                                        "lateness": 0.0}) + "\n")
-    finally:
-        if trace is not None:
-            trace.close()
+def _records(requests: list[RequestSpec], sent: list[float], times: list[array], seqs: list, bad: dict):
+    """One record per request that was sent: refused ones as HTTP 400, unfinished ones as cancelled."""
     out = []
     for k, r in enumerate(requests):
         off = sent[k]
@@ -141,3 +60,93 @@ def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | 
             prompt_tokens_server=r.prompt_tokens, status="ok" if done else "cancelled",
             error=None if done else "simulation stopped before completion", warmup=r.warmup))
     return out
+
+
+class _Arrivals:
+    """Requests not yet handed to the engine, by arrival time. Closed loop: each user's next request
+    arrives think_s after its previous one finished, until the requests (or duration_s) run out."""
+
+    def __init__(self, n: int, offsets, closed_users: int, think_s: float, duration_s: float | None):
+        self.n, self.closed, self.think_s, self.duration_s = n, closed_users, think_s, duration_s
+        self.next = min(closed_users, n) if closed_users else n
+        self.heap = [(0.0, k) for k in range(self.next)] if closed_users else \
+            [(float(offsets[k]), k) for k in range(n)]
+        heapq.heapify(self.heap)
+
+    def finished(self, count: int, t: float) -> None:
+        if not self.closed:
+            return
+        for _ in range(count):
+            if self.next < self.n and (self.duration_s is None or t + self.think_s < self.duration_s):
+                heapq.heappush(self.heap, (t + self.think_s, self.next))
+                self.next += 1
+
+
+def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | None,
+             trace_path: str | None = None, max_virtual_s: float | None = None, fast: bool = True,
+             closed_users: int = 0, think_s: float = 0.0, duration_s: float | None = None) -> list[RequestRecord]:
+    """Run the requests through the engine in virtual time.
+
+    Open loop: request k arrives at offsets[k]. Closed loop (closed_users > 0, offsets None): each
+    user sends its next request think_s after its previous one finished, until the requests (or
+    duration_s of virtual time) run out. fast=False takes every step singly (the decode fast path is
+    exact; tests compare the two)."""
+    n = len(requests)
+    times: list[array] = [array("d") for _ in range(n)]
+    sent = [math.nan] * n
+    bad: dict[int, str] = {}
+    seqs: list[Seq | None] = [None] * n
+    bs, pc = engine.cfg.block_size, engine.cfg.enable_prefix_caching
+    arr = _Arrivals(n, offsets, closed_users, think_s, duration_s)
+    pending = arr.heap
+    trace = open(trace_path, "w", encoding="utf-8") if trace_path else None
+    now = 0.0
+    try:
+        while pending or engine.has_work:
+            while pending and pending[0][0] <= now:
+                t, k = heapq.heappop(pending)
+                r = requests[k]
+                sent[k] = t
+                s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t,
+                        hashes=text_block_hashes(r.prompt, r.prompt_tokens, bs) if pc else ())
+                try:
+                    engine.add(s)
+                    seqs[k] = s
+                except RequestTooLong as e:
+                    bad[k] = str(e)
+                    arr.finished(1, t)
+            if not engine.has_work:
+                if pending:
+                    now = max(now, pending[0][0])
+                continue
+            if max_virtual_s is not None and now > max_virtual_s:
+                break
+            if trace is None and fast:
+                run = engine.decode_run(4096, pending[0][0] if pending else math.inf, now)
+                if run is not None:
+                    ends, finished = run
+                    for s in engine.sched.running:  # finished ones have left running already
+                        times[s.id].extend(ends)
+                    for s in finished:
+                        times[s.id].extend(ends)
+                    now = ends[-1]
+                    arr.finished(len(finished), now)
+                    continue
+            res = engine.step()
+            if res is None:  # nothing schedulable and nothing running: a request can never fit
+                s = engine.sched._peek()
+                engine.sched.remove(s)
+                bad[s.id] = "request needs more KV cache than the engine has"
+                arr.finished(1, now)
+                continue
+            start = now
+            now += res.duration
+            for s in res.emitted:
+                times[s.id].append(now)
+            arr.finished(len(res.finished), now)
+            if trace is not None:
+                trace.write(_trace_line(engine, res, start))
+    finally:
+        if trace is not None:
+            trace.close()
+    return _records(requests, sent, times, seqs, bad)

@@ -23,20 +23,32 @@ def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
     as a dashed level), a tier x chunk heatmap of goodput, and the TTFT-vs-ITL-p99 trade-off per tier."""
     plt = _plt()
     ok = [r for r in rows if not r.get("error") and r.get("goodput") is not None]
+    if not ok:
+        return []
     chunked = [r for r in ok if r.get("enable_chunked_prefill", True)]
     gpus = list(dict.fromkeys(r["gpu"] for r in ok))
-    paths = []
-    if not ok:
-        return paths
+    paths = [_metrics_vs_chunk(plt, ok, chunked, gpus, out_dir)]
+    heat = _goodput_heatmap(plt, chunked, gpus, out_dir)
+    if heat:
+        paths.append(heat)
+    paths.append(_frontier(plt, ok, gpus, out_dir))
+    return paths
+
+
+def _metrics_vs_chunk(plt, ok: list[dict], chunked: list[dict], gpus: list[str], out_dir: str) -> str:
+    from matplotlib.lines import Line2D
+
     fig, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.6))
+    any_base = False
     for ax, (key, title) in zip(axes, METRICS):
-        for i, gpu in enumerate(gpus):
+        for gpu in gpus:
             pts = sorted((r["max_num_batched_tokens"], r[key]) for r in chunked if r["gpu"] == gpu and r.get(key) is not None)
             if pts:
                 line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
                 base = [r[key] for r in ok if r["gpu"] == gpu and r.get("enable_chunked_prefill") is False]
                 if base and base[0] is not None:
                     ax.axhline(base[0], color=line.get_color(), linestyle="--", linewidth=1)
+                    any_base = True
         ax.set_xscale("log", base=2)
         ticks = sorted({r["max_num_batched_tokens"] for r in chunked})
         ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=7)
@@ -44,32 +56,41 @@ def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
         ax.set_xlabel("max_num_batched_tokens")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, title="dashed: unchunked", title_fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if any_base:  # a legend entry that shows what the dashed levels are
+        handles.append(Line2D([], [], color="gray", linestyle="--", linewidth=1))
+        labels.append("unchunked (per tier)")
+    axes[0].legend(handles, labels, fontsize=8)
     fig.tight_layout()
-    paths.append(_save(fig, plt, os.path.join(out_dir, "sweep_metrics.png")))
+    return _save(fig, plt, os.path.join(out_dir, "sweep_metrics.png"))
+
+
+def _goodput_heatmap(plt, chunked: list[dict], gpus: list[str], out_dir: str) -> str | None:
+    import numpy as np
 
     sizes = sorted({r["max_num_batched_tokens"] for r in chunked})
-    if gpus and sizes:
-        import numpy as np
+    if not gpus or not sizes:
+        return None
+    grid = np.full((len(gpus), len(sizes)), np.nan)
+    for r in chunked:
+        grid[gpus.index(r["gpu"]), sizes.index(r["max_num_batched_tokens"])] = r["goodput"]
+    fig, ax = plt.subplots(figsize=(1.1 * len(sizes) + 2.5, 0.6 * len(gpus) + 1.8))
+    im = ax.imshow(grid, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(sizes)), [str(s) for s in sizes])
+    ax.set_yticks(range(len(gpus)), gpus)
+    lo, hi = np.nanmin(grid), np.nanmax(grid)
+    for (i, j), v in np.ndenumerate(grid):
+        if not np.isnan(v):
+            dark = hi > lo and (v - lo) / (hi - lo) < 0.5  # viridis is dark at the low end
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white" if dark else "black", fontsize=8)
+    ax.set_xlabel("max_num_batched_tokens")
+    ax.set_title("goodput (req/s)")
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "sweep_goodput_heatmap.png"))
 
-        grid = np.full((len(gpus), len(sizes)), np.nan)
-        for r in chunked:
-            grid[gpus.index(r["gpu"]), sizes.index(r["max_num_batched_tokens"])] = r["goodput"]
-        fig, ax = plt.subplots(figsize=(1.1 * len(sizes) + 2.5, 0.6 * len(gpus) + 1.8))
-        im = ax.imshow(grid, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(len(sizes)), [str(s) for s in sizes])
-        ax.set_yticks(range(len(gpus)), gpus)
-        lo, hi = np.nanmin(grid), np.nanmax(grid)
-        for (i, j), v in np.ndenumerate(grid):
-            if not np.isnan(v):
-                dark = hi > lo and (v - lo) / (hi - lo) < 0.5  # viridis is dark at the low end
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white" if dark else "black", fontsize=8)
-        ax.set_xlabel("max_num_batched_tokens")
-        ax.set_title("goodput (req/s)")
-        fig.colorbar(im, ax=ax)
-        fig.tight_layout()
-        paths.append(_save(fig, plt, os.path.join(out_dir, "sweep_goodput_heatmap.png")))
 
+def _frontier(plt, ok: list[dict], gpus: list[str], out_dir: str) -> str:
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
     for gpu in gpus:
         pts = sorted((r["itl_p99_ms"], r["ttft_p99_ms"], r["max_num_batched_tokens"]) for r in ok
@@ -84,8 +105,7 @@ def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    paths.append(_save(fig, plt, os.path.join(out_dir, "sweep_frontier.png")))
-    return paths
+    return _save(fig, plt, os.path.join(out_dir, "sweep_frontier.png"))
 
 
 def _save(fig, plt, path: str) -> str:

@@ -1,6 +1,9 @@
+"""Verdicts (gating): clauses, exit codes, JUnit/Markdown, and gate specs from a [gate] table plus flags."""
+
 import pytest
 
-from goodbench.gating import GateSpec, evaluate, to_junit, to_markdown
+from goodbench.errors import UsageError
+from goodbench.gating import GateSpec, evaluate, parse_fraction, spec_from_options, to_junit, to_markdown
 
 
 def summary(**kw):
@@ -63,3 +66,35 @@ def test_junit_and_markdown():
     ET.fromstring(xml)  # well-formed
     md = to_markdown(r)
     assert "| ❌ | p99 itl | <= 100 ms | 120.0 ms (n=5000) |" in md
+
+
+TABLE = {"min_attainment": 0.9, "p99": {"itl": 150}, "max_failed": 0.01, "min_goodput": 2.0, "max_regression": 0.1}
+
+
+@pytest.mark.parametrize("table,kw,want", [
+    (None, {}, GateSpec()),
+    (TABLE, {}, GateSpec(0.9, {"p99": {"itl": 150}}, 0.01, 2.0, None)),  # a table's regression needs a baseline
+    (TABLE, {"baseline": True}, GateSpec(0.9, {"p99": {"itl": 150}}, 0.01, 2.0, 0.1)),
+    (None, {"baseline": True}, GateSpec(max_regression=0.05)),
+    (None, {"max_regression": "5%"}, GateSpec(max_regression=0.05)),
+    (TABLE, {"min_attainment": 0.99, "max_failed": 0.0, "min_goodput": 3.0},
+     GateSpec(0.99, {"p99": {"itl": 150}}, 0.0, 3.0, None)),
+    (TABLE, {"percentiles": {"p99": ["ttft:500", "itl:100"], "p50": ["tpot:20,e2el:900"]}},
+     GateSpec(0.9, {"p99": {"itl": 100.0, "ttft": 500.0}, "p50": {"tpot": 20.0, "e2el": 900.0}}, 0.01, 2.0, None)),
+])
+def test_spec_from_a_table_and_flags(table, kw, want):
+    assert spec_from_options(table, **kw) == want
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"percentiles": {"p99": ["latency:5"]}}, "metric must be one of"),
+    ({"percentiles": {"p95": ["ttft:fast"]}}, "expected METRIC:MS"),
+    ({"max_regression": "lots"}, "expected e.g. 5%"),
+])
+def test_bad_gate_flags_are_usage_errors(kw, needle):
+    with pytest.raises(UsageError, match=needle):
+        spec_from_options(None, **kw)
+
+
+def test_parse_fraction():
+    assert parse_fraction("5%", "--x") == pytest.approx(0.05) and parse_fraction("0.2", "--x") == 0.2

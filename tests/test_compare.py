@@ -1,0 +1,43 @@
+"""BASE vs NEW (analysis.compare): bootstrap intervals of the difference, verdicts, margin."""
+
+import numpy as np
+
+from goodbench.analysis.compare import compare
+from goodbench.columnar import ColumnarRun, RunColumns
+from goodbench.metrics import Columns, summarize
+from goodbench.records import RunMeta
+
+from recs import rec
+
+def _run(offset_s: float, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    recs = []
+    for i in range(n):
+        t = i * 0.05
+        ttft = 0.05 + rng.exponential(0.01) + offset_s
+        chunks = tuple(t + ttft + np.cumsum(0.01 + rng.exponential(0.002, 8) + offset_s / 10))
+        recs.append(rec(i, sent=t, chunks=chunks))
+    meta = RunMeta(f"run{offset_s}", slo={"ttft": 80})
+    run = ColumnarRun(meta, RunColumns.from_records(recs))
+    return Columns(run.cols), summarize(run, ci=False)
+
+
+def test_compare_a_run_with_itself_finds_no_change():
+    c, s = _run(0.0)
+    res = compare(c, c, s, s)
+    assert {m["verdict"] for m in res["metrics"]} == {"no significant change"}
+    assert res["regressions"] == []
+
+
+def test_compare_flags_a_slower_run_and_respects_the_margin():
+    cb, sb = _run(0.0, seed=1)
+    cn, sn = _run(0.03, seed=2)  # +30 ms TTFT, +3 ms per gap
+    res = compare(cb, cn, sb, sn, margin=0.05)
+    by = {m["metric"]: m for m in res["metrics"]}
+    assert by["ttft_p50"]["verdict"] == "worse" and by["ttft_p50"]["ci"][0] > 20
+    assert by["itl_p50"]["verdict"] == "worse"
+    assert by["slo_attainment"]["verdict"] == "worse"
+    assert "ttft_p50" in res["regressions"]
+    assert by["ttft_p50"]["p_value"] < 1e-6
+    lenient = compare(cb, cn, sb, sn, margin=100.0)  # 10000%: nothing moved that much
+    assert lenient["regressions"] == []

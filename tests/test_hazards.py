@@ -1,0 +1,90 @@
+"""One test per hazard (metrics.hazards): each fires on the run it describes and stays quiet otherwise."""
+
+import pytest
+
+from goodbench.metrics import Columns, summarize
+from goodbench.metrics import hazards as hz
+from goodbench.records import RequestRecord, RunMeta, RunResult
+
+from recs import rec
+
+
+def evidence(recs, **kw):
+    """The summary and the Evidence the hazard checks read, for hand-built records."""
+    meta_kw = {k: kw.pop(k) for k in ("mode", "max_concurrency") if k in kw}
+    s = summarize(RunResult(RunMeta("t", **meta_kw), recs), ci=False, **kw)
+    return hz.Evidence(s, Columns([r for r in recs if not r.warmup]), mode=meta_kw.get("mode", "open"),
+                       max_concurrency=meta_kw.get("max_concurrency"))
+
+
+def steady(n=200, lag=0.0005, spacing=0.01, **kw):
+    return [rec(i, sched=i * spacing, sent=i * spacing + lag, chunks=(i * spacing + lag + 0.1,), **kw)
+            for i in range(n)]
+
+
+def texts(found):
+    return " | ".join(h.text for h in found)
+
+
+def test_generator_lag_invalidates_open_loops_only():
+    late = evidence(steady(lag=0.05))
+    assert hz.generator_lag(late)[0].invalid and "fell behind" in texts(hz.generator_lag(late))
+    assert hz.generator_lag(evidence(steady())) == []
+    assert hz.generator_lag(evidence(steady(lag=0.05), mode="closed")) == []
+    assert hz.generator_lag(evidence(steady(lag=0.05), max_concurrency=4)) == []  # the cap's own hazard
+
+
+def test_rate_shortfall():
+    short = [rec(i, sched=i * 0.01, sent=i * 0.0105, chunks=(i * 0.0105 + 0.1,)) for i in range(200)]
+    found = hz.rate_shortfall(evidence(short))
+    assert found and found[0].invalid and "under the schedule" in found[0].text
+    assert hz.rate_shortfall(evidence(steady())) == []
+
+
+def test_concurrency_cap_warns_without_invalidating():
+    found = hz.concurrency_cap(evidence(steady(lag=0.05), max_concurrency=4))
+    assert found and not found[0].invalid and "--max-concurrency 4" in found[0].text
+    assert hz.concurrency_cap(evidence(steady(lag=0.05))) == []
+
+
+def test_thin_percentiles_names_each_metric():
+    found = hz.thin_percentiles(evidence(steady(n=20)))
+    assert [h.text.split()[0] for h in found] == ["TTFT"]  # one chunk each: no ITL, no TPOT samples
+    assert hz.thin_percentiles(evidence(steady(n=150))) == []
+
+
+def test_tokens_from_chunks():
+    found = hz.tokens_from_chunks(evidence(steady(n=5, source="chunks")))
+    assert found and found[0].text.startswith("5 requests counted output tokens from chunks")
+    assert hz.tokens_from_chunks(evidence(steady(n=5))) == []
+
+
+def test_packed_chunks():
+    packed = [RequestRecord(f"r{i}", "a", 0, 0, 0.1, 0.3, (0.1, 0.3), (1, 1), 6, "usage") for i in range(3)]
+    assert "several tokens per chunk" in texts(hz.packed_chunks(evidence(packed)))
+    assert hz.packed_chunks(evidence(steady(n=5))) == []
+
+
+def test_import_caveats_are_repeated():
+    e = evidence(steady(n=5))
+    e.caveats = ("no scheduled times",)
+    assert texts(hz.import_caveats(e)) == "no scheduled times"
+
+
+def test_nothing_completed():
+    failed = [rec(i, status="timeout") for i in range(3)]
+    assert "no request completed" in texts(hz.nothing_completed(evidence(failed)))
+    assert hz.nothing_completed(evidence(steady(n=3))) == []
+
+
+def test_thin_per_class():
+    two = steady(n=40, cls="a") + [rec(100 + i, cls="b", sent=i, chunks=(i + 0.1,)) for i in range(3)]
+    found = hz.thin_per_class(evidence(two))
+    assert found and "b TTFT (3)" in found[0].text and "a TTFT (40)" in found[0].text
+
+
+@pytest.mark.parametrize("recs,valid", [(steady(), True), (steady(lag=0.05), False)])
+def test_assess_runs_every_check_in_order(recs, valid):
+    ok, warnings = hz.assess(evidence(recs))
+    assert ok is valid
+    assert warnings == [h.text for check in hz.CHECKS for h in check(evidence(recs))]

@@ -1,0 +1,54 @@
+"""DistServe's max goodput rate (analysis.maxrate): bracketing, bisection, re-probing; simulated and live."""
+
+import json
+import os
+
+import pytest
+
+from goodbench.analysis.maxrate import find_max_rate
+
+from conftest import run_cli
+
+
+def test_find_max_rate_brackets_and_bisects():
+    # attainment falls linearly past 7 req/s: the max rate with >= 90% is 7.5
+    def evaluate(rate, scale=1):
+        att = 1.0 if rate <= 7 else max(0.0, 1.0 - (rate - 7) * 0.2)
+        return int(round(att * 2000 * scale)), 2000 * scale
+
+    r = find_max_rate(evaluate, target=0.9, start=1.0, rel_tol=0.02, max_probes=40)
+    assert r["max_rate"] == pytest.approx(7.5, rel=0.03)
+    assert r["bracket"][0] <= 7.5 <= r["bracket"][1]
+    # right at the boundary the 2,000-request intervals straddle the target: the ends were re-probed
+    assert max(p["requests"] for p in r["probes"]) > 2000
+    step = find_max_rate(lambda rate, scale=1: (2000 if rate <= 5 else 0, 2000), target=0.9, rel_tol=0.02)
+    assert step["max_rate"] == pytest.approx(5, rel=0.03) and step["conclusive"]
+    assert all(p["requests"] == 2000 for p in step["probes"])  # clear decisions need no longer probes
+    assert find_max_rate(lambda rate, scale=1: (0, 100), target=0.9, max_probes=5)["max_rate"] is None
+
+
+def test_sweep_max_rate_cli(tmp_path):
+    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
+                "--num-prompts", "300", "--request-rate", "4", "--goodput", "ttft:300", "tpot:80", "--gpu", "l4",
+                "--find-max-rate", "--result-dir", str(tmp_path), "--sweep-id", "m", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads((tmp_path / "m" / "max_rate.json").read_text())
+    res = data["results"][0]
+    assert res["max_rate"] and res["max_rate"] > 0 and len(res["probes"]) >= 3
+    at_max = [p for p in res["probes"] if p["rate"] == res["max_rate"]]
+    assert at_max and all(p["pass"] for p in at_max)  # every probe at the reported rate passed
+    assert any(not p["pass"] and p["rate"] > res["max_rate"] for p in res["probes"])
+
+
+def test_max_rate_against_a_live_engine(tmp_path):
+    # 4 sequences at a time, 16 tokens at 5 ms per step: about 50 req/s of capacity, after which TTFT queues
+    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "16",
+                "--num-prompts", "40", "--request-rate", "20", "--goodput", "ttft:60", "--gpu", "l40s",
+                "--max-num-seqs", "4", "--fixed-step-ms", "5", "--live", "--find-max-rate", "--max-probes", "7",
+                "--result-dir", str(tmp_path), "--sweep-id", "live", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "live" / "max_rate.json").read_text())["results"][0]
+    assert res["max_rate"] is not None and 10 < res["max_rate"] < 120
+    assert any(not p["pass"] for p in res["probes"]) and any(p["pass"] for p in res["probes"])
+    probes = os.listdir(tmp_path / "live" / "probes" / "l40s")
+    assert "server.log" in probes and sum(x.startswith("probe-") for x in probes) == len(res["probes"])

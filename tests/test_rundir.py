@@ -1,0 +1,72 @@
+"""The one run lifecycle (rundir.RunDir): open, append, summarize, finish."""
+
+import json
+import os
+
+import pytest
+
+from goodbench.errors import RunDirError
+from goodbench.records import RunMeta
+from goodbench.rundir import RunDir
+from goodbench.store import load_meta
+from goodbench.version import __version__
+
+from recs import rec
+
+
+def records(n=20):
+    return [rec(i, sent=i * 0.1, chunks=(i * 0.1 + 0.05, i * 0.1 + 0.07)) for i in range(n)]
+
+
+def test_open_append_finish(tmp_path):
+    rd = RunDir.open(str(tmp_path), RunMeta("r", slo={"ttft": 60}))
+    meta = load_meta(rd.dir)
+    assert meta.goodbench_version == __version__ and meta.finished_wall is None  # written at start
+    for r in records():
+        rd.append(r)
+    s = rd.finish()
+    assert s["requests"]["issued"] == 20 and s["slo_attainment"] == 1.0
+    assert json.loads((tmp_path / "r" / "summary.json").read_text()) == json.loads(json.dumps(s))
+    assert load_meta(rd.dir).finished_wall
+    assert (tmp_path / "r" / "columns" / "columns.json").exists()  # read back as columns: sidecar kept
+
+
+def rounded(x):
+    if isinstance(x, float):
+        return round(x, 6)
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    return [rounded(v) for v in x] if isinstance(x, list) else x
+
+
+def test_in_memory_and_on_disk_summaries_agree(tmp_path):
+    recs = records()
+    a = RunDir.open(str(tmp_path), RunMeta("a"))
+    a.append_many(recs)
+    b = RunDir.open(str(tmp_path), RunMeta("b"))
+    b.append_many(recs)
+    sa, sb = a.finish(records=recs, ci=False), b.finish(ci=False)
+    sa.pop("run_id"), sb.pop("run_id")
+    assert rounded(sa) == rounded(sb)  # records on disk keep times to 0.1 us
+    assert not (tmp_path / "a" / "columns").exists()
+
+
+def test_extra_keys_and_unsummarized_runs(tmp_path):
+    rd = RunDir.open(str(tmp_path), RunMeta("x"))
+    rd.append_many(records(3))
+    s = rd.finish(extra=lambda s: {"seen": s["requests"]["issued"]}, label="L")
+    assert s["seen"] == 3 and s["label"] == "L"
+    imp = RunDir.open(str(tmp_path), RunMeta("imported"))
+    assert imp.finish(summarized=False) is None
+    assert not os.path.exists(os.path.join(imp.dir, "summary.json"))
+
+
+def test_a_fresh_run_id_and_collisions(tmp_path):
+    rd = RunDir.open(str(tmp_path), RunMeta(""))
+    assert rd.meta.run_id.startswith("run-") and os.path.isdir(rd.dir)
+    rd.close()
+    RunDir.check_free(str(tmp_path), "unused")
+    with pytest.raises(RunDirError, match="already holds a run"):
+        RunDir.check_free(str(tmp_path), rd.meta.run_id)
+    with pytest.raises(RunDirError):
+        RunDir.open(str(tmp_path), RunMeta(rd.meta.run_id))
