@@ -62,6 +62,31 @@ def _records(requests: list[RequestSpec], sent: list[float], times: list[array],
     return out
 
 
+def _decode_run(engine: Engine, times: list[array], horizon: float, now: float) -> tuple[float, int] | None:
+    """Take the engine's closed-form decode steps up to the next arrival (engine.decode_run) and give
+    every running request its token times: (the new now, how many requests finished), or None."""
+    run = engine.decode_run(4096, horizon, now)
+    if run is None:
+        return None
+    ends, finished = run
+    for s in engine.sched.running:  # finished ones have left running already
+        times[s.id].extend(ends)
+    for s in finished:
+        times[s.id].extend(ends)
+    return ends[-1], len(finished)
+
+
+def _admit(engine: Engine, s: Seq, seqs: list, bad: dict) -> bool:
+    """Hand a request to the engine; one it refuses is recorded as an error (False)."""
+    try:
+        engine.add(s)
+    except RequestTooLong as e:
+        bad[s.id] = str(e)
+        return False
+    seqs[s.id] = s
+    return True
+
+
 class _Arrivals:
     """Requests not yet handed to the engine, by arrival time. Closed loop: each user's next request
     arrives think_s after its previous one finished, until the requests (or duration_s) run out."""
@@ -105,15 +130,11 @@ def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | 
         while pending or engine.has_work:
             while pending and pending[0][0] <= now:
                 t, k = heapq.heappop(pending)
-                r = requests[k]
                 sent[k] = t
+                r = requests[k]
                 s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t,
                         hashes=text_block_hashes(r.prompt, r.prompt_tokens, bs) if pc else ())
-                try:
-                    engine.add(s)
-                    seqs[k] = s
-                except RequestTooLong as e:
-                    bad[k] = str(e)
+                if not _admit(engine, s, seqs, bad):
                     arr.finished(1, t)
             if not engine.has_work:
                 if pending:
@@ -122,15 +143,10 @@ def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | 
             if max_virtual_s is not None and now > max_virtual_s:
                 break
             if trace is None and fast:
-                run = engine.decode_run(4096, pending[0][0] if pending else math.inf, now)
+                run = _decode_run(engine, times, pending[0][0] if pending else math.inf, now)
                 if run is not None:
-                    ends, finished = run
-                    for s in engine.sched.running:  # finished ones have left running already
-                        times[s.id].extend(ends)
-                    for s in finished:
-                        times[s.id].extend(ends)
-                    now = ends[-1]
-                    arr.finished(len(finished), now)
+                    now, n_finished = run
+                    arr.finished(n_finished, now)
                     continue
             res = engine.step()
             if res is None:  # nothing schedulable and nothing running: a request can never fit
