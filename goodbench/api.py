@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, replace
 
@@ -21,6 +19,7 @@ from .columnar import ColumnarRun
 from .engine.config import EngineConfig
 from .errors import RunDirError, TargetError, UsageError
 from .gating import GateResult, GateSpec, evaluate
+from .limits import check_all
 from .records import RequestRecord, RunMeta
 from .rundir import RunDir
 from .store import load_columns, load_meta, new_run_id
@@ -84,7 +83,8 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
         run_id=run_id or "", label=plan.arrival.label,
         target={"base_url": "simulated", "endpoint": "", "model": cfg.model}, engine=cfg.to_dict(),
         workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo, seed=spec.seed, tokenizer=tok.name,
-        mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None), prefix="sim")
+        mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None,
+        planned_requests=plan.planned), prefix="sim")
     eng = Engine(cfg)
     _stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {cfg.gpu} ...")
     t = time.perf_counter()
@@ -125,20 +125,19 @@ def _stage(on_stage, text: str) -> None:
 def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
     from .engine.launch import start_engine
 
-    fd, log = tempfile.mkstemp(prefix="goodbench-engine-", suffix=".log")
-    os.close(fd)
     _stage(on_stage, f"starting the reference engine ({cfg.model} on {cfg.gpu}) ...")
-    return start_engine(cfg, log, pin=pin)
+    return start_engine(cfg, pin=pin)
 
 
 def _stop_engine(proc, run_dir: str | None) -> None:
+    """Stop the auto-started engine; its log goes into the run directory as engine.log."""
     from .engine.launch import release_cpus
 
     proc.stop()
     release_cpus()
     if run_dir and os.path.isdir(run_dir):
-        shutil.copyfile(proc.log_path, os.path.join(run_dir, "engine.log"))
-    os.unlink(proc.log_path)
+        proc.copy_log(os.path.join(run_dir, "engine.log"))
+    proc.close()
 
 
 def _connect(target: Target, spec: WorkloadSpec):
@@ -167,6 +166,8 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
 
     spec = _workload(workload)
     target = Target(base_url=target) if isinstance(target, str) or target is None else target
+    check_all({"max_concurrency": max_concurrency, "workers": workers, "grace_period": grace_s,
+               "timeout": target.timeout_s, "idle_timeout": target.idle_timeout_s})
     if run_id:
         RunDir.check_free(result_dir, run_id)
     cfg = (engine or EngineConfig()).resolved() if target.base_url is None else None
@@ -185,7 +186,8 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
                                                 "model": ccfg.model},
             engine=cfg.to_dict() if cfg else None, workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo,
             seed=spec.seed, tokenizer=tok.name, mode="closed" if plan.closed else "open",
-            requested_rate=plan.arrival.mean_rate if not plan.closed else None, max_concurrency=max_concurrency))
+            requested_rate=plan.arrival.mean_rate if not plan.closed else None, max_concurrency=max_concurrency,
+            planned_requests=plan.planned))
         opts = runner.RunOptions(max_concurrency=max_concurrency, workers=max(1, workers),
                                  scrape_metrics=scrape_metrics, slo=spec.slo, grace_s=grace_s)
         prog = runner.Progress()
@@ -259,15 +261,29 @@ def _summary_of(x, slo: dict | None) -> dict:
     return summarize(x, slo)
 
 
+def _incomplete(x) -> str | None:
+    from .store import incomplete
+
+    if isinstance(x, dict):
+        return None
+    return incomplete(x.dir if isinstance(x, Run) else x)
+
+
 def gate(run: Run | str | dict, spec: GateSpec | None = None, *, slo: dict | str | None = None,
-         baseline: Run | str | dict | None = None) -> GateResult:
+         baseline: Run | str | dict | None = None, allow_incomplete: bool = False) -> GateResult:
     """Pass/fail a run (a Run, a run directory or a summary dict) against the gate spec (default: SLO
     attainment >= 95%). slo: judge against this SLO instead of the run's own. A run directory that
-    cannot be read gives a result that cannot be judged (exit code 2), not an exception."""
+    cannot be read, or holds an incomplete run (killed, interrupted, records cut short; unless
+    allow_incomplete), gives a result that cannot be judged (exit code 2), not an exception."""
     from .records import parse_slo
 
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
     try:
+        for which, x in (("", run), ("baseline: ", baseline)):
+            why = None if allow_incomplete or x is None else _incomplete(x)
+            if why:
+                return GateResult([], False, f"cannot judge an incomplete run: {which}{why} "
+                                             "(--allow-incomplete judges the records it holds)")
         summary = _summary_of(run, slo)
         base = _summary_of(baseline, slo or summary.get("slo")) if baseline is not None else None
     except RunDirError as e:
@@ -288,7 +304,14 @@ def compare(base: Run | str, new: Run | str, *, slo: dict | str | None = None, l
     slo = slo or runs[0].meta.slo or runs[1].meta.slo
     cs = [Columns(columns_of(r)) for r in runs]
     sums = [summarize_columns(r, slo=slo, ci=False, prepared=c) for r, c in zip(runs, cs)]
-    return compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
+    res = compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
+    res["incomplete"] = {}
+    for which, r in (("base", base), ("new", new)):
+        why = _incomplete(r)
+        if why:
+            res["incomplete"][which] = why
+            res["warnings"].insert(0, f"the {which} run is incomplete: {why}")
+    return res
 
 
 @dataclass

@@ -123,25 +123,20 @@ def offsets(spec: ArrivalSpec, n: int | None = None, duration_s: float | None = 
 
 
 def _renewal(spec, n, duration_s, rng) -> np.ndarray:
+    """Renewal arrivals drawn block by block until n of them or the duration's horizon is reached, so
+    a huge count with a short duration costs what the duration needs (blocks continue one random
+    stream: the schedule is the same whatever the block sizes)."""
     kind = spec.kind
-    if n is not None:
-        u = np.cumsum(_unit_gaps(kind, spec.burstiness, n, rng))
-        if kind != "constant":
-            u -= u[0]  # first request at t=0, like vLLM
-        else:
-            u -= 1.0
-        return _ramp_inverse(u, spec.rate, spec.ramp_up_s)
-    # duration only: draw in blocks until past the horizon
-    horizon_u = spec.rate * (duration_s + spec.ramp_up_s) + 10
-    chunks, total, first = [], 0.0, True
-    while total <= horizon_u:
-        g = _unit_gaps(kind, spec.burstiness, int(horizon_u * 1.1) + 64, rng)
-        if first:
-            g[0] = 0.0
-            first = False
+    horizon_u = math.inf if duration_s is None else spec.rate * (duration_s + spec.ramp_up_s) + 10
+    block = n if duration_s is None else int(min(n or math.inf, horizon_u * 1.1 + 64))
+    chunks, total, count = [], 0.0, 0
+    while (n is None or count < n) and total <= horizon_u:
+        g = _unit_gaps(kind, spec.burstiness, min(block, n - count) if n is not None else block, rng)
+        if count == 0:
+            g[0] = 0.0 if kind != "constant" else g[0] - 1.0  # first request at t=0, like vLLM
         c = total + np.cumsum(g)
         chunks.append(c)
-        total = c[-1]
+        total, count = c[-1], count + c.size
     return _ramp_inverse(np.concatenate(chunks), spec.rate, spec.ramp_up_s)
 
 

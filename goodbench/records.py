@@ -82,8 +82,9 @@ class RunMeta:
     slo: dict | None = None
     seed: int = 0
     tokenizer: str = ""
-    mode: str = "open"  # open | closed | simulate
+    mode: str = "open"  # open | closed | simulate | imported
     requested_rate: float | None = None
+    planned_requests: int | None = None  # what the schedule holds (None: a duration-bound closed loop)
     max_concurrency: int | None = None
     goodbench_version: str = __version__
     started_wall: str = ""

@@ -22,7 +22,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: SIGTERM this (child) process when its parent dies, so a killed run leaves no server."""
     try:
         import ctypes
@@ -33,16 +33,20 @@ def _die_with_parent() -> None:
 
 
 class ServerProcess:
-    def __init__(self, cmd: list[str], port: int, log_path: str, cpus: set[int] | None = None):
+    """log_path: where the child's output goes. anonymous=True unlinks it once the child has it open,
+    so that nothing is left behind if this process is killed; copy_log() keeps it where it is wanted."""
+
+    def __init__(self, cmd: list[str], port: int, log_path: str, cpus: set[int] | None = None,
+                 anonymous: bool = False):
         self.port = port
         self.base_url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
-        self.log = open(log_path, "wb")
+        self.log = open(log_path, "w+b")
 
         def child_setup():
             if cpus and hasattr(os, "sched_setaffinity"):
                 os.sched_setaffinity(0, cpus)
-            _die_with_parent()
+            die_with_parent()
 
         try:
             self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -51,12 +55,19 @@ class ServerProcess:
         except OSError as e:
             self.log.close()
             raise TargetError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
+        finally:
+            if anonymous:
+                os.unlink(log_path)
 
     def wait_ready(self, timeout: float = 60.0, path: str = "/health") -> None:
+        """Wait for a 200 from path; on failure the child is stopped, its log released, and the
+        TargetError carries the log's tail."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise TargetError(f"the server exited with code {self.proc.returncode}: {self.tail()}")
+                why = f"the server exited with code {self.proc.returncode}: {self.tail()}"
+                self.close()
+                raise TargetError(why)
             try:
                 with urllib.request.urlopen(self.base_url + path, timeout=1) as r:
                     if r.status == 200:
@@ -64,19 +75,28 @@ class ServerProcess:
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise TargetError(f"the server did not become healthy within {timeout:.0f}s: {self.tail()}")
+        why = f"the server did not become healthy within {timeout:.0f}s: {self.tail()}"
+        self.close()
+        raise TargetError(why)
 
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def _read(self) -> bytes:
+        self.log.flush()
+        return os.pread(self.log.fileno(), os.fstat(self.log.fileno()).st_size, 0)
+
     def tail(self, n: int = 400) -> str:
         try:
-            self.log.flush()
-            with open(self.log_path, "rb") as f:
-                return f.read()[-n:].decode("utf-8", "replace").strip().replace("\n", " | ")
+            return self._read()[-n:].decode("utf-8", "replace").strip().replace("\n", " | ")
         except (OSError, ValueError):
             return ""
+
+    def copy_log(self, path: str) -> None:
+        """Write everything the child printed to path (works for an anonymous log too)."""
+        with open(path, "wb") as f:
+            f.write(self._read())
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGINT, wait, SIGKILL only after the grace period."""
@@ -87,5 +107,9 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def close(self) -> None:
+        """Stop the child and release its log."""
+        self.stop()
         if not self.log.closed:
             self.log.close()

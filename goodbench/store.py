@@ -188,3 +188,28 @@ def load_columns(run_dir: str, write_sidecar: bool = True) -> ColumnarRun:
             except OSError:
                 pass  # a read-only results directory still summarises, just slower next time
     return ColumnarRun(meta, cols)
+
+
+def count_records(run_dir: str) -> int:
+    """Whole lines in records.jsonl (a torn last line does not count)."""
+    try:
+        with open(os.path.join(run_dir, "records.jsonl"), "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
+    except FileNotFoundError:
+        return 0
+
+
+def incomplete(run_dir: str) -> str | None:
+    """Why a run directory does not hold a whole run (None when it does): it was killed before its
+    summary, interrupted, or its records stop short of what its schedule planned."""
+    meta = load_meta(run_dir)
+    if meta.mode == "imported":
+        return None
+    if meta.finished_wall is None or not os.path.exists(os.path.join(run_dir, "summary.json")):
+        return (f"the run did not finish (no summary; {count_records(run_dir)} records): it was killed or "
+                "is still running")
+    if meta.interrupted:
+        return f"the run was interrupted (Ctrl-C) with {count_records(run_dir)} records"
+    if meta.planned_requests and count_records(run_dir) < meta.planned_requests:
+        return f"records stop early: {count_records(run_dir)} of {meta.planned_requests} planned requests"
+    return None

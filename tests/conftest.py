@@ -28,3 +28,12 @@ def run_cli(*args, cwd=None, timeout=120, env=None):
     e.setdefault("GOODBENCH_CACHE_DIR", os.path.join(cwd or ROOT, ".cache-test"))
     return subprocess.run([sys.executable, "-m", "goodbench", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env=e)
+
+
+# Fuzz tests (tests/test_fuzz.py) run a bounded number of examples in CI; for a long local run:
+#   GOODBENCH_FUZZ=long python -m pytest -q tests/test_fuzz.py      (docs/reliability.md)
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("fuzz", max_examples=60, deadline=None)
+settings.register_profile("fuzz-long", max_examples=5000, deadline=None)
+FUZZ = settings.get_profile("fuzz-long" if os.environ.get("GOODBENCH_FUZZ") == "long" else "fuzz")

@@ -1,5 +1,7 @@
 """A real loopback server that scripts SSE streams: chunk payloads with controlled delays, stalls,
-malformed events, HTTP errors and disconnects (in-process ASGI transports would buffer and hide this)."""
+malformed events, HTTP errors, wrong content types, endless streams and disconnects (in-process ASGI
+transports would buffer and hide this). One fixture server for every client test: a request's prompt
+names its script, either a list of steps or one of the named MODES."""
 
 import asyncio
 import json
@@ -13,30 +15,56 @@ def chunk(text):
     return ("data: " + json.dumps({"choices": [{"index": 0, "text": text, "finish_reason": None}]}) + "\n\n").encode()
 
 
+def event(obj) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
 USAGE_DONE = (b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%d}}\n\ndata: [DONE]\n\n')
 
+# steps: (delay_s, bytes) written in order; ("status", code, body[, content type]) answers at once;
+# ("close",) drops the connection; ("forever", delay_s, bytes) writes bytes every delay_s until the
+# client goes away
+MODES = {
+    "ok": [(0.0, chunk("a")), (0.0, chunk("b")), (0.0, USAGE_DONE % 2)],
+    "html": [("status", 200, "<!doctype html><html><body>Welcome to nginx!</body></html>", "text/html")],
+    "json": [("status", 200, json.dumps({"choices": [{"text": "all at once"}]}), "application/json")],
+    "tokens-forever": [(0.0, chunk("a")), ("forever", 0.05, chunk("x"))],
+    "keepalive-forever": [(0.0, chunk("a")), ("forever", 0.05, b": keepalive\n\n")],
+    "text-is-a-number": [(0.0, event({"choices": [{"text": 5}]})), (0.0, DONE)],
+    "choices-is-an-object": [(0.0, chunk("a")), (0.0, event({"choices": {"text": "b"}})), (0.0, DONE)],
+    "choice-is-a-string": [(0.0, event({"choices": ["b"]})), (0.0, DONE)],
+    "usage-is-a-list": [(0.0, chunk("a")), (0.0, event({"choices": [], "usage": [7]})), (0.0, DONE)],
+    "tokens-as-a-string": [(0.0, chunk("a")), (0.0, chunk("b")),
+                           (0.0, event({"choices": [], "usage": {"completion_tokens": "7"}})), (0.0, DONE)],
+}
 
 SENT_LOG = web.AppKey("sent_log", dict)
 
 
-def script_app(steps_by_name):
-    """steps: list of (delay_s, bytes) written in order, or ("status", code, body), or ("close",)."""
+def script_app(steps_by_name=None):
+    """The fixture server: steps_by_name adds scripts to MODES (a prompt names its script)."""
+    scripts = {**MODES, **(steps_by_name or {})}
     sent_log = {}
 
     async def handler(request):
         body = await request.json()
-        name = body["prompt"]
-        steps = steps_by_name[name]
+        name = body["prompt"] if "prompt" in body else body["messages"][-1]["content"]
+        steps = scripts[name]
         if steps and steps[0][0] == "status":
-            return web.Response(status=steps[0][1], text=steps[0][2])
+            ctype = steps[0][3] if len(steps[0]) > 3 else "text/plain"
+            return web.Response(status=steps[0][1], text=steps[0][2], content_type=ctype.split(";")[0])
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        t0 = time.monotonic()
-        sent_log[name] = [t0]
+        sent_log[name] = [time.monotonic()]
         for step in steps:
             if step[0] == "close":
                 request.transport.close()
                 return resp
+            if step[0] == "forever":
+                while True:
+                    await asyncio.sleep(step[1])
+                    await resp.write(step[2])
             delay, data = step
             await asyncio.sleep(delay)
             await resp.write(data)
@@ -49,6 +77,7 @@ def script_app(steps_by_name):
 
     app = web.Application()
     app.router.add_post("/v1/completions", handler)
+    app.router.add_post("/v1/chat/completions", handler)
     app.router.add_get("/v1/models", models)
     app[SENT_LOG] = sent_log
     return app

@@ -105,3 +105,36 @@ def test_chat_payload_and_api_key_not_in_record():
     assert body["messages"][0]["content"] == "hi" and body["max_completion_tokens"] == 5
     assert body["stream_options"] == {"include_usage": True} and body["ignore_eos"] is True
     assert "sk-secret" not in str(body)
+
+
+@pytest.mark.parametrize("mode,needle", [
+    ("html", "an HTML page: is the base URL the API server's?"),
+    ("json", "a non-streaming body: does the server ignore stream=true?"),
+])
+def test_a_200_that_is_not_an_event_stream_says_what_it_was(mode, needle):
+    rec, _ = run_one({}, mode)
+    assert rec.status == "bad_stream" and rec.http_status == 200 and needle in rec.error
+
+
+@pytest.mark.parametrize("mode", ["tokens-forever", "keepalive-forever"])
+def test_the_total_timeout_ends_a_stream_that_never_stops(mode):
+    t = time.monotonic()
+    rec, _ = run_one({}, mode, timeout_s=0.6, idle_timeout_s=5)
+    assert time.monotonic() - t < 3
+    assert rec.status == "timeout" and "total timeout" in rec.error and len(rec.chunk_times) >= 1
+
+
+@pytest.mark.parametrize("mode,status,needle", [
+    ("text-is-a-number", "bad_stream", "choices[0] is not an OpenAI choice"),
+    ("choices-is-an-object", "bad_stream", "'choices' is not a list"),
+    ("choice-is-a-string", "bad_stream", "choices[0] is not an OpenAI choice"),
+    ("usage-is-a-list", "ok", None),            # usage of the wrong type is ignored
+    ("tokens-as-a-string", "ok", None),
+])
+def test_valid_json_of_unexpected_types_is_one_record_with_a_reason(mode, status, needle):
+    rec, _ = run_one({}, mode)
+    assert rec.status == status
+    if needle:
+        assert needle in rec.error
+    else:
+        assert rec.output_tokens_source == "chunks" and rec.output_tokens == len(rec.chunk_times)

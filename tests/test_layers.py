@@ -13,7 +13,7 @@ PKG = os.path.join(ROOT, "goodbench")
 LAYERS = {
     "version": 0, "errors": 0,                                                       # stdlib only
     "records": 1,                                                                   # the record types
-    "arrivals": 2, "columnar": 2, "client.sse": 2, "eventloop": 2, "gcquiet": 2, "pacing": 2, "tokenizer": 2,
+    "arrivals": 2, "columnar": 2, "client.sse": 2, "eventloop": 2, "gcquiet": 2, "pacing": 2, "tokenizer": 2, "limits": 2,
     "engine": 2, "engine.hardware": 2, "engine.config": 2, "engine.kvcache": 2, "engine.scheduler": 2,
     "engine.costmodel": 2, "engine.promtext": 2, "engine.core": 2, "client": 2,     # pure
     "metrics": 3, "gating": 3, "client.stream": 3,                                  # pure, above the columns

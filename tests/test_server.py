@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestServer
 
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
-from goodbench.engine.server import EngineServer, ServeOptions
+from goodbench.engine.server import RUNNER_OPTIONS, EngineServer, ServeOptions
 
 
 def serve(fn, tok, api_key=None, step_ms=2.0, **cfgkw):
@@ -17,7 +17,7 @@ def serve(fn, tok, api_key=None, step_ms=2.0, **cfgkw):
     srv = EngineServer(cfg, ServeOptions(api_key=api_key), tok, CostModel.for_config(cfg, fixed_step_ms=step_ms))
 
     async def go():
-        server = TestServer(srv.app(), host="127.0.0.1")
+        server = TestServer(srv.app(), host="127.0.0.1", **RUNNER_OPTIONS)
         await server.start_server()
         try:
             async with aiohttp.ClientSession(f"http://127.0.0.1:{server.port}") as s:
@@ -148,3 +148,66 @@ def test_tokens_arrive_on_step_deadlines(tok):
     times = serve(fn, tok, step_ms=20.0)
     gaps = [b - a for a, b in zip(times[1:], times[2:-1])]
     assert sum(gaps) / len(gaps) == pytest.approx(0.020, abs=0.002)
+
+
+@pytest.mark.parametrize("body,needle", [
+    ({"prompt": "x", "stream_options": "yes"}, "stream_options"),
+    ({"prompt": "x", "stream_options": 5, "stream": True}, "stream_options"),
+    ({"prompt": "x", "stream_options": [1]}, "stream_options"),
+    ({"prompt": "x", "stream_options": {"include_usage": "yes"}}, "include_usage"),
+    ({"prompt": "x", "priority": float("nan")}, "priority"),
+    ({"prompt": "x", "priority": 1e400}, "priority"),
+    ({"prompt": "x", "n": 3}, "n = 1"),
+    ({"prompt": "x", "stream": "true"}, "stream"),
+    ({"prompt": [1, -5]}, "prompt"),
+    ({"messages": [{"role": "user", "content": 5}]}, "content"),
+])
+def test_a_bad_request_is_refused_before_it_reaches_the_engine(tok, body, needle):
+    async def fn(s, srv):
+        async with s.post("/v1/completions" if "prompt" in body else "/v1/chat/completions",
+                          data=json.dumps(body), headers={"Content-Type": "application/json"}) as r:
+            bad = r.status, await r.json()
+        async with s.post("/v1/completions", json={"prompt": "and now", "max_tokens": 2, "stream": True}) as r:
+            after = r.status, await sse_events(r)
+        return bad, after, srv.engine.num_running + srv.engine.sched.num_waiting()
+
+    (status, err), (ok, events), left = serve(fn, tok)
+    assert status == 400 and err["object"] == "error" and needle in err["message"]
+    assert ok == 200 and events[-1] == "[DONE]" and left == 0
+
+
+def test_a_non_streaming_client_that_goes_away_frees_its_request(tok):
+    async def fn(s, srv):
+        task = asyncio.ensure_future(s.post("/v1/completions", json={"prompt": "x", "max_tokens": 4000}))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if srv.engine.num_running:
+                break
+        assert srv.engine.num_running == 1
+        task.cancel()  # the client gives up: its connection closes
+        for _ in range(300):
+            await asyncio.sleep(0.01)
+            if srv.engine.num_running == 0:
+                break
+        return srv.engine.num_running
+
+    assert serve(fn, tok, step_ms=5.0) == 0
+
+
+def test_a_dead_engine_loop_makes_health_fail_and_requests_end(tok):
+    async def fn(s, srv):
+        def boom():
+            raise RuntimeError("simulated engine fault")
+
+        srv.engine.step = boom
+        async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 3, "stream": True}) as r:
+            events = await sse_events(r)
+        async with s.get("/health") as r:
+            health = r.status, await r.text()
+        async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 3}) as r:
+            later = r.status
+        return events, health, later, srv.failed
+
+    events, (code, text), later, failed = serve(fn, tok)
+    assert "simulated engine fault" in events[-1] and code == 503 and "simulated engine fault" in text
+    assert later == 503 and failed.startswith("RuntimeError")

@@ -61,6 +61,7 @@ def _live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float
     summary = rd.finish(slo=s.slo, ci=False)
     if died:
         row["error"] = f"server died during the run: {proc.tail()}"
+    proc.close()
     row.update(summary_row(summary))
     row.update(config_row(cfg, rd.dir))
     return row

@@ -201,7 +201,7 @@ def search_max_rates(s: SweepSetup, target: float, max_probes: int, base_url: st
             r = {"error": f"server failed to start: {e}"}
         finally:
             if proc is not None:
-                proc.stop()
+                proc.close()
         r["cell"] = label
         results.append(r)
         if on_result:

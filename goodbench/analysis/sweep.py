@@ -68,7 +68,8 @@ def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str) ->
     return RunMeta(run_id=cell.slug, label=m["label"], target={"base_url": "simulated", "endpoint": "",
                                                                 "model": cfg.model if cfg else ""},
                    engine=cfg.to_dict() if cfg else None, workload=m["workload"], workload_hash=m["workload_hash"],
-                   slo=s.slo, seed=m["seed"], mode=mode, requested_rate=m["rate"])
+                   slo=s.slo, seed=m["seed"], mode=mode, requested_rate=m["rate"],
+                   planned_requests=len(s.plan.requests))
 
 
 def summary_row(s: dict) -> dict:

@@ -34,8 +34,11 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from ..errors import GoodbenchError
 
+    from ..limits import check_all
+
     args = make_parser().parse_args(argv)
     try:
+        check_all(vars(args))  # every numeric flag against its range, before any work
         return args.fn(args)
     except GoodbenchError as e:
         print(f"goodbench: error: {e}", file=sys.stderr)

@@ -68,9 +68,12 @@ def cmd_report(args) -> int:
     from ..report.view import write_reports
 
     con = console()
+    notes: list[str] = []
     with con.status("loading runs ...") as status:
         written = write_reports(args.paths, out=args.out, slo=_slo(args.goodput), figures=not args.no_figures,
-                                on_stage=status.update)
+                                on_stage=status.update, notes=notes)
+    for note in notes:
+        con.print(f"[yellow]! {note}[/]")
     for path, n in written:
         con.print(f"wrote {path}" + (f" and {n} figures" if n else ""))
     return EXIT_OK

@@ -8,7 +8,7 @@ from dataclasses import fields
 
 from ..engine.config import EngineConfig, field_kind
 
-EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130  # docs/reliability.md
 
 
 def console(quiet: bool = False):
@@ -121,6 +121,8 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
     g.add_argument("--min-goodput", type=float, help="smallest goodput, req/s")
     g.add_argument("--baseline", metavar="RUN_DIR", help="compare against this run")
     g.add_argument("--max-regression", default=None, help="with --baseline: allowed regression, e.g. 5%% or 0.05")
+    g.add_argument("--allow-incomplete", action="store_true",
+                   help="judge a run that did not finish (killed, interrupted, records cut short) on what it holds")
     g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
     g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
 
@@ -140,7 +142,8 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
     from ..gating import to_junit, to_markdown
     from ..report.tables import gate_lines
 
-    result = api.gate(run_dir, gate_spec(args, table), slo=slo, baseline=args.baseline)
+    result = api.gate(run_dir, gate_spec(args, table), slo=slo, baseline=args.baseline,
+                      allow_incomplete=args.allow_incomplete)
     for line in gate_lines(result):
         con.print(line)
     for path, render in ((args.junit, to_junit), (args.markdown, to_markdown)):
@@ -150,8 +153,13 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
     return result.exit_code
 
 
-def maybe_gate(args, run_dir: str, spec, con) -> int:
-    """After run/simulate: judge when --gate is given or the workload has a [gate] table."""
+def maybe_gate(args, run_dir: str, spec, con, summary: dict) -> int:
+    """After run/simulate: exit 2 when no request succeeded (nothing was measured); else judge when
+    --gate is given or the workload has a [gate] table."""
+    req = summary["requests"]
+    if req["issued"] and not req["completed"]:
+        con.print(f"[bold red]no request succeeded ({req['by_status']}): nothing was measured[/]")
+        return EXIT_USAGE
     if not (getattr(args, "gate", False) or spec.gate):
         return EXIT_OK
     con.rule("gate")

@@ -32,8 +32,7 @@ def cmd_serve(args) -> int:
     opts = ServeOptions(host=args.host, port=args.port, served_model_name=args.served_model_name,
                         api_key=args.api_key, step_trace=args.step_trace, eos_dist=args.eos_length_dist,
                         seed=args.seed)
-    run_server(engine_config(args), opts, args.tokenizer)
-    return EXIT_OK
+    return run_server(engine_config(args), opts, args.tokenizer)
 
 
 def add_engine_parser(sub) -> None:

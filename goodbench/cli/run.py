@@ -107,4 +107,4 @@ def cmd_run(args) -> int:
         kept = run.summary["requests"]["issued"] + run.summary.get("warmup_excluded", 0)
         con.print(f"[yellow]interrupted: {kept} records kept in {run.dir}[/]")
         return EXIT_INTERRUPTED
-    return maybe_gate(args, run.dir, spec, con)
+    return maybe_gate(args, run.dir, spec, con, run.summary)

@@ -75,6 +75,15 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
     return body
 
 
+def not_a_stream(ctype: str, body: bytes) -> str:
+    """The error for a 200 that is not an event stream: what the server sent instead, and the likely cause."""
+    text = body.decode("utf-8", "replace")[:200].strip()
+    why = ("an HTML page: is the base URL the API server's?" if "html" in ctype or text.lower().startswith("<")
+           else "a non-streaming body: does the server ignore stream=true?" if "json" in ctype
+           else "not an event stream")
+    return f"expected text/event-stream, got {ctype or 'no content type'} ({why}): {text}"
+
+
 class _Sent:
     """Per-request trace context: when the request body actually went to the socket."""
 
@@ -185,43 +194,50 @@ class Client:
         return request_body(self.cfg, spec)
 
     async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None) -> RequestRecord:
+        """One request, streamed to its end, as a record. Never raises (but for cancellation of the
+        caller itself): every fault, and any surprise in the client, becomes the record's status."""
         clock, t0 = self.clock, self.t0
         st = StreamState(clock, t0)
-        status, http_status, error = "ok", None, None
-        body = self.payload(spec)
         mark = _Sent()
-        sent_at = clock() - t0  # replaced by the socket-write time once known
+        res = {"sent": clock() - t0, "http": None}  # sent_at is replaced by the socket-write time once known
         try:
             await self.wait_turn()
-            sent_at = clock() - t0
+            res["sent"] = clock() - t0
             if sent_cb is not None:
                 sent_cb()
-            async with self.session.post(self.cfg.url, json=body, trace_request_ctx=mark) as resp:
-                if mark.t is not None:
-                    sent_at = mark.t - t0
-                http_status = resp.status
-                if resp.status >= 400:
-                    raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
-                    status = "http_error"
-                    error = f"HTTP {resp.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}"
-                else:
-                    await _read_stream(resp.content, st)
-                    status, error = st.status, st.error
-                    if status == "ok" and not st.done:
-                        status, error = "bad_stream", "stream ended without [DONE]"
+            await asyncio.wait_for(self._exchange(spec, st, mark, res), self.cfg.timeout_s)
         except asyncio.CancelledError:
-            status, error = "cancelled", "cancelled before completion"
+            st.fail("cancelled", "cancelled before completion")
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:
-            elapsed = clock() - t0 - sent_at
+            elapsed = clock() - t0 - res["sent"]
             which = "total" if elapsed >= self.cfg.timeout_s * 0.99 else "idle"
-            status, error = "timeout", f"{which} timeout after {elapsed:.1f}s ({type(e).__name__})"
+            st.fail("timeout", f"{which} timeout after {elapsed:.1f}s ({type(e).__name__})")
         except aiohttp.ClientConnectorError as e:
-            status, error = "disconnected", f"cannot connect to {self.cfg.base_url}: {e.os_error or e}"
+            st.fail("disconnected", f"cannot connect to {self.cfg.base_url}: {e.os_error or e}")
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError,
                 ConnectionResetError) as e:
-            status, error = "disconnected", f"connection lost: {type(e).__name__}: {str(e)[:200]}"
+            st.fail("disconnected", f"connection lost: {type(e).__name__}: {str(e)[:200]}")
         except aiohttp.ClientError as e:
-            status, error = "disconnected", f"{type(e).__name__}: {str(e)[:200]}"
-        if status != "ok" and st.status != "ok":
-            status, error = st.status, st.error  # a bad event seen before the connection failed
-        return st.record(spec, scheduled_at, sent_at, clock() - t0, status, http_status, error, self.tok)
+            st.fail("disconnected", f"{type(e).__name__}: {str(e)[:200]}")
+        except Exception as e:  # a surprise in the client must not lose the record (its text says what)
+            st.fail("bad_stream", f"client error: {type(e).__name__}: {str(e)[:200]}")
+        return st.record(spec, scheduled_at, res["sent"], clock() - t0, st.status, res["http"], st.error, self.tok)
+
+    async def _exchange(self, spec: RequestSpec, st: StreamState, mark: "_Sent", res: dict) -> None:
+        """POST, then read the stream into st (or the error body); under send's total deadline."""
+        async with self.session.post(self.cfg.url, json=self.payload(spec), trace_request_ctx=mark) as resp:
+            if mark.t is not None:
+                res["sent"] = mark.t - self.t0
+            res["http"] = resp.status
+            if resp.status >= 400:
+                raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
+                st.fail("http_error", f"HTTP {resp.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}")
+                return
+            ctype = resp.headers.get("Content-Type", "")
+            if not ctype.startswith("text/event-stream"):
+                raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
+                st.fail("bad_stream", not_a_stream(ctype, raw))
+                return
+            await _read_stream(resp.content, st)
+            if not st.done:
+                st.fail("bad_stream", "stream ended without [DONE]")

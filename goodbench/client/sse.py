@@ -78,8 +78,30 @@ class Chunk:
 DONE = Chunk("done")
 
 
+def _count(v) -> int | None:
+    """A token count as servers send it; anything else (a string, a float, a bool) is ignored."""
+    return v if type(v) is int and v >= 0 else None
+
+
+def _text(c0) -> str | None:
+    """The content of one choice: completions `text`, chat `delta.content`, or reasoning deltas.
+    None when the choice is not shaped like OpenAI's (the stream is then malformed)."""
+    if not isinstance(c0, dict):
+        return None
+    delta = c0.get("delta")
+    if delta is not None:
+        if not isinstance(delta, dict):
+            return None
+        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+    else:
+        text = c0.get("text") or ""
+    return text if isinstance(text, str) else None
+
+
 def classify(payload: bytes) -> Chunk:
-    """Classify one event's data. Content = any non-empty text, chat delta content or reasoning."""
+    """Classify one event's data. Content = any non-empty text, chat delta content or reasoning. Never
+    raises: an event not shaped like an OpenAI chunk is `bad` with a message saying what was wrong;
+    usage numbers of the wrong type are ignored (token counts then fall back to the tokenizer)."""
     if payload == b"[DONE]":
         return DONE
     try:
@@ -88,25 +110,24 @@ def classify(payload: bytes) -> Chunk:
         obj, end = _scan(s, 0)
         if end != len(s) and s[end:].strip():
             raise ValueError(f"extra data at {end}")
-    except (ValueError, UnicodeDecodeError, StopIteration) as e:
+    except (ValueError, UnicodeDecodeError, StopIteration, RecursionError) as e:
         return Chunk("bad", error=f"malformed JSON in stream: {str(e)[:80]}: {payload[:120]!r}")
     if not isinstance(obj, dict):
         return Chunk("bad", error=f"unexpected event payload: {payload[:120]!r}")
     if "error" in obj and obj.get("error"):
         err = obj["error"]
         msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)
-        return Chunk("error", error=f"server error in stream: {msg[:300]}")
+        return Chunk("error", error=f"server error in stream: {str(msg)[:300]}")
     text = ""
     choices = obj.get("choices")
     if choices:
-        c0 = choices[0]
-        delta = c0.get("delta")
-        if delta is not None:
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
-        else:
-            text = c0.get("text") or ""
+        if not isinstance(choices, list):
+            return Chunk("bad", error=f"malformed event: 'choices' is not a list: {payload[:120]!r}")
+        text = _text(choices[0])
+        if text is None:
+            return Chunk("bad", error=f"malformed event: choices[0] is not an OpenAI choice: {payload[:120]!r}")
     usage = obj.get("usage")
     ct = pt = None
-    if usage:
-        ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    if isinstance(usage, dict):
+        ct, pt = _count(usage.get("completion_tokens")), _count(usage.get("prompt_tokens"))
     return Chunk("content" if text else "meta", text, ct, pt)

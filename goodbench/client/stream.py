@@ -32,6 +32,11 @@ class StreamState:
     def on_eof(self) -> None:
         self._events(self.parser.close(), self.clock() - self.t0)
 
+    def fail(self, status: str, error: str) -> None:
+        """The first fault wins; later ones (a disconnect after a bad event) do not overwrite it."""
+        if self.status == "ok" and not self.done:
+            self.status, self.error = status, error
+
     def _events(self, events, t: float) -> None:
         if self.done or self.status != "ok":
             return  # after [DONE] or a fault nothing more counts

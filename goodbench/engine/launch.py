@@ -21,13 +21,18 @@ def can_pin() -> bool:
     return hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1
 
 
-def start_engine(cfg: EngineConfig, log_path: str, pin: bool = False, timeout: float = 60.0) -> ServerProcess:
-    """Start the engine on a free loopback port and wait for /health. pin: the engine gets CPU 0 and
-    this process the others (call release_cpus after stopping it), so the load generator and the
-    engine do not share a core."""
+def start_engine(cfg: EngineConfig, pin: bool = False, timeout: float = 60.0) -> ServerProcess:
+    """Start the engine on a free loopback port and wait for /health. Its log is an unlinked temporary
+    file (nothing is left behind if goodbench is killed; ServerProcess.copy_log keeps it). pin: the
+    engine gets CPU 0 and this process the others (call release_cpus after stopping it), so the load
+    generator and the engine do not share a core."""
+    import tempfile
+
     port = free_port()
     pin = pin and can_pin()
-    proc = ServerProcess(serve_command(cfg, port), port, log_path, cpus={0} if pin else None)
+    fd, log_path = tempfile.mkstemp(prefix="goodbench-engine-", suffix=".log")
+    os.close(fd)
+    proc = ServerProcess(serve_command(cfg, port), port, log_path, cpus={0} if pin else None, anonymous=True)
     if pin:
         os.sched_setaffinity(0, set(range(os.cpu_count())) - {0})
     try:

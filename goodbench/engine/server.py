@@ -25,6 +25,7 @@ from .config import EngineConfig
 from .core import Engine, RequestTooLong
 from .costmodel import CostModel
 from .kvcache import Seq, block_hashes
+from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
 from .promtext import ITER_BUCKETS, ITL_BUCKETS, LATENESS_BUCKETS, TTFT_BUCKETS, Histogram, scalar
 
 SPIN_S = 0.0015  # sleep to this much before a deadline, then spin: asyncio timers have ~1 ms granularity
@@ -53,7 +54,7 @@ class Stream:
         self.n = 0
         self.arrived = arrived
         self.last = 0.0
-        self.fmt: _Formatter | None = None
+        self.fmt: Formatter | None = None
 
     def push(self, data: bytes, done: bool = False) -> None:
         if self.writer is not None and not self.dead:
@@ -129,6 +130,8 @@ class EngineServer:
         self.lateness: list[float] = []  # recent window for quantiles
         self.requests_total = 0
         self._task: asyncio.Task | None = None
+        self.failed: str | None = None  # why the engine loop died (then /health is 503 and serve exits 1)
+        self.on_failure = None  # called once when the loop dies (serve_forever stops the server)
         self._intake = TurnPacer(first_goes_now=True)
         self._trace = open(opts.step_trace, "w", encoding="utf-8") if opts.step_trace else None
         self.t0 = self.clock()
@@ -154,7 +157,26 @@ class EngineServer:
         return await handler(request)
 
     async def _start(self, app):
-        self._task = asyncio.ensure_future(self._loop())
+        self._task = asyncio.ensure_future(self._run_loop())
+
+    async def _run_loop(self) -> None:
+        """The engine loop; if it ever dies, every open stream ends with an error event, /health turns
+        503 and the server stops (exit 1) instead of hanging with requests nobody will serve."""
+        import logging
+        import traceback
+
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.failed = f"{type(e).__name__}: {e}"
+            logging.getLogger("goodbench.serve").error("engine loop died:\n%s", traceback.format_exc())
+            for s in list(self.engine.sched.running) + self.engine.sched.waiting_seqs():
+                if s.payload is not None:
+                    s.payload.push(error_event(f"engine failure: {self.failed}"), done=True)
+            if self.on_failure is not None:
+                self.on_failure()
 
     async def _stop(self, app):
         if self._task:
@@ -171,6 +193,8 @@ class EngineServer:
             self._trace = None
 
     async def health(self, request):
+        if self.failed is not None:
+            return web.Response(status=503, text=f"engine loop stopped: {self.failed}")
         return web.Response(text="ok")
 
     async def models(self, request):
@@ -183,66 +207,46 @@ class EngineServer:
     async def chat(self, request):
         return await self._generate(request, chat=True)
 
-    async def _parse(self, request: web.Request, chat: bool):
+    async def _prepare(self, request: web.Request, chat: bool) -> tuple[Parsed, tuple, int, int]:
+        """The validated request, its token ids, prompt length and output cap: everything is checked
+        here, before the request reaches the engine."""
         try:
             body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Bad("request body is not valid JSON")
-        if not isinstance(body, dict):
-            raise _Bad("request body must be a JSON object")
-        model = body.get("model")
-        if model not in (None, self.model_name, "default"):
-            raise _Bad(f"The model `{model}` does not exist.", "model")
-        if chat:
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs:
-                raise _Bad("'messages' must be a non-empty list", "messages")
-            text = "\n".join(str(m.get("content", "")) if isinstance(m, dict) else "" for m in msgs)
-            overhead = 4 * len(msgs) + 1  # role headers of a Llama-3-style chat template
-            mt = body.get("max_completion_tokens", body.get("max_tokens"))
+        except (ValueError, UnicodeDecodeError):
+            raise BadRequest("request body is not valid JSON")
+        req = parse_request(body, chat, (self.model_name, "default"))
+        if req.token_ids is not None:
+            ids = req.token_ids
+        elif len(req.text) > TOKENIZE_INLINE_CHARS:
+            ids = await asyncio.get_running_loop().run_in_executor(None, self.tok.encode, req.text)
         else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
-                text, overhead = None, 0
-            elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                text, overhead = prompt[0], 0
-            elif isinstance(prompt, str) and prompt:
-                text, overhead = prompt, 0
-            else:
-                raise _Bad("'prompt' must be a non-empty string or list of token ids", "prompt")
-            mt = body.get("max_tokens", 16)
-        if text is None:
-            ids = body["prompt"]
-        elif len(text) > TOKENIZE_INLINE_CHARS:
-            ids = await asyncio.get_running_loop().run_in_executor(None, self.tok.encode, text)
-        else:
-            ids = self.tok.encode(text)
-        n_prompt = len(ids) + overhead
+            ids = self.tok.encode(req.text)
+        n_prompt = len(ids) + req.overhead
         if n_prompt < 1:
-            raise _Bad("the prompt is empty", "prompt")
-        if mt is None:
-            mt = self.cfg.max_model_len - n_prompt
-        if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
-            raise _Bad("max_tokens must be a positive integer", "max_tokens")
-        if not body.get("ignore_eos") and self.eos is not None:
+            raise BadRequest("the prompt is empty", "prompt")
+        mt = req.max_tokens if req.max_tokens is not None else max(1, self.cfg.max_model_len - n_prompt)
+        if not req.ignore_eos and self.eos is not None:
             mt = min(mt, self.eos(self.rng))
-        prio = body.get("priority", 0)
-        so = body.get("stream_options") or {}
-        return body, ids, n_prompt, mt, int(prio) if isinstance(prio, (int, float)) else 0, so
+        return req, ids, n_prompt, mt
 
     async def _generate(self, request: web.Request, chat: bool):
         arrived = self.clock()
+        if self.failed is not None:
+            return _err(503, f"the engine loop stopped: {self.failed}", "ServiceUnavailableError")
         # one intake (JSON, tokenizing, response set-up) per loop iteration: a burst of arrivals must
         # not hold the engine's step timer (see pacing)
         await self._intake.turn()
         try:
-            body, ids, n_prompt, max_tokens, prio, so = await self._parse(request, chat)
-        except _Bad as e:
+            req, ids, n_prompt, max_tokens = await self._prepare(request, chat)
+        except BadRequest as e:
             return _err(400, e.args[0], param=e.param)
         rid = next(self.ids)
         stream = Stream(arrived, asyncio.get_running_loop().create_future())
+        stream.fmt = Formatter(f"{'chatcmpl' if chat else 'cmpl'}-{rid}", int(time.time()), self.model_name, chat,
+                               n_prompt, include_usage=req.include_usage, continuous=req.continuous_usage,
+                               words=self.words, seed=rid)
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
-        seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=prio, hashes=hashes, payload=stream)
+        seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=req.priority, hashes=hashes, payload=stream)
         try:
             self.engine.add(seq)
         except RequestTooLong as e:
@@ -250,16 +254,11 @@ class EngineServer:
                         param="max_tokens")
         self.requests_total += 1
         self.wake.set()
-        cid = f"{'chatcmpl' if chat else 'cmpl'}-{rid}"
-        created = int(time.time())
-        fmt = stream.fmt = _Formatter(cid, created, self.model_name, chat, n_prompt,
-                         include_usage=bool(so.get("include_usage")),
-                         continuous=bool(so.get("continuous_usage_stats")), words=self.words, seed=rid)
         try:
-            if body.get("stream"):
-                return await self._stream(request, seq, stream, fmt)
-            return await self._unary(seq, stream, fmt)
-        finally:
+            if req.stream:
+                return await self._stream(request, seq, stream, stream.fmt)
+            return await self._unary(seq, stream, stream.fmt)
+        finally:  # finished, failed or the client went away (the handler is cancelled): free the sequence
             if seq.status not in ("finished", "aborted"):
                 self.engine.abort(seq)
 
@@ -281,9 +280,8 @@ class EngineServer:
                 self.engine.abort(seq)
                 return resp
             await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.engine.abort(seq)  # the client went away: free its sequence
-            raise
+        except ConnectionResetError:
+            pass  # the client went away: _generate frees its sequence; nothing worth a traceback
         return resp
 
     async def _unary(self, seq: Seq, stream: Stream, fmt) -> web.Response:
@@ -308,8 +306,7 @@ class EngineServer:
                 s = eng.sched._peek()
                 eng.sched.remove(s)
                 if s.payload is not None:
-                    s.payload.push(b'data: {"error": {"message": "request does not fit the KV cache"}}\n\n',
-                                   done=True)
+                    s.payload.push(error_event("request does not fit the KV cache"), done=True)
                 continue
             planned = start + res.duration
             d = planned - clock()
@@ -348,7 +345,17 @@ class EngineServer:
             st.n += 1
             st.last = now
             done = id(seq) in finished
-            st.push(st.fmt.token(st.n, done), done)
+            try:
+                st.push(st.fmt.token(st.n, done), done)
+            except Exception as e:  # one request's failure must not stop the others: abort it alone
+                self.engine.abort(seq)
+                st.dead = True
+                if not st.finished.done():
+                    st.finished.set_result(None)
+                import logging
+
+                logging.getLogger("goodbench.serve").warning("request %s aborted: %s: %s", seq.id,
+                                                             type(e).__name__, e)
 
     # ------------------------------------------------------------------ metrics
     async def metrics(self, request):
@@ -372,77 +379,23 @@ class EngineServer:
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
 
-class _Bad(Exception):
-    def __init__(self, msg: str, param: str | None = None):
-        super().__init__(msg)
-        self.param = param
-
-
-class _Formatter:
-    """Pre-rendered SSE chunks: a token costs one bytes concatenation, no JSON encoding."""
-
-    __slots__ = ("chat", "n_prompt", "include_usage", "continuous", "words", "off", "pre", "mid", "fin", "head")
-
-    def __init__(self, cid, created, model, chat, n_prompt, include_usage, continuous, words, seed):
-        self.chat, self.n_prompt = chat, n_prompt
-        self.include_usage, self.continuous = include_usage, continuous
-        self.words, self.off = words, (seed * 7919) % len(words)
-        obj = "chat.completion.chunk" if chat else "text_completion"
-        self.head = (f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model)},'
-                     f'"choices":').encode()
-        if chat:
-            self.pre = b'[{"index":0,"delta":{"content":'
-            self.mid = b'},"logprobs":null,"finish_reason":'
-        else:
-            self.pre = b'[{"index":0,"text":'
-            self.mid = b',"logprobs":null,"finish_reason":'
-
-    def word(self, i: int) -> bytes:
-        return self.words[(self.off + i) % len(self.words)]
-
-    def _usage(self, n: int) -> bytes:
-        return (f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},'
-                f'"total_tokens":{self.n_prompt + n}}}').encode()
-
-    def role_chunk(self) -> bytes:
-        return (b"data: " + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
-                b'"logprobs":null,"finish_reason":null}]}\n\n')
-
-    def token(self, n: int, done: bool) -> bytes:
-        chunk = b"data: " + self.head + self.pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + b"}]"
-        if self.continuous:
-            chunk += b',"usage":' + self._usage(n)
-        chunk += b"}\n\n"
-        if done:
-            if self.include_usage:
-                chunk += b"data: " + self.head + b'[],"usage":' + self._usage(n) + b"}\n\n"
-            chunk += b"data: [DONE]\n\n"
-        return chunk
-
-    def full_response(self, n: int) -> dict:
-        text = "".join(json.loads(self.word(i)) for i in range(1, n + 1))
-        head = json.loads(self.head + b"[]}")
-        head["object"] = "chat.completion" if self.chat else "text_completion"
-        if self.chat:
-            head["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text},
-                                "finish_reason": "length"}]
-        else:
-            head["choices"] = [{"index": 0, "text": text, "finish_reason": "length"}]
-        head["usage"] = json.loads(self._usage(n))
-        return head
+# handler_cancellation: a client that goes away cancels its handler, which aborts its request (a
+# non-streaming request would otherwise run to its end for nobody)
+RUNNER_OPTIONS = {"access_log": None, "handler_cancellation": True}
 
 
 async def serve_forever(server: EngineServer, ready_cb=None) -> None:
     """Run until SIGINT/SIGTERM; then stop accepting, end open streams and exit."""
     import signal
 
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(server.app(), handle_signals=False, **RUNNER_OPTIONS)
     await runner.setup()
     site = web.TCPSite(runner, server.opts.host, server.opts.port, backlog=4096, reuse_address=True)
     await site.start()
     if ready_cb:
         ready_cb(site)
     stop = asyncio.Event()
+    server.on_failure = stop.set
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -458,8 +411,9 @@ async def serve_forever(server: EngineServer, ready_cb=None) -> None:
         await runner.cleanup()
 
 
-def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = None) -> None:
-    """`goodbench serve`: build the engine, listen, print one ready line, serve until SIGINT/SIGTERM."""
+def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = None) -> int:
+    """`goodbench serve`: build the engine, listen, print one ready line, serve until SIGINT/SIGTERM.
+    Returns the exit code: 0, or 1 when the engine loop died (the log says why)."""
     from .. import tokenizer as tokmod
     from ..eventloop import install_uvloop
 
@@ -479,8 +433,9 @@ def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = No
                   f"listening on http://{opts.host}:{opts.port}", flush=True)
 
         await serve_forever(server, ready)
+        return 1 if server.failed else 0
 
     try:
-        asyncio.run(main_())
+        return asyncio.run(main_())
     except OSError as e:
         raise UsageError(f"cannot listen on {opts.host}:{opts.port}: {e.strerror or e}") from None

@@ -83,14 +83,17 @@ def tokens_from_chunks(e: Evidence) -> list[Hazard]:
 
 
 def packed_chunks(e: Evidence) -> list[Hazard]:
-    """The server's usage counts more tokens than content chunks: ITL is then per chunk, not per token."""
+    """More tokens than content chunks (by the server's usage, or by the tokenizer when the server sent
+    none): the server packs several tokens per chunk, so ITL is per chunk, not per token."""
     cols = e.c.cols
-    usage = e.c.ok & (e.c.nchunks > 0) & (cols.out_source == TOKEN_SOURCES.index("usage"))
-    usage_tot, chunk_tot = int(cols.out_tokens[usage].sum()), int(cols.chunk_tok_sum[usage].sum())
-    if not usage_tot or abs(usage_tot - chunk_tot) <= 0.02 * usage_tot:
-        return []
-    return [Hazard(f"server usage reports {usage_tot} output tokens but the stream carried {chunk_tot} "
-                   "content chunks: the server packs several tokens per chunk, so ITL is per chunk.")]
+    out = []
+    for source, by in (("usage", "server usage reports"), ("tokenizer", "the tokenizer counts")):
+        sel = e.c.ok & (e.c.nchunks > 0) & (cols.out_source == TOKEN_SOURCES.index(source))
+        tokens, chunks = int(cols.out_tokens[sel].sum()), int(e.c.nchunks[sel].sum())
+        if tokens and abs(tokens - chunks) > 0.02 * tokens:
+            out.append(Hazard(f"{by} {tokens} output tokens but the stream carried {chunks} content chunks: the "
+                              "server packs several tokens per chunk, so ITL is per chunk."))
+    return out
 
 
 def import_caveats(e: Evidence) -> list[Hazard]:
@@ -99,9 +102,10 @@ def import_caveats(e: Evidence) -> list[Hazard]:
 
 
 def nothing_completed(e: Evidence) -> list[Hazard]:
+    """Every request failed: there is nothing to measure (the run is invalid, `run` exits 2)."""
     if not e.c.n or e.summary["requests"]["completed"]:
         return []
-    return [Hazard("no request completed: check the target and the error column in records.jsonl.")]
+    return [Hazard("no request completed: check the target and the error column in records.jsonl.", invalid=True)]
 
 
 def thin_per_class(e: Evidence) -> list[Hazard]:

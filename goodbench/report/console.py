@@ -44,7 +44,7 @@ def _verdict(summary: dict, target: float) -> Text:
         verdict = Text(f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: "
                        "pass --goodput ttft:MS tpot:MS for goodput)", style="bold")
     if not summary.get("valid", True):
-        verdict.append("  [INVALID: load generator fell behind]", style="bold yellow")
+        verdict.append("  [INVALID: see the warnings]", style="bold yellow")
     return verdict
 
 

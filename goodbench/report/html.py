@@ -131,7 +131,9 @@ def _run_section(v, heading: bool) -> str:
                f"requests met the SLO; goodput {summary['goodput']:.2f} req/s "
                f"<span class=dim>(95% CI {_ci(summary.get('goodput_ci'), '{:.2f}')})</span>")
     if not summary.get("valid", True):
-        verdict += " <span class=fail>INVALID: the load generator fell behind</span>"
+        verdict += " <span class=fail>INVALID: these numbers cannot be trusted (see the warnings)</span>"
+    if getattr(v, "incomplete", None):
+        verdict += f" <span class=fail>INCOMPLETE: {_e(v.incomplete)}</span>"
     t = meta.get("target") or {}
     eng = meta.get("engine") or {}
     parts = [f"<h2>{_e(v.label)}</h2>" if heading else "", f"<p>{verdict}</p>",

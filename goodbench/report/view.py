@@ -11,7 +11,7 @@ import numpy as np
 
 from ..columnar import ColumnarRun, RunColumns
 from ..metrics import Columns, columns_of, summarize
-from ..store import load_columns
+from ..store import incomplete, load_columns
 
 
 @dataclass
@@ -24,6 +24,7 @@ class RunView:
     c: Columns
     steps: dict | None          # step_trace.jsonl as arrays (engine clock)
     server: list | None         # server_metrics.jsonl rows (run clock)
+    incomplete: str | None = None  # why the directory does not hold a whole run (store.incomplete)
 
 
 def _jsonl(path: str, limit: int = 2_000_000) -> list[dict]:
@@ -62,13 +63,14 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
               if isinstance(r, dict) and isinstance(r.get("metrics"), dict)] or None
     name = label or run.meta.label
     return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
-                   run.meta.to_dict(), summary, cols, c, steps, server)
+                   run.meta.to_dict(), summary, cols, c, steps, server, incomplete(run_dir))
 
 
 def write_reports(paths: list[str], out: str | None = None, slo: dict | None = None, figures: bool = True,
-                  on_stage=None) -> list[tuple[str, int]]:
+                  on_stage=None, notes: list | None = None) -> list[tuple[str, int]]:
     """`goodbench report`: a sweep report per sweep directory, and one report for the run directories
-    (combined when several: in `out`, or combined-<hash> beside the first). Returns (path, figures)."""
+    (combined when several: in `out`, or combined-<hash> beside the first). Returns (path, figures);
+    notes (a list) receives one line per incomplete run (the report marks them too)."""
     import hashlib
 
     from ..errors import UsageError
@@ -88,6 +90,8 @@ def write_reports(paths: list[str], out: str | None = None, slo: dict | None = N
     stage = on_stage or (lambda text: None)
     stage(f"loading {len(runs)} run(s) ...")
     views = [load_view(r, slo=slo) for r in runs]
+    if notes is not None:
+        notes += [f"{v.dir} is incomplete: {v.incomplete}" for v in views if v.incomplete]
     if out is None and len(views) > 1:
         tag = hashlib.sha1("\0".join(os.path.abspath(r) for r in runs).encode()).hexdigest()[:8]
         out = os.path.join(os.path.dirname(os.path.abspath(runs[0])), f"combined-{tag}")

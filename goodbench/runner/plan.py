@@ -25,6 +25,11 @@ class Plan:
     def closed(self) -> bool:
         return self.arrival.kind == "closed"
 
+    @property
+    def planned(self) -> int | None:
+        """How many requests the schedule sends (None: a closed loop bounded by time cycles them)."""
+        return None if self.closed and self.duration_s else len(self.requests)
+
 
 def build_plan(spec: WorkloadSpec, tok) -> Plan:
     a = spec.arrival

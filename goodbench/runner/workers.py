@@ -14,14 +14,18 @@ import time
 import numpy as np
 
 from ..client.openai import ClientConfig
+from ..serverproc import die_with_parent
 from ..store import RunStore
 from . import Share, install_uvloop, run_share
 from .dispatch import Progress, RunOptions
 from .plan import Plan
 
 
-def _worker_main(share: Share, run_dir: str, tok_name, arr, slot) -> None:
+def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
+    die_with_parent()  # a killed parent (even SIGKILL) stops its workers: they keep what finished
+    if os.getppid() != parent:
+        return  # the parent died before we could ask to be told
     install_uvloop()
     from .. import tokenizer as tokmod
 
@@ -55,14 +59,15 @@ def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: 
 
 def run_workers(plan: Plan, cfg: ClientConfig, run_dir: str, opts: RunOptions, tok_name, progress: Progress,
                 on_tick, scrape: bool) -> bool:
-    """Returns True if interrupted (SIGINT is forwarded to the workers as SIGTERM)."""
+    """Returns True if interrupted (SIGINT or SIGTERM is forwarded to the workers as SIGTERM; they stop
+    dispatch, let in-flight requests finish within the grace period, and exit; the caller summarizes)."""
     w = opts.workers
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     arr = ctx.Array("d", w * len(Progress.FIELDS), lock=False)
     t0 = time.monotonic() + 1.0 + 0.2 * w  # leave the workers time to start and prewarm
     procs = []
     for k, share in enumerate(_shares(plan, cfg, opts, t0, scrape)):
-        p = ctx.Process(target=_worker_main, args=(share, run_dir, tok_name, arr, k), daemon=True)
+        p = ctx.Process(target=_worker_main, args=(share, run_dir, tok_name, arr, k, os.getpid()), daemon=True)
         p.start()
         procs.append(p)
     interrupted = False
@@ -74,7 +79,7 @@ def run_workers(plan: Plan, cfg: ClientConfig, run_dir: str, opts: RunOptions, t
             if p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)
 
-    old = signal.signal(signal.SIGINT, fwd)
+    old = {sig: signal.signal(sig, fwd) for sig in (signal.SIGINT, signal.SIGTERM)}
     fields_ = Progress.FIELDS
     try:
         while any(p.is_alive() for p in procs):
@@ -86,5 +91,6 @@ def run_workers(plan: Plan, cfg: ClientConfig, run_dir: str, opts: RunOptions, t
             for p in procs:
                 p.join(timeout=0.25 / len(procs))
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     return interrupted

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 
 from ..arrivals import ArrivalSpec
 from ..errors import UsageError
+from ..limits import check_all, check_upfront
 from ..records import parse_slo
 from .builtin import dataset_workload
 from .spec import LengthDist, WorkloadSpec, load_workload
@@ -100,7 +101,10 @@ def _counts(o: WorkloadOptions) -> dict:
 
 
 def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
-    """The workload file (or built-in dataset) with every given option applied."""
+    """The workload file (or built-in dataset) with every given option applied (UsageError for an
+    option out of its range: the same checks as the command line's)."""
+    check_all({f.name: getattr(o, f.name) for f in fields(o) if f.name not in ("goodput", "seed")})
+    check_upfront(o.num_prompts, o.duration)
     spec = _lengths(_base(o), o)
     kw = {"arrival": _arrival(spec.arrival, o), **_counts(o)}
     if o.warmup is not None:
@@ -114,4 +118,6 @@ def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
     spec = replace(spec, **kw)
     if spec.num_requests is None and spec.duration_s is None and spec.generator != "hol":
         spec = replace(spec, num_requests=DEFAULT_REQUESTS)
+    if spec.warmup_requests and spec.num_requests and spec.warmup_requests >= spec.num_requests:
+        raise UsageError(f"--warmup {spec.warmup_requests} leaves none of the {spec.num_requests} requests to measure")
     return spec

@@ -25,9 +25,9 @@ def parse_conversations(text: str) -> tuple[list[dict], bool]:
     """Decode a top-level JSON array item by item, so a truncated file (like the PyPI copy, cut
     mid-string) yields every complete record instead of failing. Returns (records, truncated)."""
     dec = json.JSONDecoder()
-    i = text.find("[")
-    if i < 0:
-        raise InputError("not a JSON array of conversations")
+    i = len(text) - len(text.lstrip("\ufeff \r\n\t"))
+    if text[i:i + 1] != "[":
+        raise InputError(f"not a JSON array of conversations (it starts with {text[i:i + 40]!r})")
     i += 1
     n = len(text)
     out: list[dict] = []
@@ -69,9 +69,20 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
         with open(source, encoding="utf-8", errors="replace") as f:
             text = f.read()
         if source.endswith(".jsonl"):
-            recs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            recs = []
+            for i, line in enumerate(text.splitlines(), 1):
+                if line.strip():
+                    try:
+                        recs.append(json.loads(line))
+                    except ValueError as e:
+                        raise InputError(f"{source}:{i}: not JSON: {e}") from None
             return recs, LoadReport(source, len(recs), False)
-        recs, truncated = parse_conversations(text)
+        try:
+            recs, truncated = parse_conversations(text)
+        except InputError as e:
+            raise InputError(f"{source}: {e}") from None
+        if not recs:
+            raise InputError(f"{source}: no complete conversation records in the file")
         return recs, LoadReport(source, len(recs), truncated)
     try:
         import datasets  # optional extra [hf]
@@ -171,7 +182,8 @@ def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = 
         except OSError:
             pass  # a cache is an optimisation
     if not kept:
-        raise InputError("no ShareGPT conversation passed the filters")
+        raise InputError(f"none of the {len(pairs)} ShareGPT conversations passed the filters (prompt and output "
+                         f">= {min_len} tokens, prompt <= {max_prompt}, prompt + output <= {max_total})")
     return [kept[i % len(kept)] for i in range(n)]
 
 

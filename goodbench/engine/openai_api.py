@@ -1,0 +1,162 @@
+"""The OpenAI request and response shapes the engine server speaks. Pure: a request body is validated
+completely here, before anything reaches the engine (a request that fails validation gets a 400 and
+never touches it), and responses are pre-rendered SSE bytes (a token costs one concatenation)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+
+class BadRequest(Exception):
+    """A 400 with OpenAI's error shape; `param` names the offending field."""
+
+    def __init__(self, msg: str, param: str | None = None):
+        super().__init__(msg)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A validated request. Exactly one of text / token_ids is set."""
+
+    chat: bool
+    text: str | None
+    token_ids: tuple | None
+    overhead: int                 # template tokens around chat messages
+    max_tokens: int | None        # None: as much as the context allows (vLLM's chat default)
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+    ignore_eos: bool
+    priority: int
+
+
+def _bool(body: dict, key: str, default: bool = False) -> bool:
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise BadRequest(f"'{key}' must be true or false, got {v!r}"[:200], key)
+    return v
+
+
+def _int(body: dict, key: str, lo: int, default: int | None) -> int | None:
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or v > 2 ** 62:
+        raise BadRequest(f"'{key}' must be an integer >= {lo}, got {v!r}"[:200], key)
+    return v
+
+
+def _message_text(m) -> str:
+    """A chat message's text: a string content, or the text parts of a content list."""
+    if not isinstance(m, dict):
+        raise BadRequest("each message must be an object with 'role' and 'content'", "messages")
+    c = m.get("content")
+    if c is None or isinstance(c, str):
+        return c or ""
+    if isinstance(c, list):
+        parts = [p.get("text", "") for p in c if isinstance(p, dict) and p.get("type") == "text"]
+        if all(isinstance(p, str) for p in parts):
+            return "".join(parts)
+    raise BadRequest("message 'content' must be a string or a list of text parts", "messages")
+
+
+def _prompt(body: dict, chat: bool) -> tuple[str | None, tuple | None, int]:
+    if chat:
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise BadRequest("'messages' must be a non-empty list", "messages")
+        return "\n".join(_message_text(m) for m in msgs), None, 4 * len(msgs) + 1  # Llama-3-style role headers
+    p = body.get("prompt")
+    if isinstance(p, list) and p and all(type(x) is int and 0 <= x < 2 ** 31 for x in p):
+        return None, tuple(p), 0
+    if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str) and p[0]:
+        return p[0], None, 0
+    if isinstance(p, str) and p:
+        return p, None, 0
+    raise BadRequest("'prompt' must be a non-empty string or list of token ids", "prompt")
+
+
+def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
+    """Validate every field the engine uses; unknown fields are ignored, as OpenAI servers do."""
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model not in model_names:
+        raise BadRequest(f"The model `{str(model)[:100]}` does not exist.", "model")
+    if _int(body, "n", 1, 1) != 1:
+        raise BadRequest("only n = 1 is supported", "n")
+    text, ids, overhead = _prompt(body, chat)
+    so = body.get("stream_options")
+    if so is not None and not isinstance(so, dict):
+        raise BadRequest(f"'stream_options' must be an object, got {so!r}"[:200], "stream_options")
+    so = so or {}
+    key = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    return Parsed(chat=chat, text=text, token_ids=ids, overhead=overhead,
+                  max_tokens=_int(body, key, 1, None if chat else 16), stream=_bool(body, "stream"),
+                  include_usage=_bool(so, "include_usage"), continuous_usage=_bool(so, "continuous_usage_stats"),
+                  ignore_eos=_bool(body, "ignore_eos"), priority=_int(body, "priority", -(2 ** 62), 0))
+
+
+class Formatter:
+    """Pre-rendered SSE chunks for one response: a token costs one bytes concatenation, no JSON encoding."""
+
+    __slots__ = ("chat", "n_prompt", "include_usage", "continuous", "words", "off", "pre", "mid", "head")
+
+    def __init__(self, cid, created, model, chat, n_prompt, include_usage, continuous, words, seed):
+        self.chat, self.n_prompt = chat, n_prompt
+        self.include_usage, self.continuous = include_usage, continuous
+        self.words, self.off = words, (seed * 7919) % len(words)
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        self.head = (f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model)},'
+                     f'"choices":').encode()
+        if chat:
+            self.pre = b'[{"index":0,"delta":{"content":'
+            self.mid = b'},"logprobs":null,"finish_reason":'
+        else:
+            self.pre = b'[{"index":0,"text":'
+            self.mid = b',"logprobs":null,"finish_reason":'
+
+    def word(self, i: int) -> bytes:
+        return self.words[(self.off + i) % len(self.words)]
+
+    def _usage(self, n: int) -> bytes:
+        return (f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},'
+                f'"total_tokens":{self.n_prompt + n}}}').encode()
+
+    def role_chunk(self) -> bytes:
+        return (b"data: " + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
+                b'"logprobs":null,"finish_reason":null}]}\n\n')
+
+    def token(self, n: int, done: bool) -> bytes:
+        chunk = b"data: " + self.head + self.pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + b"}]"
+        if self.continuous:
+            chunk += b',"usage":' + self._usage(n)
+        chunk += b"}\n\n"
+        if done:
+            if self.include_usage:
+                chunk += b"data: " + self.head + b'[],"usage":' + self._usage(n) + b"}\n\n"
+            chunk += b"data: [DONE]\n\n"
+        return chunk
+
+    def full_response(self, n: int) -> dict:
+        text = "".join(json.loads(self.word(i)) for i in range(1, n + 1))
+        head = json.loads(self.head + b"[]}")
+        head["object"] = "chat.completion" if self.chat else "text_completion"
+        if self.chat:
+            head["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text},
+                                "finish_reason": "length"}]
+        else:
+            head["choices"] = [{"index": 0, "text": text, "finish_reason": "length"}]
+        head["usage"] = json.loads(self._usage(n))
+        return head
+
+
+def error_event(message: str) -> bytes:
+    return b"data: " + json.dumps({"error": {"message": message}}).encode() + b"\n\n"

@@ -1,0 +1,209 @@
+"""The fault probe, kept: process faults (SIGTERM/SIGKILL with --workers, killed runs, early client
+disconnects) and bad input, through the `goodbench` command as a user meets them (docs/reliability.md)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+RUN = ["run", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "40",
+       "--request-rate", "20", "--fixed-step-ms", "10", "--quiet"]
+
+
+def children(pid: int) -> set[int]:
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.add(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def alive(pids) -> set[int]:
+    return {p for p in pids if os.path.exists(f"/proc/{p}") and "(Z)" not in _state(p)}
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return "(" + f.read().rsplit(")", 1)[1].split()[0] + ")"
+    except OSError:
+        return "(gone)"
+
+
+def read(path) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def start(tmp_path, *extra):
+    env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
+    return subprocess.Popen([sys.executable, "-m", "goodbench", *RUN, "--result-dir", str(tmp_path / "r"), *extra],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_records(tmp_path, n: int, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = tmp_path / "r"
+        for run in os.listdir(d) if d.exists() else []:
+            p = d / run / "records.jsonl"
+            if p.exists() and p.read_text().count("\n") >= n:
+                return str(d / run)
+        time.sleep(0.1)
+    raise AssertionError("the run never wrote records")
+
+
+@pytest.mark.slow
+def test_sigterm_with_workers_stops_them_and_keeps_a_summary(tmp_path):
+    p = start(tmp_path, "--num-prompts", "300", "--workers", "2")
+    run_dir = wait_for_records(tmp_path, 5)
+    workers = children(p.pid)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err
+    time.sleep(0.5)
+    assert not alive(workers)
+    summary = json.loads(read(os.path.join(run_dir, "summary.json")))
+    assert 0 < summary["requests"]["issued"] < 300
+    gate = run_cli("gate", run_dir, "--goodput", "ttft:5000")
+    assert gate.returncode == 2 and "incomplete" in gate.stdout and "interrupted" in gate.stdout
+    assert run_cli("gate", run_dir, "--goodput", "ttft:5000", "--allow-incomplete").returncode == 0
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_parent_stops_its_workers_and_gate_refuses_the_run(tmp_path):
+    p = start(tmp_path, "--num-prompts", "300", "--workers", "2")
+    run_dir = wait_for_records(tmp_path, 5)
+    workers = children(p.pid)
+    assert workers
+    p.kill()
+    p.communicate(timeout=30)
+    deadline = time.monotonic() + 15
+    while alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(workers), "workers outlived their parent"
+    n = read(os.path.join(run_dir, "records.jsonl")).count("\n")
+    time.sleep(1.0)
+    assert read(os.path.join(run_dir, "records.jsonl")).count("\n") == n  # nobody is still sending
+    gate = run_cli("gate", run_dir, "--goodput", "ttft:5000")
+    assert gate.returncode == 2 and "cannot judge an incomplete run" in gate.stdout
+    report = run_cli("report", run_dir, "--no-figures")
+    assert report.returncode == 0 and "incomplete" in report.stdout
+    assert "INCOMPLETE" in read(os.path.join(run_dir, "report.html"))
+
+
+def test_a_killed_run_leaves_no_engine_log_in_the_temp_directory(tmp_path):
+    import tempfile
+
+    before = {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("goodbench-engine-")}
+    p = start(tmp_path, "--num-prompts", "300")
+    wait_for_records(tmp_path, 3)
+    p.kill()
+    p.communicate(timeout=30)
+    after = {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("goodbench-engine-")}
+    assert after <= before
+
+
+def test_a_huge_count_with_a_duration_builds_only_what_the_duration_needs(tmp_path):
+    t = time.monotonic()
+    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", "2",
+                "--num-prompts", "10000000000", "--duration", "2", "--request-rate", "5", "--fixed-step-ms", "1",
+                "--result-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t < 30
+    (run,) = os.listdir(tmp_path)
+    s = json.loads((tmp_path / run / "summary.json").read_text())
+    assert 3 <= s["requests"]["issued"] <= 25  # Poisson at 5/s for 2 s
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--num-prompts", "0"], "--num-prompts must be >= 1, got 0"),
+    (["--num-prompts", "-3"], "--num-prompts must be >= 1"),
+    (["--duration", "-5"], "--duration must be > 0"),
+    (["--max-concurrency", "0"], "--max-concurrency must be >= 1"),
+    (["--max-concurrency", "-2"], "--max-concurrency must be >= 1"),
+    (["--random-output-len", "0"], "--random-output-len must be >= 1"),
+    (["--random-input-len", "-5"], "--random-input-len must be >= 1"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--request-rate", "-1"], "--request-rate must be > 0"),
+    (["--request-rate", "fast"], "--request-rate 'fast' is not a number"),
+    (["--num-prompts", "100000000"], "give --duration too"),
+    (["--warmup", "5", "--num-prompts", "5"], "leaves none of the 5 requests"),
+])
+def test_bad_numbers_are_one_line_exit_2_and_leave_nothing_behind(tmp_path, args, needle):
+    r = run_cli("run", "--dataset-name", "random", "--result-dir", str(tmp_path / "r"), *args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert needle in r.stderr and r.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_result_dir_that_is_a_file_is_one_line_exit_2(tmp_path):
+    (tmp_path / "f").write_text("x")
+    r = run_cli("simulate", "--num-prompts", "2", "--result-dir", str(tmp_path / "f"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot create the run directory" in r.stderr
+
+
+def test_a_run_where_every_request_fails_exits_2_and_is_invalid(tmp_path):
+    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "200000", "--num-prompts", "3",
+                "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "no request succeeded" in r.stdout
+    (run,) = os.listdir(tmp_path)
+    s = json.loads((tmp_path / run / "summary.json").read_text())
+    assert s["valid"] is False and s["requests"]["completed"] == 0
+
+
+def test_a_dataset_file_that_is_not_json_says_so(tmp_path):
+    f = tmp_path / "data.json"
+    f.write_text("id,text\n1,[hello]\n")
+    r = run_cli("simulate", "--dataset-name", "sharegpt", "--dataset-path", str(f), "--num-prompts", "2",
+                "--result-dir", str(tmp_path / "r"))
+    assert r.returncode == 2 and "not a JSON array of conversations" in r.stderr and str(f) in r.stderr
+
+
+@pytest.mark.slow
+def test_early_client_disconnects_leave_no_tracebacks_in_the_engine_log(tmp_path):
+    from goodbench.serverproc import free_port
+
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        p = subprocess.Popen([sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
+                             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        import socket
+
+        for stream in (True, False) * 3:
+            body = json.dumps({"prompt": "x", "max_tokens": 500, "stream": stream}).encode()
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                time.sleep(0.05)  # then hang up mid-response
+        time.sleep(0.5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            metrics = resp.read().decode()
+        running = [ln for ln in metrics.splitlines() if ln.startswith("vllm:num_requests_running{")]
+        assert running and running[0].endswith(" 0"), running  # every abandoned request was aborted
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(30)
+    assert p.returncode == 0
+    assert "Traceback" not in log.read_text()
