@@ -88,3 +88,10 @@ def test_assess_runs_every_check_in_order(recs, valid):
     ok, warnings = hz.assess(evidence(recs))
     assert ok is valid
     assert warnings == [h.text for check in hz.CHECKS for h in check(evidence(recs))]
+
+
+def test_packed_chunks_by_the_tokenizer_when_the_server_sends_no_usage():
+    # 3 chunks whose text the tokenizer counts as 9 tokens: several tokens per chunk, no usage to say so
+    recs = [RequestRecord(f"r{i}", "a", 0, 0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 9, "tokenizer") for i in range(3)]
+    found = hz.packed_chunks(evidence(recs))
+    assert found and found[0].text.startswith("the tokenizer counts 27 output tokens but the stream carried 9")

@@ -211,3 +211,28 @@ def test_a_dead_engine_loop_makes_health_fail_and_requests_end(tok):
     events, (code, text), later, failed = serve(fn, tok)
     assert "simulated engine fault" in events[-1] and code == 503 and "simulated engine fault" in text
     assert later == 503 and failed.startswith("RuntimeError")
+
+
+def test_serve_stops_instead_of_hanging_when_the_engine_loop_dies(tok):
+    from goodbench.engine.server import serve_forever
+    from goodbench.serverproc import free_port
+
+    cfg = EngineConfig(max_model_len=4096).resolved()
+    srv = EngineServer(cfg, ServeOptions(port=free_port()), tok, CostModel.for_config(cfg, fixed_step_ms=2))
+
+    def boom():
+        raise RuntimeError("simulated engine fault")
+
+    srv.engine.step = boom
+
+    async def go():
+        serving = asyncio.ensure_future(serve_forever(srv))
+        await asyncio.sleep(0.3)
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"http://127.0.0.1:{srv.opts.port}/v1/completions",
+                              json={"prompt": "x", "max_tokens": 2, "stream": True}) as r:
+                await r.read()
+        await asyncio.wait_for(serving, 10)  # serve_forever returns by itself: run_server then exits 1
+
+    asyncio.run(go())
+    assert srv.failed.startswith("RuntimeError")
