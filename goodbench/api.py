@@ -115,6 +115,8 @@ class Target:
     min_tokens: bool = False
     timeout_s: float = 600.0
     idle_timeout_s: float = 60.0
+    client: str = "lean"            # lean (asyncio + httptools) | aiohttp (the baseline)
+    keepalive_s: float = 4.0        # never reuse a connection idle longer than this
 
 
 def _stage(on_stage, text: str) -> None:
@@ -152,7 +154,7 @@ def _connect(target: Target, spec: WorkloadSpec):
     return ClientConfig(base_url=target.base_url, endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
                         model=model, api_key=target.api_key, ignore_eos=spec.ignore_eos and target.ignore_eos,
                         min_tokens=target.min_tokens, timeout_s=target.timeout_s,
-                        idle_timeout_s=target.idle_timeout_s)
+                        idle_timeout_s=target.idle_timeout_s, client=target.client, keepalive_s=target.keepalive_s)
 
 
 def run(workload, target: Target | str | None = None, *, engine: EngineConfig | None = None,
@@ -167,7 +169,9 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
     spec = _workload(workload)
     target = Target(base_url=target) if isinstance(target, str) or target is None else target
     check_all({"max_concurrency": max_concurrency, "workers": workers, "grace_period": grace_s,
-               "timeout": target.timeout_s, "idle_timeout": target.idle_timeout_s})
+               "timeout": target.timeout_s, "idle_timeout": target.idle_timeout_s, "keepalive": target.keepalive_s})
+    if target.client not in ("lean", "aiohttp"):
+        raise UsageError(f"client {target.client!r} is not one of lean, aiohttp")
     if run_id:
         RunDir.check_free(result_dir, run_id)
     cfg = (engine or EngineConfig()).resolved() if target.base_url is None else None

@@ -35,10 +35,12 @@ class RunColumns:
     warmup: np.ndarray         # bool
     chunk_tok_sum: np.ndarray  # int64: tokens the stream's content chunks carried
     nchunks: np.ndarray        # int64
+    retries: np.ndarray        # int8: sent again on a fresh connection
     chunk_times: np.ndarray    # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
 
     ARRAYS = ("ids", "cls", "origin", "status", "scheduled", "sent", "first", "finished", "out_tokens",
-              "out_source", "prompt_tokens", "http_status", "warmup", "chunk_tok_sum", "nchunks", "chunk_times")
+              "out_source", "prompt_tokens", "http_status", "warmup", "chunk_tok_sum", "nchunks", "retries",
+              "chunk_times")
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -94,6 +96,7 @@ class RunColumns:
             warmup=np.fromiter((r.warmup for r in recs), bool, n),
             chunk_tok_sum=np.fromiter((sum(r.chunk_tokens) for r in recs), np.int64, n),
             nchunks=nchunks,
+            retries=np.fromiter((r.retries for r in recs), np.int8, n),
             chunk_times=np.fromiter(itertools.chain.from_iterable(r.chunk_times for r in recs), float,
                                     int(nchunks.sum())),
         )
@@ -112,7 +115,8 @@ class RunColumns:
             chunk_times=tuple(self.chunk_times[off[i]:off[i + 1]].tolist()), output_tokens=int(self.out_tokens[i]),
             output_tokens_source=TOKEN_SOURCES[self.out_source[i]], prompt_tokens=int(self.prompt_tokens[i]),
             status=STATUSES[self.status[i]], http_status=int(self.http_status[i]) or None,
-            warmup=bool(self.warmup[i]), origin=self.origin_names[self.origin[i]]) for i in range(len(self))]
+            warmup=bool(self.warmup[i]), origin=self.origin_names[self.origin[i]],
+            retries=int(self.retries[i])) for i in range(len(self))]
 
 
 FIELDS = tuple(f.name for f in fields(RunColumns))

@@ -26,7 +26,7 @@ LIMITS = {
     "burstiness": Limit(0, lo_open=True), "ramp_up": Limit(0), "concurrency": Limit(1), "think_time": Limit(0),
     # run
     "max_concurrency": Limit(1), "workers": Limit(1), "timeout": Limit(0, lo_open=True),
-    "idle_timeout": Limit(0, lo_open=True), "grace_period": Limit(0), "target_attainment": Limit(0, 1),
+    "idle_timeout": Limit(0, lo_open=True), "keepalive": Limit(0, lo_open=True), "grace_period": Limit(0), "target_attainment": Limit(0, 1),
     "users": Limit(1), "spawn_rate": Limit(0, lo_open=True), "locust_workers": Limit(0),
     # gate
     "min_attainment": Limit(0, 1), "max_failed": Limit(0, 1), "min_goodput": Limit(0),

@@ -49,6 +49,7 @@ class RequestRecord:
     error: str | None = None
     warmup: bool = False
     origin: str = ""  # which load-generator process (clock) produced it: times from two origins never mix
+    retries: int = 0  # sent again on a fresh connection after a reused one closed before any response byte
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)

@@ -17,7 +17,7 @@ from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
-COLUMNS_VERSION = 1
+COLUMNS_VERSION = 2  # 2: retries
 
 
 def new_run_id(prefix: str = "run") -> str:

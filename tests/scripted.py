@@ -90,3 +90,57 @@ async def with_server(app, fn):
         return await fn(f"http://127.0.0.1:{server.port}")
     finally:
         await server.close()
+
+
+class RacyKeepAlive(asyncio.Protocol):
+    """A raw HTTP/1.1 SSE server that closes each connection `idle_s()` after its last response (a
+    keep-alive timeout, randomised like a busy server's), and optionally drops the n-th reused request
+    on arrival (a close that races the request: no response byte is sent)."""
+
+    def __init__(self, idle_s, drop_every: int = 0, tokens: int = 3, gap_s: float = 0.001):
+        self.idle_s, self.drop_every, self.tokens, self.gap_s = idle_s, drop_every, tokens, gap_s
+        self.buf, self.timer, self.transport, self.served, self.stats = b"", None, None, 0, None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self._arm()
+
+    def _arm(self):
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(self.idle_s(), self.transport.close)
+
+    def data_received(self, data):
+        self.buf += data
+        head, sep, rest = self.buf.partition(b"\r\n\r\n")
+        if not sep:
+            return
+        lengths = [ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")]
+        length = int(lengths[0]) if lengths else 0
+        if len(rest) < length:
+            return
+        self.buf = rest[length:]
+        if self.timer:
+            self.timer.cancel()
+        self.served += 1
+        if self.drop_every and self.served > 1 and self.served % self.drop_every == 0:
+            self.transport.close()  # as if our idle timer had fired just as the request arrived
+            return
+        asyncio.ensure_future(self._respond())
+
+    async def _respond(self):
+        w = self.transport.write
+        w(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for i in range(self.tokens):
+            await asyncio.sleep(self.gap_s)
+            ev = chunk(f"t{i}")
+            w(b"%x\r\n%s\r\n" % (len(ev), ev))
+        w(b"%x\r\n%s\r\n0\r\n\r\n" % (len(DONE), DONE))
+        if not self.transport.is_closing():
+            self._arm()
+
+
+async def racy_server(**kw):
+    """(server, port) of a RacyKeepAlive server on loopback."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: RacyKeepAlive(**kw), "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]

@@ -1,12 +1,25 @@
+"""Both clients (the lean default and the aiohttp baseline) against the same fault matrix: every test
+runs once per client."""
+
 import asyncio
 import time
 
 import pytest
 
-from goodbench.client.openai import Client, ClientConfig
+from goodbench.client.lean import LeanClient
+from goodbench.client.openai import Client as AiohttpClient, ClientConfig
 from goodbench.records import RequestSpec
 
 from scripted import SENT_LOG, USAGE_DONE, chunk, script_app, with_server
+
+
+@pytest.fixture(params=[LeanClient, AiohttpClient], ids=["lean", "aiohttp"], autouse=True)
+def client_cls(request):
+    CLIENT["cls"] = request.param
+    return request.param
+
+
+CLIENT: dict = {}
 
 
 def run_one(steps_by_name, name, tok=None, **cfg_kw):
@@ -14,7 +27,7 @@ def run_one(steps_by_name, name, tok=None, **cfg_kw):
 
     async def go(base):
         t0 = time.monotonic()
-        async with Client(ClientConfig(base_url=base, model="m", **cfg_kw), t0, tok) as c:
+        async with CLIENT["cls"](ClientConfig(base_url=base, model="m", **cfg_kw), t0, tok) as c:
             return await c.send(RequestSpec(name, "c", name, 3, 8), 0.0)
 
     return asyncio.run(with_server(app, go)), app[SENT_LOG].get(name)
@@ -91,7 +104,7 @@ def test_connection_refused():
         port = s.getsockname()[1]
 
     async def go():
-        async with Client(ClientConfig(base_url=f"http://127.0.0.1:{port}"), time.monotonic()) as c:
+        async with CLIENT["cls"](ClientConfig(base_url=f"http://127.0.0.1:{port}"), time.monotonic()) as c:
             return await c.send(RequestSpec("x", "c", "x", 1, 1), 0.0)
 
     rec = asyncio.run(go())
@@ -100,7 +113,7 @@ def test_connection_refused():
 
 def test_chat_payload_and_api_key_not_in_record():
     cfg = ClientConfig(base_url="http://x", endpoint="/v1/chat/completions", model="m", api_key="sk-secret")
-    c = Client(cfg, 0.0)
+    c = CLIENT["cls"](cfg, 0.0)
     body = c.payload(RequestSpec("r", "c", [{"role": "user", "content": "hi"}], 1, 5))
     assert body["messages"][0]["content"] == "hi" and body["max_completion_tokens"] == 5
     assert body["stream_options"] == {"include_usage": True} and body["ignore_eos"] is True

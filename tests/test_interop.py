@@ -31,7 +31,8 @@ def test_vllm_import_rebuilds_chunk_times(tmp_path):
     f.write_text(json.dumps(vllm_result()))
     run_dir = import_vllm(str(f), str(tmp_path / "results"), run_id="v", slo={"ttft": 103.5})
     s = summarize(load_columns(run_dir))
-    assert s["requests"] == {"issued": 40, "completed": 39, "failed": 1, "by_status": {"ok": 39, "http_error": 1}}
+    assert s["requests"] == {"issued": 40, "completed": 39, "failed": 1, "by_status": {"ok": 39, "http_error": 1},
+                             "retried": 0}
     assert s["ttft_ms"]["max"] == pytest.approx(104) and s["ttft_ms"]["n"] == 39
     assert s["itl_ms"]["p50"] == pytest.approx(20) and s["itl_ms"]["n"] == 39 * 8
     assert s["tpot_ms"]["p50"] == pytest.approx(20)  # 8 gaps of 20 ms over 9 tokens

@@ -17,7 +17,7 @@ LAYERS = {
     "engine": 2, "engine.hardware": 2, "engine.config": 2, "engine.kvcache": 2, "engine.scheduler": 2,
     "engine.costmodel": 2, "engine.promtext": 2, "engine.core": 2, "client": 2,     # pure
     "metrics": 3, "gating": 3, "client.stream": 3,                                  # pure, above the columns
-    "client.openai": 4, "client.target": 4, "store": 4, "workloads": 4, "serverproc": 4,   # I/O edges
+    "client.openai": 4, "client.lean": 4, "client.target": 4, "store": 4, "workloads": 4, "serverproc": 4,   # I/O edges
     "rundir": 5, "engine.launch": 5,                                                # a run directory; a child engine
     "runner": 6, "engine.server": 6, "engine.simulate": 6, "interop": 6,            # drive one run
     "analysis": 7, "report": 7,                                                     # compose runs, render

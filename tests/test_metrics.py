@@ -38,7 +38,8 @@ def test_slo_attainment_goodput_and_failures():
             rec(2, sent=0, chunks=(0.1, 0.5)),                # tpot 400: misses
             rec(3, sent=0, chunks=(), status="http_error")]   # failed never meets
     s = summary(recs, slo={"ttft": 150, "tpot": 60})
-    assert s["requests"] == {"issued": 4, "completed": 3, "failed": 1, "by_status": {"ok": 3, "http_error": 1}}
+    assert s["requests"] == {"issued": 4, "completed": 3, "failed": 1, "by_status": {"ok": 3, "http_error": 1},
+                             "retried": 0}
     assert s["slo_met"] == 1 and s["slo_attainment"] == pytest.approx(0.25)
     assert s["duration_s"] == pytest.approx(0.5)
     assert s["goodput"] == pytest.approx(1 / 0.5)

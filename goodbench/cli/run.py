@@ -18,6 +18,10 @@ def add_target_args(p) -> None:
     g.add_argument("--min-tokens", action="store_true", help="also send min_tokens = max_tokens")
     g.add_argument("--timeout", type=float, default=600.0, help="per-request total timeout, s (default 600)")
     g.add_argument("--idle-timeout", type=float, default=60.0, help="per-stream idle timeout, s (default 60)")
+    g.add_argument("--client", choices=["lean", "aiohttp"], default="lean",
+                   help="load-generator client: lean (asyncio + httptools, default) or aiohttp (the baseline)")
+    g.add_argument("--keepalive", type=float, default=4.0, metavar="S",
+                   help="never reuse a connection idle longer than this (default 4 s; uvicorn closes after 5)")
 
 
 def add_run_args(p) -> None:
@@ -62,7 +66,8 @@ def _target(args):
 
     return Target(base_url=args.base_url, endpoint=args.endpoint, model=args.model,
                   api_key=api_key_from_env(args.api_key_env), ignore_eos=not args.no_ignore_eos,
-                  min_tokens=args.min_tokens, timeout_s=args.timeout, idle_timeout_s=args.idle_timeout)
+                  min_tokens=args.min_tokens, timeout_s=args.timeout, idle_timeout_s=args.idle_timeout,
+                  client=args.client, keepalive_s=args.keepalive)
 
 
 def _live(con, quiet: bool, slo_given: bool, stages):

@@ -29,6 +29,11 @@ class StreamState:
         t = self.clock() - self.t0
         self._events(self.parser.feed(data), t)
 
+    def feed(self, data: bytes, t: float) -> None:
+        """Bytes that arrived at t (run clock): the lean client stamps a socket read once, then feeds
+        every body piece the HTTP parser cut from it."""
+        self._events(self.parser.feed(data), t)
+
     def on_eof(self) -> None:
         self._events(self.parser.close(), self.clock() - self.t0)
 
@@ -63,7 +68,7 @@ class StreamState:
                 self.prompt_srv = c.prompt_tokens
 
     def record(self, spec: RequestSpec, scheduled_at: float, sent_at: float, finished_at: float, status: str,
-               http_status: int | None, error: str | None, tok=None, origin: str = "") -> RequestRecord:
+               http_status: int | None, error: str | None, tok=None, origin: str = "", retries: int = 0) -> RequestRecord:
         """Token counts: the server's usage when sent, else the tokenizer over the streamed text, else
         one per content chunk (and the source says which)."""
         times, toks = self.times, self.toks
@@ -81,4 +86,4 @@ class StreamState:
             first_token_at=times[0] if n else None, finished_at=finished_at, chunk_times=tuple(times),
             chunk_tokens=tuple(toks), output_tokens=out, output_tokens_source=source,
             prompt_tokens=spec.prompt_tokens, prompt_tokens_server=self.prompt_srv, status=status,
-            http_status=http_status, error=error, warmup=spec.warmup, origin=origin)
+            http_status=http_status, error=error, warmup=spec.warmup, origin=origin, retries=retries)

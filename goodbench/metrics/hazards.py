@@ -96,6 +96,17 @@ def packed_chunks(e: Evidence) -> list[Hazard]:
     return out
 
 
+def retried_requests(e: Evidence) -> list[Hazard]:
+    """Requests sent again after the server closed a reused keep-alive connection under them (their
+    times run from the first send, so the lost round trip counts against the server)."""
+    n = e.summary["requests"].get("retried", 0)
+    if not n:
+        return []
+    return [Hazard(f"{n} requests were sent again on a fresh connection after the server closed a reused "
+                   "keep-alive connection under them (the server's idle timeout is near the gaps between "
+                   "requests; --keepalive lowers the reuse limit); their times run from the first send.")]
+
+
 def import_caveats(e: Evidence) -> list[Hazard]:
     """What an imported run's source could not record (no scheduled times, missing chunk gaps, ...)."""
     return [Hazard(str(w)) for w in e.caveats]
@@ -119,7 +130,7 @@ def thin_per_class(e: Evidence) -> list[Hazard]:
 
 
 CHECKS = (generator_lag, rate_shortfall, concurrency_cap, thin_percentiles, tokens_from_chunks, packed_chunks,
-          import_caveats, nothing_completed, thin_per_class)
+          retried_requests, import_caveats, nothing_completed, thin_per_class)
 
 
 def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str]]:

@@ -54,7 +54,8 @@ def block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bo
     has_first = ok & ~np.isnan(c.first)
     out: dict = {
         "requests": {"issued": issued, "completed": completed, "failed": issued - completed,
-                     "by_status": {s: int(by_status[i]) for i, s in enumerate(STATUSES) if by_status[i]}},
+                     "by_status": {s: int(by_status[i]) for i, s in enumerate(STATUSES) if by_status[i]},
+                     "retried": int((c.cols.retries[sel] > 0).sum())},
         "request_throughput": completed / duration if duration > 0 else None,
         "output_throughput": float(c.out[ok].sum() / duration) if duration > 0 else None,
         "ttft_ms": dist(c.ttft[has_first], ci),

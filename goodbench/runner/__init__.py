@@ -16,7 +16,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..client.openai import Client, ClientConfig
+from ..client.config import ClientConfig
+from ..client.lean import LeanClient
+from ..client.openai import Client as AiohttpClient
 from ..client.target import probe_metrics
 from ..eventloop import install_uvloop
 from ..gcquiet import quiet_gc, watchdog as gc_watchdog
@@ -51,7 +53,10 @@ async def _ticker(on_tick) -> None:
         await asyncio.sleep(0.5)
 
 
-async def _run_timed(d: Dispatch, client: Client, sh: Share) -> bool:
+CLIENTS = {"lean": LeanClient, "aiohttp": AiohttpClient}
+
+
+async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
     gc_dog = asyncio.ensure_future(gc_watchdog())
     # the clock starts after set-up: schedule offsets are relative to this instant
@@ -108,7 +113,7 @@ def _forget_signals(loop) -> None:
 async def run_share(sh: Share) -> bool:
     """Connect, prewarm, then the timed part. True if interrupted."""
     loop = asyncio.get_running_loop()
-    async with Client(sh.cfg, sh.t0, sh.tok) as client:
+    async with CLIENTS[sh.cfg.client](sh.cfg, sh.t0, sh.tok) as client:
         d = Dispatch(client, sh.sink, sh.progress, sh.opts)
         _stop_on_signals(d, loop)
         try:

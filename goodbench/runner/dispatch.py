@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..client.openai import Client
 from ..records import RequestRecord, RequestSpec
 
 
@@ -74,7 +73,7 @@ async def first_of(*aws) -> None:
 class Dispatch:
     """Sends requests and hands each finished record to the sink (anything with `append`)."""
 
-    def __init__(self, client: Client, sink, progress: Progress, opts: RunOptions):
+    def __init__(self, client, sink, progress: Progress, opts: RunOptions):
         self.client, self.sink, self.p, self.opts = client, sink, progress, opts
         self.stop = asyncio.Event()
         self.idle = asyncio.Event()  # set whenever no request is in flight

@@ -1,0 +1,79 @@
+"""What every client shares: the request a RequestSpec becomes (ClientConfig, request_body), endpoint
+names, and how a 200 that is not an event stream is described. Pure."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..records import RequestSpec
+
+ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+ERROR_BODY_LIMIT = 500
+
+
+@dataclass
+class ClientConfig:
+    base_url: str
+    endpoint: str = "/v1/completions"
+    model: str = "default"
+    api_key: str | None = None  # never written anywhere
+    ignore_eos: bool = True
+    min_tokens: bool = False
+    timeout_s: float = 600.0  # whole request
+    idle_timeout_s: float = 60.0  # between two reads of one stream
+    extra_body: dict | None = None
+    keepalive_s: float = 4.0  # never reuse a connection idle longer (uvicorn closes idle ones after 5 s)
+    client: str = "lean"  # lean (asyncio + httptools, the default) | aiohttp (the baseline)
+
+    @property
+    def is_chat(self) -> bool:
+        return "chat" in self.endpoint
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + self.endpoint
+
+
+def resolve_endpoint(endpoint: str | None, workload_endpoint: str) -> str:
+    if not endpoint:
+        return ENDPOINTS[workload_endpoint]
+    if endpoint in ENDPOINTS:
+        return ENDPOINTS[endpoint]
+    return endpoint if endpoint.startswith("/") else "/" + endpoint
+
+
+def api_key_from_env(var: str | None) -> str | None:
+    return os.environ.get(var or "OPENAI_API_KEY") or None
+
+
+def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
+    """The OpenAI request for a RequestSpec: streaming, usage requested, greedy."""
+    body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True},
+                  "temperature": 0.0}
+    if cfg.is_chat:
+        prompt = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
+        body["messages"] = prompt
+        body["max_completion_tokens"] = spec.max_tokens
+    else:
+        prompt = spec.prompt
+        if isinstance(prompt, list):
+            prompt = "\n".join(str(m.get("content", "")) for m in prompt)
+        body["prompt"] = prompt
+        body["max_tokens"] = spec.max_tokens
+    if cfg.ignore_eos:
+        body["ignore_eos"] = True
+    if cfg.min_tokens:
+        body["min_tokens"] = spec.max_tokens
+    if cfg.extra_body:
+        body.update(cfg.extra_body)
+    return body
+
+
+def not_a_stream(ctype: str, body: bytes) -> str:
+    """The error for a 200 that is not an event stream: what the server sent instead, and the likely cause."""
+    text = body.decode("utf-8", "replace")[:200].strip()
+    why = ("an HTML page: is the base URL the API server's?" if "html" in ctype or text.lower().startswith("<")
+           else "a non-streaming body: does the server ignore stream=true?" if "json" in ctype
+           else "not an event stream")
+    return f"expected text/event-stream, got {ctype or 'no content type'} ({why}): {text}"
