@@ -88,6 +88,33 @@ def max_rate_line(r: dict) -> str:
                                          " — inconclusive at the bracket ends: run more requests"))
 
 
+# ----------------------------------------------------------------------------------------------- cost
+def usd(v, digits: int = 2) -> str:
+    return "-" if v is None else f"${v:,.{digits}f}"
+
+
+def cost_line(c: dict) -> str:
+    tiers = ", ".join(f"{n}x {g}" for g, n in c["gpu_tiers"].items())
+    price = (f"{usd(c['usd_per_hour'])}/h" if c["usd_per_hour"] is not None
+             else f"no price for {', '.join(c['unpriced'])} (--gpu-price)")
+    per_gpu = "-" if c["goodput_per_gpu"] is None else f"{c['goodput_per_gpu']:.3f}"
+    return (f"  cost: {tiers} = {c['gpus']} GPUs, {price}; {usd(c['usd_per_million_output_tokens'])} per million "
+            f"delivered output tokens (requests meeting the SLO); goodput per GPU {per_gpu} req/s")
+
+
+def instances_line(sim: dict) -> list[str]:
+    """One line on the instances of a replicated or disaggregated simulation (none for one instance)."""
+    inst = sim.get("instances")
+    if not inst:
+        return []
+    parts = [f"{x['role']} {x['gpu']} tp{x['tp']}: {x['requests']} req, busy {x['busy_s']:.0f} s" for x in inst]
+    out = [f"  instances ({sim['router']} router): " + "; ".join(parts)]
+    if sim.get("kv_link"):
+        out.append(f"  KV transfer over {sim['kv_link']}: p50 {sim['kv_transfer_ms_p50']:.2f} ms, "
+                   f"max {sim['kv_transfer_ms_max']:.2f} ms")
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- advise
 def advice_lines(a) -> list[str]:
     i = a.inputs
