@@ -322,12 +322,15 @@ class SweepOutcome:
     plots: list[str]
     report: str | None
     plots_missing: bool = False  # matplotlib is not installed
+    cheapest: dict | None = None  # the cell with the lowest $ per million output tokens within the SLO
 
 
 def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConfig | None = None,
                   result_dir: str = "results", sweep_id: str | None = None, tokenizer: str | None = None,
-                  on_stage=None):
-    """Validate the grid (every cell's config) and build the shared requests: an analysis.sweep.SweepSetup."""
+                  cluster=None, prices: dict | None = None, layouts: list[str] | None = None, on_stage=None):
+    """Validate the grid (every cell's config) and build the shared requests: an analysis.sweep.SweepSetup.
+    cluster: the engine.cluster.ClusterSpec every cell runs on; layouts: per-cell instance layouts
+    ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs colocated and split)."""
     from . import tokenizer as tokmod
     from .analysis.grid import check_cells, grid
     from .analysis.sweep import require_slo, setup
@@ -336,11 +339,12 @@ def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConf
     spec = _workload(workload)
     require_slo(spec)
     base = replace(engine or EngineConfig(), gpu=gpus[0])
-    cells = grid(gpus, params)
+    cells = grid(gpus, params, layouts)
     check_cells(base, cells)
     tok = tokmod.load(tokenizer)
     _stage(on_stage, "building workload...")
-    return setup(spec, build_plan(spec, tok), base, cells, result_dir, sweep_id or new_run_id("sweep"), gpus, params)
+    return setup(spec, build_plan(spec, tok), base, cells, result_dir, sweep_id or new_run_id("sweep"), gpus, params,
+                 cluster, prices)
 
 
 def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeout: float = 600.0, jobs: int = 0,
@@ -360,7 +364,8 @@ def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeou
         rows = run_sweep(s, jobs, on_done, slo_scales=slo_scales)
     wall = time.perf_counter() - t
     with open(os.path.join(s.out_dir, "sweep.json"), encoding="utf-8") as f:
-        best = json.load(f)["best"]
+        written = json.load(f)
+    best = written["best"]
     pngs, missing = [], False
     if plots:
         try:
@@ -369,7 +374,15 @@ def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeou
             pngs = sweep_plots(rows, s.out_dir)
         except ImportError:
             missing = True
-    return SweepOutcome(s.out_dir, rows, best, wall, pngs, sweep_report(s.out_dir), missing)
+    return SweepOutcome(s.out_dir, rows, best, wall, pngs, sweep_report(s.out_dir), missing, written.get("cheapest"))
+
+
+def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
+    """Per cell of a prepared sweep: the fewest replicas (and GPUs) whose SLO attainment at the workload's
+    rate reaches target, with their cost (analysis.capacity; writes min_gpus.json)."""
+    from .analysis.capacity import min_gpus as search
+
+    return search(s, target, max_replicas, on_probe)
 
 
 def max_rate(s, *, target: float = 0.9, max_probes: int = 16, base_url: str | None = None, live: bool = False,

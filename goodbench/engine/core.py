@@ -45,6 +45,8 @@ class Engine:
         t = self.cfg.adaptive_chunk_target_ms
         self.adaptive = None if t is None else AimdBudget(t / 1000, self.cfg.adaptive_chunk_floor,
                                                           self.cfg.max_num_batched_tokens)
+        if self.adaptive is not None:
+            self.sched.budget = self.adaptive.budget
 
     def check_fits(self, prompt_len: int, max_tokens: int) -> None:
         if prompt_len < 1:
@@ -82,7 +84,7 @@ class Engine:
             return None
         dur = self.cost.batch_time(batch)
         if self.adaptive is not None and batch.decode_tokens:
-            self.sched.budget = self.adaptive.observe(dur)
+            self.sched.budget = self.adaptive.observe(dur, batch.num_tokens >= self.sched.budget)
         res = StepResult(dur, batch)
         kv, sched = self.kv, self.sched
         for seq in batch.seqs:
@@ -155,8 +157,6 @@ class Engine:
         for s in finished:
             sched.finish(s)
         ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
-        if self.adaptive is not None:
-            self.sched.budget = self.adaptive.observe(d0 + delta * (k - 1), k)
         st = self.stats
         st.steps += k
         st.generation_tokens += k * r

@@ -30,17 +30,28 @@ def short(label: str) -> str:
 def sweep_table(title: str, rows: list[dict]) -> Table:
     tab = Table(title=title)
     for col in ("gpu", "config", "goodput req/s [95% CI]", "attain", "TTFT p50", "TTFT p99", "ITL p99", "p99/p50",
-                "TPOT p99"):
+                "TPOT p99", "goodput/GPU", "$/M tok"):
         tab.add_column(col, justify="left" if col in ("gpu", "config") else "right", no_wrap=True)
     for r in rows:
         config = short(r["cell"].partition(",")[2]) or "base"
         if r.get("error"):
-            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 6)
+            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 8)
             continue
+        per_gpu = r.get("goodput_per_gpu")
         tab.add_row(r["gpu"], config, f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}-{r['goodput_hi']:.2f}]",
                     f"{r['slo_attainment']:.1%}", ms(r["ttft_p50_ms"]), ms(r["ttft_p99_ms"]), ms(r["itl_p99_ms"]),
-                    f"{r['itl_p99_over_p50'] or 0:.2f}", ms(r["tpot_p99_ms"]))
+                    f"{r['itl_p99_over_p50'] or 0:.2f}", ms(r["tpot_p99_ms"]),
+                    "-" if per_gpu is None else f"{per_gpu:.3f}", usd(r.get("usd_per_million_output_tokens")))
     return tab
+
+
+def cheapest_line(c: dict | None) -> str:
+    if not c:
+        return "  cheapest at the SLO: no cell has a price and requests meeting the SLO (--gpu-price)"
+    return (f"  cheapest at the SLO: [bold]{short(c['cell'])}[/] — {usd(c['usd_per_million_output_tokens'])} per million "
+            f"delivered output tokens ({c['goodput_per_usd_hour']:.2f} req/s per $/h, attainment "
+            f"{c['slo_attainment']:.1%}); most goodput per GPU: {short(c['most_goodput_per_gpu'])} "
+            f"({c['goodput_per_gpu']:.3f} req/s)")
 
 
 def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict) -> str:
@@ -68,6 +79,20 @@ def slo_scale_table(rows: list[dict], scales) -> Table:
             st.add_row(r["gpu"], short(r["cell"].partition(",")[2]) or "base",
                        *(f"{r[f'attainment@{k:g}']:.1%}" for k in scales))
     return st
+
+
+def min_gpus_table(rows: list[dict], target: float) -> Table:
+    t = Table(title=f"fewest GPUs with SLO attainment >= {target:.0%} at the workload's rate")
+    for col in ("gpu", "config", "replicas", "GPUs", "attain", "goodput", "$/h", "$/M tok"):
+        t.add_column(col, justify="left" if col in ("gpu", "config") else "right")
+    for r in rows:
+        config = short(r["cell"].partition(",")[2]) or "base"
+        if r["replicas"] is None:
+            t.add_row(r["gpu"], config, "[red]not reached[/]", "", f"{r.get('slo_attainment') or 0:.1%}", "", "", "")
+            continue
+        t.add_row(r["gpu"], config, str(r["replicas"]), str(r["gpus"]), f"{r['slo_attainment']:.1%}",
+                  f"{r['goodput']:.2f}", usd(r["usd_per_hour"]), usd(r["usd_per_million_output_tokens"]))
+    return t
 
 
 def probe_line(p: dict) -> str:
