@@ -160,14 +160,15 @@ def advice_lines(a) -> list[str]:
 def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
     t = Table(title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
                     f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats")
-    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput"):
+    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput", "$/M tok"):
         t.add_column(col, justify="right")
     for r in rows:
         if r.get("error"):
             continue
         mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
         t.add_row(f"{r['max_num_batched_tokens']}{mark}", ms(r["long_ttft_p50_ms"]), ms(r["long_ttft_p99_ms"]),
-                  ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
+                  ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}",
+                  usd(r.get("usd_per_million_output_tokens")))
     return t
 
 
@@ -179,6 +180,15 @@ def gpus_table(gpus) -> Table:
     for g in gpus:
         t.add_row(g.name, f"{g.bf16_tflops:g}", "-" if g.fp8_tflops is None else f"{g.fp8_tflops:g}", f"{g.mem_gib:g}",
                   f"{g.mem_bw_tbs:g}", f"{g.interconnect_gbs:g}{' NVLink' if g.nvlink else ''}", g.source)
+    return t
+
+
+def prices_table(prices) -> Table:
+    t = Table(title="GPU prices, on-demand $ per GPU-hour (override with --gpu-price or --price-file)")
+    for c in ("gpu", "$/GPU-hour", "date", "source"):
+        t.add_column(c, overflow="fold")
+    for p in prices:
+        t.add_row(p.gpu, f"{p.usd_per_hour:.2f}", p.date, p.source)
     return t
 
 
