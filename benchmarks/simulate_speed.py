@@ -3,6 +3,8 @@ h100-sxm, defaults as vLLM v1 (prefix caching on). Prints the engine's wall time
 and their ratio; the workload build (ShareGPT sampling, cold and cached) is timed separately.
 
     python benchmarks/simulate_speed.py [--requests 10000] [--rate 8] [--repeat 3]
+
+Then the same requests on a 2:2 prefill/decode split and on 4 replicas (engine/cluster.py; target <= 10 s).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ sys.path.insert(0, ROOT)
 
 from goodbench import tokenizer  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
+from goodbench.engine.cluster import ClusterSpec, simulate_cluster  # noqa: E402
 from goodbench.engine.config import EngineConfig  # noqa: E402
 from goodbench.engine.core import Engine  # noqa: E402
 from goodbench.engine.simulate import simulate  # noqa: E402
@@ -59,6 +62,16 @@ def main() -> None:
               f"= {s['duration_s'] / best:,.0f}x real time, {eng.stats.steps} steps; "
               f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
               f"attainment {s['slo_attainment']:.1%}")
+    for spec in (ClusterSpec(prefill=2, decode=2), ClusterSpec(replicas=4)):
+        walls = []
+        for _ in range(a.repeat):
+            t = time.perf_counter()
+            recs, st = simulate_cluster(spec, EngineConfig(gpu=a.gpu, model=a.model), reqs, offs)
+            walls.append(time.perf_counter() - t)
+        s = summarize(RunResult(RunMeta("b", mode="simulate", slo={"ttft": 500, "tpot": 50}), recs))
+        print(f"simulate {a.requests} ShareGPT @ {a.rate}/s on {spec.label()} {a.gpu}: wall {min(walls):.2f} s "
+              f"(min of {a.repeat}: {', '.join(f'{w:.2f}' for w in walls)}), {st['steps']} steps; "
+              f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from .columnar import ColumnarRun
 from .engine.config import EngineConfig
@@ -66,12 +66,14 @@ def _workload(w) -> WorkloadSpec:
 
 def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = "results",
              run_id: str | None = None, tokenizer: str | None = None, step_trace: bool = False,
-             on_stage=None) -> Run:
+             cluster=None, prices: dict | None = None, on_stage=None) -> Run:
     """The workload through the reference engine in virtual time: a run directory like `run`'s, with
-    a `simulation` block (wall time, steps, preemptions, speed-up) in its summary."""
+    a `simulation` block (wall time, steps, preemptions, speed-up) and a `cost` block in its summary.
+    cluster: an engine.cluster.ClusterSpec (replicas behind a router, or prefill/decode instances);
+    prices: $ per GPU-hour overrides by tier (engine.prices)."""
     from . import tokenizer as tokmod
-    from .engine.core import Engine
-    from .engine.simulate import simulate as simulate_records
+    from .engine.prices import price_table
+    from .metrics.cost import cost_summary
     from .runner import build_plan
 
     spec = _workload(workload)
@@ -79,28 +81,46 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     tok = tokmod.load(tokenizer)
     _stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
+    scaled = cluster is not None and (cluster.disaggregated or cluster.replicas > 1)
+    meta_engine = cfg.to_dict() | ({"cluster": asdict(cluster)} if scaled else {})
     rd = RunDir.open(result_dir, RunMeta(
         run_id=run_id or "", label=plan.arrival.label,
-        target={"base_url": "simulated", "endpoint": "", "model": cfg.model}, engine=cfg.to_dict(),
+        target={"base_url": "simulated", "endpoint": "", "model": cfg.model}, engine=meta_engine,
         workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo, seed=spec.seed, tokenizer=tok.name,
         mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None,
         planned_requests=plan.planned), prefix="sim")
-    eng = Engine(cfg)
-    _stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {cfg.gpu} ...")
+    where = f"{cluster.label()} " if scaled else ""
+    _stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {where}{cfg.gpu} ...")
     t = time.perf_counter()
-    recs = simulate_records(eng, plan.requests, plan.offsets,
-                            trace_path=os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None,
-                            closed_users=plan.arrival.concurrency if plan.closed else 0,
-                            think_s=plan.arrival.think_time_s, duration_s=plan.duration_s)
+    recs, stats = _simulate_records(cfg, plan, cluster if scaled else None,
+                                    os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None)
     wall = time.perf_counter() - t
     rd.append_many(recs)
+    gpus = cluster.gpus(cfg) if scaled else {cfg.gpu: cfg.tensor_parallel_size}
 
-    def simulation(s: dict) -> dict:
-        return {"simulation": {"wall_s": wall, "steps": eng.stats.steps, "preemptions": eng.stats.preemptions,
-                               "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None}}
+    def extra(s: dict) -> dict:
+        sim = stats | {"wall_s": wall, "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None}
+        return {"simulation": sim} | cost_summary(recs, spec.slo, gpus, price_table(prices), s)
 
-    summary = rd.finish(extra=simulation)
+    summary = rd.finish(extra=extra)
     return Run(rd.dir, rd.meta, summary)
+
+
+def _simulate_records(cfg: EngineConfig, plan, cluster, trace_path: str | None) -> tuple[list, dict]:
+    """One engine (engine/simulate.py) or several (engine/cluster.py): records and step statistics."""
+    from .engine.cluster import simulate_cluster
+    from .engine.core import Engine
+    from .engine.simulate import simulate as simulate_one
+
+    if cluster is not None:
+        if trace_path:
+            raise UsageError("--step-trace is for one instance; drop it with --replicas / --disaggregate")
+        return simulate_cluster(cluster, cfg, plan.requests, None if plan.closed else plan.offsets)
+    eng = Engine(cfg)
+    recs = simulate_one(eng, plan.requests, plan.offsets, trace_path=trace_path,
+                        closed_users=plan.arrival.concurrency if plan.closed else 0,
+                        think_s=plan.arrival.think_time_s, duration_s=plan.duration_s)
+    return recs, {"steps": eng.stats.steps, "preemptions": eng.stats.preemptions}
 
 
 @dataclass
@@ -329,12 +349,15 @@ class SweepOutcome:
     plots: list[str]
     report: str | None
     plots_missing: bool = False  # matplotlib is not installed
+    cheapest: dict | None = None  # the cell with the lowest $ per million output tokens within the SLO
 
 
 def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConfig | None = None,
                   result_dir: str = "results", sweep_id: str | None = None, tokenizer: str | None = None,
-                  on_stage=None):
-    """Validate the grid (every cell's config) and build the shared requests: an analysis.sweep.SweepSetup."""
+                  cluster=None, prices: dict | None = None, layouts: list[str] | None = None, on_stage=None):
+    """Validate the grid (every cell's config) and build the shared requests: an analysis.sweep.SweepSetup.
+    cluster: the engine.cluster.ClusterSpec every cell runs on; layouts: per-cell instance layouts
+    ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs colocated and split)."""
     from . import tokenizer as tokmod
     from .analysis.grid import check_cells, grid
     from .analysis.sweep import require_slo, setup
@@ -343,11 +366,12 @@ def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConf
     spec = _workload(workload)
     require_slo(spec)
     base = replace(engine or EngineConfig(), gpu=gpus[0])
-    cells = grid(gpus, params)
+    cells = grid(gpus, params, layouts)
     check_cells(base, cells)
     tok = tokmod.load(tokenizer)
     _stage(on_stage, "building workload...")
-    return setup(spec, build_plan(spec, tok), base, cells, result_dir, sweep_id or new_run_id("sweep"), gpus, params)
+    return setup(spec, build_plan(spec, tok), base, cells, result_dir, sweep_id or new_run_id("sweep"), gpus, params,
+                 cluster, prices)
 
 
 def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeout: float = 600.0, jobs: int = 0,
@@ -367,7 +391,8 @@ def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeou
         rows = run_sweep(s, jobs, on_done, slo_scales=slo_scales)
     wall = time.perf_counter() - t
     with open(os.path.join(s.out_dir, "sweep.json"), encoding="utf-8") as f:
-        best = json.load(f)["best"]
+        written = json.load(f)
+    best = written["best"]
     pngs, missing = [], False
     if plots:
         try:
@@ -376,7 +401,15 @@ def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeou
             pngs = sweep_plots(rows, s.out_dir)
         except ImportError:
             missing = True
-    return SweepOutcome(s.out_dir, rows, best, wall, pngs, sweep_report(s.out_dir), missing)
+    return SweepOutcome(s.out_dir, rows, best, wall, pngs, sweep_report(s.out_dir), missing, written.get("cheapest"))
+
+
+def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
+    """Per cell of a prepared sweep: the fewest replicas (and GPUs) whose SLO attainment at the workload's
+    rate reaches target, with their cost (analysis.capacity; writes min_gpus.json)."""
+    from .analysis.capacity import min_gpus as search
+
+    return search(s, target, max_replicas, on_probe)
 
 
 def max_rate(s, *, target: float = 0.9, max_probes: int = 16, base_url: str | None = None, live: bool = False,

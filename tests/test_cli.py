@@ -190,3 +190,32 @@ def test_killed_run_keeps_every_finished_request(tmp_path):
     lines = read(recs_path).splitlines()
     recs = [json.loads(x) for x in lines]  # every line is a whole record
     assert len(recs) >= 10 and all(x["status"] == "ok" for x in recs)
+
+
+def test_simulate_disaggregated_with_cost(tmp_path):
+    """1:1 on H100s with fixed 10 ms steps and a $3/h price: TTFT is two steps plus the KV transfer."""
+    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "100", "--random-output-len", "20",
+                "--num-prompts", "5", "--request-rate", "1", "--arrival", "constant", "--fixed-step-ms", "10",
+                "--disaggregate", "1:1", "--kv-link", "nvlink4", "--gpu-price", "h100-sxm=3",
+                "--goodput", "ttft:25", "--result-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    _, s = load_summary(tmp_path)
+    assert 20.0 < s["ttft_ms"]["p50"] < 20.1
+    c = s["cost"]
+    assert c["gpus"] == 2 and c["usd_per_hour"] == 6.0 and c["delivered_output_tokens"] == 100
+    assert c["usd_per_million_output_tokens"] == pytest.approx(6.0 * s["duration_s"] / 3600 / 100e-6)
+    assert "KV transfer over nvlink4" in r.stdout and "cost: 2x h100-sxm" in r.stdout
+
+
+def test_sweep_min_gpus_and_bad_layouts(tmp_path):
+    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "2000", "--random-output-len", "20",
+                "--num-prompts", "40", "--request-rate", "20", "--gpu", "l40s", "--goodput", "ttft:300",
+                "--min-gpus", "--max-replicas", "6", "--result-dir", str(tmp_path), "--sweep-id", "m")
+    assert r.returncode == 0, r.stderr
+    rows = read_json(os.path.join(tmp_path, "m", "min_gpus.json"))["cells"]
+    assert rows[0]["replicas"] is not None and rows[0]["replicas"] > 1 and rows[0]["slo_attainment"] >= 0.9
+    bad = run_cli("sweep", "--dataset-name", "random", "--num-prompts", "5", "--goodput", "ttft:300",
+                  "--layouts", "2y", "--result-dir", str(tmp_path))
+    assert bad.returncode == 2 and "--layouts" in bad.stderr
+    engine = run_cli("engine", "prices")
+    assert engine.returncode == 0 and "h100-sxm" in engine.stdout

@@ -16,10 +16,12 @@ LAYERS = {
     "arrivals": 2, "columnar": 2, "client.sse": 2, "eventloop": 2, "gcquiet": 2, "pacing": 2, "tokenizer": 2, "limits": 2,
     "engine": 2, "engine.hardware": 2, "engine.config": 2, "engine.kvcache": 2, "engine.scheduler": 2,
     "engine.costmodel": 2, "engine.promtext": 2, "engine.core": 2, "client": 2,     # pure
+    "engine.links": 2, "engine.prices": 2, "engine.router": 2, "engine.adaptive": 2,
     "metrics": 3, "gating": 3, "client.stream": 3,                                  # pure, above the columns
     "client.openai": 4, "client.lean": 4, "client.target": 4, "store": 4, "workloads": 4, "serverproc": 4,   # I/O edges
     "rundir": 5, "engine.launch": 5,                                                # a run directory; a child engine
     "runner": 6, "engine.server": 6, "engine.simulate": 6, "interop": 6,            # drive one run
+    "engine.calibration": 6, "engine.cluster": 6,                                   # replay points; clusters
     "analysis": 7, "report": 7,                                                     # compose runs, render
     "api": 8, "": 8,                                                                # the public API (and its facade)
     "cli": 9, "integrations": 9,                                                    # nothing imports them

@@ -15,10 +15,11 @@ KNOBS = tuple(f.name for f in fields(EngineConfig))
 class Cell:
     gpu: str
     params: tuple  # ((knob, value), ...)
+    layout: str = ""  # "" (the sweep's instances), "4x" (replicas) or "1P:3D" (disaggregated)
 
     @property
     def label(self) -> str:
-        return ",".join([self.gpu] + [f"{k}={_fmt(v)}" for k, v in self.params])
+        return ",".join([self.gpu] + [f"{k}={_fmt(v)}" for k, v in self.params] + ([self.layout] if self.layout else []))
 
     @property
     def slug(self) -> str:
@@ -62,9 +63,17 @@ def parse_params(items: list[str]) -> dict[str, list]:
     return out
 
 
-def grid(gpus: list[str], params: dict[str, list]) -> list[Cell]:
-    """The product of the --param axes per GPU tier. `enable_chunked_prefill=false` alone is not an
-    axis: it adds one unchunked baseline cell per tier (its budget is then max_model_len, as vLLM's)."""
+def layouts_for(total_gpus: int) -> list[str]:
+    """Equal-GPU layouts for DistServe's comparison: N colocated replicas and every P:D with P + D = N."""
+    if total_gpus < 2:
+        raise UsageError("--compare-disaggregation needs at least 2 GPUs")
+    return [f"{total_gpus}x"] + [f"{p}P:{total_gpus - p}D" for p in range(1, total_gpus)]
+
+
+def grid(gpus: list[str], params: dict[str, list], layouts: list[str] | None = None) -> list[Cell]:
+    """The product of the --param axes per GPU tier (and per layout, when given). `enable_chunked_prefill
+    =false` alone is not an axis: it adds one unchunked baseline cell per tier (its budget is then
+    max_model_len, as vLLM's)."""
     params = dict(params)
     baseline = params.get("enable_chunked_prefill") == [False]
     if baseline:
@@ -72,11 +81,27 @@ def grid(gpus: list[str], params: dict[str, list]) -> list[Cell]:
     axes = [[(k, v) for v in vals] for k, vals in params.items()]
     cells = []
     for gpu in gpus:
-        for combo in itertools.product(*axes) if axes else [()]:
-            cells.append(Cell(gpu, tuple(combo)))
-        if baseline:
-            cells.append(Cell(gpu, (("enable_chunked_prefill", False),)))
+        for lay in layouts or [""]:
+            for combo in itertools.product(*axes) if axes else [()]:
+                cells.append(Cell(gpu, tuple(combo), lay))
+            if baseline:
+                cells.append(Cell(gpu, (("enable_chunked_prefill", False),), lay))
     return cells
+
+
+def layout_spec(layout: str, base):
+    """A cell's layout as an engine.cluster.ClusterSpec built on the sweep's own (base) spec."""
+    from dataclasses import replace as dc_replace
+
+    from ..engine.cluster import ClusterSpec, parse_disaggregate
+
+    base = base or ClusterSpec()
+    if not layout:
+        return base
+    if layout.endswith("x"):
+        return dc_replace(base, replicas=int(layout[:-1]), prefill=0, decode=0)
+    p, d = parse_disaggregate(layout.replace("P", "").replace("D", ""))
+    return dc_replace(base, replicas=1, prefill=p, decode=d)
 
 
 def cell_config(base: EngineConfig, cell: Cell) -> EngineConfig:

@@ -12,17 +12,20 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from ..engine.cluster import simulate_cluster
 from ..engine.config import EngineConfig
 from ..engine.core import Engine
+from ..engine.prices import price_table
 from ..engine.simulate import simulate
 from ..errors import RunDirError, UsageError
 from ..metrics import Columns
+from ..metrics.cost import cost_summary
 from ..metrics.stats import goodput_interval, wilson
 from ..records import RunMeta
 from ..rundir import RunDir
 from ..runner import Plan
 from ..workloads import WorkloadSpec
-from .grid import Cell, cell_config
+from .grid import Cell, cell_config, layout_spec
 
 TIE_TOLERANCE = 0.005  # goodputs within 0.5% of the best are ties
 
@@ -37,6 +40,8 @@ class SweepSetup:
     cells: list[Cell]
     out_dir: str
     meta: dict = field(default_factory=dict)
+    cluster: object = None  # engine.cluster.ClusterSpec every cell runs on (None: one instance)
+    prices: dict = field(default_factory=dict)  # $ per GPU-hour overrides
 
     @property
     def slo(self) -> dict:
@@ -50,7 +55,7 @@ def require_slo(spec: WorkloadSpec) -> None:
 
 
 def setup(spec: WorkloadSpec, plan: Plan, base: EngineConfig, cells: list[Cell], result_dir: str,
-          sweep_id: str, gpus: list[str], params: dict) -> SweepSetup:
+          sweep_id: str, gpus: list[str], params: dict, cluster=None, prices: dict | None = None) -> SweepSetup:
     require_slo(spec)
     if plan.closed:
         raise UsageError("sweeps need open-loop arrivals (a rate), not --concurrency")
@@ -59,8 +64,9 @@ def setup(spec: WorkloadSpec, plan: Plan, base: EngineConfig, cells: list[Cell],
         raise RunDirError(f"{out} exists; choose another --sweep-id")
     meta = {"sweep_id": sweep_id, "label": plan.arrival.label, "workload": spec.to_dict(),
             "workload_hash": spec.hash(), "seed": spec.seed, "slo": spec.slo, "rate": plan.arrival.mean_rate,
-            "gpus": gpus, "params": dict(params), "base_engine": base.to_dict(), "endpoint": spec.endpoint}
-    return SweepSetup(spec, plan, base, cells, out, meta)
+            "gpus": gpus, "params": dict(params), "base_engine": base.to_dict(), "endpoint": spec.endpoint,
+            "cluster": cluster.__dict__ if cluster is not None else None, "prices": price_table(prices)}
+    return SweepSetup(spec, plan, base, cells, out, meta, cluster, dict(prices or {}))
 
 
 def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str) -> RunMeta:
@@ -123,16 +129,33 @@ def run_cell(cell: Cell) -> dict:
     row, cfg = start_row(s, cell)
     if cfg is None:
         return row
-    recs = simulate(Engine(cfg), s.plan.requests, s.plan.offsets)
+    recs, gpus, layout = simulate_cell(s, cell, cfg)
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, cfg, "simulate"))
     rd.append_many(recs)
-    summary = rd.finish(records=recs, slo=s.slo, ci=False)
+    summary = rd.finish(records=recs, slo=s.slo, ci=False,
+                        extra=lambda sm: cost_summary(recs, s.slo, gpus, price_table(s.prices), sm))
     row.update(summary_row(summary))
+    row.update(cost_row(summary["cost"], layout))
     row.update(slo_scale_row(recs, s.slo, _SHARED.get("slo_scales") or ()))
     row.update(config_row(cfg, rd.dir))
     if _SHARED.get("keep_summaries"):
         row["summary"] = summary
     return row
+
+
+def simulate_cell(s: SweepSetup, cell: Cell, cfg: EngineConfig) -> tuple[list, dict, str]:
+    """A cell's records on one instance or on its layout of instances; its GPUs by tier; the layout."""
+    spec = layout_spec(cell.layout, s.cluster)
+    if spec.disaggregated or spec.replicas > 1:
+        recs, _ = simulate_cluster(spec, cfg, s.plan.requests, s.plan.offsets)
+        return recs, spec.gpus(cfg), spec.label()
+    return simulate(Engine(cfg), s.plan.requests, s.plan.offsets), {cfg.gpu: cfg.tensor_parallel_size}, "1x"
+
+
+def cost_row(c: dict, layout: str) -> dict:
+    return {"layout": layout, "gpus": c["gpus"], "usd_per_hour": c["usd_per_hour"],
+            "usd_per_million_output_tokens": c["usd_per_million_output_tokens"],
+            "goodput_per_gpu": c["goodput_per_gpu"], "goodput_per_usd_hour": c["goodput_per_usd_hour"]}
 
 
 def run_sweep(s: SweepSetup, jobs: int = 0, on_done=None, slo_scales=(), keep_summaries: bool = False) -> list[dict]:
@@ -169,8 +192,21 @@ def write_results(rows: list[dict], out_dir: str, meta: dict) -> dict:
         w.writerows(rows)
     best = best_per_tier(rows)
     with open(os.path.join(out_dir, "sweep.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "cells": rows, "best": best}, f, indent=2, default=str)
+        json.dump({"meta": meta, "cells": rows, "best": best, "cheapest": cheapest(rows)}, f, indent=2, default=str)
     return best
+
+
+def cheapest(rows: list[dict]) -> dict | None:
+    """The cell (any tier, chunk size or layout) with the lowest $ per million output tokens delivered
+    within the SLO, and the most goodput per GPU; None when no cell has a price and a delivery."""
+    priced = [r for r in rows if r.get("usd_per_million_output_tokens") is not None]
+    if not priced:
+        return None
+    top = min(priced, key=lambda r: r["usd_per_million_output_tokens"])
+    per_gpu = max((r for r in rows if r.get("goodput_per_gpu") is not None), key=lambda r: r["goodput_per_gpu"])
+    return {"cell": top["cell"], "usd_per_million_output_tokens": top["usd_per_million_output_tokens"],
+            "goodput_per_usd_hour": top.get("goodput_per_usd_hour"), "slo_attainment": top.get("slo_attainment"),
+            "most_goodput_per_gpu": per_gpu["cell"], "goodput_per_gpu": per_gpu["goodput_per_gpu"]}
 
 
 def best_per_tier(rows: list[dict]) -> dict:

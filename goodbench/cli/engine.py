@@ -40,6 +40,7 @@ def add_engine_parser(sub) -> None:
     esub = eng.add_subparsers(dest="engine_cmd", required=True, metavar="WHAT")
     esub.add_parser("gpus", help="list GPU tiers with their datasheet figures").set_defaults(fn=cmd_gpus)
     esub.add_parser("models", help="list model shapes").set_defaults(fn=cmd_models)
+    esub.add_parser("prices", help="list the $ per GPU-hour table with dates and sources").set_defaults(fn=cmd_prices)
     ex = esub.add_parser("explain", help="price one step and show its breakdown",
                          description="e.g. goodbench engine explain --gpu h100-sxm --model llama-3.1-8b "
                          "--prefill 4096 --decode 32x1000")
@@ -64,6 +65,14 @@ def cmd_models(args) -> int:
     from ..report.tables import models_table
 
     console().print(models_table(MODELS.values()))
+    return EXIT_OK
+
+
+def cmd_prices(args) -> int:
+    from ..engine.prices import PRICES
+    from ..report.tables import prices_table
+
+    console().print(prices_table(PRICES.values()))
     return EXIT_OK
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .common import Stages, add_engine_args, add_gate_args, add_workload_args, console, engine_config, maybe_gate, workload
+from .scale import add_cluster_args, add_price_args, cluster_spec, prices
 
 
 def add_parser(sub) -> None:
@@ -11,6 +12,8 @@ def add_parser(sub) -> None:
                        "results directory as `goodbench run`, orders of magnitude faster than real time.")
     add_workload_args(p)
     add_engine_args(p)
+    add_cluster_args(p)
+    add_price_args(p)
     p.add_argument("--result-dir", default="results")
     p.add_argument("--run-id")
     p.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
@@ -22,16 +25,20 @@ def add_parser(sub) -> None:
 def cmd_simulate(args) -> int:
     from .. import api
     from ..report.console import print_summary
+    from ..report.tables import cost_line, instances_line
 
     con = console()
     spec = workload(args)
     with Stages(con) as stages:
         run = api.simulate(spec, engine_config(args), result_dir=args.result_dir, run_id=args.run_id,
-                           tokenizer=args.tokenizer, step_trace=args.step_trace, on_stage=stages)
+                           tokenizer=args.tokenizer, step_trace=args.step_trace, cluster=cluster_spec(args),
+                           prices=prices(args), on_stage=stages)
     s = run.summary
     print_summary(con, s, run.meta.to_dict(), args.target_attainment, run.dir)
     sim = s["simulation"]
     con.print(f"  simulated {s['duration_s']:.1f} s in {sim['wall_s']:.2f} s wall "
               f"({sim['speedup_vs_real_time'] or 0:,.0f}x real time), {sim['steps']} steps, "
               f"{sim['preemptions']} preemptions", style="dim")
+    for line in instances_line(sim) + [cost_line(s["cost"])]:
+        con.print(line)
     return maybe_gate(args, run.dir, spec, con, run.summary)

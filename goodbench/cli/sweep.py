@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .common import EXIT_GATE, EXIT_OK, Stages, add_engine_args, add_workload_args, console, engine_config, workload
+from .scale import add_cluster_args, add_price_args, cluster_spec, prices
 
 
 def add_parser(sub) -> None:
@@ -14,6 +15,16 @@ def add_parser(sub) -> None:
                        "--param max_num_batched_tokens=256,512,1024,2048,4096 --param enable_chunked_prefill=false")
     add_workload_args(p)
     add_engine_args(p)
+    add_cluster_args(p)
+    add_price_args(p)
+    p.add_argument("--compare-disaggregation", type=int, metavar="N",
+                   help="DistServe's comparison: every cell also as N colocated replicas and as each P:D split with "
+                   "P + D = N (equal GPU count), ranked by goodput per GPU")
+    p.add_argument("--layouts", metavar="L1,L2,...", help="instance layouts to sweep, e.g. 2x,1P:1D (replicas or P:D)")
+    p.add_argument("--min-gpus", action="store_true",
+                   help="per cell, the fewest replicas whose SLO attainment at the workload's rate reaches "
+                   "--target-attainment (GPUs = replicas x TP), with their cost")
+    p.add_argument("--max-replicas", type=int, default=16, help="for --min-gpus: most replicas tried (default 16)")
     p.add_argument("--param", action="append", metavar="KNOB=V1,V2,...",
                    help="an axis of the grid (repeatable; --gpu takes a comma list too). "
                    "enable_chunked_prefill=false alone adds one unchunked baseline cell per tier")
@@ -59,9 +70,11 @@ def cmd_sweep(args) -> int:
     with Stages(con) as stages:
         s = api.prepare_sweep(spec, gpus, parse_params(args.param or []), engine=engine_config(args, resolve=False),
                               result_dir=args.result_dir, sweep_id=args.sweep_id, tokenizer=args.tokenizer,
-                              on_stage=stages)
+                              cluster=cluster_spec(args), prices=prices(args), layouts=_layouts(args), on_stage=stages)
     if args.find_max_rate:
         return _max_rate(args, con, s)
+    if args.min_gpus:
+        return _min_gpus(args, con, s)
     live, done = args.live or args.server_cmd, []
     with con.status(f"{'running' if live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} "
                     "requests ...") as st:
@@ -72,6 +85,7 @@ def cmd_sweep(args) -> int:
                                                     len(s.plan.requests), spec.slo), out.rows))
     for line in tables.best_lines(out.best):
         con.print(line)
+    con.print(tables.cheapest_line(out.cheapest))
     if out.plots:
         con.print(f"  plots: {', '.join(p.rsplit('/', 1)[-1] for p in out.plots)}", style="dim")
     if out.plots_missing:
@@ -85,6 +99,35 @@ def cmd_sweep(args) -> int:
     for r in failed:
         con.print(f"  [red]✗ {r['cell']}: {r['error'][:300]}[/]")
     return EXIT_GATE if failed else EXIT_OK
+
+
+def _layouts(args) -> list[str] | None:
+    from ..analysis.grid import layouts_for, layout_spec
+
+    if args.compare_disaggregation:
+        return layouts_for(args.compare_disaggregation)
+    if not args.layouts:
+        return None
+    out = [x.strip() for x in args.layouts.split(",") if x.strip()]
+    for x in out:
+        try:
+            layout_spec(x, None).check()
+        except (ValueError, Exception) as e:  # noqa: BLE001 - any malformed layout is a usage error
+            from ..errors import UsageError
+
+            raise UsageError(f"--layouts {x!r}: expected NX (replicas) or PP:DD, e.g. 4x or 1P:3D") from e
+    return out
+
+
+def _min_gpus(args, con, s) -> int:
+    from .. import api
+    from ..report import tables
+
+    rows = api.min_gpus(s, target=args.target_attainment, max_replicas=args.max_replicas,
+                        on_probe=lambda label, n, att: con.print(f"    {label}: {n} replicas -> attainment {att:.1%}"))
+    con.print(tables.min_gpus_table(rows, args.target_attainment))
+    con.print(f"  results: {s.out_dir}/min_gpus.json", style="dim")
+    return EXIT_OK
 
 
 def _max_rate(args, con, s) -> int:

@@ -40,6 +40,9 @@ class EngineConfig:
     scheduler: str = knob("vllm", "vllm (v1), decode-first (Sarathi), prefill-first (v0/Orca) or static batching",
                           SCHEDULERS)
     num_gpu_blocks: int | None = knob(None, "override the memory-derived KV-cache size")
+    adaptive_chunk_target_ms: float | None = knob(None, "adapt the token budget (AIMD) so steps that carry decodes "
+                                                  "stay under this many ms, e.g. the TPOT SLO (off by default)")
+    adaptive_chunk_floor: int = knob(128, "smallest budget the adaptive policy goes down to")
     step_overhead_ms: float | None = knob(None, "override the cost model's fixed per-step time")
     fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
 
@@ -115,6 +118,9 @@ class EngineConfig:
             raise UsageError("long_prefill_token_threshold must be >= 0")
         if budget < 1 or seqs < 1:
             raise UsageError("max_num_batched_tokens and max_num_seqs must be >= 1")
+        if self.adaptive_chunk_target_ms is not None and (self.adaptive_chunk_target_ms <= 0
+                                                          or self.adaptive_chunk_floor < 1):
+            raise UsageError("adaptive_chunk_target_ms must be > 0 and adaptive_chunk_floor >= 1")
         cfg = replace(self, max_num_seqs=seqs, max_num_batched_tokens=budget)
         mem = cfg.memory()
         per_block = cfg.kv_bytes_per_token() * self.block_size

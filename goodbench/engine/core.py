@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..errors import GoodbenchError
 from .config import EngineConfig
 from .costmodel import CostModel
+from .adaptive import AimdBudget
 from .kvcache import KVCache, Seq
 from .scheduler import Batch, Scheduler
 
@@ -41,6 +42,11 @@ class Engine:
         self.kv = KVCache(self.cfg.num_gpu_blocks, self.cfg.block_size, self.cfg.enable_prefix_caching)
         self.sched = Scheduler(self.cfg, self.kv)
         self.stats = EngineStats()
+        t = self.cfg.adaptive_chunk_target_ms
+        self.adaptive = None if t is None else AimdBudget(t / 1000, self.cfg.adaptive_chunk_floor,
+                                                          self.cfg.max_num_batched_tokens)
+        if self.adaptive is not None:
+            self.sched.budget = self.adaptive.budget
 
     def check_fits(self, prompt_len: int, max_tokens: int) -> None:
         if prompt_len < 1:
@@ -77,6 +83,8 @@ class Engine:
         if not batch.seqs and not batch.padding:
             return None
         dur = self.cost.batch_time(batch)
+        if self.adaptive is not None and batch.decode_tokens:
+            self.sched.budget = self.adaptive.observe(dur, batch.num_tokens >= self.sched.budget)
         res = StepResult(dur, batch)
         kv, sched = self.kv, self.sched
         for seq in batch.seqs:

@@ -13,7 +13,7 @@ class Seq:
     """One request inside the engine."""
 
     __slots__ = ("id", "prompt_len", "max_tokens", "arrival", "priority", "hashes", "num_computed",
-                 "num_output", "blocks", "cached", "status", "num_preemptions", "payload", "order")
+                 "num_output", "blocks", "cached", "status", "num_preemptions", "payload", "order", "preloaded")
 
     def __init__(self, id, prompt_len: int, max_tokens: int, arrival: float = 0.0, priority: int = 0,
                  hashes: tuple = (), payload=None):
@@ -31,6 +31,7 @@ class Seq:
         self.num_preemptions = 0
         self.payload = payload  # the caller's handle (stream, record builder)
         self.order = 0  # arrival order, for priority tie-breaks
+        self.preloaded = 0  # prompt tokens whose KV arrived from a prefill instance (disaggregation)
 
     @property
     def num_tokens(self) -> int:
@@ -63,9 +64,12 @@ class KVCache:
         """Full prompt blocks already in the cache; at least one token is always recomputed."""
         if not self.prefix_caching or not seq.hashes:
             return 0
-        limit = (seq.num_tokens - 1) // self.block_size
+        return self.cached_blocks_of(seq.hashes[:(seq.num_tokens - 1) // self.block_size])
+
+    def cached_blocks_of(self, hashes) -> int:
+        """How many leading blocks of this hash chain are in the cache (a router's prefix probe)."""
         k = 0
-        for h in seq.hashes[:limit]:
+        for h in hashes:
             if h in self.refs or h in self.evictable:
                 k += 1
             else:

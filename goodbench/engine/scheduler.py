@@ -59,6 +59,7 @@ class Scheduler:
         self.priority = cfg.scheduling_policy == "priority"
         self.waiting: deque[Seq] | list = [] if self.priority else deque()
         self._order = 0
+        self.budget = cfg.max_num_batched_tokens  # the per-step token budget (an adaptive policy moves it)
 
     # ---- queue helpers (FCFS deque, or a heap on (priority, arrival order))
     def add(self, seq: Seq) -> None:
@@ -110,6 +111,7 @@ class Scheduler:
         self.kv.release(victim)
         victim.status = "preempted"
         victim.num_computed = 0
+        victim.preloaded = 0  # its transferred KV is gone too: recompute locally
         victim.num_preemptions += 1
         self._prepend(victim)
 
@@ -129,8 +131,8 @@ class Scheduler:
         return self._schedule_v1(decode_first=kind == "decode-first")
 
     def _schedule_v1(self, decode_first: bool) -> Batch:
-        cfg, kv = self.cfg, self.kv
-        budget = cfg.max_num_batched_tokens
+        kv = self.kv
+        budget = self.budget
         batch = Batch()
         running = self.running
         if decode_first:  # Sarathi: every decode before any prefill chunk
@@ -201,8 +203,9 @@ class Scheduler:
             if len(self.running) >= cfg.max_num_seqs:
                 break
             seq = self._peek()
-            hit = kv.cached_prefix_blocks(seq)
-            n_cached = hit * kv.block_size
+            pre = seq.preloaded  # KV transferred from a prefill instance: held, not hashed
+            hit = 0 if pre else kv.cached_prefix_blocks(seq)
+            n_cached = pre or hit * kv.block_size
             n = seq.num_tokens - n_cached
             t = cfg.long_prefill_token_threshold
             if 0 < t < n and chunked:
@@ -211,7 +214,7 @@ class Scheduler:
                 break
             n = min(n, budget)
             seq.num_computed = 0
-            if not kv.allocate(seq, n, hit_blocks=hit):
+            if not kv.allocate(seq, n + pre, hit_blocks=hit):
                 break
             self._pop()
             seq.status = "running"
@@ -225,7 +228,7 @@ class Scheduler:
     def _schedule_prefill_first(self) -> Batch:
         """vLLM v0 default: a step of whole new prompts when any can be admitted, else a decode step."""
         batch = Batch()
-        self._admit(batch, self.cfg.max_num_batched_tokens, whole_only=True)
+        self._admit(batch, self.budget, whole_only=True)
         if batch.seqs:
             return batch
         return self._schedule_v1(decode_first=False)

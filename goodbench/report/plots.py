@@ -32,7 +32,32 @@ def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
     if heat:
         paths.append(heat)
     paths.append(_frontier(plt, ok, gpus, out_dir))
+    if len({r.get("layout") for r in ok}) > 1:
+        paths.append(_per_gpu_by_layout(plt, ok, out_dir))
     return paths
+
+
+def _per_gpu_by_layout(plt, ok: list[dict], out_dir: str) -> str:
+    """DistServe's headline: goodput per GPU of each layout (colocated replicas, P:D splits) at equal
+    GPU count, one bar group per tier and configuration."""
+    import numpy as np
+
+    layouts = list(dict.fromkeys(r["layout"] for r in ok))
+    groups = list(dict.fromkeys(r["cell"].rsplit(",", 1)[0] for r in ok))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.2 * len(groups) * len(layouts) / 2 + 2), 4.0))
+    width = 0.8 / len(layouts)
+    for j, lay in enumerate(layouts):
+        vals = [next((r["goodput_per_gpu"] or 0 for r in ok if r["layout"] == lay and r["cell"].rsplit(",", 1)[0] == g), 0)
+                for g in groups]
+        ax.bar(np.arange(len(groups)) + j * width, vals, width, label=lay)
+    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, [g.replace("max_num_batched_tokens=", "budget=") for g in groups],
+                  fontsize=7, rotation=15)
+    ax.set_ylabel("goodput per GPU (req/s)")
+    ax.set_title("colocated vs prefill/decode at equal GPU count")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "sweep_disaggregation.png"))
 
 
 def _metrics_vs_chunk(plt, ok: list[dict], chunked: list[dict], gpus: list[str], out_dir: str) -> str:

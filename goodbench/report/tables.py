@@ -30,17 +30,28 @@ def short(label: str) -> str:
 def sweep_table(title: str, rows: list[dict]) -> Table:
     tab = Table(title=title)
     for col in ("gpu", "config", "goodput req/s [95% CI]", "attain", "TTFT p50", "TTFT p99", "ITL p99", "p99/p50",
-                "TPOT p99"):
+                "TPOT p99", "goodput/GPU", "$/M tok"):
         tab.add_column(col, justify="left" if col in ("gpu", "config") else "right", no_wrap=True)
     for r in rows:
         config = short(r["cell"].partition(",")[2]) or "base"
         if r.get("error"):
-            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 6)
+            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 8)
             continue
+        per_gpu = r.get("goodput_per_gpu")
         tab.add_row(r["gpu"], config, f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}-{r['goodput_hi']:.2f}]",
                     f"{r['slo_attainment']:.1%}", ms(r["ttft_p50_ms"]), ms(r["ttft_p99_ms"]), ms(r["itl_p99_ms"]),
-                    f"{r['itl_p99_over_p50'] or 0:.2f}", ms(r["tpot_p99_ms"]))
+                    f"{r['itl_p99_over_p50'] or 0:.2f}", ms(r["tpot_p99_ms"]),
+                    "-" if per_gpu is None else f"{per_gpu:.3f}", usd(r.get("usd_per_million_output_tokens")))
     return tab
+
+
+def cheapest_line(c: dict | None) -> str:
+    if not c:
+        return "  cheapest at the SLO: no cell has a price and requests meeting the SLO (--gpu-price)"
+    return (f"  cheapest at the SLO: [bold]{short(c['cell'])}[/] — {usd(c['usd_per_million_output_tokens'])} per million "
+            f"delivered output tokens ({c['goodput_per_usd_hour']:.2f} req/s per $/h, attainment "
+            f"{c['slo_attainment']:.1%}); most goodput per GPU: {short(c['most_goodput_per_gpu'])} "
+            f"({c['goodput_per_gpu']:.3f} req/s)")
 
 
 def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict) -> str:
@@ -70,6 +81,20 @@ def slo_scale_table(rows: list[dict], scales) -> Table:
     return st
 
 
+def min_gpus_table(rows: list[dict], target: float) -> Table:
+    t = Table(title=f"fewest GPUs with SLO attainment >= {target:.0%} at the workload's rate")
+    for col in ("gpu", "config", "replicas", "GPUs", "attain", "goodput", "$/h", "$/M tok"):
+        t.add_column(col, justify="left" if col in ("gpu", "config") else "right")
+    for r in rows:
+        config = short(r["cell"].partition(",")[2]) or "base"
+        if r["replicas"] is None:
+            t.add_row(r["gpu"], config, "[red]not reached[/]", "", f"{r.get('slo_attainment') or 0:.1%}", "", "", "")
+            continue
+        t.add_row(r["gpu"], config, str(r["replicas"]), str(r["gpus"]), f"{r['slo_attainment']:.1%}",
+                  f"{r['goodput']:.2f}", usd(r["usd_per_hour"]), usd(r["usd_per_million_output_tokens"]))
+    return t
+
+
 def probe_line(p: dict) -> str:
     return (f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
             f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}")
@@ -86,6 +111,33 @@ def max_rate_line(r: dict) -> str:
     return (f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/] (bracket {r['bracket'][0]:.2f}-"
             f"{r['bracket'][1]:.2f})" + ("" if r["conclusive"] else
                                          " — inconclusive at the bracket ends: run more requests"))
+
+
+# ----------------------------------------------------------------------------------------------- cost
+def usd(v, digits: int = 2) -> str:
+    return "-" if v is None else f"${v:,.{digits}f}"
+
+
+def cost_line(c: dict) -> str:
+    tiers = ", ".join(f"{n}x {g}" for g, n in c["gpu_tiers"].items())
+    price = (f"{usd(c['usd_per_hour'])}/h" if c["usd_per_hour"] is not None
+             else f"no price for {', '.join(c['unpriced'])} (--gpu-price)")
+    per_gpu = "-" if c["goodput_per_gpu"] is None else f"{c['goodput_per_gpu']:.3f}"
+    return (f"  cost: {tiers} = {c['gpus']} GPUs, {price}; {usd(c['usd_per_million_output_tokens'])} per million "
+            f"delivered output tokens (requests meeting the SLO); goodput per GPU {per_gpu} req/s")
+
+
+def instances_line(sim: dict) -> list[str]:
+    """One line on the instances of a replicated or disaggregated simulation (none for one instance)."""
+    inst = sim.get("instances")
+    if not inst:
+        return []
+    parts = [f"{x['role']} {x['gpu']} tp{x['tp']}: {x['requests']} req, busy {x['busy_s']:.0f} s" for x in inst]
+    out = [f"  instances ({sim['router']} router): " + "; ".join(parts)]
+    if sim.get("kv_link"):
+        out.append(f"  KV transfer over {sim['kv_link']}: p50 {sim['kv_transfer_ms_p50']:.2f} ms, "
+                   f"max {sim['kv_transfer_ms_max']:.2f} ms")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- advise
@@ -108,14 +160,15 @@ def advice_lines(a) -> list[str]:
 def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
     t = Table(title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
                     f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats")
-    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput"):
+    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput", "$/M tok"):
         t.add_column(col, justify="right")
     for r in rows:
         if r.get("error"):
             continue
         mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
         t.add_row(f"{r['max_num_batched_tokens']}{mark}", ms(r["long_ttft_p50_ms"]), ms(r["long_ttft_p99_ms"]),
-                  ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
+                  ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}",
+                  usd(r.get("usd_per_million_output_tokens")))
     return t
 
 
@@ -127,6 +180,15 @@ def gpus_table(gpus) -> Table:
     for g in gpus:
         t.add_row(g.name, f"{g.bf16_tflops:g}", "-" if g.fp8_tflops is None else f"{g.fp8_tflops:g}", f"{g.mem_gib:g}",
                   f"{g.mem_bw_tbs:g}", f"{g.interconnect_gbs:g}{' NVLink' if g.nvlink else ''}", g.source)
+    return t
+
+
+def prices_table(prices) -> Table:
+    t = Table(title="GPU prices, on-demand $ per GPU-hour (override with --gpu-price or --price-file)")
+    for c in ("gpu", "$/GPU-hour", "date", "source"):
+        t.add_column(c, overflow="fold")
+    for p in prices:
+        t.add_row(p.gpu, f"{p.usd_per_hour:.2f}", p.date, p.source)
     return t
 
 

@@ -1,0 +1,47 @@
+"""The fewest GPUs that meet the SLO at a given rate: per cell, add replicas (behind the sweep's
+router) until SLO attainment at the workload's own arrivals reaches the target; GPUs = replicas x TP.
+Attainment is not monotone in principle (routing), so replicas are tried one by one from 1."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+from ..engine.cluster import ClusterSpec, simulate_cluster
+from ..engine.prices import price_table
+from ..metrics import summarize
+from ..metrics.cost import cost_summary
+from ..records import RunMeta, RunResult
+from .grid import cell_config
+from .sweep import SweepSetup
+
+
+def min_gpus(s: SweepSetup, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
+    """One row per cell: replicas and GPUs needed (None when max_replicas do not suffice), attainment,
+    goodput and the cost block at that size; writes min_gpus.json in the sweep directory."""
+    os.makedirs(s.out_dir)
+    base = s.cluster or ClusterSpec()
+    rows = []
+    for c in s.cells:
+        cfg = cell_config(s.base, c)
+        row: dict = {"cell": c.label, "gpu": c.gpu, "replicas": None, "gpus": None}
+        for n in range(1, max_replicas + 1):
+            spec = replace(base, replicas=n, prefill=0, decode=0)
+            recs, _ = simulate_cluster(spec, cfg, s.plan.requests, s.plan.offsets)
+            sm = summarize(RunResult(RunMeta("probe", mode="simulate", slo=s.slo), recs), slo=s.slo, ci=False)
+            att = sm["slo_attainment"] or 0.0
+            if on_probe:
+                on_probe(c.label, n, att)
+            if att >= target:
+                cost = cost_summary(recs, s.slo, spec.gpus(cfg), price_table(s.prices), sm)["cost"]
+                row.update(replicas=n, gpus=cost["gpus"], slo_attainment=att, goodput=sm["goodput"],
+                           usd_per_hour=cost["usd_per_hour"],
+                           usd_per_million_output_tokens=cost["usd_per_million_output_tokens"])
+                break
+            row["slo_attainment"] = att
+        rows.append(row)
+    with open(os.path.join(s.out_dir, "min_gpus.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": s.meta, "target": target, "max_replicas": max_replicas, "cells": rows}, f, indent=2,
+                  default=str)
+    return rows
