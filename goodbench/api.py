@@ -272,9 +272,13 @@ def summarize(run: Run | str, slo: dict | str | None = None, ci: bool = True) ->
     from .metrics import summarize as summarize_columns
     from .records import parse_slo
 
+    from .metrics.saturation import waiting_series
+    from .store import load_server_metrics
+
     run_dir = run.dir if isinstance(run, Run) else run
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
-    return summarize_columns(load_columns(run_dir), slo=slo, ci=ci)
+    return summarize_columns(load_columns(run_dir), slo=slo, ci=ci,
+                             queue=waiting_series(load_server_metrics(run_dir)))
 
 
 def _summary_of(x, slo: dict | None) -> dict:

@@ -10,8 +10,9 @@ import os
 from .columnar import ColumnarRun
 from .errors import RunDirError
 from .metrics import summarize
+from .metrics.saturation import waiting_series
 from .records import RequestRecord, RunMeta, RunResult
-from .store import RunStore, load_columns, new_run_id
+from .store import RunStore, load_columns, load_server_metrics, new_run_id
 
 
 class RunDir:
@@ -66,7 +67,8 @@ class RunDir:
         summary = None
         if summarized:
             result = RunResult(self.meta, records) if records is not None else self.columns()
-            summary = summarize(result, slo=slo, label=label, ci=ci)
+            queue = waiting_series(load_server_metrics(self.dir))
+            summary = summarize(result, slo=slo, label=label, ci=ci, queue=queue)
             summary.update((extra(summary) if callable(extra) else extra) or {})
         self.store.finish(self.meta, summary)
         return summary

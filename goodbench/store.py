@@ -213,3 +213,27 @@ def incomplete(run_dir: str) -> str | None:
     if meta.planned_requests and count_records(run_dir) < meta.planned_requests:
         return f"records stop early: {count_records(run_dir)} of {meta.planned_requests} planned requests"
     return None
+
+
+def read_jsonl(path: str, limit: int = 2_000_000) -> list[dict]:
+    """The JSON objects of a JSON-lines side file (server metrics, step traces); torn lines skipped."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if i >= limit:
+                    break
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line
+                if isinstance(obj, dict):
+                    rows.append(obj)
+    except OSError:
+        return []
+    return rows
+
+
+def load_server_metrics(run_dir: str) -> list[dict]:
+    """server_metrics.jsonl rows ({"t": run-clock seconds, "metrics": {name: value}}), [] when absent."""
+    return [r for r in read_jsonl(os.path.join(run_dir, "server_metrics.jsonl")) if isinstance(r.get("metrics"), dict)]

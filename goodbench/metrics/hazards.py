@@ -96,6 +96,22 @@ def packed_chunks(e: Evidence) -> list[Hazard]:
     return out
 
 
+def overloaded(e: Evidence) -> list[Hazard]:
+    """The server did not keep up with the arrivals: goodput then depends on how long the run lasted."""
+    sat = e.summary.get("saturation") or {}
+    if not sat.get("saturated"):
+        return []
+    trend = sat.get("ttft_trend")
+    window = sat.get("steady_window_s")
+    steady = (f"; in the steady window {window[0]:.0f}-{window[1]:.0f} s goodput was {sat['steady_goodput']:.2f} req/s"
+              if window and sat.get("steady_goodput") is not None else "; there was no steady window")
+    return [Hazard(f"the server could not keep up: its backlog grew by {sat['backlog_growth_per_s']:.2f} req/s "
+                   f"(completions {sat['completion_rate']:.2f} vs arrivals {sat['arrival_rate']:.2f} req/s"
+                   + (f", TTFT x{trend:.1f} from first to last fifth" if trend else "") + ")" + steady
+                   + ". Goodput from an overloaded run depends on its length: lower the rate (`goodbench sweep "
+                   "--find-max-rate` finds the highest sustainable one).")]
+
+
 def retried_requests(e: Evidence) -> list[Hazard]:
     """Requests sent again after the server closed a reused keep-alive connection under them (their
     times run from the first send, so the lost round trip counts against the server)."""
@@ -129,8 +145,8 @@ def thin_per_class(e: Evidence) -> list[Hazard]:
                    "read their intervals, not the point values.")]
 
 
-CHECKS = (generator_lag, rate_shortfall, concurrency_cap, thin_percentiles, tokens_from_chunks, packed_chunks,
-          retried_requests, import_caveats, nothing_completed, thin_per_class)
+CHECKS = (generator_lag, rate_shortfall, concurrency_cap, overloaded, thin_percentiles, tokens_from_chunks,
+          packed_chunks, retried_requests, import_caveats, nothing_completed, thin_per_class)
 
 
 def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str]]:

@@ -17,6 +17,7 @@ from .columns import Columns, columns_of
 from .dist import dist, ratio
 from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
 from .hol import hol_block
+from .saturation import saturation
 from .stats import goodput_bootstrap, goodput_interval, wilson
 from .variants import variants
 
@@ -100,10 +101,12 @@ class _Now:
 
 
 def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
-              label: str | None = None, ci: bool = True, prepared: Columns | None = None) -> dict:
+              label: str | None = None, ci: bool = True, prepared: Columns | None = None,
+              queue: tuple | None = None) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
     cells and rate probes, which are summarised by the hundred). prepared: Columns of
-    columns_of(result) already built by the caller (reports reuse them for figures)."""
+    columns_of(result) already built by the caller (reports reuse them for figures). queue: the
+    server's scraped waiting-queue series (saturation.waiting_series), evidence for `saturation`."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
     cols = prepared.cols if prepared is not None else columns_of(result)
@@ -130,6 +133,8 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
         s["scheduled_rate"] = _rate([c.sched[d] for d in domains])
         s["requested_rate"] = meta.requested_rate
         s["warmup_excluded"] = total - len(cols)
+        s["saturation"] = saturation(c, c.meets(slo), meta.mode, queue)
+        s["saturated"] = s["saturation"]["saturated"]
         s["per_class"] = {k: f.result() for k, f in per_class.items()}
         s["valid"], s["warnings"] = assess(Evidence(
             s, c, mode=meta.mode, max_concurrency=meta.max_concurrency, lag_limit_ms=lag_limit_ms,

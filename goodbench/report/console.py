@@ -45,6 +45,8 @@ def _verdict(summary: dict, target: float) -> Text:
                        "pass --goodput ttft:MS tpot:MS for goodput)", style="bold")
     if not summary.get("valid", True):
         verdict.append("  [INVALID: see the warnings]", style="bold yellow")
+    if summary.get("saturated"):
+        verdict.append("  [SATURATED: the server could not keep up]", style="bold yellow")
     return verdict
 
 

@@ -132,6 +132,8 @@ def _run_section(v, heading: bool) -> str:
                f"<span class=dim>(95% CI {_ci(summary.get('goodput_ci'), '{:.2f}')})</span>")
     if not summary.get("valid", True):
         verdict += " <span class=fail>INVALID: these numbers cannot be trusted (see the warnings)</span>"
+    if summary.get("saturated"):
+        verdict += " <span class=fail>SATURATED: the server could not keep up (see the warnings)</span>"
     if getattr(v, "incomplete", None):
         verdict += f" <span class=fail>INCOMPLETE: {_e(v.incomplete)}</span>"
     t = meta.get("target") or {}

@@ -22,6 +22,7 @@ from ..client.openai import Client as AiohttpClient
 from ..client.target import probe_metrics
 from ..eventloop import install_uvloop
 from ..gcquiet import quiet_gc, watchdog as gc_watchdog
+from ..metrics.saturation import GROWTH, MIN_GROWTH, MIN_SENT
 from .dispatch import Dispatch, Progress, RunOptions
 from .plan import CLOSED_POOL, Plan, build_plan
 from .scrape import scrape_loop
@@ -56,6 +57,27 @@ async def _ticker(on_tick) -> None:
 CLIENTS = {"lean": LeanClient, "aiohttp": AiohttpClient}
 
 
+async def _watch_saturation(d: Dispatch, p: Progress, every: float = 0.5, min_s: float = 3.0) -> None:
+    """Stop dispatch once the backlog (sent - done) has grown faster than GROWTH of the send rate over
+    the last half of the run so far (the test metrics.saturation applies to the finished run)."""
+    ts, backlog, sent = [], [], []
+    while not d.stop.is_set():
+        await asyncio.sleep(every)
+        now = time.monotonic()
+        ts.append(now)
+        backlog.append(p.sent - p.done)
+        sent.append(p.sent)
+        half = len(ts) // 2
+        if now - ts[0] < min_s or sent[-1] < MIN_SENT or len(ts) - half < 4:
+            continue
+        t, b = np.array(ts[half:]), np.array(backlog[half:], float)
+        rate = (sent[-1] - sent[half]) / (t[-1] - t[0])
+        growth = float(np.polyfit(t, b, 1)[0])
+        if rate > 0 and growth > GROWTH * rate and b[-1] - b[0] >= MIN_GROWTH:
+            d.saturated = True
+            d.stop.set()
+
+
 async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
     gc_dog = asyncio.ensure_future(gc_watchdog())
@@ -66,6 +88,7 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     scraper = asyncio.ensure_future(scrape_loop(sh.cfg.base_url, os.path.join(sh.sink.dir, "server_metrics.jsonl"),
                                                 t0, scrape_stop)) if sh.scrape else None
     ticker = asyncio.ensure_future(_ticker(sh.on_tick)) if sh.on_tick is not None else None
+    watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
     plan = sh.plan
     reqs = [plan.requests[i] for i in sh.idx]
     try:
@@ -77,8 +100,9 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
         return await d.drain()
     finally:
         gc_dog.cancel()
-        if ticker:
-            ticker.cancel()
+        for task in (ticker, watch):
+            if task:
+                task.cancel()
         scrape_stop.set()
         if scraper:
             await asyncio.wait([scraper], timeout=3)

@@ -43,6 +43,7 @@ class RunOptions:
     scrape_metrics: bool | None = None  # None = on when the target serves /metrics
     prewarm: int | None = None
     slo: dict | None = None
+    stop_when_saturated: bool = False  # end the run early once the server clearly cannot keep up (rate probes)
 
 
 def meets_slo(rec: RequestRecord, slo: dict | None) -> bool:
@@ -76,6 +77,7 @@ class Dispatch:
     def __init__(self, client, sink, progress: Progress, opts: RunOptions):
         self.client, self.sink, self.p, self.opts = client, sink, progress, opts
         self.stop = asyncio.Event()
+        self.saturated = False  # stopped early because the server could not keep up
         self.idle = asyncio.Event()  # set whenever no request is in flight
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
