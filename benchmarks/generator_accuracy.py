@@ -1,13 +1,16 @@
-"""How accurate is goodbench's own load generator? (issue 2's benchmark)
+"""How accurate is goodbench's own load generator? Both clients side by side (issues 2 and 12).
 
 A deterministic streaming server (benchmarks/stub_server.py) runs in another process pinned to CPU 0
 and logs the monotonic time it read each request and sent each chunk: that log is the truth.
-goodbench's runner, pinned to CPU 1, drives it; per case we print goodbench's TTFT and ITL p50/p99
-minus the server's, the arrival rate the server saw against the rate asked for, schedule lag p99 and
-the client's CPU use.
+goodbench's runner, pinned to CPU 1, drives it with each client in turn (`lean`, the default, and the
+`aiohttp` baseline), case by case, so the two are measured side by side on the same machine state.
+Per case and client we print TTFT and ITL p50/p99 minus the server's, the arrival rate the server saw
+against the rate asked for, schedule lag p99, whether the run is valid, and the client's CPU use; then
+the client's CPU per request and per chunk (a least-squares fit of CPU seconds = a x requests + b x
+chunks over the cases) and the ratio between the clients.
 
-    python benchmarks/generator_accuracy.py                # all cases (about 2 minutes)
-    python benchmarks/generator_accuracy.py --cases c512 p500 --seconds 8
+    python benchmarks/generator_accuracy.py --repeat 3          # every case, both clients (~20 min)
+    python benchmarks/generator_accuracy.py --cases c512 p500 --clients lean --seconds 8
 """
 
 from __future__ import annotations
@@ -31,14 +34,15 @@ from goodbench import runner  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
 from goodbench.client.openai import ClientConfig  # noqa: E402
 from goodbench.records import RequestSpec  # noqa: E402
+from goodbench.metrics import summarize  # noqa: E402
 from goodbench.store import RunStore, load  # noqa: E402
 
 CHILD_CPU = [0.0]
 CASES = {  # name: (kind, streams or rate, output tokens)
     "c16": ("closed", 16, 128), "c128": ("closed", 128, 128), "c512": ("closed", 512, 128),
-    "c1024": ("closed", 1024, 128),
-    "p50": ("poisson", 50, 32), "p200": ("poisson", 200, 32), "p500": ("poisson", 500, 32),
-    "p500s": ("poisson", 500, 2),
+    "c1000": ("closed", 1000, 128),
+    "p50": ("poisson", 50, 32), "p187": ("poisson", 187, 128), "p365": ("poisson", 365, 128),
+    "p500": ("poisson", 500, 32), "p500s": ("poisson", 500, 2),
 }
 
 
@@ -79,7 +83,7 @@ def pct(x, q):
     return float(np.percentile(np.asarray(x) * 1000, q)) if len(x) else float("nan")
 
 
-def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
+def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float, client: str = "lean") -> dict:
     kind, n, out_tokens = CASES[name]
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="gb-acc-")
@@ -101,7 +105,7 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
         from goodbench.records import RunMeta
 
         store.start(RunMeta(run_id="run", mode="closed" if kind == "closed" else "open"))
-        cfg = ClientConfig(base_url=f"http://127.0.0.1:{port}", model="stub")
+        cfg = ClientConfig(base_url=f"http://127.0.0.1:{port}", model="stub", client=client)
         if sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
             os.sched_setaffinity(0, {1})
         r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -119,7 +123,9 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
     server_cpu = (s_cpu.ru_utime + s_cpu.ru_stime - CHILD_CPU[0]) / wall
     CHILD_CPU[0] = s_cpu.ru_utime + s_cpu.ru_stime
     cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / wall
-    recs = [r for r in load(os.path.join(tmp, "run")).records if r.status == "ok"]
+    result = load(os.path.join(tmp, "run"))
+    valid = summarize(result, ci=False)["valid"]
+    recs = [r for r in result.records if r.status == "ok"]
     reads, chunks = read_truth(log)
     ttft_c, ttft_t, itl_c, itl_t = [], [], [], []
     lag, up, down = [], [], []
@@ -139,7 +145,8 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
     seen_rate = (len(read_times) - 1) / (read_times[-1] - read_times[0]) if len(read_times) > 1 else 0
     asked = (len(offs) - 1) / (offs[-1] - offs[0]) if kind != "closed" else None
     n_chunks = sum(len(v) for v in chunks.values())
-    return {"case": name, "requests": len(recs), "connections": read_truth.connections, "chunks_per_s": n_chunks / wall,
+    return {"case": name, "client": client, "valid": valid, "cpu_s": cpu * wall, "chunks": n_chunks,
+            "requests": len(recs), "connections": read_truth.connections, "chunks_per_s": n_chunks / wall,
             "ttft_p50_err": pct(ttft_c, 50) - pct(ttft_t, 50), "ttft_p99_err": pct(ttft_c, 99) - pct(ttft_t, 99),
             "itl_p50_err": pct(itl_c, 50) - pct(itl_t, 50), "itl_p99_err": pct(itl_c, 99) - pct(itl_t, 99),
             "truth_ttft_p50": pct(ttft_t, 50), "truth_itl_p99": pct(itl_t, 99),
@@ -148,9 +155,41 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
             "down_p99": pct(down, 99)}
 
 
+HEADER = (f"{'case':6} {'client':8} {'conns':>6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} "
+          f"{'ITL p50 err':>12} {'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>9} {'valid':>5} "
+          f"{'client CPU':>10} {'server CPU':>10} {'send->read p50/p99':>19} {'write->recv p50/p99':>20}")
+
+
+def median_row(runs: list[dict]) -> dict:
+    r = {k: (float(np.median([x[k] for x in runs])) if isinstance(runs[0][k], (int, float)) and
+             not isinstance(runs[0][k], bool) and runs[0][k] is not None else runs[0][k]) for k in runs[0]}
+    r["valid"] = all(x["valid"] for x in runs)
+    r["requests"], r["connections"] = int(r["requests"]), int(r["connections"])
+    return r
+
+
+def row_text(r: dict) -> str:
+    asked = "-" if r["asked_rate"] is None else f"{r['asked_rate']:.1f}"
+    return (f"{r['case']:6} {r['client']:8} {r['connections']:6d} {r['requests']:6d} {r['chunks_per_s']:9.0f} "
+            f"{r['ttft_p50_err']:+10.2f} ms {r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms "
+            f"{r['itl_p99_err']:+9.2f} ms {asked:>8} {r['seen_rate']:8.1f} {r['lag_p99']:6.2f} ms "
+            f"{'yes' if r['valid'] else 'NO':>5} {r['client_cpu']:9.0%} {r['server_cpu']:9.0%} "
+            f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms")
+
+
+def cpu_costs(runs: list[dict]) -> tuple[float, float] | None:
+    """Least-squares CPU seconds = a x requests + b x chunks over every run of one client: (a, b) in us."""
+    if len({(r["requests"], r["chunks"]) for r in runs}) < 2:
+        return None
+    a = np.array([[r["requests"], r["chunks"]] for r in runs], float)
+    coef, *_ = np.linalg.lstsq(a, np.array([r["cpu_s"] for r in runs]), rcond=None)
+    return coef[0] * 1e6, coef[1] * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--clients", nargs="+", default=["lean", "aiohttp"], choices=["lean", "aiohttp"])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=50.0)
@@ -158,20 +197,25 @@ def main() -> None:
     a = ap.parse_args()
     runner.install_uvloop()
     print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1; "
-          f"median of {a.repeat} run(s) per case")
-    print(f"{'case':6} {'conns':>6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} {'ITL p50 err':>12} "
-          f"{'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>8} {'client CPU':>10} {'server CPU':>10} "
-          f"{'send->read p50/p99':>19} {'write->recv p50/p99':>20}")
+          f"median of {a.repeat} run(s) per case and client; clients alternate within each case")
+    print(HEADER)
+    every: dict[str, list[dict]] = {c: [] for c in a.clients}
     for name in a.cases:
-        runs = [run_case(name, a.seconds, a.itl_ms, a.ttft_ms) for _ in range(a.repeat)]
-        r = {k: (float(np.median([x[k] for x in runs])) if isinstance(runs[0][k], (int, float)) and runs[0][k] is not None
-                 else runs[0][k]) for k in runs[0]}
-        r["requests"], r["connections"] = int(r["requests"]), int(r["connections"])
-        asked = "-" if r["asked_rate"] is None else f"{r['asked_rate']:.1f}"
-        print(f"{r['case']:6} {r['connections']:6d} {r['requests']:6d} {r['chunks_per_s']:9.0f} {r['ttft_p50_err']:+10.2f} ms "
-              f"{r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms {r['itl_p99_err']:+9.2f} ms "
-              f"{asked:>8} {r['seen_rate']:8.1f} {r['lag_p99']:6.2f} ms {r['client_cpu']:9.0%} {r['server_cpu']:9.0%} "
-              f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms", flush=True)
+        runs: dict[str, list[dict]] = {c: [] for c in a.clients}
+        for _ in range(a.repeat):
+            for c in a.clients:
+                runs[c].append(run_case(name, a.seconds, a.itl_ms, a.ttft_ms, c))
+        for c in a.clients:
+            every[c] += runs[c]
+            print(row_text(median_row(runs[c])), flush=True)
+    costs = {c: cpu_costs(every[c]) for c in a.clients}
+    print("\nclient CPU (least squares over every run above: CPU s = a x requests + b x chunks)")
+    for c, ab in costs.items():
+        if ab:
+            print(f"  {c:8} {ab[0]:8.1f} us per request {ab[1]:8.2f} us per chunk")
+    if all(costs.get(c) for c in ("lean", "aiohttp")):
+        (la, lb), (aa, ab) = costs["lean"], costs["aiohttp"]
+        print(f"  aiohttp / lean: {aa / la:.2f}x per request, {ab / lb:.2f}x per chunk")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -58,6 +59,15 @@ class RequestRecord:
         d["chunk_tokens"] = list(self.chunk_tokens)
         return d
 
+    def to_json(self) -> str:
+        """One records.jsonl line (no newline): chunk times to 0.1 us, formatted in one pass (a third of
+        the cost of rounding each float and encoding the list: this runs once per request at load)."""
+        head = json.dumps({f: getattr(self, f) for f in _SCALAR_FIELDS}, separators=(",", ":"))
+        times = ",".join(["%.7f" % t for t in self.chunk_times])
+        ct = self.chunk_tokens
+        toks = ("1," * len(ct))[:-1] if ct.count(1) == len(ct) else ",".join(map(str, ct))
+        return head[:-1] + ',"chunk_times":[' + times + '],"chunk_tokens":[' + toks + "]}"
+
     @classmethod
     def from_dict(cls, d: dict) -> "RequestRecord":
         names = {f.name for f in fields(cls)}
@@ -68,6 +78,7 @@ class RequestRecord:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))
+_SCALAR_FIELDS = tuple(f for f in _RECORD_FIELDS if f not in ("chunk_times", "chunk_tokens"))
 
 
 @dataclass

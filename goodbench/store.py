@@ -62,12 +62,11 @@ class RunStore:
         self._fd = os.open(self.records_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def append(self, rec: RequestRecord) -> None:
-        os.write(self._fd, (json.dumps(rec.to_dict(), separators=(",", ":")) + "\n").encode())
+        os.write(self._fd, (rec.to_json() + "\n").encode())
 
     def append_many(self, recs) -> None:
         if recs:
-            os.write(self._fd, "".join(json.dumps(r.to_dict(), separators=(",", ":")) + "\n"
-                                       for r in recs).encode())
+            os.write(self._fd, "".join(r.to_json() + "\n" for r in recs).encode())
 
     def close(self) -> None:
         if self._fd is not None:

@@ -47,6 +47,8 @@ def test_in_memory_and_on_disk_summaries_agree(tmp_path):
     b.append_many(recs)
     sa, sb = a.finish(records=recs, ci=False), b.finish(ci=False)
     sa.pop("run_id"), sb.pop("run_id")
+    # the backlog is sampled at instants that can coincide with a send; 0.1 us of rounding moves a count
+    assert sa.pop("saturation")["saturated"] == sb.pop("saturation")["saturated"]
     assert rounded(sa) == rounded(sb)  # records on disk keep times to 0.1 us
     assert not (tmp_path / "a" / "columns").exists()
 

@@ -21,6 +21,10 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Returns the data payloads of every event completed by this chunk."""
+        if chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and not (self._pending or self._data or self._cr):
+            body = chunk[6:-2]  # the common read: exactly one whole one-line event
+            if b"\n" not in body and b"\r" not in body:
+                return [body]
         if self._cr and chunk[:1] == b"\n":
             chunk = chunk[1:]
         self._cr = chunk[-1:] == b"\r"
