@@ -36,11 +36,16 @@ class RunColumns:
     chunk_tok_sum: np.ndarray  # int64: tokens the stream's content chunks carried
     nchunks: np.ndarray        # int64
     retries: np.ndarray        # int8: sent again on a fresh connection
+    first_answer: np.ndarray   # float64, NaN = no answer chunk (or not recorded: see Columns.ttfo)
+    reasoning_tokens: np.ndarray  # int64
+    out_local: np.ndarray      # int64, -1 = not counted locally
+    priority: np.ndarray       # float64 priority lane, NaN = none
+    tokens: np.ndarray         # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
     chunk_times: np.ndarray    # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
 
     ARRAYS = ("ids", "cls", "origin", "status", "scheduled", "sent", "first", "finished", "out_tokens",
               "out_source", "prompt_tokens", "http_status", "warmup", "chunk_tok_sum", "nchunks", "retries",
-              "chunk_times")
+              "first_answer", "reasoning_tokens", "out_local", "priority", "tokens", "chunk_times")
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -64,9 +69,14 @@ class RunColumns:
         if mask.all():
             return self
         chunk_mask = np.repeat(mask, self.nchunks)
-        kw = {f: getattr(self, f)[mask] for f in self.ARRAYS if f != "chunk_times"}
+        kw = {f: getattr(self, f)[mask] for f in self.ARRAYS if f not in ("chunk_times", "tokens")}
         return RunColumns(cls_names=self.cls_names, origin_names=self.origin_names,
-                          chunk_times=self.chunk_times[chunk_mask], **kw)
+                          chunk_times=self.chunk_times[chunk_mask],
+                          tokens=self.tokens[chunk_mask] if self.tokens.size else self.tokens, **kw)
+
+    def chunk_tokens(self) -> np.ndarray:
+        """Tokens per chunk, aligned with chunk_times (ones when the run stored none)."""
+        return self.tokens if self.tokens.size else np.ones(self.chunk_times.size, np.int16)
 
     @classmethod
     def from_records(cls, recs: list[RequestRecord]) -> "RunColumns":
@@ -97,6 +107,12 @@ class RunColumns:
             chunk_tok_sum=np.fromiter((sum(r.chunk_tokens) for r in recs), np.int64, n),
             nchunks=nchunks,
             retries=np.fromiter((r.retries for r in recs), np.int8, n),
+            first_answer=opt("first_answer_at"),
+            reasoning_tokens=np.fromiter((r.reasoning_tokens for r in recs), np.int64, n),
+            out_local=np.fromiter((-1 if r.output_tokens_local is None else r.output_tokens_local for r in recs),
+                                  np.int64, n),
+            priority=opt("priority"),
+            tokens=_chunk_tokens(recs, int(nchunks.sum())),
             chunk_times=np.fromiter(itertools.chain.from_iterable(r.chunk_times for r in recs), float,
                                     int(nchunks.sum())),
         )
@@ -109,6 +125,7 @@ class RunColumns:
         def opt(v: float) -> float | None:
             return None if np.isnan(v) else float(v)
 
+        toks = self.chunk_tokens()
         return [RequestRecord(
             id=str(self.ids[i]), cls=str(names[i]), scheduled_at=float(self.scheduled[i]), sent_at=opt(self.sent[i]),
             first_token_at=opt(self.first[i]), finished_at=opt(self.finished[i]),
@@ -116,10 +133,22 @@ class RunColumns:
             output_tokens_source=TOKEN_SOURCES[self.out_source[i]], prompt_tokens=int(self.prompt_tokens[i]),
             status=STATUSES[self.status[i]], http_status=int(self.http_status[i]) or None,
             warmup=bool(self.warmup[i]), origin=self.origin_names[self.origin[i]],
-            retries=int(self.retries[i])) for i in range(len(self))]
+            retries=int(self.retries[i]), first_answer_at=opt(self.first_answer[i]),
+            reasoning_tokens=int(self.reasoning_tokens[i]),
+            output_tokens_local=None if self.out_local[i] < 0 else int(self.out_local[i]),
+            priority=None if np.isnan(self.priority[i]) else int(self.priority[i]),
+            chunk_tokens=tuple(toks[off[i]:off[i + 1]].tolist())) for i in range(len(self))]
 
 
 FIELDS = tuple(f.name for f in fields(RunColumns))
+
+
+def _chunk_tokens(recs, total: int) -> np.ndarray:
+    """Every chunk's token count, or an empty array when all are one (the common case costs nothing)."""
+    if all(r.chunk_tokens.count(1) == len(r.chunk_tokens) for r in recs):
+        return np.zeros(0, np.int16)
+    out = np.fromiter(itertools.chain.from_iterable(r.chunk_tokens for r in recs), np.int64, total)
+    return np.clip(out, 0, np.iinfo(np.int16).max).astype(np.int16)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from .version import __version__
 
 STATUSES = ("ok", "http_error", "timeout", "disconnected", "bad_stream", "cancelled")
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
-SLO_KEYS = ("ttft", "tpot", "e2el", "max_itl")
+SLO_KEYS = ("ttft", "ttfo", "tpot", "e2el", "max_itl")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ class RequestSpec:
     max_tokens: int
     arrival_s: float | None = None  # set by generators that own their timing (hol); else arrivals
     warmup: bool = False
+    reasoning_tokens: int = 0  # a reasoning model's thinking before its answer (the reference engine obeys)
+    priority: int | None = None  # sent as vLLM's `priority` (lower is served first); None: not sent
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class RequestRecord:
     warmup: bool = False
     origin: str = ""  # which load-generator process (clock) produced it: times from two origins never mix
     retries: int = 0  # sent again on a fresh connection after a reused one closed before any response byte
+    first_answer_at: float | None = None  # first answer (not reasoning) chunk; None: none arrived
+    reasoning_tokens: int = 0  # of output_tokens, the reasoning model's thinking
+    output_tokens_local: int | None = None  # the local tokenizer's count where the server's usage was used
+    priority: int | None = None  # the request's priority lane, when it had one
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)

@@ -17,7 +17,7 @@ from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
-COLUMNS_VERSION = 2  # 2: retries
+COLUMNS_VERSION = 4  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority
 
 
 def new_run_id(prefix: str = "run") -> str:

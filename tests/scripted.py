@@ -144,3 +144,26 @@ async def racy_server(**kw):
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: RacyKeepAlive(**kw), "127.0.0.1", 0)
     return server, server.sockets[0].getsockname()[1]
+
+
+def delta(**kw) -> bytes:
+    return event({"choices": [{"index": 0, "delta": kw, "finish_reason": None}]})
+
+
+MODES.update({
+    # a reasoning model: two thinking chunks, then the answer; usage says how many tokens were reasoning
+    "reasoning": [(0.0, delta(role="assistant", content="")), (0.05, delta(reasoning_content="hmm")),
+                  (0.02, delta(reasoning_content=" well")), (0.10, delta(content="Yes")),
+                  (0.02, delta(content=".")),
+                  (0.0, event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4,
+                                                        "completion_tokens_details": {"reasoning_tokens": 2}}})),
+                  (0.0, DONE)],
+    # a tool call streamed as argument fragments: output like any other
+    "tool-call": [(0.0, delta(role="assistant", content="")),
+                  (0.01, delta(tool_calls=[{"index": 0, "function": {"name": "get_weather", "arguments": ""}}])),
+                  (0.01, delta(tool_calls=[{"index": 0, "function": {"arguments": '{"city": "Paris"}'}}])),
+                  (0.0, DONE)],
+    # several tokens per chunk and no usage at all (speculative decoding, coalescing servers)
+    "packed-no-usage": [(0.0, chunk(" the quick brown")), (0.02, chunk(" fox jumps over")), (0.02, chunk(" it")),
+                        (0.0, DONE)],
+})

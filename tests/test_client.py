@@ -151,3 +151,27 @@ def test_valid_json_of_unexpected_types_is_one_record_with_a_reason(mode, status
         assert needle in rec.error
     else:
         assert rec.output_tokens_source == "chunks" and rec.output_tokens == len(rec.chunk_times)
+
+
+def test_reasoning_deltas_count_as_output_but_the_answer_starts_later():
+    rec, _ = run_one({}, "reasoning")
+    assert rec.status == "ok" and len(rec.chunk_times) == 4 and rec.output_tokens == 4
+    assert rec.reasoning_tokens == 2 and rec.first_answer_at == rec.chunk_times[2]
+    assert rec.first_answer_at - rec.first_token_at == pytest.approx(0.12, abs=0.03)
+
+
+def test_tool_call_deltas_are_output():
+    rec, _ = run_one({}, "tool-call")
+    assert rec.status == "ok" and len(rec.chunk_times) == 2 and rec.first_answer_at == rec.first_token_at
+
+
+def test_several_tokens_per_chunk_without_usage_are_counted_per_chunk(tok):
+    rec, _ = run_one({}, "packed-no-usage", tok=tok)
+    assert rec.output_tokens_source == "tokenizer" and rec.chunk_tokens == (3, 3, 1) and rec.output_tokens == 7
+
+
+def test_priority_is_sent_as_vllms_field_only_when_the_request_has_a_lane():
+    cfg = ClientConfig(base_url="http://x", model="m")
+    c = CLIENT["cls"](cfg, 0.0)
+    assert c.payload(RequestSpec("r", "c", "hi", 1, 5, priority=2))["priority"] == 2
+    assert "priority" not in c.payload(RequestSpec("r", "c", "hi", 1, 5))

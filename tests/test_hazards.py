@@ -95,3 +95,15 @@ def test_packed_chunks_by_the_tokenizer_when_the_server_sends_no_usage():
     recs = [RequestRecord(f"r{i}", "a", 0, 0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 9, "tokenizer") for i in range(3)]
     found = hz.packed_chunks(evidence(recs))
     assert found and found[0].text.startswith("the tokenizer counts 27 output tokens but the stream carried 9")
+
+
+def test_tokenizer_mismatch_names_the_tokenizer_to_pass():
+    recs = [RequestRecord(f"r{i}", "a", 0, 0, 0.1, 0.2, (0.1, 0.2), (1, 1), 100, "usage", output_tokens_local=80)
+            for i in range(5)]
+    e = evidence(recs)
+    e.model, e.tokenizer = "Qwen/Qwen2.5-7B-Instruct", "llama-3"
+    found = hz.tokenizer_mismatch(e)
+    assert found and "500 output tokens" in found[0].text and "counts 400 (-20.0%)" in found[0].text
+    assert "--tokenizer Qwen/Qwen2.5-7B-Instruct" in found[0].text
+    close = [RequestRecord("r", "a", 0, 0, 0.1, 0.2, (0.1, 0.2), (1, 1), 100, "usage", output_tokens_local=99)]
+    assert hz.tokenizer_mismatch(evidence(close)) == []

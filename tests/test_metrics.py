@@ -92,3 +92,23 @@ def test_few_samples_warning_and_chunk_count_warning():
     s = summary([r])
     assert any("only 1 samples" in w for w in s["warnings"])
     assert any("several tokens per chunk" in w for w in s["warnings"])
+
+
+def test_ttfo_is_the_first_answer_token_and_an_slo_key():
+    # reasoning model: first token at 0.1 s, first answer at 0.5 s; a plain model answers at once
+    think = RequestRecord("r0", "a", 0, 0, 0.1, 0.6, (0.1, 0.3, 0.5, 0.6), (1, 1, 1, 1), 4, "usage",
+                          first_answer_at=0.5, reasoning_tokens=2)
+    plain = RequestRecord("r1", "a", 0, 0, 0.2, 0.3, (0.2, 0.3), (1, 1), 2, "usage")
+    s = summary([think, plain], slo={"ttfo": 300})
+    assert s["ttft_ms"]["max"] == pytest.approx(200) and s["ttfo_ms"]["max"] == pytest.approx(500)
+    assert s["slo_attainment"] == 0.5 and s["reasoning_tokens"] == 2
+
+
+def test_itl_is_per_token_when_chunks_carry_several_and_per_chunk_is_a_variant():
+    # chunks at 0.1 (2 tokens), 0.4 (3 tokens), 0.5 (1 token): per token 100, 100, 100, 100 ms; per chunk 300, 100
+    r = RequestRecord("r0", "a", 0, 0, 0.1, 0.5, (0.1, 0.4, 0.5), (2, 3, 1), 6, "usage")
+    s = summary([r])
+    assert s["itl_ms"]["n"] == 4 and s["itl_ms"]["max"] == pytest.approx(100)
+    v = s["metric_variants"]["itl_chunk_pooled_ms"]
+    assert v["n"] == 2 and v["max"] == pytest.approx(300)
+    assert s["tpot_ms"]["p50"] == pytest.approx(80)  # (0.5 - 0.1) / 5

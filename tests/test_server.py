@@ -236,3 +236,16 @@ def test_serve_stops_instead_of_hanging_when_the_engine_loop_dies(tok):
 
     asyncio.run(go())
     assert srv.failed.startswith("RuntimeError")
+
+
+def test_the_engine_can_think_before_it_answers(tok):
+    async def fn(s, srv):
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "stream": True,
+                "stream_options": {"include_usage": True}, "goodbench_reasoning_tokens": 3}
+        async with s.post("/v1/chat/completions", json=body) as r:
+            return await sse_events(r)
+
+    ev = [json.loads(e) for e in serve(fn, tok)[:-1]]
+    deltas = [e["choices"][0]["delta"] for e in ev if e["choices"]][1:]  # after the role chunk
+    assert [("reasoning_content" in d) for d in deltas] == [True, True, True, False, False]
+    assert ev[-1]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 3}

@@ -109,3 +109,54 @@ def test_continuous_beats_static_batching_on_long_tailed_outputs():
         s = summary(simulate(eng, reqs, np.zeros(len(reqs))))
         thr[sched] = s["output_throughput"]
     assert thr["vllm"] / thr["static"] > 2.5
+
+
+def test_a_reasoning_share_delays_the_first_answer_token(tmp_path):
+    from goodbench import api
+
+    w = tmp_path / "r.toml"
+    w.write_text('endpoint = "chat"\nnum_requests = 20\n[arrival]\nrate = 5\n[[class]]\nname = "think"\n'
+                 'input = 64\noutput = 40\nreasoning = 0.5\n')
+    s = api.simulate(str(w), EngineConfig(fixed_step_ms=10), result_dir=str(tmp_path)).summary
+    assert s["reasoning_tokens"] == 20 * 20
+    assert s["ttfo_ms"]["p50"] == pytest.approx(s["ttft_ms"]["p50"] + 20 * 10, abs=1)
+    bad = tmp_path / "b.toml"
+    bad.write_text('[[class]]\nreasoning = 0.5\n')
+    from goodbench.errors import InputError
+
+    with pytest.raises(InputError, match="need endpoint"):
+        api.load_workload(str(bad))
+
+
+LANES = '''endpoint = "completions"
+num_requests = 300
+seed = 1
+[arrival]
+rate = 9
+[slo]
+ttft = 400
+[[class]]
+name = "query"
+weight = 0.7
+input = 96
+output = 32
+priority = 0
+[[class]]
+name = "rag"
+weight = 0.3
+input = 12000
+output = 64
+priority = 1
+'''
+
+
+def test_priority_lanes_protect_the_short_lane_when_the_engine_honours_them(tmp_path):
+    from goodbench import api
+
+    w = tmp_path / "lanes.toml"
+    w.write_text(LANES)
+    runs = {policy: api.simulate(str(w), EngineConfig(gpu="l40s", scheduling_policy=policy), result_dir=str(tmp_path))
+            for policy in ("fcfs", "priority")}
+    lane = {p: r.summary["per_priority"]["0"]["slo_attainment"] for p, r in runs.items()}
+    assert set(runs["fcfs"].summary["per_priority"]) == {"0", "1"}
+    assert lane["priority"] > lane["fcfs"] + 0.05, lane

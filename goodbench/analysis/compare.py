@@ -43,9 +43,8 @@ class Delta:
 
 def _values(c: Columns, key: str) -> tuple[np.ndarray, np.ndarray | None]:
     ok = c.ok & ~np.isnan(c.first)
-    if key == "itl":
-        okg = c.ok
-        return c.gaps[c.gap_mask(okg)], c.gap_count[okg]
+    if key == "itl":  # per token, as the summary's itl_ms
+        return c.itl[np.repeat(c.ok, c.itl_count)], c.itl_count[c.ok]
     v = {"ttft": c.ttft, "tpot": c.tpot, "e2el": c.e2e}[key][ok]
     return v[~np.isnan(v)], None
 

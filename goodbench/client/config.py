@@ -65,6 +65,10 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
         body["ignore_eos"] = True
     if cfg.min_tokens:
         body["min_tokens"] = spec.max_tokens
+    if spec.priority is not None:
+        body["priority"] = spec.priority  # vLLM: honoured with --scheduling-policy priority
+    if spec.reasoning_tokens:
+        body["goodbench_reasoning_tokens"] = spec.reasoning_tokens  # the reference engine thinks first
     if cfg.extra_body:
         body.update(cfg.extra_body)
     return body

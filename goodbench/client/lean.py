@@ -25,7 +25,7 @@ from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from ..version import __version__
 from .config import ERROR_BODY_LIMIT, ClientConfig, not_a_stream, request_body
-from .stream import StreamState
+from .stream import StreamState, local_count_due
 
 SWEEP_S = 0.05  # how often timeouts and stale pooled connections are checked
 CONNECT_TIMEOUT_S = 10.0
@@ -172,6 +172,7 @@ class LeanClient:
         self._pacer = TurnPacer()
         self._sweeper: asyncio.Task | None = None
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self.finished = 0
 
     async def __aenter__(self):
         self._sweeper = asyncio.ensure_future(self._sweep())
@@ -301,5 +302,6 @@ class LeanClient:
             st.fail("bad_stream", f"client error: {type(e).__name__}: {str(e)[:200]}")
         if retries and st.status == "ok" and not st.done and http is None:
             st.fail("disconnected", "connection lost twice before any response byte")
+        self.finished += 1
         return st.record(spec, scheduled_at, sent_at, clock() - t0, st.status, http, st.error, self.tok,
-                         retries=retries)
+                         retries=retries, local_count=local_count_due(self.finished - 1))

@@ -14,7 +14,7 @@ from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from .config import ERROR_BODY_LIMIT, ClientConfig, not_a_stream, request_body
 from .config import ENDPOINTS, api_key_from_env, resolve_endpoint  # noqa: F401  (re-exported)
-from .stream import StreamState
+from .stream import StreamState, local_count_due
 
 class _Sent:
     """Per-request trace context: when the request body actually went to the socket."""
@@ -83,6 +83,7 @@ class Client:
             headers["Authorization"] = f"Bearer {cfg.api_key}"
         self._headers = headers
         self._pacer = TurnPacer()
+        self.finished = 0
 
     async def wait_turn(self) -> None:
         """One request leaves per event-loop iteration (see pacing): in a burst, sockets are polled
@@ -153,7 +154,9 @@ class Client:
             st.fail("disconnected", f"{type(e).__name__}: {str(e)[:200]}")
         except Exception as e:  # a surprise in the client must not lose the record (its text says what)
             st.fail("bad_stream", f"client error: {type(e).__name__}: {str(e)[:200]}")
-        return st.record(spec, scheduled_at, res["sent"], clock() - t0, st.status, res["http"], st.error, self.tok)
+        self.finished += 1
+        return st.record(spec, scheduled_at, res["sent"], clock() - t0, st.status, res["http"], st.error, self.tok,
+                         local_count=local_count_due(self.finished - 1))
 
     async def _exchange(self, spec: RequestSpec, st: StreamState, mark: "_Sent", res: dict) -> None:
         """POST, then read the stream into st (or the error body); under send's total deadline."""

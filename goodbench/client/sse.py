@@ -70,13 +70,16 @@ class SSEParser:
 
 @dataclass
 class Chunk:
-    """What one OpenAI stream event says. kind: content | meta | done | error | bad."""
+    """What one OpenAI stream event says. kind: content | meta | done | error | bad. reasoning: the
+    content is a reasoning model's thinking (`reasoning_content` / `reasoning` deltas), not its answer."""
 
     kind: str
     text: str = ""
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     error: str | None = None
+    reasoning: bool = False
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
 
 
 DONE = Chunk("done")
@@ -87,19 +90,45 @@ def _count(v) -> int | None:
     return v if type(v) is int and v >= 0 else None
 
 
-def _text(c0) -> str | None:
-    """The content of one choice: completions `text`, chat `delta.content`, or reasoning deltas.
-    None when the choice is not shaped like OpenAI's (the stream is then malformed)."""
+def _tool_text(calls) -> str | None:
+    """Tool-call deltas are output too: their function names and argument fragments."""
+    if not isinstance(calls, list):
+        return None
+    out = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict):
+            return None
+        for k in ("name", "arguments"):
+            v = fn.get(k)
+            if v is not None and not isinstance(v, str):
+                return None
+            out.append(v or "")
+    return "".join(out)
+
+
+def _text(c0) -> tuple[str, bool] | None:
+    """(text, is reasoning) of one choice: completions `text`; chat `delta.content`, tool-call deltas, or
+    reasoning deltas. None when the choice is not shaped like OpenAI's (the stream is then malformed)."""
     if not isinstance(c0, dict):
         return None
     delta = c0.get("delta")
-    if delta is not None:
-        if not isinstance(delta, dict):
-            return None
-        text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
-    else:
+    if delta is None:
         text = c0.get("text") or ""
-    return text if isinstance(text, str) else None
+        return (text, False) if isinstance(text, str) else None
+    if not isinstance(delta, dict):
+        return None
+    text = delta.get("content") or ""
+    if not isinstance(text, str):
+        return None
+    if text:
+        return text, False
+    calls = delta.get("tool_calls")
+    if calls:
+        tool = _tool_text(calls)
+        return (tool, False) if tool is not None else None
+    thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
+    return (thought, True) if isinstance(thought, str) else None
 
 
 def classify(payload: bytes) -> Chunk:
@@ -122,16 +151,19 @@ def classify(payload: bytes) -> Chunk:
         err = obj["error"]
         msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)
         return Chunk("error", error=f"server error in stream: {str(msg)[:300]}")
-    text = ""
+    text, thinking = "", False
     choices = obj.get("choices")
     if choices:
         if not isinstance(choices, list):
             return Chunk("bad", error=f"malformed event: 'choices' is not a list: {payload[:120]!r}")
-        text = _text(choices[0])
-        if text is None:
+        got = _text(choices[0])
+        if got is None:
             return Chunk("bad", error=f"malformed event: choices[0] is not an OpenAI choice: {payload[:120]!r}")
+        text, thinking = got
     usage = obj.get("usage")
-    ct = pt = None
+    ct = pt = rt = None
     if isinstance(usage, dict):
         ct, pt = _count(usage.get("completion_tokens")), _count(usage.get("prompt_tokens"))
-    return Chunk("content" if text else "meta", text, ct, pt)
+        details = usage.get("completion_tokens_details")
+        rt = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    return Chunk("content" if text else "meta", text, ct, pt, reasoning=thinking, reasoning_tokens=rt)

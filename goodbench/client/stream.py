@@ -12,8 +12,8 @@ from .sse import SSEParser, classify
 class StreamState:
     """Everything one response stream has told us so far; fed bytes as they arrive."""
 
-    __slots__ = ("clock", "t0", "parser", "times", "toks", "texts", "usage_ct", "prompt_srv", "last_ct",
-                 "status", "error", "done")
+    __slots__ = ("clock", "t0", "parser", "times", "toks", "texts", "thinking", "usage_ct", "usage_rt",
+                 "prompt_srv", "last_ct", "status", "error", "done")
 
     def __init__(self, clock, t0: float):
         self.clock, self.t0 = clock, t0
@@ -21,7 +21,8 @@ class StreamState:
         self.times = array("d")
         self.toks = array("i")
         self.texts: list[str] = []
-        self.usage_ct = self.prompt_srv = None
+        self.thinking = array("b")  # per content chunk: 1 = reasoning, 0 = answer (text or tool call)
+        self.usage_ct = self.usage_rt = self.prompt_srv = None
         self.last_ct = 0
         self.status, self.error, self.done = "ok", None, False
 
@@ -51,6 +52,7 @@ class StreamState:
             if kind == "content":
                 self.times.append(t)
                 self.texts.append(c.text)
+                self.thinking.append(c.reasoning)
                 if c.completion_tokens is not None:
                     self.toks.append(max(1, c.completion_tokens - self.last_ct))
                     self.last_ct = c.completion_tokens
@@ -66,24 +68,54 @@ class StreamState:
                 self.usage_ct = c.completion_tokens
             if c.prompt_tokens is not None:
                 self.prompt_srv = c.prompt_tokens
+            if c.reasoning_tokens is not None:
+                self.usage_rt = c.reasoning_tokens
+
+    def _counts(self, tok) -> tuple[array, int, str]:
+        """Per-chunk tokens (the server's usage deltas; else the tokenizer per chunk; else one each),
+        the output total and its source."""
+        n = len(self.times)
+        toks = self.toks
+        if n and min(toks) == 0:  # no per-chunk usage
+            toks = array("i", [max(1, k) for k in tok.count_batch(self.texts)]) if tok is not None else \
+                array("i", [1] * n)
+        if self.usage_ct is not None:
+            return toks, int(self.usage_ct), "usage"
+        if tok is not None and self.texts:
+            return toks, tok.count("".join(self.texts)), "tokenizer"
+        return toks, n, "chunks"
+
+    def _reasoning(self, tok, toks: array) -> tuple[float | None, int]:
+        """Time of the first answer chunk (None when there was none) and the reasoning tokens: the
+        server's usage details when given, else the reasoning chunks' tokens."""
+        answer = [i for i, th in enumerate(self.thinking) if not th]
+        first = self.times[answer[0]] if answer else None
+        if self.usage_rt is not None:
+            return first, int(self.usage_rt)
+        return first, sum(k for k, th in zip(toks, self.thinking) if th)
 
     def record(self, spec: RequestSpec, scheduled_at: float, sent_at: float, finished_at: float, status: str,
-               http_status: int | None, error: str | None, tok=None, origin: str = "", retries: int = 0) -> RequestRecord:
+               http_status: int | None, error: str | None, tok=None, origin: str = "", retries: int = 0,
+               local_count: bool = False) -> RequestRecord:
         """Token counts: the server's usage when sent, else the tokenizer over the streamed text, else
-        one per content chunk (and the source says which)."""
-        times, toks = self.times, self.toks
+        one per content chunk (and the source says which). local_count: also count the streamed text
+        with the tokenizer when the server sent usage (the tokenizer-mismatch check samples requests)."""
+        times = self.times
         n = len(times)
-        if n and min(toks) == 0:  # no per-chunk usage: one token per chunk
-            toks = array("i", [1] * n)
-        if self.usage_ct is not None:
-            out, source = int(self.usage_ct), "usage"
-        elif tok is not None and self.texts:
-            out, source = tok.count("".join(self.texts)), "tokenizer"
-        else:
-            out, source = n, "chunks"
+        toks, out, source = self._counts(tok)
+        first_answer, reasoning = self._reasoning(tok, toks) if n else (None, 0)
+        local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
         return RequestRecord(
             id=spec.id, cls=spec.cls, scheduled_at=scheduled_at, sent_at=sent_at,
             first_token_at=times[0] if n else None, finished_at=finished_at, chunk_times=tuple(times),
             chunk_tokens=tuple(toks), output_tokens=out, output_tokens_source=source,
             prompt_tokens=spec.prompt_tokens, prompt_tokens_server=self.prompt_srv, status=status,
-            http_status=http_status, error=error, warmup=spec.warmup, origin=origin, retries=retries)
+            http_status=http_status, error=error, warmup=spec.warmup, origin=origin, retries=retries,
+            first_answer_at=first_answer, reasoning_tokens=reasoning, output_tokens_local=local,
+            priority=spec.priority)
+
+
+def local_count_due(n: int) -> bool:
+    """Whether the n-th finished request (0-based) also gets a local token count beside the server's
+    usage: the first 100, then every 20th (the tokenizer-mismatch check, at bounded cost)."""
+    return n < 100 or n % 20 == 0

@@ -169,7 +169,7 @@ class ClusterSim:
                              lambda j: self.front[j].engine.kv.cached_blocks_of(hashes),
                              getattr(r, "session_id", None))
         mt = 1 if self.spec.disaggregated else r.max_tokens
-        s = Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes)
+        s = Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes, priority=r.priority or 0)
         if self.spec.disaggregated:
             self.back[0].engine.check_fits(r.prompt_tokens, r.max_tokens)  # refuse early what decode cannot hold
         if self._place(self.front[i], s, t) and not self.spec.disaggregated:
@@ -178,7 +178,7 @@ class ClusterSim:
     def _land(self, t: float, k: int) -> None:
         r = self.requests[k]
         i = self.back_router.pick([x.outstanding(t) for x in self.back], (), lambda j: 0, None)
-        s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t)
+        s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0)
         s.preloaded = r.prompt_tokens - 1
         if self._place(self.back[i], s, t):
             self.seqs[k] = s

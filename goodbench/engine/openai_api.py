@@ -9,6 +9,9 @@ import math
 from dataclasses import dataclass
 
 
+REASONING_FIELD = "goodbench_reasoning_tokens"  # real servers ignore it; the reference engine thinks first
+
+
 class BadRequest(Exception):
     """A 400 with OpenAI's error shape; `param` names the offending field."""
 
@@ -31,6 +34,7 @@ class Parsed:
     continuous_usage: bool
     ignore_eos: bool
     priority: int
+    reasoning_tokens: int = 0     # goodbench extension: stream this many reasoning tokens first (chat)
 
 
 def _bool(body: dict, key: str, default: bool = False) -> bool:
@@ -101,21 +105,25 @@ def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
     return Parsed(chat=chat, text=text, token_ids=ids, overhead=overhead,
                   max_tokens=_int(body, key, 1, None if chat else 16), stream=_bool(body, "stream"),
                   include_usage=_bool(so, "include_usage"), continuous_usage=_bool(so, "continuous_usage_stats"),
-                  ignore_eos=_bool(body, "ignore_eos"), priority=_int(body, "priority", -(2 ** 62), 0))
+                  ignore_eos=_bool(body, "ignore_eos"), priority=_int(body, "priority", -(2 ** 62), 0),
+                  reasoning_tokens=_int(body, REASONING_FIELD, 0, 0))
 
 
 class Formatter:
     """Pre-rendered SSE chunks for one response: a token costs one bytes concatenation, no JSON encoding."""
 
-    __slots__ = ("chat", "n_prompt", "include_usage", "continuous", "words", "off", "pre", "mid", "head")
+    __slots__ = ("chat", "n_prompt", "include_usage", "continuous", "words", "off", "pre", "mid", "head",
+                 "thinking", "think_pre")
 
-    def __init__(self, cid, created, model, chat, n_prompt, include_usage, continuous, words, seed):
+    def __init__(self, cid, created, model, chat, n_prompt, include_usage, continuous, words, seed, thinking=0):
         self.chat, self.n_prompt = chat, n_prompt
         self.include_usage, self.continuous = include_usage, continuous
         self.words, self.off = words, (seed * 7919) % len(words)
         obj = "chat.completion.chunk" if chat else "text_completion"
         self.head = (f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model)},'
                      f'"choices":').encode()
+        self.thinking = thinking if chat else 0  # the first `thinking` tokens are reasoning (chat only)
+        self.think_pre = b'[{"index":0,"delta":{"reasoning_content":'
         if chat:
             self.pre = b'[{"index":0,"delta":{"content":'
             self.mid = b'},"logprobs":null,"finish_reason":'
@@ -127,15 +135,18 @@ class Formatter:
         return self.words[(self.off + i) % len(self.words)]
 
     def _usage(self, n: int) -> bytes:
+        details = (f',"completion_tokens_details":{{"reasoning_tokens":{min(n, self.thinking)}}}'
+                   if self.thinking else "")
         return (f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},'
-                f'"total_tokens":{self.n_prompt + n}}}').encode()
+                f'"total_tokens":{self.n_prompt + n}{details}}}').encode()
 
     def role_chunk(self) -> bytes:
         return (b"data: " + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
                 b'"logprobs":null,"finish_reason":null}]}\n\n')
 
     def token(self, n: int, done: bool) -> bytes:
-        chunk = b"data: " + self.head + self.pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + b"}]"
+        pre = self.think_pre if n <= self.thinking else self.pre
+        chunk = b"data: " + self.head + pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + b"}]"
         if self.continuous:
             chunk += b',"usage":' + self._usage(n)
         chunk += b"}\n\n"

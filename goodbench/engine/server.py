@@ -244,7 +244,7 @@ class EngineServer:
         stream = Stream(arrived, asyncio.get_running_loop().create_future())
         stream.fmt = Formatter(f"{'chatcmpl' if chat else 'cmpl'}-{rid}", int(time.time()), self.model_name, chat,
                                n_prompt, include_usage=req.include_usage, continuous=req.continuous_usage,
-                               words=self.words, seed=rid)
+                               words=self.words, seed=rid, thinking=min(req.reasoning_tokens, max_tokens - 1))
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
         seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=req.priority, hashes=hashes, payload=stream)
         try:

@@ -53,12 +53,14 @@ def _records(requests: list[RequestSpec], sent: list[float], times: list[array],
             continue
         t = tuple(times[k])
         done = seqs[k] is not None and seqs[k].status == "finished"
+        think = min(r.reasoning_tokens, max(len(t) - 1, 0))  # as the engine server: the last token answers
         out.append(RequestRecord(
             id=r.id, cls=r.cls, scheduled_at=off, sent_at=off, first_token_at=t[0] if t else None,
             finished_at=t[-1] if t else off, chunk_times=t, chunk_tokens=(1,) * len(t),
             output_tokens=len(t), output_tokens_source="usage", prompt_tokens=r.prompt_tokens,
             prompt_tokens_server=r.prompt_tokens, status="ok" if done else "cancelled",
-            error=None if done else "simulation stopped before completion", warmup=r.warmup))
+            error=None if done else "simulation stopped before completion", warmup=r.warmup,
+            first_answer_at=t[think] if len(t) > think else None, reasoning_tokens=think, priority=r.priority))
     return out
 
 
@@ -132,7 +134,7 @@ def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | 
                 t, k = heapq.heappop(pending)
                 sent[k] = t
                 r = requests[k]
-                s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t,
+                s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0,
                         hashes=text_block_hashes(r.prompt, r.prompt_tokens, bs) if pc else ())
                 if not _admit(engine, s, seqs, bad):
                     arr.finished(1, t)

@@ -26,8 +26,13 @@ class Columns:
         self.last = np.full(n, np.nan)
         self.last[has] = cols.chunk_times[off[1:][has] - 1]
         self.gap_count = gap_counts(cols)
-        self.gaps = gaps_of(cols)
+        self.gaps = gaps_of(cols)  # per chunk (vLLM's ITL; stalls, HOL attribution)
+        self.itl, self.itl_count = per_token_gaps(cols, self.gaps, self.gap_count)
         self.ttft = self.first - self.sent
+        # the first answer token; records written before answers were told apart (or without reasoning)
+        # have none stored: their first token is their first answer token
+        answer = np.where(np.isnan(cols.first_answer) & (cols.reasoning_tokens == 0), self.first, cols.first_answer)
+        self.ttfo = answer - self.sent
         self.e2e = self.last - self.sent
         with np.errstate(invalid="ignore", divide="ignore"):
             self.tpot = np.where(self.out >= 2, (self.e2e - self.ttft) / (self.out - 1), np.nan)
@@ -46,10 +51,12 @@ class Columns:
         return np.repeat(req_mask, self.gap_count)
 
     def clause(self, key: str, ms: float) -> np.ndarray:
-        """Per request: succeeded and this one threshold holds (TPOT holds trivially below 2 tokens)."""
-        vals = {"ttft": self.ttft, "tpot": np.nan_to_num(self.tpot, nan=0.0), "e2el": self.e2e,
+        """Per request: succeeded and this one threshold holds (TPOT holds trivially below 2 tokens; a
+        request with no answer token misses a TTFO threshold)."""
+        vals = {"ttft": self.ttft, "ttfo": self.ttfo, "tpot": np.nan_to_num(self.tpot, nan=0.0), "e2el": self.e2e,
                 "max_itl": self.max_itl}[key]
-        return self.ok & ~np.isnan(self.first) & (vals * 1000.0 <= ms)
+        with np.errstate(invalid="ignore"):
+            return self.ok & ~np.isnan(self.first) & (vals * 1000.0 <= ms)
 
     def meets(self, slo: dict | None) -> np.ndarray | None:
         if not slo:
@@ -66,3 +73,20 @@ def columns_of(result) -> RunColumns:
         cols = result.cols
         return cols.select(~cols.warmup) if cols.warmup.any() else cols
     return RunColumns.from_records([r for r in result.records if not r.warmup])
+
+
+def per_token_gaps(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ITL per token: a chunk carrying k tokens after a gap g gives k samples of g / k (the tokens of a
+    request's first chunk belong to its TTFT). The same arrays as the per-chunk gaps when every chunk is
+    one token (no copy). Returns (pooled samples, samples per request)."""
+    if not cols.tokens.size:
+        return gaps, gap_count
+    later = np.ones(cols.chunk_times.size, bool)
+    starts = cols.offsets[:-1][cols.nchunks > 0]
+    later[starts] = False  # a request's first chunk has no gap before it
+    k = np.maximum(cols.tokens[later].astype(np.int64), 1)
+    samples = np.repeat((gaps / k).astype(gaps.dtype), k)
+    per_request = np.add.reduceat(k, (np.cumsum(gap_count) - gap_count)[gap_count > 0]) if k.size else k
+    counts = np.zeros(len(cols), np.int64)
+    counts[gap_count > 0] = per_request
+    return samples, counts

@@ -27,6 +27,8 @@ class Evidence:
     mode: str = "open"     # RunMeta.mode: open | closed | simulate | imported
     max_concurrency: int | None = None
     caveats: tuple = ()    # what an import could not know (RunMeta.workload.caveats)
+    tokenizer: str = ""    # the local tokenizer's name (RunMeta.tokenizer)
+    model: str = ""        # the served model name (RunMeta.target.model)
     lag_limit_ms: float = LAG_P99_LIMIT_MS
 
     @property
@@ -112,6 +114,20 @@ def overloaded(e: Evidence) -> list[Hazard]:
                    "--find-max-rate` finds the highest sustainable one).")]
 
 
+def tokenizer_mismatch(e: Evidence) -> list[Hazard]:
+    """The server's usage and the local tokenizer disagree (sampled requests): prompts built to N tokens
+    are not N tokens for this server, and counts from the tokenizer would be off."""
+    cols = e.c.cols
+    sel = e.c.ok & (cols.out_local >= 0) & (cols.out_source == TOKEN_SOURCES.index("usage"))
+    server, local = int(cols.out_tokens[sel].sum()), int(cols.out_local[sel].sum())
+    if not server or abs(server - local) <= 0.02 * server:
+        return []
+    hint = f"--tokenizer {e.model}" if e.model and e.model not in ("default", "?") else "--tokenizer NAME_OR_FILE"
+    return [Hazard(f"the server counts {server} output tokens in {int(sel.sum())} sampled responses where the local "
+                   f"tokenizer ({e.tokenizer or 'default'}) counts {local} ({local / server - 1:+.1%}): pass the "
+                   f"server's tokenizer ({hint}) so that synthetic prompts have the lengths asked for.")]
+
+
 def retried_requests(e: Evidence) -> list[Hazard]:
     """Requests sent again after the server closed a reused keep-alive connection under them (their
     times run from the first send, so the lost round trip counts against the server)."""
@@ -146,7 +162,7 @@ def thin_per_class(e: Evidence) -> list[Hazard]:
 
 
 CHECKS = (generator_lag, rate_shortfall, concurrency_cap, overloaded, thin_percentiles, tokens_from_chunks,
-          packed_chunks, retried_requests, import_caveats, nothing_completed, thin_per_class)
+          packed_chunks, tokenizer_mismatch, retried_requests, import_caveats, nothing_completed, thin_per_class)
 
 
 def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str]]:

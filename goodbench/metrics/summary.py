@@ -58,10 +58,12 @@ def block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bo
                      "by_status": {s: int(by_status[i]) for i, s in enumerate(STATUSES) if by_status[i]},
                      "retried": int((c.cols.retries[sel] > 0).sum())},
         "request_throughput": completed / duration if duration > 0 else None,
+        "reasoning_tokens": int(c.cols.reasoning_tokens[ok].sum()),
         "output_throughput": float(c.out[ok].sum() / duration) if duration > 0 else None,
         "ttft_ms": dist(c.ttft[has_first], ci),
+        "ttfo_ms": dist(c.ttfo[has_first & ~np.isnan(c.ttfo)], ci),
         "tpot_ms": dist(c.tpot[ok & ~np.isnan(c.tpot)], ci),
-        "itl_ms": dist(c.gaps[c.gap_mask(ok)], ci, groups=c.gap_count[ok]),
+        "itl_ms": dist(c.itl[np.repeat(ok, c.itl_count)], ci, groups=c.itl_count[ok]),
         "e2el_ms": dist(c.e2e[has_first], ci),
         "schedule_lag_ms": dist(c.lag[sel & ~np.isnan(c.lag)]),
         "ttft_from_scheduled_ms": dist((c.first - c.sched)[has_first]),
@@ -122,6 +124,8 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
     try:
         per_class = {k: later(block, c, cols.cls == code, slo, duration, ci)
                      for code, k in enumerate(cols.cls_names)} if len(cols.cls_names) > 1 else {}
+        lanes = np.unique(cols.priority[~np.isnan(cols.priority)])
+        per_lane = {f"{p:g}": later(block, c, cols.priority == p, slo, duration, ci) for p in lanes}
         hol = later(hol_block, cols, c, duration) if ci else None
         s: dict = {"run_id": meta.run_id, "label": label or meta.label, "slo": slo or None}
         overall = block(c, np.ones(len(cols), bool), slo, duration, ci)
@@ -136,9 +140,12 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
         s["saturation"] = saturation(c, c.meets(slo), meta.mode, queue)
         s["saturated"] = s["saturation"]["saturated"]
         s["per_class"] = {k: f.result() for k, f in per_class.items()}
+        if per_lane:  # priority lanes (lower is served first by servers that honour them)
+            s["per_priority"] = {k: f.result() for k, f in per_lane.items()}
         s["valid"], s["warnings"] = assess(Evidence(
             s, c, mode=meta.mode, max_concurrency=meta.max_concurrency, lag_limit_ms=lag_limit_ms,
-            caveats=tuple((meta.workload or {}).get("caveats") or ())))
+            caveats=tuple((meta.workload or {}).get("caveats") or ()), tokenizer=meta.tokenizer,
+            model=str((meta.target or {}).get("model") or "")))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
             s["hol"] = hol.result()
@@ -154,7 +161,8 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
+    lanes = {"per_priority": s.pop("per_priority")} if "per_priority" in s else {}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
-    s.update(valid=valid, warnings=warnings, per_class=per, **tail)
+    s.update(valid=valid, warnings=warnings, per_class=per, **lanes, **tail)
     return s

@@ -22,9 +22,11 @@ def variants(c: Columns, sel: np.ndarray, itl: dict) -> dict:
         "itl_per_request_chunk_mean_ms": {"defined_as": "per request mean gap between content chunks; "
                                           "percentiles across requests", "used_by": "LLMPerf-style per-request ITL",
                                           **dist(chunk_mean[ok & ~np.isnan(chunk_mean)])},
-        "itl_chunk_pooled_ms": {"defined_as": "every gap between content chunks, pooled across requests",
-                                "used_by": "goodbench ITL, vllm bench serve, SGLang bench_serving",
-                                **{k: v for k, v in itl.items() if k != "ci"}},
+        "itl_chunk_pooled_ms": {"defined_as": "every gap between content chunks, pooled across requests (a "
+                                "chunk of k tokens is one gap)", "used_by": "vllm bench serve, SGLang bench_serving; "
+                                "goodbench ITL when every chunk carries one token",
+                                **({k: v for k, v in itl.items() if k != "ci"} if c.itl is c.gaps else
+                                   dist(c.gaps[c.gap_mask(c.ok & sel)]))},
         "tpot_incl_ttft_ms": {"defined_as": "per request E2E / output_tokens (the first token's wait included)",
                               "used_by": "guidellm time per output token",
                               **dist(incl[ok & ~np.isnan(incl)])},

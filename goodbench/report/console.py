@@ -148,6 +148,12 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
     parts: list = [_verdict(summary, target), _run_line(summary, meta), *_slo_lines(summary, target),
                    _latency_table(summary), _ratios_line(summary), _hol_line(summary.get("hol")),
                    _per_class_table(summary.get("per_class") or {})]
+    lanes = summary.get("per_priority") or {}
+    if lanes:
+        parts.append(Text("  priority lanes (lower served first): " + " · ".join(
+            f"{k}: {b['requests']['issued']} req, attainment "
+            + ("-" if b.get("slo_attainment") is None else f"{b['slo_attainment']:.1%}")
+            + f", TTFT p99 {_ms(b['ttft_ms']['p99'])} ms" for k, b in lanes.items())))
     parts += [Text(f"  ! {w}", style="yellow") for w in summary.get("warnings", [])]
     if results_path:
         parts.append(Text(f"  results: {results_path}", style="dim"))

