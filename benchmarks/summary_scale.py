@@ -59,7 +59,8 @@ def build(run_dir: str, n: int, k: int, seed: int = 0, with_jsonl: bool = False)
         out_source=np.zeros(n, np.int8), prompt_tokens=np.where(is_long, 3000, 50).astype(np.int64),
         http_status=np.full(n, 200, np.int32), warmup=np.zeros(n, bool), chunk_tok_sum=nch.copy(), nchunks=nch,
         retries=np.zeros(n, np.int8), first_answer=first.copy(), reasoning_tokens=np.zeros(n, np.int64),
-        out_local=np.full(n, -1, np.int64), priority=np.full(n, np.nan), tokens=np.zeros(0, np.int16),
+        out_local=np.full(n, -1, np.int64), priority=np.full(n, np.nan), session=np.full(n, -1, np.int64),
+        session_names=[], turn=np.zeros(n, np.int32), session_turns=np.zeros(n, np.int32), tokens=np.zeros(0, np.int16),
         chunk_times=chunk)
     meta = RunMeta(run_id=os.path.basename(run_dir), label=f"synthetic {n}x{k}", mode="open",
                    slo={"ttft": 500, "tpot": 50}, requested_rate=rate, workload={"name": "synthetic-scale"})

@@ -74,6 +74,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     from . import tokenizer as tokmod
     from .engine.prices import price_table
     from .metrics.cost import cost_summary
+    from .metrics.prefix import prefix_block
     from .runner import build_plan
 
     spec = _workload(workload)
@@ -84,7 +85,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     scaled = cluster is not None and (cluster.disaggregated or cluster.replicas > 1)
     meta_engine = cfg.to_dict() | ({"cluster": asdict(cluster)} if scaled else {})
     rd = RunDir.open(result_dir, RunMeta(
-        run_id=run_id or "", label=plan.arrival.label,
+        run_id=run_id or "", label=("sessions:" if plan.sessions else "") + plan.arrival.label,
         target={"base_url": "simulated", "endpoint": "", "model": cfg.model}, engine=meta_engine,
         workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo, seed=spec.seed, tokenizer=tok.name,
         mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None,
@@ -100,7 +101,11 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
 
     def extra(s: dict) -> dict:
         sim = stats | {"wall_s": wall, "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None}
-        return {"simulation": sim} | cost_summary(recs, spec.slo, gpus, price_table(prices), s)
+        q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
+        reuse = prefix_block(h / q if q else None, plan.expected_reuse() if cfg.enable_prefix_caching else None,
+                             "the simulated engine")
+        return ({"simulation": sim} | cost_summary(recs, spec.slo, gpus, price_table(prices), s)
+                | ({"prefix_cache": reuse} if reuse else {}))
 
     summary = rd.finish(extra=extra)
     return Run(rd.dir, rd.meta, summary)
@@ -115,12 +120,16 @@ def _simulate_records(cfg: EngineConfig, plan, cluster, trace_path: str | None) 
     if cluster is not None:
         if trace_path:
             raise UsageError("--step-trace is for one instance; drop it with --replicas / --disaggregate")
+        if plan.sessions:
+            raise UsageError("multi-turn sessions are simulated on one instance (no --replicas / --disaggregate)")
         return simulate_cluster(cluster, cfg, plan.requests, None if plan.closed else plan.offsets)
     eng = Engine(cfg)
     recs = simulate_one(eng, plan.requests, plan.offsets, trace_path=trace_path,
                         closed_users=plan.arrival.concurrency if plan.closed else 0,
-                        think_s=plan.arrival.think_time_s, duration_s=plan.duration_s)
-    return recs, {"steps": eng.stats.steps, "preemptions": eng.stats.preemptions}
+                        think_s=plan.arrival.think_time_s, duration_s=plan.duration_s, sessions=plan.sessions,
+                        session_cap=plan.spec.session.max_concurrent if plan.sessions else 0)
+    return recs, {"steps": eng.stats.steps, "preemptions": eng.stats.preemptions,
+                  "prefix_cache_queries": eng.kv.queries, "prefix_cache_hits": eng.kv.hits}
 
 
 @dataclass
@@ -171,7 +180,8 @@ def _connect(target: Target, spec: WorkloadSpec):
     if why:
         raise TargetError(f"target unreachable: {why}")
     model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
-    return ClientConfig(base_url=target.base_url, endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
+    header = {"session_header": spec.session.header} if spec.session else {}
+    return ClientConfig(**header, base_url=target.base_url, endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
                         model=model, api_key=target.api_key, ignore_eos=spec.ignore_eos and target.ignore_eos,
                         min_tokens=target.min_tokens, timeout_s=target.timeout_s,
                         idle_timeout_s=target.idle_timeout_s, client=target.client, keepalive_s=target.keepalive_s)
@@ -204,13 +214,14 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
         tok = tokmod.load(tokenizer)
         _stage(on_stage, "building workload...")
         plan = runner.build_plan(spec, tok)
-        label = plan.arrival.label + ("" if not max_concurrency else f",maxconc={max_concurrency}")
+        cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
+        label = ("sessions:" if plan.sessions else "") + plan.arrival.label + (f",maxconc={cap}" if cap else "")
         rd = RunDir.open(result_dir, RunMeta(
             run_id=run_id or "", label=label, target={"base_url": ccfg.base_url, "endpoint": ccfg.endpoint,
                                                 "model": ccfg.model},
             engine=cfg.to_dict() if cfg else None, workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo,
             seed=spec.seed, tokenizer=tok.name, mode="closed" if plan.closed else "open",
-            requested_rate=plan.arrival.mean_rate if not plan.closed else None, max_concurrency=max_concurrency,
+            requested_rate=plan.arrival.mean_rate if not plan.closed else None, max_concurrency=cap,
             planned_requests=plan.planned))
         opts = runner.RunOptions(max_concurrency=max_concurrency, workers=max(1, workers),
                                  scrape_metrics=scrape_metrics, slo=spec.slo, grace_s=grace_s)
@@ -218,11 +229,21 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
         go = lambda on_tick: runner.run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)  # noqa: E731
         interrupted = live(prog, go) if live is not None else go(None)
         rd.meta.interrupted = interrupted
-        summary = rd.finish(label=label)
+        summary = rd.finish(label=label, extra=lambda s: _observed_reuse(rd.dir, plan))
         return Run(rd.dir, rd.meta, summary, interrupted)
     finally:
         if proc is not None:
             _stop_engine(proc, rd.dir if rd else None)
+
+
+def _observed_reuse(run_dir: str, plan) -> dict:
+    """The prefix-cache hit rate the server's counters show over the run, beside the workload's own."""
+    from .metrics.prefix import observed_hit_rate, prefix_block
+    from .store import load_server_metrics
+
+    block = prefix_block(observed_hit_rate(load_server_metrics(run_dir)), plan.expected_reuse(),
+                         "the server's vllm:prefix_cache_hits / prefix_cache_queries")
+    return {"prefix_cache": block} if block else {}
 
 
 def run_via_locust(workload, target: Target | str | None = None, *, engine: EngineConfig | None = None,

@@ -23,6 +23,7 @@ class RunColumns:
     cls_names: list
     origin: np.ndarray         # int32 code into origin_names (one clock per origin)
     origin_names: list
+    session_names: list
     status: np.ndarray         # int8 code into records.STATUSES
     scheduled: np.ndarray      # float64 seconds since run start
     sent: np.ndarray           # float64, NaN = never sent
@@ -40,12 +41,16 @@ class RunColumns:
     reasoning_tokens: np.ndarray  # int64
     out_local: np.ndarray      # int64, -1 = not counted locally
     priority: np.ndarray       # float64 priority lane, NaN = none
+    session: np.ndarray        # int64 code into session_names, -1 = not part of a session
+    turn: np.ndarray           # int32, 0 = not a session turn
+    session_turns: np.ndarray  # int32: the session's planned turns (0 = none)
     tokens: np.ndarray         # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
     chunk_times: np.ndarray    # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
 
     ARRAYS = ("ids", "cls", "origin", "status", "scheduled", "sent", "first", "finished", "out_tokens",
               "out_source", "prompt_tokens", "http_status", "warmup", "chunk_tok_sum", "nchunks", "retries",
-              "first_answer", "reasoning_tokens", "out_local", "priority", "tokens", "chunk_times")
+              "first_answer", "reasoning_tokens", "out_local", "priority", "session", "turn", "session_turns",
+              "tokens", "chunk_times")
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -70,7 +75,7 @@ class RunColumns:
             return self
         chunk_mask = np.repeat(mask, self.nchunks)
         kw = {f: getattr(self, f)[mask] for f in self.ARRAYS if f not in ("chunk_times", "tokens")}
-        return RunColumns(cls_names=self.cls_names, origin_names=self.origin_names,
+        return RunColumns(cls_names=self.cls_names, origin_names=self.origin_names, session_names=self.session_names,
                           chunk_times=self.chunk_times[chunk_mask],
                           tokens=self.tokens[chunk_mask] if self.tokens.size else self.tokens, **kw)
 
@@ -91,6 +96,10 @@ class RunColumns:
             return np.fromiter((NAN if (v := getattr(r, attr)) is None else v for r in recs), float, n)
 
         cls_codes, cls_names = codes([r.cls for r in recs])
+        named = [r.session for r in recs if r.session is not None]
+        sess_names = sorted(set(named))
+        sindex = {v: i for i, v in enumerate(sess_names)}
+        sess_codes = np.fromiter((-1 if r.session is None else sindex[r.session] for r in recs), np.int64, n)
         org_codes, org_names = codes([r.origin for r in recs])
         nchunks = np.fromiter((len(r.chunk_times) for r in recs), np.int64, n)
         return cls(
@@ -111,7 +120,9 @@ class RunColumns:
             reasoning_tokens=np.fromiter((r.reasoning_tokens for r in recs), np.int64, n),
             out_local=np.fromiter((-1 if r.output_tokens_local is None else r.output_tokens_local for r in recs),
                                   np.int64, n),
-            priority=opt("priority"),
+            priority=opt("priority"), session=sess_codes, session_names=sess_names,
+            turn=np.fromiter((r.turn or 0 for r in recs), np.int32, n),
+            session_turns=np.fromiter((r.session_turns or 0 for r in recs), np.int32, n),
             tokens=_chunk_tokens(recs, int(nchunks.sum())),
             chunk_times=np.fromiter(itertools.chain.from_iterable(r.chunk_times for r in recs), float,
                                     int(nchunks.sum())),
@@ -137,6 +148,8 @@ class RunColumns:
             reasoning_tokens=int(self.reasoning_tokens[i]),
             output_tokens_local=None if self.out_local[i] < 0 else int(self.out_local[i]),
             priority=None if np.isnan(self.priority[i]) else int(self.priority[i]),
+            session=self.session_names[self.session[i]] if self.session[i] >= 0 else None,
+            turn=int(self.turn[i]) or None, session_turns=int(self.session_turns[i]) or None,
             chunk_tokens=tuple(toks[off[i]:off[i + 1]].tolist())) for i in range(len(self))]
 
 

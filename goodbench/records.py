@@ -28,6 +28,10 @@ class RequestSpec:
     warmup: bool = False
     reasoning_tokens: int = 0  # a reasoning model's thinking before its answer (the reference engine obeys)
     priority: int | None = None  # sent as vLLM's `priority` (lower is served first); None: not sent
+    segments: tuple | None = None  # the prompt's prefix structure (workloads.segments), when it has one
+    session: str | None = None  # a multi-turn session's id, the turn's number from 1, and its turns
+    turn: int | None = None
+    session_turns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,9 @@ class RequestRecord:
     reasoning_tokens: int = 0  # of output_tokens, the reasoning model's thinking
     output_tokens_local: int | None = None  # the local tokenizer's count where the server's usage was used
     priority: int | None = None  # the request's priority lane, when it had one
+    session: str | None = None  # the multi-turn session it belongs to, its turn (from 1) and its turns
+    turn: int | None = None
+    session_turns: int | None = None
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)

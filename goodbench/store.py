@@ -17,7 +17,7 @@ from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
-COLUMNS_VERSION = 4  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority
+COLUMNS_VERSION = 5  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -153,7 +153,8 @@ def save_columns(run_dir: str, cols: RunColumns) -> str:
         np.save(os.path.join(tmp, name + ".npy"), getattr(cols, name), allow_pickle=False)
     with open(os.path.join(tmp, "columns.json"), "w", encoding="utf-8") as f:
         json.dump({"version": COLUMNS_VERSION, "requests": len(cols), "cls_names": cols.cls_names,
-                   "origin_names": cols.origin_names, "records_bytes": _records_bytes(run_dir)}, f)
+                   "origin_names": cols.origin_names, "session_names": cols.session_names,
+                   "records_bytes": _records_bytes(run_dir)}, f)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final
@@ -171,7 +172,8 @@ def _read_columns(run_dir: str) -> RunColumns | None:
         arrays = {name: np.load(os.path.join(d, name + ".npy"), allow_pickle=False) for name in RunColumns.ARRAYS}
     except (OSError, ValueError, KeyError):
         return None
-    return RunColumns(cls_names=list(info["cls_names"]), origin_names=list(info["origin_names"]), **arrays)
+    return RunColumns(cls_names=list(info["cls_names"]), origin_names=list(info["origin_names"]),
+                      session_names=list(info["session_names"]), **arrays)
 
 
 def load_columns(run_dir: str, write_sidecar: bool = True) -> ColumnarRun:

@@ -25,6 +25,7 @@ class ClientConfig:
     extra_body: dict | None = None
     keepalive_s: float = 4.0  # never reuse a connection idle longer (uvicorn closes idle ones after 5 s)
     client: str = "lean"  # lean (asyncio + httptools, the default) | aiohttp (the baseline)
+    session_header: str = "X-Session-ID"  # carries a multi-turn request's session id (also sent as `user`)
 
     @property
     def is_chat(self) -> bool:
@@ -65,6 +66,8 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
         body["ignore_eos"] = True
     if cfg.min_tokens:
         body["min_tokens"] = spec.max_tokens
+    if spec.session is not None:
+        body["user"] = spec.session  # OpenAI's end-user id: routers and servers may key affinity on it
     if spec.priority is not None:
         body["priority"] = spec.priority  # vLLM: honoured with --scheduling-policy priority
     if spec.reasoning_tokens:

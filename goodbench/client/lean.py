@@ -166,7 +166,7 @@ class LeanClient:
                 "Accept: text/event-stream", "Content-Type: application/json"]
         if cfg.api_key:
             head.append(f"Authorization: Bearer {cfg.api_key}")
-        self._head = ("\r\n".join(head) + "\r\nContent-Length: ").encode("latin-1")
+        self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
         self.idle: deque[_Conn] = deque()
         self.active: set[_Conn] = set()
         self._pacer = TurnPacer()
@@ -193,7 +193,10 @@ class LeanClient:
 
     def encode(self, spec: RequestSpec) -> bytes:
         body = self._dumps(request_body(self.cfg, spec)).encode("utf-8")
-        return self._head + str(len(body)).encode() + b"\r\n\r\n" + body
+        head = self._head
+        if spec.session is not None:
+            head += f"{self.cfg.session_header}: {spec.session}\r\n".encode("latin-1")
+        return head + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
 
     # ---------------------------------------------------------------- pool
     async def _connect(self) -> _Conn:
@@ -266,9 +269,9 @@ class LeanClient:
                 self.idle.popleft().close()
 
     # ---------------------------------------------------------------- one request
-    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None) -> RequestRecord:
+    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None) -> RequestRecord:
         """One request, streamed to its end, as a record. Never raises (but for cancellation of the
-        caller itself): every fault becomes the record's status."""
+        caller itself): every fault becomes the record's status. on_text gets the reply's answer text."""
         clock, t0 = self.clock, self.t0
         st = StreamState(clock, t0)
         sent_at, http, retries, c = clock() - t0, None, 0, None
@@ -303,5 +306,7 @@ class LeanClient:
         if retries and st.status == "ok" and not st.done and http is None:
             st.fail("disconnected", "connection lost twice before any response byte")
         self.finished += 1
+        if on_text is not None:
+            on_text(st.answer_text())
         return st.record(spec, scheduled_at, sent_at, clock() - t0, st.status, http, st.error, self.tok,
                          retries=retries, local_count=local_count_due(self.finished - 1))

@@ -126,7 +126,7 @@ class Client:
     def payload(self, spec: RequestSpec) -> dict:
         return request_body(self.cfg, spec)
 
-    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None) -> RequestRecord:
+    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None) -> RequestRecord:
         """One request, streamed to its end, as a record. Never raises (but for cancellation of the
         caller itself): every fault, and any surprise in the client, becomes the record's status."""
         clock, t0 = self.clock, self.t0
@@ -155,12 +155,16 @@ class Client:
         except Exception as e:  # a surprise in the client must not lose the record (its text says what)
             st.fail("bad_stream", f"client error: {type(e).__name__}: {str(e)[:200]}")
         self.finished += 1
+        if on_text is not None:
+            on_text(st.answer_text())
         return st.record(spec, scheduled_at, res["sent"], clock() - t0, st.status, res["http"], st.error, self.tok,
                          local_count=local_count_due(self.finished - 1))
 
     async def _exchange(self, spec: RequestSpec, st: StreamState, mark: "_Sent", res: dict) -> None:
         """POST, then read the stream into st (or the error body); under send's total deadline."""
-        async with self.session.post(self.cfg.url, json=self.payload(spec), trace_request_ctx=mark) as resp:
+        headers = {self.cfg.session_header: spec.session} if spec.session is not None else None
+        async with self.session.post(self.cfg.url, json=self.payload(spec), trace_request_ctx=mark,
+                                     headers=headers) as resp:
             if mark.t is not None:
                 res["sent"] = mark.t - self.t0
             res["http"] = resp.status

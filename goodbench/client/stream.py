@@ -71,6 +71,10 @@ class StreamState:
             if c.reasoning_tokens is not None:
                 self.usage_rt = c.reasoning_tokens
 
+    def answer_text(self) -> str:
+        """The reply as a user reads it (reasoning left out): what a multi-turn session resends."""
+        return "".join(t for t, th in zip(self.texts, self.thinking) if not th)
+
     def _counts(self, tok) -> tuple[array, int, str]:
         """Per-chunk tokens (the server's usage deltas; else the tokenizer per chunk; else one each),
         the output total and its source."""
@@ -112,7 +116,7 @@ class StreamState:
             prompt_tokens=spec.prompt_tokens, prompt_tokens_server=self.prompt_srv, status=status,
             http_status=http_status, error=error, warmup=spec.warmup, origin=origin, retries=retries,
             first_answer_at=first_answer, reasoning_tokens=reasoning, output_tokens_local=local,
-            priority=spec.priority)
+            priority=spec.priority, session=spec.session, turn=spec.turn, session_turns=spec.session_turns)
 
 
 def local_count_due(n: int) -> bool:

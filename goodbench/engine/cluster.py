@@ -26,7 +26,7 @@ from .hardware import get_model
 from .kvcache import Seq
 from .links import Link, get_link, transfer_s
 from .router import Router
-from .simulate import _records, text_block_hashes
+from .simulate import _records, prompt_hashes
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class ClusterSim:
     def _arrive(self, t: float, k: int) -> None:
         r = self.requests[k]
         self.sent[k] = t
-        hashes = text_block_hashes(r.prompt, r.prompt_tokens, self.bs) if self.pc else ()
+        hashes = prompt_hashes(r, self.bs) if self.pc else ()
         i = self.router.pick([x.outstanding(t) for x in self.front], hashes,
                              lambda j: self.front[j].engine.kv.cached_blocks_of(hashes),
                              getattr(r, "session_id", None))

@@ -216,6 +216,8 @@ class Scheduler:
             seq.num_computed = 0
             if not kv.allocate(seq, n + pre, hit_blocks=hit):
                 break
+            if kv.prefix_caching and not pre:
+                kv.queries += seq.num_tokens  # vLLM's prefix_cache_queries: tokens looked up on admission
             self._pop()
             seq.status = "running"
             self.running.append(seq)

@@ -368,6 +368,10 @@ class EngineServer:
         lines += scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", L, eng.stats.prompt_tokens)
         lines += scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", L, eng.stats.generation_tokens)
         lines += scalar("vllm:num_preemptions_total", "counter", "Preemptions.", L, eng.stats.preemptions)
+        lines += scalar("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+                        L, eng.kv.queries)
+        lines += scalar("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", L,
+                        eng.kv.hits)
         lines += scalar("vllm:request_success_total", "counter", "Requests received.", L, self.requests_total)
         for h in (self.h_ttft, self.h_itl, self.h_iter, self.h_late):
             lines += h.render(L)

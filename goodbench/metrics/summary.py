@@ -18,6 +18,7 @@ from .dist import dist, ratio
 from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
 from .hol import hol_block
 from .saturation import saturation
+from .sessions import session_block, turns
 from .stats import goodput_bootstrap, goodput_interval, wilson
 from .variants import variants
 
@@ -126,6 +127,7 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
                      for code, k in enumerate(cols.cls_names)} if len(cols.cls_names) > 1 else {}
         lanes = np.unique(cols.priority[~np.isnan(cols.priority)])
         per_lane = {f"{p:g}": later(block, c, cols.priority == p, slo, duration, ci) for p in lanes}
+        per_turn = {str(t): later(block, c, cols.turn == t, slo, duration, False) for t in turns(cols)}
         hol = later(hol_block, cols, c, duration) if ci else None
         s: dict = {"run_id": meta.run_id, "label": label or meta.label, "slo": slo or None}
         overall = block(c, np.ones(len(cols), bool), slo, duration, ci)
@@ -142,6 +144,9 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
         s["per_class"] = {k: f.result() for k, f in per_class.items()}
         if per_lane:  # priority lanes (lower is served first by servers that honour them)
             s["per_priority"] = {k: f.result() for k, f in per_lane.items()}
+        if per_turn:  # multi-turn sessions: by turn index, and whole sessions
+            s["per_turn"] = {k: f.result() for k, f in per_turn.items()}
+            s["sessions"] = session_block(c, c.meets(slo), duration)
         s["valid"], s["warnings"] = assess(Evidence(
             s, c, mode=meta.mode, max_concurrency=meta.max_concurrency, lag_limit_ms=lag_limit_ms,
             caveats=tuple((meta.workload or {}).get("caveats") or ()), tokenizer=meta.tokenizer,
@@ -161,7 +166,7 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
-    lanes = {"per_priority": s.pop("per_priority")} if "per_priority" in s else {}
+    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions") if k in s}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
     s.update(valid=valid, warnings=warnings, per_class=per, **lanes, **tail)

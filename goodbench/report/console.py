@@ -148,6 +148,19 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
     parts: list = [_verdict(summary, target), _run_line(summary, meta), *_slo_lines(summary, target),
                    _latency_table(summary), _ratios_line(summary), _hol_line(summary.get("hol")),
                    _per_class_table(summary.get("per_class") or {})]
+    sess, per_turn = summary.get("sessions"), summary.get("per_turn") or {}
+    if sess:
+        line = f"  sessions: {sess['completed']}/{sess['started']} completed, {sess['turns_per_session']:.1f} turns each"
+        if sess.get("attainment") is not None:
+            line += f", every turn met the SLO in {sess['attainment']:.1%} · session goodput {sess['goodput']:.2f}/s"
+        parts.append(Text(line))
+        parts.append(Text("  TTFT p50 by turn: " + " · ".join(f"{k}: {_ms(b['ttft_ms']['p50'])} ms"
+                                                               for k, b in list(per_turn.items())[:12]), style="dim"))
+    pc = summary.get("prefix_cache")
+    if pc:
+        hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
+        parts.append(Text("  prefix cache: hit rate " + ("-" if hr is None else f"{hr:.1%}")
+                          + ("" if ex is None else f" (the workload allows {ex:.1%})"), style="dim"))
     lanes = summary.get("per_priority") or {}
     if lanes:
         parts.append(Text("  priority lanes (lower served first): " + " · ".join(

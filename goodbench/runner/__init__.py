@@ -92,7 +92,9 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     plan = sh.plan
     reqs = [plan.requests[i] for i in sh.idx]
     try:
-        if plan.closed:
+        if plan.sessions:
+            await d.dispatch(d.sessions_loop(plan))
+        elif plan.closed:
             await d.dispatch(d.closed_loop(reqs, sh.users, plan.arrival.think_time_s, plan.duration_s,
                                            cycle=plan.duration_s is not None))
         else:

@@ -82,14 +82,15 @@ class Dispatch:
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
 
-    async def _one(self, spec: RequestSpec, scheduled_at: float) -> RequestRecord:
+    async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None) -> RequestRecord:
         p = self.p
 
         def sent():
             p.sent += 1
 
         try:
-            rec = await self.client.send(spec, scheduled_at, sent)
+            rec = await self.client.send(spec, scheduled_at, sent, on_text=on_text) if on_text else \
+                await self.client.send(spec, scheduled_at, sent)
         finally:
             if self.sem is not None:
                 self.sem.release()
@@ -159,6 +160,45 @@ class Dispatch:
         finally:
             for u in users_t:
                 u.cancel()
+
+    async def sessions_loop(self, plan) -> None:
+        """Multi-turn sessions: each starts at its arrival (when a slot of session.max_concurrent is free:
+        waiting shows as lag) and sends its turns one after another, each its think time after the
+        previous reply, the server's replies resent as history. Runs as its own task, like open_loop."""
+        cap = plan.spec.session.max_concurrent
+        slots = asyncio.Semaphore(cap) if cap else None
+        t0, clock = self.client.t0, self.client.clock
+        for s in sorted(plan.sessions, key=lambda x: x.arrival_s):
+            d = t0 + s.arrival_s - clock()
+            if d > 0:
+                await asyncio.sleep(d)
+            if slots is not None:
+                await slots.acquire()
+            t = asyncio.ensure_future(self._session(plan, s, slots))
+            self.tasks.add(t)
+            t.add_done_callback(self._task_done)
+
+    async def _session(self, plan, s, slots) -> None:
+        from ..workloads.sessions import turn_request
+
+        replies, reply_tokens = [], []
+        t0, clock = self.client.t0, self.client.clock
+        scheduled = s.arrival_s
+        try:
+            for k, turn in enumerate(s.turns, 1):
+                if k > 1:
+                    scheduled = clock() - t0 + turn.think_s
+                    await asyncio.sleep(turn.think_s)
+                spec = turn_request(plan.spec, s, k, plan.tok, replies, reply_tokens)
+                got: list[str] = []
+                rec = await self._one(spec, scheduled, on_text=got.append)
+                if rec.status != "ok":
+                    return  # a failed turn ends its session (it is not completed)
+                replies.append(got[0] if got else "")
+                reply_tokens.append(rec.output_tokens)
+        finally:
+            if slots is not None:
+                slots.release()
 
     async def dispatch(self, coro) -> None:
         """Run a dispatch coroutine until it ends or a stop (Ctrl-C) cancels it."""

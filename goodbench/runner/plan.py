@@ -20,19 +20,42 @@ class Plan:
     offsets: np.ndarray | None  # open loop: scheduled send offsets, same length as requests
     arrival: ArrivalSpec
     duration_s: float | None = None
+    sessions: list | None = None  # multi-turn sessions (workloads.sessions); requests are their planned turns
+    spec: WorkloadSpec | None = None
+    tok: object = None  # the tokenizer sessions build their turns' text with
 
     @property
     def closed(self) -> bool:
         return self.arrival.kind == "closed"
 
+    def expected_reuse(self, block_size: int = 16) -> float | None:
+        """The prefix-cache hit rate the workload's structure allows (None when no request declares
+        one): prompts without segments count as unique."""
+        if not any(r.segments for r in self.requests):
+            return None
+        from ..workloads.segments import reuse_ratio
+
+        return reuse_ratio([r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests],
+                           block_size)
+
     @property
     def planned(self) -> int | None:
-        """How many requests the schedule sends (None: a closed loop bounded by time cycles them)."""
-        return None if self.closed and self.duration_s else len(self.requests)
+        """How many requests the schedule sends (None: a closed loop bounded by time cycles them; sessions
+        send their planned turns unless one fails, which ends its session)."""
+        if self.sessions or (self.closed and self.duration_s):
+            return None
+        return len(self.requests)
 
 
 def build_plan(spec: WorkloadSpec, tok) -> Plan:
     a = spec.arrival
+    if spec.generator == "sessions":
+        from ..workloads.sessions import build_sessions, planned_requests
+
+        n = spec.num_requests if spec.num_requests is not None and spec.duration_s is None else spec.session.sessions
+        offs = arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed)
+        sessions = build_sessions(spec, tok, offs)
+        return Plan(planned_requests(spec, sessions, tok), None, a, spec.duration_s, sessions, spec, tok)
     if spec.generator == "hol" and a.kind == "workload":
         n = hol_count(spec) if spec.num_requests is None else min(spec.num_requests, hol_count(spec))
         reqs = build_requests(spec, tok, n)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..arrivals import ArrivalSpec
 from ..errors import UsageError
-from .spec import ClassSpec, HolSpec, LengthDist, WorkloadSpec
+from .spec import ClassSpec, HolSpec, LengthDist, SessionSpec, WorkloadSpec
 
 DATASETS = ("sharegpt", "random", "mixed", "hol")
 RANDOM_INPUT, RANDOM_OUTPUT = 1024, 128
@@ -25,6 +25,13 @@ def sharegpt_workload(output_len: int | None = None, dataset: str | None = None)
     return WorkloadSpec(name="sharegpt", generator="sharegpt", classes=(c,))
 
 
+def sharegpt_sessions_workload(dataset: str | None = None) -> WorkloadSpec:
+    """ShareGPT's real conversations replayed as multi-turn chat sessions (each human message a turn,
+    the reply after it its output length), one session per second, 5 s of thinking between turns."""
+    return WorkloadSpec(name="sharegpt-sessions", generator="sessions", endpoint="chat", num_requests=None,
+                        session=SessionSpec(sessions=100, source="sharegpt", dataset=dataset, think_s=5.0))
+
+
 def mixed_workload() -> WorkloadSpec:
     """80% short chats (50 in, 128 out) and 20% long documents (3000 in, 64 out)."""
     cls = (ClassSpec("short", 0.8, LengthDist(value=50), LengthDist(value=128)),
@@ -39,7 +46,11 @@ def hol_workload() -> WorkloadSpec:
 
 
 def dataset_workload(name: str, input_len: int | None = None, output_len: int | None = None,
-                     dataset: str | None = None) -> WorkloadSpec:
+                     dataset: str | None = None, multi_turn: bool = False) -> WorkloadSpec:
+    if multi_turn:
+        if name != "sharegpt":
+            raise UsageError("--multi-turn replays ShareGPT's conversations: use it with --dataset-name sharegpt")
+        return sharegpt_sessions_workload(dataset)
     if name == "random":
         return random_workload(input_len, output_len)
     if name == "sharegpt":

@@ -37,6 +37,7 @@ class WorkloadOptions:
     seed: int | None = None
     goodput: list | str | None = None    # SLO, "ttft:500 tpot:50" or its words
     endpoint_type: str | None = None     # completions | chat
+    multi_turn: bool | None = None       # ShareGPT conversations as multi-turn sessions
 
     @classmethod
     def from_namespace(cls, ns) -> "WorkloadOptions":
@@ -55,11 +56,14 @@ def parse_rate(text) -> float:
 def _base(o: WorkloadOptions) -> WorkloadSpec:
     if o.workload:
         return load_workload(o.workload)
-    return dataset_workload(o.dataset_name or "random", o.random_input_len, o.random_output_len, o.dataset_path)
+    return dataset_workload(o.dataset_name or "random", o.random_input_len, o.random_output_len, o.dataset_path,
+                            multi_turn=bool(o.multi_turn))
 
 
 def _lengths(spec: WorkloadSpec, o: WorkloadOptions) -> WorkloadSpec:
     """--dataset-path points ShareGPT classes at a file; --random-*-len override a file's lengths."""
+    if o.dataset_path and spec.session is not None and spec.session.source == "sharegpt":
+        spec = replace(spec, session=replace(spec.session, dataset=o.dataset_path))
     if o.dataset_path and spec.generator == "sharegpt":
         spec = replace(spec, classes=tuple(replace(c, dataset=o.dataset_path) if c.source == "sharegpt" else c
                                            for c in spec.classes))
@@ -116,7 +120,7 @@ def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
     if o.endpoint_type:
         kw["endpoint"] = o.endpoint_type
     spec = replace(spec, **kw)
-    if spec.num_requests is None and spec.duration_s is None and spec.generator != "hol":
+    if spec.num_requests is None and spec.duration_s is None and spec.generator not in ("hol", "sessions"):
         spec = replace(spec, num_requests=DEFAULT_REQUESTS)
     if spec.warmup_requests and spec.num_requests and spec.warmup_requests >= spec.num_requests:
         raise UsageError(f"--warmup {spec.warmup_requests} leaves none of the {spec.num_requests} requests to measure")

@@ -17,7 +17,7 @@ from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
 from ..errors import InputError
 from ..records import parse_slo
 
-GENERATORS = ("synthetic", "mixed", "hol", "sharegpt")
+GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
 ENDPOINTS = ("completions", "chat")
 
@@ -73,12 +73,32 @@ class HolSpec:
 
 
 @dataclass(frozen=True)
+class SessionSpec:
+    """Multi-turn chat sessions: each turn's prompt is the whole conversation so far (the server's own
+    replies included) plus a new user message. Sessions arrive by the workload's arrival process; a
+    session sends its next turn `think` seconds after the previous reply ended."""
+
+    sessions: int = 100
+    turns: LengthDist = LengthDist("uniform", min=2, max=6)
+    user: LengthDist = LengthDist(value=64)      # tokens of each new user message
+    output: LengthDist = LengthDist(value=128)   # tokens of each reply
+    think_s: float = 5.0                         # mean think time between a reply and the next turn
+    think: str = "exponential"                   # exponential | constant
+    system_tokens: int = 0                       # a system prompt every session shares (a common prefix)
+    max_concurrent: int = 0                      # cap on sessions in flight (0: none)
+    source: str = "synthetic"                    # synthetic | sharegpt (real conversations' turn lengths)
+    dataset: str | None = None
+    header: str = "X-Session-ID"                 # the session id is sent in this header and in `user`
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str = "custom"
     description: str = ""
     generator: str = "synthetic"
     classes: tuple[ClassSpec, ...] = (ClassSpec("random"),)
     hol: HolSpec | None = None
+    session: SessionSpec | None = None
     arrival: ArrivalSpec = ArrivalSpec()
     num_requests: int | None = 200
     duration_s: float | None = None
@@ -107,7 +127,10 @@ class WorkloadSpec:
         classes = tuple(ClassSpec(**{**c, "input": LengthDist(**c["input"]), "output": LengthDist(**c["output"])})
                         for c in d.pop("classes"))
         hol = HolSpec(**d.pop("hol")) if d.get("hol") else d.pop("hol", None)
-        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, **d)
+        sess = d.pop("session", None)
+        if sess:
+            sess = SessionSpec(**{**sess, **{k: LengthDist(**sess[k]) for k in ("turns", "user", "output")}})
+        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, session=sess, **d)
 
     def hash(self) -> str:
         d = self.to_dict()
@@ -228,8 +251,8 @@ def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpe
         raise ctx.err("arrival", str(e)) from None
 
 
-TOP_KEYS = {"name", "description", "generator", "class", "hol", "arrival", "num_requests", "duration_s",
-            "warmup_requests", "seed", "endpoint", "slo", "ignore_eos", "gate"}
+TOP_KEYS = {"name", "description", "generator", "class", "hol", "session", "arrival", "num_requests",
+            "duration_s", "warmup_requests", "seed", "endpoint", "slo", "ignore_eos", "gate"}
 
 
 def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
@@ -270,6 +293,20 @@ def _hol(ctx: _Ctx, h: dict) -> HolSpec:
                       for k, t in fields_.items()})
 
 
+def _session(ctx: _Ctx, t: dict) -> SessionSpec:
+    ctx.known(t, {f for f in SessionSpec.__dataclass_fields__}, "session.")
+    d = SessionSpec()
+    p = "session."
+    think = _choice(ctx, t, "think", d.think, ("exponential", "constant"))
+    source = _choice(ctx, t, "source", d.source, ("synthetic", "sharegpt"))
+    lengths = {k: _length(ctx, t[k], p + k) if k in t else getattr(d, k) for k in ("turns", "user", "output")}
+    return SessionSpec(sessions=ctx.num(t, "sessions", p, int, d.sessions, lo=1), think_s=ctx.num(
+        t, "think_s", p, float, d.think_s, lo=0), think=think, source=source, dataset=t.get("dataset"),
+        system_tokens=ctx.num(t, "system_tokens", p, int, 0, lo=0),
+        max_concurrent=ctx.num(t, "max_concurrent", p, int, 0, lo=0), header=str(t.get("header", d.header)),
+        **lengths)
+
+
 def _choice(ctx: _Ctx, doc: dict, key: str, default: str, allowed: tuple) -> str:
     v = doc.get(key, default)
     if v not in allowed:
@@ -290,13 +327,16 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         raise ctx.err("endpoint", "classes with reasoning need endpoint = \"chat\" (reasoning streams are chat deltas)")
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
     arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen == "hol" else "poisson")
+    if gen == "sessions" and arrival.kind in ("closed", "workload"):
+        raise ctx.err("arrival.process", "sessions arrive by an open process (poisson, gamma, constant, onoff, "
+                                         "trace); cap them with session.max_concurrent")
     try:
         slo = parse_slo(" ".join(f"{k}:{v}" for k, v in doc.get("slo", {}).items())) if doc.get("slo") else None
     except ValueError as e:
         raise ctx.err("slo", str(e)) from None
     n = ctx.num(doc, "num_requests", "", int, None, lo=1)
     dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
-    if n is None and dur is None and gen != "hol":
+    if n is None and dur is None and gen not in ("hol", "sessions"):
         n = 200
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
@@ -305,6 +345,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
                         description=str(doc.get("description", "")), generator=gen,
                         classes=_classes(ctx, doc.get("class", []), gen),
                         hol=_hol(ctx, doc.get("hol", {})) if gen == "hol" else None,
+                        session=_session(ctx, doc.get("session", {})) if gen == "sessions" else None,
                         arrival=arrival, num_requests=n, duration_s=dur,
                         warmup_requests=ctx.num(doc, "warmup_requests", "", int, 0, lo=0),
                         seed=ctx.num(doc, "seed", "", int, 0), endpoint=endpoint, slo=slo,

@@ -1,0 +1,69 @@
+"""Prompts with a known prefix structure. A prompt is a sequence of segments (key, tokens): equal keys are
+equal token runs, so prompts that share leading segments share a prefix — a system prompt, a retrieved
+document, a conversation's history, a trace's hash_ids blocks. From the segments come both the prompt's
+text (each word one token, so a segment of n tokens is exactly n tokens for the tokenizer that built it,
+and a live server's prefix cache sees the reuse) and, for the simulator, the exact chained hashes of its
+KV blocks (no tokenizing: a block is identified by the pieces of segments it covers)."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+Segments = tuple  # ((key, tokens), ...); a key is any hashable of str/int parts
+
+
+def _seed(key) -> int:
+    """A stable seed for a key (Python's hash() of strings changes between processes)."""
+    return zlib.crc32(repr(key).encode())
+
+
+def segment_text(key, n: int, words: list[str]) -> str:
+    """The n-token text of one segment: the same words for the same key, in every process."""
+    rng = random.Random(_seed(key))
+    return " " + " ".join(rng.choices(words, k=n)) if n > 0 else ""
+
+
+def text_of(segments: Segments, tok) -> str:
+    return "".join(segment_text(k, n, tok.words) for k, n in segments)
+
+
+def tokens_of(segments: Segments) -> int:
+    return sum(n for _, n in segments)
+
+
+def block_hashes(segments: Segments, block_size: int) -> tuple:
+    """Chained hashes of the prompt's full KV blocks: block j is identified by the (key, start, length)
+    pieces of the segments it covers, so equal leading segments give equal leading hashes."""
+    out, h, pieces, filled = [], 0, [], 0
+    for key, n in segments:
+        pos = 0
+        while pos < n:
+            take = min(block_size - filled, n - pos)
+            pieces.append((key, pos, take))
+            pos += take
+            filled += take
+            if filled == block_size:
+                h = hash((h, tuple(pieces)))
+                out.append(h)
+                pieces, filled = [], 0
+    return tuple(out)
+
+
+def reuse_ratio(prompts: list[Segments], block_size: int = 16) -> float | None:
+    """The theoretical prefix-cache hit rate of a stream of prompts: the share of prompt tokens in full
+    blocks already seen by an earlier prompt (an unbounded cache; at least one token of each prompt is
+    always recomputed, as in vLLM)."""
+    seen: set = set()
+    hit = total = 0
+    for segs in prompts:
+        n = tokens_of(segs)
+        total += n
+        hashes = block_hashes(segs, block_size)
+        usable = (n - 1) // block_size
+        k = 0
+        while k < min(usable, len(hashes)) and hashes[k] in seen:
+            k += 1
+        hit += k * block_size
+        seen.update(hashes)
+    return hit / total if total else None
