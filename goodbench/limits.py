@@ -34,7 +34,7 @@ LIMITS = {
     "jobs": Limit(0), "max_probes": Limit(1), "server_timeout": Limit(0, lo_open=True),
     "ttft_slo": Limit(0, lo_open=True), "tpot_slo": Limit(0, lo_open=True), "p95_input": Limit(1),
     "context": Limit(1), "min_chunk": Limit(1), "time_per_chunk_ms": Limit(0, lo_open=True),
-    "port": Limit(0, 65535),
+    "port": Limit(0, 65535), "trace_speedup": Limit(0, lo_open=True),
 }
 
 

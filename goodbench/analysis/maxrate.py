@@ -15,7 +15,7 @@ from ..client.target import resolve_model
 from ..engine.config import EngineConfig
 from ..engine.core import Engine
 from ..engine.simulate import simulate
-from ..errors import TargetError
+from ..errors import TargetError, UsageError
 from ..metrics import summarize
 from ..metrics.stats import wilson
 from ..records import RunMeta, RunResult
@@ -175,6 +175,9 @@ def search_max_rates(s: SweepSetup, target: float, max_probes: int, base_url: st
                      live: bool = False, server_cmd: str | None = None, server_timeout: float = 600.0,
                      on_start=None, on_probe=None, on_result=None) -> list[dict]:
     """Per cell (or once against base_url): the max goodput rate; writes max_rate.json in s.out_dir."""
+    if s.plan.sessions or s.plan.spec is not None and s.plan.spec.generator == "trace":
+        raise UsageError("--find-max-rate scales an arrival rate: sessions and traces keep their own timing "
+                         "(use --trace-speedup or the session arrival rate instead)")
     os.makedirs(s.out_dir)
     plan, spec = s.plan, s.spec
     endpoint = resolve_endpoint(None, spec.endpoint)

@@ -146,10 +146,15 @@ def run_cell(cell: Cell) -> dict:
 def simulate_cell(s: SweepSetup, cell: Cell, cfg: EngineConfig) -> tuple[list, dict, str]:
     """A cell's records on one instance or on its layout of instances; its GPUs by tier; the layout."""
     spec = layout_spec(cell.layout, s.cluster)
+    p = s.plan
     if spec.disaggregated or spec.replicas > 1:
-        recs, _ = simulate_cluster(spec, cfg, s.plan.requests, s.plan.offsets)
+        if p.sessions:
+            raise UsageError("multi-turn sessions are simulated on one instance (no layouts)")
+        recs, _ = simulate_cluster(spec, cfg, p.requests, p.offsets)
         return recs, spec.gpus(cfg), spec.label()
-    return simulate(Engine(cfg), s.plan.requests, s.plan.offsets), {cfg.gpu: cfg.tensor_parallel_size}, "1x"
+    recs = simulate(Engine(cfg), p.requests, p.offsets, sessions=p.sessions,
+                    session_cap=p.spec.session.max_concurrent if p.sessions else 0)
+    return recs, {cfg.gpu: cfg.tensor_parallel_size}, "1x"
 
 
 def cost_row(c: dict, layout: str) -> dict:

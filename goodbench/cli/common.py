@@ -66,6 +66,11 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: bundled Llama-3)")
     g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:)")
     g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
+    g.add_argument("--trace", metavar="FILE", help="replay a production trace: Mooncake JSONL (timestamp ms, "
+                   "input_length, output_length, hash_ids), the Azure LLM inference CSV or BurstGPT's CSV")
+    g.add_argument("--trace-format", choices=["mooncake", "azure", "burstgpt"], help="default: from the first line")
+    g.add_argument("--trace-speedup", type=float, metavar="X", help="replay X times faster (default 1)")
+    g.add_argument("--trace-window", metavar="START:END", help="only the trace's seconds START to END")
     g.add_argument("--multi-turn", action="store_true", default=None,
                    help="with --dataset-name sharegpt: replay whole conversations as multi-turn sessions "
                    "(--num-prompts counts sessions)")

@@ -5,7 +5,8 @@ ran, not on the server. Pure numpy.
 Backlog B(t) = sends so far - completions so far. By Little's law a server that keeps up holds B near
 rate x latency; one that does not lets B grow at (arrival rate - completion rate). The run is
 `saturated` when, after the first fill (one median E2E), B grows at more than GROWTH of the arrival rate
-and by at least MIN_GROWTH requests over the arrival window. The steady-state window is the longest
+and by at least MIN_GROWTH requests over the arrival window, and TTFT grows with it (a queue forming:
+a run shorter than its requests' lives also has a growing B while it fills up to rate x latency). The steady-state window is the longest
 stretch from the start in which B does not grow that fast; goodput inside it is reported beside the
 run's. TTFT by send time, and (when scraped) the server's own waiting queue, are shown as evidence."""
 
@@ -19,6 +20,7 @@ GROWTH = 0.10       # backlog growth, as a fraction of the arrival rate, that me
 MIN_GROWTH = 5.0    # requests: smaller backlogs are noise
 SAMPLES = 60        # points at which the backlog is sampled over the arrival window
 MIN_SENT = 20       # fewer sends say nothing about a trend
+TTFT_GROWTH = 1.5   # median TTFT, last fifth of the window over the first, that a growing queue shows
 
 
 def _slope(t: np.ndarray, y: np.ndarray) -> float:
@@ -73,10 +75,14 @@ def saturation(c: Columns, meets: np.ndarray | None, mode: str, queue: tuple | N
     b = backlog(c, ts).astype(float)
     growth = _slope(ts, b)
     grown = float(growth * (ts[-1] - ts[0]))
-    saturated = bool(rate > 0 and growth > GROWTH * rate and grown >= max(MIN_GROWTH, 0.5 * b[0]))
+    trend = _ttft_trend(c, t0 + fill, t1)
+    # a backlog still filling up to rate x latency (a run shorter than its requests' lives) grows too; a
+    # server that cannot keep up also makes new requests wait longer and longer for their first token
+    saturated = bool(rate > 0 and growth > GROWTH * rate and grown >= max(MIN_GROWTH, 0.5 * b[0])
+                     and (trend is None or trend >= TTFT_GROWTH))
     out.update(saturated=saturated, arrival_rate=rate, backlog_growth_per_s=growth,
                completion_rate=max(rate - growth, 0.0), backlog_start=float(b[0]), backlog_end=float(b[-1]),
-               ttft_trend=_ttft_trend(c, t0 + fill, t1))
+               ttft_trend=trend)
     if queue is not None and len(queue[0]) >= 3:
         qt, qw = np.asarray(queue[0], float), np.asarray(queue[1], float)
         inside = (qt >= t0) & (qt <= t1)

@@ -16,7 +16,8 @@ def ms(v) -> str:
 
 
 _SHORT = {"max_num_batched_tokens=": "budget=", "enable_chunked_prefill=false": "unchunked",
-          "enable_chunked_prefill=true": "chunked", "max_num_seqs=": "seqs=", "long_prefill_token_threshold=": "lpt="}
+          "enable_chunked_prefill=true": "chunked", "max_num_seqs=": "seqs=", "long_prefill_token_threshold=": "lpt=",
+          "enable_prefix_caching=true": "cache", "enable_prefix_caching=false": "nocache"}
 
 
 def short(label: str) -> str:

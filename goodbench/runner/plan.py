@@ -47,8 +47,25 @@ class Plan:
         return len(self.requests)
 
 
+def _trace_plan(spec: WorkloadSpec, tok) -> Plan:
+    from ..workloads.traces import parse_window, read_trace, select, trace_requests
+
+    t = spec.trace
+    rows = select(read_trace(t.path, t.format), t.speedup, parse_window(t.window))
+    if spec.duration_s is not None:
+        rows = [r for r in rows if r.t < spec.duration_s]
+    if spec.num_requests is not None:
+        rows = rows[:spec.num_requests]
+    if not rows:
+        raise UsageError(f"{t.path}: no rows in the window asked for")
+    reqs = trace_requests(rows, tok, spec.endpoint == "chat", t.max_output)
+    return Plan(reqs, np.array([r.arrival_s for r in reqs], float), spec.arrival, spec.duration_s, spec=spec)
+
+
 def build_plan(spec: WorkloadSpec, tok) -> Plan:
     a = spec.arrival
+    if spec.generator == "trace":
+        return _trace_plan(spec, tok)
     if spec.generator == "sessions":
         from ..workloads.sessions import build_sessions, planned_requests
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..records import RequestSpec
 from .lengths import sample_lengths
+from .segments import text_of
 from .spec import ClassSpec, WorkloadSpec
 
 
@@ -33,6 +34,24 @@ def _class_rows(c: ClassSpec, n: int, spec: WorkloadSpec, tok, rng_np, rng_py) -
     return [(tok.synthetic_text(int(i), rng_py), int(i), int(o)) for i, o in zip(ins, outs)]
 
 
+def _prefix_segments(c: ClassSpec, n: int, rng: np.random.Generator) -> list[tuple]:
+    """Per request, the shared segments in front of its own text: a system prompt (for a share of the
+    requests) and a document (Zipf popularity), each the same tokens wherever it is chosen."""
+    out = [() for _ in range(n)]
+    if c.system_prompts:
+        use = rng.random(n) < c.prefix_share
+        pick = rng.integers(0, c.system_prompts, n)
+        for i in np.flatnonzero(use):
+            out[i] = ((("system-prompt", c.name, int(pick[i])), c.prefix_tokens),)
+    if c.documents:
+        ranks = np.arange(1, c.documents + 1, dtype=float)
+        p = ranks ** -c.document_skew
+        docs = rng.choice(c.documents, size=n, p=p / p.sum())
+        for i in range(n):
+            out[i] = out[i] + ((("document", c.name, int(docs[i])), c.document_tokens),)
+    return out
+
+
 def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
     """n requests, reproducible for spec.seed: the class of each drawn first, then each class's rows."""
     chat = spec.endpoint == "chat"
@@ -46,7 +65,13 @@ def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
         if idx.size == 0:
             continue
         rows = _class_rows(c, idx.size, spec, tok, rng_np, rng_py)
-        for i, (text, pl, ol) in zip(idx, rows):
+        shared = _prefix_segments(c, idx.size, rng_np) if c.system_prompts or c.documents else None
+        for j, (i, (text, pl, ol)) in enumerate(zip(idx, rows)):
+            segs = None
+            if shared is not None and shared[j]:  # the shared prefix, then this request's own tokens
+                segs = shared[j] + ((("own", f"r{i}"), pl),)
+                text, pl = text_of(shared[j], tok) + text, pl + sum(n for _, n in shared[j])
             out[i] = RequestSpec(id=f"r{i}", cls=c.name, prompt=as_prompt(text, chat), prompt_tokens=pl,
-                                 max_tokens=ol, reasoning_tokens=int(round(c.reasoning * ol)), priority=c.priority)
+                                 max_tokens=ol, reasoning_tokens=int(round(c.reasoning * ol)), priority=c.priority,
+                                 segments=segs)
     return out

@@ -4,6 +4,7 @@ flags into WorkloadOptions, and the Python API takes the same options as keyword
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, fields, replace
 
 from ..arrivals import ArrivalSpec
@@ -11,7 +12,7 @@ from ..errors import UsageError
 from ..limits import check_all, check_upfront
 from ..records import parse_slo
 from .builtin import dataset_workload
-from .spec import LengthDist, WorkloadSpec, load_workload
+from .spec import LengthDist, TraceSpec, WorkloadSpec, load_workload
 
 DEFAULT_REQUESTS = 200  # when neither the workload nor the options give a count or a duration
 
@@ -38,6 +39,10 @@ class WorkloadOptions:
     goodput: list | str | None = None    # SLO, "ttft:500 tpot:50" or its words
     endpoint_type: str | None = None     # completions | chat
     multi_turn: bool | None = None       # ShareGPT conversations as multi-turn sessions
+    trace: str | None = None             # a production trace to replay (workloads.traces)
+    trace_format: str | None = None
+    trace_speedup: float | None = None
+    trace_window: str | None = None
 
     @classmethod
     def from_namespace(cls, ns) -> "WorkloadOptions":
@@ -54,6 +59,13 @@ def parse_rate(text) -> float:
 
 
 def _base(o: WorkloadOptions) -> WorkloadSpec:
+    if o.trace:
+        if o.workload:
+            raise UsageError("give --trace or --workload, not both (a workload file can name a trace)")
+        return WorkloadSpec(name=f"trace:{os.path.basename(o.trace)}", generator="trace", num_requests=None,
+                            arrival=ArrivalSpec(kind="workload"),
+                            trace=TraceSpec(path=o.trace, format=o.trace_format, speedup=o.trace_speedup or 1.0,
+                                            window=o.trace_window))
     if o.workload:
         return load_workload(o.workload)
     return dataset_workload(o.dataset_name or "random", o.random_input_len, o.random_output_len, o.dataset_path,
@@ -62,6 +74,10 @@ def _base(o: WorkloadOptions) -> WorkloadSpec:
 
 def _lengths(spec: WorkloadSpec, o: WorkloadOptions) -> WorkloadSpec:
     """--dataset-path points ShareGPT classes at a file; --random-*-len override a file's lengths."""
+    if spec.trace is not None and (o.trace_format or o.trace_speedup or o.trace_window) and not o.trace:
+        spec = replace(spec, trace=replace(spec.trace, format=o.trace_format or spec.trace.format,
+                                           speedup=o.trace_speedup or spec.trace.speedup,
+                                           window=o.trace_window or spec.trace.window))
     if o.dataset_path and spec.session is not None and spec.session.source == "sharegpt":
         spec = replace(spec, session=replace(spec.session, dataset=o.dataset_path))
     if o.dataset_path and spec.generator == "sharegpt":
@@ -120,7 +136,7 @@ def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
     if o.endpoint_type:
         kw["endpoint"] = o.endpoint_type
     spec = replace(spec, **kw)
-    if spec.num_requests is None and spec.duration_s is None and spec.generator not in ("hol", "sessions"):
+    if spec.num_requests is None and spec.duration_s is None and spec.generator not in ("hol", "sessions", "trace"):
         spec = replace(spec, num_requests=DEFAULT_REQUESTS)
     if spec.warmup_requests and spec.num_requests and spec.warmup_requests >= spec.num_requests:
         raise UsageError(f"--warmup {spec.warmup_requests} leaves none of the {spec.num_requests} requests to measure")

@@ -7,6 +7,7 @@ KV blocks (no tokenizing: a block is identified by the pieces of segments it cov
 
 from __future__ import annotations
 
+import functools
 import random
 import zlib
 
@@ -20,8 +21,20 @@ def _seed(key) -> int:
 
 def segment_text(key, n: int, words: list[str]) -> str:
     """The n-token text of one segment: the same words for the same key, in every process."""
+    if n <= 0:
+        return ""
+    _WORDS.setdefault(id(words), words)
+    return _cached_text(key, n, id(words))
+
+
+_WORDS: dict = {}  # word lists by id (a tokenizer's, kept for its lifetime), so the cache key stays small
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_text(key, n: int, words_id: int) -> str:
+    """Shared blocks (system prompts, documents, trace blocks) are drawn once."""
     rng = random.Random(_seed(key))
-    return " " + " ".join(rng.choices(words, k=n)) if n > 0 else ""
+    return " " + " ".join(rng.choices(_WORDS[words_id], k=n))
 
 
 def text_of(segments: Segments, tok) -> str:

