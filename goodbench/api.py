@@ -102,8 +102,8 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     def extra(s: dict) -> dict:
         sim = stats | {"wall_s": wall, "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None}
         q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
-        reuse = prefix_block(h / q if q else None, plan.expected_reuse() if cfg.enable_prefix_caching else None,
-                             "the simulated engine")
+        on = cfg.enable_prefix_caching
+        reuse = prefix_block(h / q if q and on else None, plan.expected_reuse(), "the simulated engine", on)
         return ({"simulation": sim} | cost_summary(recs, spec.slo, gpus, price_table(prices), s)
                 | ({"prefix_cache": reuse} if reuse else {}))
 

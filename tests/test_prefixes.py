@@ -65,3 +65,17 @@ def test_the_simulated_cache_finds_what_the_workload_allows(tmp_path):
     w.write_text(DOCS)
     s = api.simulate(str(w), EngineConfig(gpu="l40s"), result_dir=str(tmp_path)).summary
     assert s["prefix_cache"]["hit_rate"] == pytest.approx(s["prefix_cache"]["expected_hit_rate"], abs=0.03)
+
+
+def test_the_console_line_says_off_or_the_hit_rate_and_stays_quiet_on_unique_prompts():
+    from goodbench.metrics.prefix import prefix_block
+    from goodbench.report.console import prefix_line
+
+    def line(block):
+        t = prefix_line(block)
+        return t.plain if t is not None else None
+
+    assert line(prefix_block(None, 0.82, "sim", enabled=False)) == "  prefix cache: off (the workload allows 82.0%)"
+    assert line(prefix_block(0.8, 0.82, "sim", enabled=True)) == "  prefix cache: hit rate 80.0% (the workload allows 82.0%)"
+    assert line(prefix_block(0.0, None, "sim", enabled=True)) is None  # unique prompts: nothing worth a line
+    assert prefix_block(None, None, "sim") is None

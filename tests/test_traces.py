@@ -19,7 +19,8 @@ MOONCAKE = [{"timestamp": 0, "input_length": 1100, "output_length": 20, "hash_id
 AZURE = ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
          "2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:47.0000000,879,3\n")
 BURST = ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-         "5.0,ChatGPT,472,18,490,Conversation log\n2.0,GPT-4,1087,292,1379,Conversation log\n")
+         "5.0,ChatGPT,472,18,490,Conversation log\n2.0,GPT-4,1087,292,1379,Conversation log\n"
+         "6.0,GPT-4,300,0,300,Conversation log\n")  # a failed request: no response tokens, skipped
 
 
 def write(tmp_path, name, text):

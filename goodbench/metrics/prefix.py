@@ -21,8 +21,10 @@ def observed_hit_rate(rows: list[dict]) -> float | None:
     return h / q if q and h is not None else None
 
 
-def prefix_block(hit_rate: float | None, expected: float | None, source: str) -> dict | None:
-    """summary.json's `prefix_cache` (None when neither number is known)."""
-    if hit_rate is None and expected is None:
+def prefix_block(hit_rate: float | None, expected: float | None, source: str, enabled: bool | None = None) -> dict | None:
+    """summary.json's `prefix_cache` (None when neither number is known). `enabled` is known for the
+    simulated engine only: with caching off the workload's reuse is still stated (what was left unused)."""
+    if hit_rate is None and (expected is None or not expected):
         return None
-    return {"hit_rate": hit_rate, "expected_hit_rate": expected, "observed_by": source if hit_rate is not None else None}
+    out = {"hit_rate": hit_rate, "expected_hit_rate": expected, "observed_by": source if hit_rate is not None else None}
+    return out | ({"enabled": enabled} if enabled is not None else {})

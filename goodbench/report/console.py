@@ -108,7 +108,8 @@ def _ratios_line(summary: dict) -> Text:
         line.append(f" · achieved rate {rate:.2f} req/s")
         extra = [f"schedule {sched:.2f}"] if sched else []
         if isinstance(asked, (int, float)) and asked != float("inf"):
-            extra.append(f"requested {asked:.2f}")
+            unit = " sessions/s" if summary.get("sessions") else ""  # sessions arrive at the asked rate, not turns
+            extra.append(f"requested {asked:.2f}{unit}")
         if extra:
             line.append(f" ({', '.join(extra)})")
     return line
@@ -156,11 +157,7 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
         parts.append(Text(line))
         parts.append(Text("  TTFT p50 by turn: " + " · ".join(f"{k}: {_ms(b['ttft_ms']['p50'])} ms"
                                                                for k, b in list(per_turn.items())[:12]), style="dim"))
-    pc = summary.get("prefix_cache")
-    if pc:
-        hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
-        parts.append(Text("  prefix cache: hit rate " + ("-" if hr is None else f"{hr:.1%}")
-                          + ("" if ex is None else f" (the workload allows {ex:.1%})"), style="dim"))
+    parts.append(prefix_line(summary.get("prefix_cache")))
     lanes = summary.get("per_priority") or {}
     if lanes:
         parts.append(Text("  priority lanes (lower served first): " + " · ".join(
@@ -171,6 +168,15 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
     if results_path:
         parts.append(Text(f"  results: {results_path}", style="dim"))
     return Group(*[p for p in parts if p is not None])
+
+
+def prefix_line(pc: dict | None) -> Text | None:
+    """The prefix cache's hit rate beside the workload's own reuse; nothing on unique prompts."""
+    if not pc or (pc.get("expected_hit_rate") is None and not pc.get("hit_rate")):
+        return None
+    hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
+    head = "off" if pc.get("enabled") is False else "hit rate " + ("-" if hr is None else f"{hr:.1%}")
+    return Text("  prefix cache: " + head + ("" if ex is None else f" (the workload allows {ex:.1%})"), style="dim")
 
 
 def print_summary(console: Console, summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,

@@ -101,7 +101,10 @@ def _csv(text: str, path: str, fmt: str) -> list[TraceRow]:
                 t = float(r[cols[0]])
             except (TypeError, ValueError):
                 raise InputError(f"{path}:{i}: Timestamp {r[cols[0]]!r} is not a number") from None
-        rows.append(TraceRow(t, _int(r[cols[1]], path, i, cols[1]), _int(r[cols[2]], path, i, cols[2])))
+        out_tokens = _int(r[cols[2]], path, i, cols[2])
+        if fmt == "burstgpt" and out_tokens == 0:
+            continue  # BurstGPT logs failed requests with no response tokens: they never streamed
+        rows.append(TraceRow(t, _int(r[cols[1]], path, i, cols[1]), out_tokens))
     return rows
 
 
