@@ -131,6 +131,28 @@ def load(run_dir: str) -> RunResult:
     return RunResult(meta, records)
 
 
+def read_jsonl(path: str, limit: int = 2_000_000) -> list:
+    """The parseable lines of a JSON-lines side file (a torn last line is skipped); [] when absent."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if i >= limit:
+                    break
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        return []
+    return rows
+
+
+def load_server_metrics(run_dir: str) -> list[dict]:
+    """server_metrics.jsonl: the target's /metrics scraped during the run, {"t": run clock, "metrics"}."""
+    return [r for r in read_jsonl(os.path.join(run_dir, "server_metrics.jsonl"))
+            if isinstance(r, dict) and isinstance(r.get("metrics"), dict)]
+
 
 def _records_bytes(run_dir: str) -> int:
     try:

@@ -3,7 +3,6 @@ the optional engine step trace and scraped server metrics."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
@@ -11,7 +10,8 @@ import numpy as np
 
 from ..columnar import ColumnarRun, RunColumns
 from ..metrics import Columns, columns_of, summarize
-from ..store import incomplete, load_columns
+from ..servermetrics import server_timing
+from ..store import incomplete, load_columns, load_server_metrics, read_jsonl
 
 
 @dataclass
@@ -27,24 +27,8 @@ class RunView:
     incomplete: str | None = None  # why the directory does not hold a whole run (store.incomplete)
 
 
-def _jsonl(path: str, limit: int = 2_000_000) -> list[dict]:
-    rows = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f):
-                if i >= limit:
-                    break
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    continue  # a torn last line
-    except OSError:
-        return []
-    return rows
-
-
 def load_steps(path: str) -> dict | None:
-    rows = [r for r in _jsonl(path) if isinstance(r, dict) and "start" in r]
+    rows = [r for r in read_jsonl(path) if isinstance(r, dict) and "start" in r]
     if not rows:
         return None
     keys = ("start", "duration", "prefill_tokens", "decode_tokens", "batch_size", "kv_usage", "preemptions")
@@ -59,8 +43,8 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     # (same definitions), which also covers runs imported from other tools
     summary = summarize(run, slo=slo, prepared=c)
     steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
-    server = [r for r in _jsonl(os.path.join(run_dir, "server_metrics.jsonl"))
-              if isinstance(r, dict) and isinstance(r.get("metrics"), dict)] or None
+    server = load_server_metrics(run_dir) or None
+    summary["server_timing"] = server_timing(server or [], summary.get("ttft_ms"))
     name = label or run.meta.label
     return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
                    run.meta.to_dict(), summary, cols, c, steps, server, incomplete(run_dir))

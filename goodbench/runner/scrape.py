@@ -27,13 +27,15 @@ def parse_prometheus(text: str) -> dict[str, float]:
 
 
 async def scrape_loop(base_url: str, path: str, t0: float, stop: asyncio.Event, interval: float = 1.0) -> None:
-    """Append the target's gauges and counters to path every interval, timed on the run's clock."""
+    """Append the target's gauges and counters to path every interval, timed on the run's clock, and
+    once more when stopped: counters' deltas over the run need a sample after its last request."""
     import aiohttp
 
     url = base_url.rstrip("/") + "/metrics"
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
         with open(path, "a", encoding="utf-8") as f:
-            while not stop.is_set():
+            while True:
+                last = stop.is_set()
                 t = time.monotonic() - t0
                 try:
                     async with s.get(url) as r:
@@ -43,6 +45,8 @@ async def scrape_loop(base_url: str, path: str, t0: float, stop: asyncio.Event, 
                 if text:
                     f.write(json.dumps({"t": round(t, 4), "metrics": parse_prometheus(text)}) + "\n")
                     f.flush()
+                if last:
+                    break
                 try:
                     await asyncio.wait_for(stop.wait(), interval)
                 except asyncio.TimeoutError:
