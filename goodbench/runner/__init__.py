@@ -24,7 +24,7 @@ from ..eventloop import install_uvloop
 from ..gcquiet import quiet_gc, watchdog as gc_watchdog
 from .dispatch import Dispatch, Progress, RunOptions
 from .plan import CLOSED_POOL, Plan, build_plan
-from .scrape import scrape_loop
+from .scrape import sample_now, scrape_loop
 
 __all__ = ["CLOSED_POOL", "Plan", "Progress", "RunOptions", "build_plan", "install_uvloop", "run_plan"]
 
@@ -59,12 +59,13 @@ CLIENTS = {"lean": LeanClient, "aiohttp": AiohttpClient}
 async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
     gc_dog = asyncio.ensure_future(gc_watchdog())
+    baseline = await sample_now(sh.cfg.base_url) if sh.scrape else None  # the server's counters before the run
     # the clock starts after set-up: schedule offsets are relative to this instant
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
     client.t0 = sh.progress.t0 = t0
     scrape_stop = asyncio.Event()
     scraper = asyncio.ensure_future(scrape_loop(sh.cfg.base_url, os.path.join(sh.sink.dir, "server_metrics.jsonl"),
-                                                t0, scrape_stop)) if sh.scrape else None
+                                                t0, scrape_stop, baseline=baseline)) if sh.scrape else None
     ticker = asyncio.ensure_future(_ticker(sh.on_tick)) if sh.on_tick is not None else None
     plan = sh.plan
     reqs = [plan.requests[i] for i in sh.idx]
