@@ -187,6 +187,14 @@ def _connect(target: Target, spec: WorkloadSpec):
                         idle_timeout_s=target.idle_timeout_s, client=target.client, keepalive_s=target.keepalive_s)
 
 
+def _server_timing(run_dir: str, summary: dict) -> dict | None:
+    """TTFT split into queue and prefill time, from the server's scraped histograms (None without them)."""
+    from .servermetrics import server_timing
+    from .store import load_server_metrics
+
+    return server_timing(load_server_metrics(run_dir), summary.get("ttft_ms"))
+
+
 def run(workload, target: Target | str | None = None, *, engine: EngineConfig | None = None,
         result_dir: str = "results", run_id: str | None = None, tokenizer: str | None = None,
         max_concurrency: int | None = None, workers: int = 1, scrape_metrics: bool | None = None,
@@ -229,7 +237,8 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
         go = lambda on_tick: runner.run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)  # noqa: E731
         interrupted = live(prog, go) if live is not None else go(None)
         rd.meta.interrupted = interrupted
-        summary = rd.finish(label=label, extra=lambda s: _observed_reuse(rd.dir, plan))
+        summary = rd.finish(label=label, extra=lambda s: {"server_timing": _server_timing(rd.dir, s)}
+                            | _observed_reuse(rd.dir, plan))
         return Run(rd.dir, rd.meta, summary, interrupted)
     finally:
         if proc is not None:

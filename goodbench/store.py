@@ -130,7 +130,6 @@ def load(run_dir: str) -> RunResult:
     return RunResult(meta, records)
 
 
-
 def _records_bytes(run_dir: str) -> int:
     try:
         return os.path.getsize(os.path.join(run_dir, "records.jsonl"))

@@ -37,3 +37,19 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("fuzz", max_examples=60, deadline=None)
 settings.register_profile("fuzz-long", max_examples=5000, deadline=None)
 FUZZ = settings.get_profile("fuzz-long" if os.environ.get("GOODBENCH_FUZZ") == "long" else "fuzz")
+
+
+# The real_vllm tests are deselected by default (pyproject addopts); say so at the end of every session
+# that left them out, so that nothing is skipped silently.
+_DESELECTED_REAL_VLLM = []
+
+
+def pytest_deselected(items):
+    _DESELECTED_REAL_VLLM.extend(i for i in items if i.get_closest_marker("real_vllm"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _DESELECTED_REAL_VLLM:
+        terminalreporter.write_line(
+            f"note: {len(_DESELECTED_REAL_VLLM)} real_vllm tests deselected (they need vLLM): "
+            "bash ci/real_vllm/setup.sh && python -m pytest -q -m real_vllm (docs/real-vllm.md)")

@@ -64,3 +64,16 @@ def test_ci_run_gates_both_ways():
     assert "python -m pytest -q" in text and "--no-enable-chunked-prefill" in text and '"$rc" -ne 1' in text
     with open(os.path.join(ROOT, "README.md")) as f:
         assert "python -m pytest -q" in f.read()
+
+
+def test_ci_run_installs_vllm_and_runs_the_real_vllm_tests():
+    """The real_vllm tests are deselected by default; .ci/run must run them (after the README's command)."""
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        text = f.read()
+    main, setup, real = (text.index(s) for s in ("python -m pytest -q\n", "bash ci/real_vllm/setup.sh",
+                                                    "python -m pytest -q -m real_vllm"))
+    assert main < setup < real
+    with open(os.path.join(ROOT, "README.md")) as f:
+        assert "bash ci/real_vllm/setup.sh && python -m pytest -q -m real_vllm" in f.read()
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        assert "-m 'not real_vllm'" in f.read()

@@ -7,9 +7,9 @@ from goodbench.records import RequestRecord, RunMeta, RunResult
 from goodbench.report.console import render_summary
 
 
-def render(summary, meta):
+def render(summary, meta, width=100):
     buf = io.StringIO()
-    Console(file=buf, width=100, color_system=None).print(render_summary(summary, meta, 0.95, "results/x"))
+    Console(file=buf, width=width, color_system=None).print(render_summary(summary, meta, 0.95, "results/x"))
     return buf.getvalue()
 
 
@@ -35,3 +35,20 @@ def test_failed_run_shows_fail_and_warning():
     out = render(summarize(RunResult(meta, recs)), meta.to_dict())
     assert out.startswith("FAIL  0.0% of 1 requests")
     assert "no request completed" in out
+
+
+def test_server_timing_line_splits_ttft_beside_goodbench():
+    recs = [RequestRecord(f"r{i}", "a", 0.0, 0.0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 3, "usage") for i in range(4)]
+    meta = RunMeta("x")
+    s = summarize(RunResult(meta, recs))
+    s["server_timing"] = {"ttft_ms": {"mean": 90.0, "n": 4}, "queue_ms": {"mean": 20.0, "n": 4},
+                          "prefill_ms": {"mean": 60.0, "n": 4}, "other_ms": 10.0,
+                          "client_ttft_ms": {"mean": 100.0, "n": 4}, "client_minus_server_ms": 10.0}
+    out = render(s, meta.to_dict(), width=200)
+    assert ("  server's view (means of 4): TTFT 90.0 = queue 20.0 + prefill 60.0 + other 10.0 ms · "
+            "goodbench TTFT 100.0 ms (+10.0 outside the server)") in out
+    s["server_timing"] = {"ttft_ms": None, "queue_ms": {"mean": 5.0, "n": 3}, "prefill_ms": None, "other_ms": None,
+                          "client_ttft_ms": None, "client_minus_server_ms": None}
+    assert "  server's view (means of 3): queue 5.0 ms" in render(s, meta.to_dict())
+    s["server_timing"] = None
+    assert "server's view" not in render(s, meta.to_dict())

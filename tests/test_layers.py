@@ -16,7 +16,7 @@ LAYERS = {
     "arrivals": 2, "columnar": 2, "client.sse": 2, "eventloop": 2, "gcquiet": 2, "pacing": 2, "tokenizer": 2, "limits": 2,
     "engine": 2, "engine.hardware": 2, "engine.config": 2, "engine.kvcache": 2, "engine.scheduler": 2,
     "engine.costmodel": 2, "engine.promtext": 2, "engine.core": 2, "client": 2,     # pure
-    "engine.links": 2, "engine.prices": 2, "engine.router": 2, "engine.adaptive": 2,
+    "engine.links": 2, "engine.prices": 2, "engine.router": 2, "engine.adaptive": 2, "servermetrics": 2,
     "metrics": 3, "gating": 3, "client.stream": 3,                                  # pure, above the columns
     "client.openai": 4, "client.lean": 4, "client.target": 4, "store": 4, "workloads": 4, "serverproc": 4,   # I/O edges
     "rundir": 5, "engine.launch": 5,                                                # a run directory; a child engine

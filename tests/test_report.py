@@ -45,6 +45,15 @@ def hostile(tmp_path_factory):
                                   status="ok" if i % 5 else "http_error", error=HOSTILE))
     st.append_many(recs)
     st.finish(meta, None)
+    # the server's histograms, as scraped (labels from the server are data too)
+    lab = '{model_name="' + HOSTILE + '"}'
+    with open(os.path.join(st.dir, "server_metrics.jsonl"), "w", encoding="utf-8") as f:
+        for t, k in ((0.0, 0), (3.0, 30)):
+            f.write(json.dumps({"t": t, "metrics": {
+                "vllm:time_to_first_token_seconds_sum" + lab: 0.05 * k, "vllm:time_to_first_token_seconds_count" + lab: k,
+                "vllm:request_queue_time_seconds_sum" + lab: 0.01 * k, "vllm:request_queue_time_seconds_count" + lab: k,
+                "vllm:request_prefill_time_seconds_sum" + lab: 0.03 * k,
+                "vllm:request_prefill_time_seconds_count" + lab: k}}) + "\n")
     return st.dir
 
 
@@ -80,6 +89,9 @@ def test_everything_from_data_or_server_is_escaped(hostile):
     assert "<script" not in html.lower()
     assert "&lt;script&gt;console.error(&#x27;xss&#x27;)&lt;/script&gt;" in html
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    # the server's view of TTFT: 50 ms = 10 queue + 30 prefill + 10 other, over the 30 requests
+    assert "Where TTFT went (the server's view)" in html
+    assert "<td class=l>queue</td><td>10.0</td><td>30</td>" in html and "<td class=l>other</td><td>10.0</td>" in html
 
 
 def test_report_on_a_non_run_directory_is_a_clear_error(tmp_path):

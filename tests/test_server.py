@@ -120,6 +120,32 @@ def test_metrics_use_vllm_names(tok):
     assert 'vllm:generation_tokens_total{model_name="llama-3.1-8b"} 4' in text
 
 
+def test_metrics_split_ttft_into_queue_and_prefill_like_vllm(tok):
+    """One running sequence at a time, 20 ms steps: the second request waits out the first's 3 steps
+    (queue ~60 ms); each prompt fits one step (prefill ~20 ms); TTFT = queue + prefill, per request."""
+    from goodbench.runner.scrape import parse_prometheus
+    from goodbench.servermetrics import histogram_totals
+
+    async def fn(s, srv):
+        async def one():
+            async with s.post("/v1/completions", json={"prompt": "a b c", "max_tokens": 3, "stream": True,
+                                                       "ignore_eos": True}) as r:
+                await r.read()
+
+        await asyncio.gather(one(), one())
+        async with s.get("/metrics") as r:
+            return parse_prometheus(await r.text())
+
+    m = serve(fn, tok, step_ms=20.0, max_num_seqs=1)
+    q, nq = histogram_totals(m, "vllm:request_queue_time_seconds")
+    p, n_p = histogram_totals(m, "vllm:request_prefill_time_seconds")
+    t, nt = histogram_totals(m, "vllm:time_to_first_token_seconds")
+    assert nq == n_p == nt == 2
+    assert t == pytest.approx(q + p, abs=1e-9)
+    assert p == pytest.approx(0.040, abs=0.012)
+    assert q == pytest.approx(0.060, abs=0.02)
+
+
 def test_client_disconnect_frees_its_sequence(tok):
     async def fn(s, srv):
         r = await s.post("/v1/completions", json={"prompt": "x", "max_tokens": 2000, "stream": True})

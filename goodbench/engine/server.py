@@ -26,7 +26,7 @@ from .core import Engine, RequestTooLong
 from .costmodel import CostModel
 from .kvcache import Seq, block_hashes
 from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
-from .promtext import ITER_BUCKETS, ITL_BUCKETS, LATENESS_BUCKETS, TTFT_BUCKETS, Histogram, scalar
+from .promtext import ITER_BUCKETS, ITL_BUCKETS, LATENESS_BUCKETS, REQUEST_BUCKETS, TTFT_BUCKETS, Histogram, scalar
 
 SPIN_S = 0.0015  # sleep to this much before a deadline, then spin: asyncio timers have ~1 ms granularity
 CATCH_UP_LIMIT_S = 0.05  # behind by more than this, restart the clock instead of compressing steps
@@ -38,12 +38,27 @@ def _err(status: int, message: str, typ: str = "BadRequestError", param: str | N
                              status=status)
 
 
+def phase_histograms() -> tuple[Histogram, Histogram]:
+    """The request-phase histograms vLLM exports, under its names and buckets."""
+    return (Histogram("vllm:request_queue_time_seconds", "Time from arrival to first scheduled.", REQUEST_BUCKETS),
+            Histogram("vllm:request_prefill_time_seconds", "Time from first scheduled to first token.",
+                      REQUEST_BUCKETS))
+
+
+def note_scheduled(batch, start: float) -> None:
+    """Stamp each request's first scheduling (the step's start, never before its arrival)."""
+    for seq in batch.seqs:
+        st = seq.payload
+        if st is not None and st.scheduled is None:
+            st.scheduled = max(start, st.arrived)
+
+
 class Stream:
     """One request's output. Once its handler has sent the response headers, the engine loop writes
     each token straight into the connection (no task wake-up per token); until then, and for
     non-streaming requests, tokens wait in `buf`. The handler is woken once, at the end."""
 
-    __slots__ = ("buf", "writer", "finished", "done", "dead", "n", "arrived", "last", "fmt")
+    __slots__ = ("buf", "writer", "finished", "done", "dead", "n", "arrived", "scheduled", "last", "fmt")
 
     def __init__(self, arrived: float, finished: asyncio.Future):
         self.buf: list[bytes] = []
@@ -53,6 +68,7 @@ class Stream:
         self.dead = False  # the client went away
         self.n = 0
         self.arrived = arrived
+        self.scheduled: float | None = None  # start of the first step that included it (queue-time end)
         self.last = 0.0
         self.fmt: Formatter | None = None
 
@@ -127,6 +143,7 @@ class EngineServer:
         self.h_itl = Histogram("vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS)
         self.h_iter = Histogram("vllm:iteration_tokens_total", "Tokens per engine step.", ITER_BUCKETS)
         self.h_late = Histogram("goodbench:step_lateness_seconds", "Actual minus planned step end.", LATENESS_BUCKETS)
+        self.h_queue, self.h_prefill = phase_histograms()
         self.lateness: list[float] = []  # recent window for quantiles
         self.requests_total = 0
         self._task: asyncio.Task | None = None
@@ -308,6 +325,7 @@ class EngineServer:
                 if s.payload is not None:
                     s.payload.push(error_event("request does not fit the KV cache"), done=True)
                 continue
+            note_scheduled(res.batch, start)
             planned = start + res.duration
             d = planned - clock()
             if d > SPIN_S:
@@ -340,6 +358,7 @@ class EngineServer:
                 continue
             if st.n == 0:
                 h_ttft.observe(now - st.arrived)
+                self._observe_phases(st, now)
             else:
                 h_itl.observe(now - st.last)
             st.n += 1
@@ -357,6 +376,12 @@ class EngineServer:
                 logging.getLogger("goodbench.serve").warning("request %s aborted: %s: %s", seq.id,
                                                              type(e).__name__, e)
 
+    def _observe_phases(self, st: Stream, now: float) -> None:
+        """vLLM's split of TTFT: queue time (arrival to first scheduled), prefill (scheduled to first token)."""
+        sched = st.scheduled if st.scheduled is not None else now
+        self.h_queue.observe(sched - st.arrived)
+        self.h_prefill.observe(now - sched)
+
     # ------------------------------------------------------------------ metrics
     async def metrics(self, request):
         eng = self.engine
@@ -373,7 +398,7 @@ class EngineServer:
         lines += scalar("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", L,
                         eng.kv.hits)
         lines += scalar("vllm:request_success_total", "counter", "Requests received.", L, self.requests_total)
-        for h in (self.h_ttft, self.h_itl, self.h_iter, self.h_late):
+        for h in (self.h_ttft, self.h_itl, self.h_iter, self.h_late, self.h_queue, self.h_prefill):
             lines += h.render(L)
         lat = sorted(self.lateness[-2048:])
         for q in (0.5, 0.99):

@@ -127,6 +127,25 @@ def _hol_line(h: dict | None) -> Text | None:
     return hl
 
 
+def _server_timing_line(st: dict | None) -> Text | None:
+    """TTFT split into the server's queue and prefill time (its histograms), beside goodbench's TTFT."""
+    if not st:
+        return None
+    ttft, q, p, other = st.get("ttft_ms"), st.get("queue_ms"), st.get("prefill_ms"), st.get("other_ms")
+    parts = [f"{name} {_ms(d['mean'])}" for name, d in (("queue", q), ("prefill", p)) if d]
+    if other is not None:
+        parts.append(f"other {_ms(other)}")
+    n = (ttft or q or p)["n"]
+    line = Text(f"  server's view (means of {n}): ")
+    line.append((f"TTFT {_ms(ttft['mean'])} = " if ttft else "") + " + ".join(parts) + " ms")
+    c = st.get("client_ttft_ms")
+    if c:
+        line.append(f" · goodbench TTFT {_ms(c['mean'])} ms")
+        if st.get("client_minus_server_ms") is not None:
+            line.append(f" ({st['client_minus_server_ms']:+.1f} outside the server)")
+    return line
+
+
 def _per_class_table(per: dict) -> Table | None:
     if not per:
         return None
@@ -148,6 +167,7 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
     meta = meta or {}
     parts: list = [_verdict(summary, target), _run_line(summary, meta), *_slo_lines(summary, target),
                    _latency_table(summary), _ratios_line(summary), _hol_line(summary.get("hol")),
+                   _server_timing_line(summary.get("server_timing")),
                    _per_class_table(summary.get("per_class") or {})]
     sess, per_turn = summary.get("sessions"), summary.get("per_turn") or {}
     if sess:

@@ -158,6 +158,8 @@ def _run_section(v, heading: bool) -> str:
                         f"goodput {b['goodput']:.2f} req/s") + "</p>" + _latency_table(b))
     if summary.get("hol"):
         parts.append(_hol_table(summary["hol"]))
+    if summary.get("server_timing"):
+        parts.append(_server_timing_table(summary["server_timing"]))
     if summary.get("metric_variants"):
         parts.append(_variants_table(summary["metric_variants"]))
     for w in summary.get("warnings", []):
@@ -177,6 +179,28 @@ def _hol_table(h: dict) -> str:
         rows.append(f"<tr><td class=l>{name}</td><td>{_num(a['p50'])}</td><td>{_num(a['p99'])}</td><td>{a['n']}</td>"
                     f"<td>{_num(b['p50'])}</td><td>{_num(b['p99'])}</td><td>{b['n']}</td>"
                     f"<td>{_num(d['p50_ratio'], '{:.2f}')}×</td><td>{_num(d['p99_ratio'], '{:.2f}')}×</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _server_timing_table(st: dict) -> str:
+    w = st.get("window_s") or [None, None]
+    rows = ["<h3>Where TTFT went (the server's view)</h3><p class=dim>"
+            f"{_e(st.get('source'))}; samples at {_num(w[0])}–{_num(w[1])} s of the run.</p>"
+            "<table><tr><th class=l>phase</th><th>mean (ms)</th><th>n</th><th class=l>from → to</th></tr>"]
+    client = st.get("client_ttft_ms")
+    for name, d, what in (
+            ("queue", st.get("queue_ms"), "arrival → first scheduled"),
+            ("prefill", st.get("prefill_ms"), "first scheduled → first token"),
+            ("other", None if st.get("other_ms") is None else {"mean": st["other_ms"]},
+             "server TTFT − queue − prefill: its front end (HTTP, tokenizing, hand-offs)"),
+            ("TTFT, server", st.get("ttft_ms"), "arrival → first token (server clock)"),
+            ("TTFT, goodbench", client, "request sent → first token read (client clock)"),
+            ("goodbench − server", None if st.get("client_minus_server_ms") is None else
+             {"mean": st["client_minus_server_ms"]}, "outside the server: network, client (same requests)")):
+        if d is not None:
+            rows.append(f"<tr><td class=l>{name}</td><td>{_num(d.get('mean'))}</td><td>{_e(d.get('n', ''))}</td>"
+                        f"<td class=l>{_e(what)}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
 

@@ -11,6 +11,7 @@ import numpy as np
 from ..columnar import ColumnarRun, RunColumns
 from ..metrics import Columns, columns_of, summarize
 from ..metrics.saturation import waiting_series
+from ..servermetrics import server_timing
 from ..store import incomplete, load_columns, load_server_metrics, read_jsonl
 
 
@@ -28,7 +29,7 @@ class RunView:
 
 
 def load_steps(path: str) -> dict | None:
-    rows = [r for r in read_jsonl(path) if "start" in r]
+    rows = [r for r in read_jsonl(path) if isinstance(r, dict) and "start" in r]
     if not rows:
         return None
     keys = ("start", "duration", "prefill_tokens", "decode_tokens", "batch_size", "kv_usage", "preemptions")
@@ -41,9 +42,10 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     c = Columns(cols)
     # summary.json keeps what was written at run end; the report shows the numbers recomputed now
     # (same definitions), which also covers runs imported from other tools
-    summary = summarize(run, slo=slo, prepared=c, queue=waiting_series(load_server_metrics(run_dir)))
-    steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
     server = load_server_metrics(run_dir) or None
+    summary = summarize(run, slo=slo, prepared=c, queue=waiting_series(server or []))
+    steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
+    summary["server_timing"] = server_timing(server or [], summary.get("ttft_ms"))
     name = label or run.meta.label
     return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
                    run.meta.to_dict(), summary, cols, c, steps, server, incomplete(run_dir))

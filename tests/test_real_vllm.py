@@ -1,0 +1,186 @@
+"""goodbench against a real vLLM (CPU build, tiny random-weight Llama), marked `real_vllm`: deselected
+by the plain `python -m pytest -q`, run by `.ci/run` after `ci/real_vllm/setup.sh` (docs/real-vllm.md).
+
+One vLLM server at a time (each holds ~5 GB and takes ~50 s to start): the HOL test starts the unchunked
+one, then the pool swaps it for the chunked-at-512 one that every other test reuses."""
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+import goodbench as gb
+from goodbench.runner.scrape import parse_prometheus
+from goodbench.store import load_server_metrics
+
+from conftest import ROOT, run_cli
+from realvllm import VllmServer
+
+pytestmark = pytest.mark.real_vllm
+
+# HOL scaled to this CPU: a 4,096-token prompt at t = 0 (the 4 shorts queue behind it), then a second
+# one at 5.5 s while the shorts decode (128 tokens at ~35 ms each). Without chunked prefill that prefill
+# is one step, and every decoding short stream stalls for all of it; at 512 tokens a step it is cut up.
+HOL_TOML = """
+name = "hol-cpu"
+generator = "hol"
+num_requests = 6        # long, 4 shorts, long: the second group's shorts are not needed
+seed = 0
+[hol]
+long_input = 4096
+long_output = 2
+short_input = 32
+short_output = 128
+shorts = 4
+stagger_ms = 50
+repeats = 2
+period_s = 5.5
+"""
+
+
+class ServerPool:
+    """Holds at most one vLLM server; asking for another configuration stops the current one."""
+
+    def __init__(self, log_dir: str):
+        self.log_dir, self.current = log_dir, None
+
+    def get(self, chunked_budget: int | None) -> VllmServer:
+        if self.current is not None and self.current.chunked_budget != chunked_budget:
+            self.stop()
+        if self.current is None:
+            self.current = VllmServer(self.log_dir, chunked_budget).start()
+        return self.current
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+            self.current = None
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    p = ServerPool(str(tmp_path_factory.mktemp("vllm-logs")))
+    yield p
+    p.stop()
+
+
+def records(run_dir):
+    with open(os.path.join(run_dir, "records.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def worst_gaps(recs, ids):
+    return [max(b - a for a, b in zip(r["chunk_times"], r["chunk_times"][1:])) for r in recs if r["id"] in ids]
+
+
+def gauge(base_url, name) -> float:
+    with urllib.request.urlopen(base_url + "/metrics", timeout=5) as r:
+        m = parse_prometheus(r.read().decode())
+    return sum(v for k, v in m.items() if k.split("{", 1)[0] == name)
+
+
+def assert_usage_matches_records(recs, n, output_len):
+    assert len(recs) == n and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
+    for r in recs:
+        # one token per chunk on vLLM: the server's usage count, the chunks and the ask all agree
+        assert r["output_tokens_source"] == "usage" and r["output_tokens"] == len(r["chunk_times"]) == output_len
+        assert r["prompt_tokens_server"] >= r["prompt_tokens"]  # + BOS (and the chat template's headers)
+
+
+def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
+    wl_path = tmp_path / "hol-cpu.toml"
+    wl_path.write_text(HOL_TOML)
+    out = {}
+    for budget in (None, 512):
+        srv = pool.get(budget)
+        run = gb.run(gb.load_workload(str(wl_path)), srv.base_url, result_dir=str(tmp_path), run_id=f"hol-{budget}")
+        assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
+        recs = records(run.dir)
+        long2 = next(r for r in recs if r["id"] == "r5")
+        out[budget] = (worst_gaps(recs, {"r1", "r2", "r3", "r4"}), long2["first_token_at"] - long2["sent_at"])
+    (gaps_off, prefill_off), (gaps_512, ttft_512) = out[None], out[512]
+    print(f"\nHOL worst gap per short stream: unchunked {[round(g, 3) for g in gaps_off]} s "
+          f"(second long TTFT {prefill_off:.2f} s); chunked 512 {[round(g, 3) for g in gaps_512]} s "
+          f"(second long TTFT {ttft_512:.2f} s)")
+    # without chunked prefill each decoding short stream waits out the whole 4,096-token prefill step
+    assert min(gaps_off) >= 0.7 * prefill_off and min(gaps_off) >= 0.8
+    # with a 512-token budget the same prefill is cut into >= 8 steps: no stall near its full length
+    assert max(gaps_512) <= ttft_512 / 3
+    assert statistics.median(gaps_off) >= 3 * statistics.median(gaps_512)
+
+
+def test_completions_through_the_cli_records_usage_metrics_and_server_timing(pool, tmp_path):
+    srv = pool.get(512)
+    r = run_cli("run", "--base-url", srv.base_url, "--dataset-name", "random", "--random-input-len", "64",
+                "--random-output-len", "16", "--num-prompts", "12", "--request-rate", "4",
+                "--result-dir", str(tmp_path), "--run-id", "cmpl", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = str(tmp_path / "cmpl")
+    s = gb.load_run(run_dir).summary
+    assert s["requests"]["failed"] == 0 and s["requests"]["completed"] == 12
+    assert_usage_matches_records(records(run_dir), 12, 16)
+    rows = load_server_metrics(run_dir)
+    names = set().union(*(row["metrics"] for row in rows))
+    for want in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:time_to_first_token_seconds_sum", "vllm:request_queue_time_seconds_count"):
+        assert any(k.startswith(want + "{") for k in names), want
+    assert not any("_bucket" in k for k in names)
+    # the server's own split of TTFT covers exactly this run's requests and adds up
+    st = s["server_timing"]
+    assert st["ttft_ms"]["n"] == st["queue_ms"]["n"] == st["prefill_ms"]["n"] == 12
+    assert st["queue_ms"]["mean"] + st["prefill_ms"]["mean"] <= st["ttft_ms"]["mean"]
+    assert st["client_ttft_ms"]["n"] == 12 and st["client_minus_server_ms"] is not None
+    # goodbench's TTFT starts later (request sent, not received) but ends later (byte read): within 50 ms
+    assert abs(st["client_minus_server_ms"]) < 50
+    assert "server's view" in r.stdout
+
+
+def test_chat_sharegpt_streams_with_usage_equal_to_chunks(pool, tmp_path):
+    srv = pool.get(512)
+    wl = tmp_path / "chat.toml"
+    wl.write_text('name = "chat"\nendpoint = "chat"\nnum_requests = 8\nseed = 1\n[arrival]\nrate = 4\n'
+                  '[[class]]\nname = "sharegpt"\nsource = "sharegpt"\ninput = "dataset"\noutput = 24\n')
+    run = gb.run(gb.load_workload(str(wl)), srv.base_url, result_dir=str(tmp_path), run_id="chat")
+    assert run.summary["requests"]["failed"] == 0
+    assert run.meta.target["endpoint"] == "/v1/chat/completions"
+    assert_usage_matches_records(records(run.dir), 8, 24)
+    assert run.summary["server_timing"]["ttft_ms"]["n"] == 8
+
+
+def test_ctrl_c_keeps_records_and_the_server_frees_the_cancelled(pool, tmp_path):
+    srv = pool.get(512)
+    p = subprocess.Popen([sys.executable, "-m", "goodbench", "run", "--base-url", srv.base_url,
+                          "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "400",
+                          "--num-prompts", "20", "--request-rate", "4", "--grace-period", "0.5",
+                          "--result-dir", str(tmp_path), "--run-id", "cc", "--quiet"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (tmp_path / "cc" / "records.jsonl").exists():
+            time.sleep(0.2)
+        time.sleep(3.0)  # several streams in flight (each needs ~15 s)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, out + err
+    run = gb.load_run(str(tmp_path / "cc"))
+    s = run.summary
+    recs = records(run.dir)
+    assert run.interrupted and len(recs) == s["requests"]["issued"] >= 5
+    by_status = s["requests"]["by_status"]
+    assert set(by_status) <= {"ok", "cancelled"} and by_status.get("cancelled", 0) >= 1, by_status
+    assert any(r["status"] == "cancelled" and r["chunk_times"] for r in recs)  # cut mid-stream, tokens kept
+    # the cancelled streams were closed, and vLLM aborted them
+    deadline = time.monotonic() + 20
+    while gauge(srv.base_url, "vllm:num_requests_running") > 0:
+        assert time.monotonic() < deadline, "vLLM still runs requests goodbench cancelled"
+        time.sleep(0.5)
