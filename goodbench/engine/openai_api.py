@@ -31,6 +31,7 @@ class Parsed:
     continuous_usage: bool
     ignore_eos: bool
     priority: int
+    session: str | None = None    # OpenAI's `user`: the session key of `serve --router session`
 
 
 def _bool(body: dict, key: str, default: bool = False) -> bool:
@@ -101,7 +102,8 @@ def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
     return Parsed(chat=chat, text=text, token_ids=ids, overhead=overhead,
                   max_tokens=_int(body, key, 1, None if chat else 16), stream=_bool(body, "stream"),
                   include_usage=_bool(so, "include_usage"), continuous_usage=_bool(so, "continuous_usage_stats"),
-                  ignore_eos=_bool(body, "ignore_eos"), priority=_int(body, "priority", -(2 ** 62), 0))
+                  ignore_eos=_bool(body, "ignore_eos"), priority=_int(body, "priority", -(2 ** 62), 0),
+                  session=body.get("user") if isinstance(body.get("user"), str) else None)
 
 
 class Formatter:
