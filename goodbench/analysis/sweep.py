@@ -146,10 +146,14 @@ def run_cell(cell: Cell) -> dict:
 def simulate_cell(s: SweepSetup, cell: Cell, cfg: EngineConfig) -> tuple[list, dict, str]:
     """A cell's records on one instance or on its layout of instances; its GPUs by tier; the layout."""
     spec = layout_spec(cell.layout, s.cluster)
-    if spec.disaggregated or spec.replicas > 1:
-        recs, _ = simulate_cluster(spec, cfg, s.plan.requests, s.plan.offsets)
-        return recs, spec.gpus(cfg), spec.label()
-    return simulate(Engine(cfg), s.plan.requests, s.plan.offsets), {cfg.gpu: cfg.tensor_parallel_size}, "1x"
+    return simulate_layout(spec, cfg, s.plan.requests, s.plan.offsets), spec.gpus(cfg), spec.label()
+
+
+def simulate_layout(spec, cfg: EngineConfig, requests, offsets) -> list:
+    """Records of the requests on one instance (simulate's own loop) or on a cluster of instances."""
+    if spec.many:
+        return simulate_cluster(spec, cfg, requests, offsets)[0]
+    return simulate(Engine(cfg), requests, offsets)
 
 
 def cost_row(c: dict, layout: str) -> dict:

@@ -82,6 +82,24 @@ class ClusterSpec:
                           min(p.tensor_parallel_size, d.tensor_parallel_size), get_model(base.model).layers,
                           self.layerwise)
 
+    @property
+    def many(self) -> bool:
+        """More than one instance."""
+        return self.disaggregated or self.replicas > 1
+
+    def to_argv(self) -> list[str]:
+        """These instances as `goodbench serve` flags (none for one instance)."""
+        if not self.many:
+            return []
+        if not self.disaggregated:
+            return ["--replicas", str(self.replicas), "--router", self.router]
+        out = ["--disaggregate", f"{self.prefill}:{self.decode}", "--router", self.router, "--kv-link", self.kv_link]
+        for flag, v in (("--prefill-gpu", self.prefill_gpu), ("--decode-gpu", self.decode_gpu),
+                        ("--prefill-tp", self.prefill_tp), ("--decode-tp", self.decode_tp)):
+            if v is not None:
+                out += [flag, str(v)]
+        return out + (["--layerwise-kv"] if self.layerwise else [])
+
     def label(self) -> str:
         if self.disaggregated:
             return f"{self.prefill}P:{self.decode}D"
