@@ -27,6 +27,20 @@ def test_find_max_rate_brackets_and_bisects():
     assert find_max_rate(lambda rate, scale=1: (0, 100), target=0.9, max_probes=5)["max_rate"] is None
 
 
+def test_a_disproved_passing_end_searches_lower_rates():
+    """At 300 requests rates up to 2.1 pass by a hair (91.7%); with more requests only <= 1.85 passes.
+    When the recheck disproves the passing end and no lower rate was probed, the search halves again
+    at the larger scale instead of reporting that nothing passes."""
+    def evaluate(rate, scale=1):
+        n = 300 * scale
+        att = 0.95 if rate <= 1.85 else 0.917 if scale == 1 and rate <= 2.1 else 0.85
+        return int(att * n), n
+
+    r = find_max_rate(evaluate, target=0.9, start=4.0)
+    assert r["max_rate"] is not None and 1.6 < r["max_rate"] <= 1.85
+    assert any(p["rate"] < 2.0 and p["requests"] > 300 for p in r["probes"])
+
+
 def test_sweep_max_rate_cli(tmp_path):
     r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
                 "--num-prompts", "300", "--request-rate", "4", "--goodput", "ttft:300", "tpot:80", "--gpu", "l4",

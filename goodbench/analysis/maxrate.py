@@ -58,13 +58,17 @@ class _Search:
                     return good, p
                 good = p
         else:
-            bad = p
-            while self.room and bad["rate"] > start / 64:
-                p = self.probe(bad["rate"] / 2)
-                if p["pass"]:
-                    return p, bad
-                bad = p
+            return self.halve(p, 1, start / 64)
         return good, bad
+
+    def halve(self, bad, scale: int, floor: float):
+        """Halve the rate from a failing probe until one passes (or the floor or the probe budget)."""
+        while self.room and bad["rate"] > floor:
+            p = self.probe(bad["rate"] / 2, scale)
+            if p["pass"]:
+                return p, bad
+            bad = p
+        return None, bad
 
     def bisect(self, good, bad, scale: int, rel_tol: float):
         while good and bad and self.room and bad["rate"] / good["rate"] > 1 + rel_tol:
@@ -116,6 +120,8 @@ def find_max_rate(evaluate, target: float = 0.9, start: float = 1.0, rel_tol: fl
     while good and bad and scale < max_scale and s.room and not s.clear(good, bad):
         scale *= 2  # a decision at a bracket end is not clear yet: probe it again with more requests
         good, bad = s.recheck(good, bad, scale)
+        if good is None and bad is not None:  # the passing end was disproved and nothing below passed: look lower
+            good, bad = s.halve(bad, scale, start / 64)
         good, bad = s.bisect(good, bad, scale, rel_tol)
     return {"target": target, "max_rate": good["rate"] if good else None,
             "bracket": [good["rate"] if good else 0.0, bad["rate"] if bad else None],
