@@ -4,14 +4,13 @@ engine loops in one server process, checked against the simulator's convention w
 import asyncio
 import time
 
-import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 
+from conftest import drive
 from goodbench.engine.cluster import ClusterSpec, simulate_cluster
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.links import LINK_EFFICIENCY
-from goodbench.engine.server import RUNNER_OPTIONS, ServeOptions
+from goodbench.engine.server import ServeOptions
 from goodbench.engine.servecluster import ClusterServer
 from goodbench.records import RequestSpec
 
@@ -21,17 +20,7 @@ KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # llama-3.1-8b, bf16: 128 KiB per token
 def cluster(fn, tok, spec: ClusterSpec, step_ms=20.0, **cfgkw):
     cfg = EngineConfig(max_model_len=8192, fixed_step_ms=step_ms, enable_prefix_caching=False, **cfgkw).resolved()
     srv = ClusterServer(cfg, ServeOptions(), tok, spec)
-
-    async def go():
-        server = TestServer(srv.app(), host="127.0.0.1", **RUNNER_OPTIONS)
-        await server.start_server()
-        try:
-            async with aiohttp.ClientSession(f"http://127.0.0.1:{server.port}") as s:
-                return await fn(s, srv)
-        finally:
-            await server.close()
-
-    return asyncio.run(go()), srv, cfg
+    return drive(srv, fn), srv, cfg
 
 
 async def token_times(s, body) -> list[float]:
