@@ -170,14 +170,23 @@ def error_table(points: list[Point], table: dict[float, np.ndarray], fit_eta: bo
 
 
 def tier_errors(rows: list[dict]) -> dict[str, dict]:
-    """Per GPU tier, over its `fit` points: how many, mean |in-sample error|, mean and max |LOO error|."""
+    """Per GPU tier: its `fit` points (how many, mean |in-sample error|, mean and max |LOO error|; None
+    without any) and its `check` points (how many, max |error|, all out of sample)."""
     out: dict[str, dict] = {}
-    for gpu in dict.fromkeys(r["gpu"] for r in rows if r["use"] == "fit"):
+    for gpu in dict.fromkeys(r["gpu"] for r in rows):
         rs = [r for r in rows if r["gpu"] == gpu and r["use"] == "fit"]
+        cs = [abs(r["error"]) for r in rows if r["gpu"] == gpu and r["use"] == "check"]
         loo = [abs(r["loo_error"]) for r in rs]
-        out[gpu] = {"points": len(rs), "mean_abs_error": float(np.mean([abs(r["error"]) for r in rs])),
-                    "mean_abs_loo_error": float(np.mean(loo)), "max_abs_loo_error": float(max(loo))}
+        out[gpu] = {"points": len(rs),
+                    "mean_abs_error": float(np.mean([abs(r["error"]) for r in rs])) if rs else None,
+                    "mean_abs_loo_error": float(np.mean(loo)) if rs else None,
+                    "max_abs_loo_error": float(max(loo)) if rs else None,
+                    "checks": len(cs), "max_abs_check_error": float(max(cs)) if cs else None}
     return out
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
 
 
 def markdown(f: Fit, rows: list[dict]) -> str:
@@ -189,11 +198,11 @@ def markdown(f: Fit, rows: list[dict]) -> str:
     for r in rows:
         out.append(f"| {r['id']} | {r['gpu']} | {r['metric']} | {r['use']} | {r['measured']:.2f} | {r['fitted']:.2f} | "
                    f"{r['error']:+.1%} | {r['loo']:.2f} | {r['loo_error']:+.1%} |")
-    out += ["", "| tier | fitted points | mean abs error | mean abs LOO error | max abs LOO error |",
-            "|---|---|---|---|---|"]
+    out += ["", "| tier | fitted points | mean abs error | mean abs LOO error | max abs LOO error | check points | "
+            "max abs check error |", "|---|---|---|---|---|---|---|"]
     for gpu, t in tier_errors(rows).items():
-        out.append(f"| {gpu} | {t['points']} | {t['mean_abs_error']:.1%} | {t['mean_abs_loo_error']:.1%} | "
-                   f"{t['max_abs_loo_error']:.1%} |")
+        out.append(f"| {gpu} | {t['points']} | {_pct(t['mean_abs_error'])} | {_pct(t['mean_abs_loo_error'])} | "
+                   f"{_pct(t['max_abs_loo_error'])} | {t['checks']} | {_pct(t['max_abs_check_error'])} |")
     return "\n".join(out)
 
 
