@@ -448,14 +448,24 @@ def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -
 
 def max_rate(s, *, target: float = 0.9, max_probes: int = 16, base_url: str | None = None, live: bool = False,
              server_cmd: str | None = None, server_timeout: float = 600.0, on_start=None, on_probe=None,
-             on_result=None) -> list[dict]:
+             on_result=None, plots: bool = True) -> list[dict]:
     """DistServe's max goodput rate per cell of a prepared sweep (or once against base_url), written to
-    max_rate.json: the highest arrival rate whose SLO attainment stays >= target."""
+    max_rate.json: the highest arrival rate whose SLO attainment stays >= target. Each simulated cell
+    runs on its instance layout and also reports its GPUs and max rate per GPU; cells that differ in
+    layout (--compare-disaggregation, --layouts) get max_rate_per_gpu.png (with matplotlib)."""
     from .analysis.maxrate import search_max_rates
 
-    return search_max_rates(s, target, max_probes, base_url=base_url, live=live, server_cmd=server_cmd,
-                            server_timeout=server_timeout, on_start=on_start, on_probe=on_probe,
-                            on_result=on_result)
+    results = search_max_rates(s, target, max_probes, base_url=base_url, live=live, server_cmd=server_cmd,
+                               server_timeout=server_timeout, on_start=on_start, on_probe=on_probe,
+                               on_result=on_result)
+    if plots:
+        try:
+            from .report.plots import max_rate_plot
+
+            max_rate_plot(results, s.out_dir)
+        except ImportError:
+            pass
+    return results
 
 
 def advise(engine: EngineConfig, ttft_slo_ms: float, p95_input: int, *, concurrency: int = 32,

@@ -19,6 +19,27 @@ def tok():
     return tokenizer.load()
 
 
+def drive(srv, fn):
+    """Serve an engine server's app on a loopback port and run `await fn(session, srv)` against it."""
+    import asyncio
+
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from goodbench.engine.server import RUNNER_OPTIONS
+
+    async def go():
+        server = TestServer(srv.app(), host="127.0.0.1", **RUNNER_OPTIONS)
+        await server.start_server()
+        try:
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{server.port}") as s:
+                return await fn(s, srv)
+        finally:
+            await server.close()
+
+    return asyncio.run(go())
+
+
 def run_cli(*args, cwd=None, timeout=120, env=None):
     """Run the goodbench CLI in a subprocess (what a user types)."""
     import subprocess

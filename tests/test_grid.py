@@ -23,7 +23,9 @@ def test_grid_and_params():
 
 
 @pytest.mark.parametrize("knob,text,want", [("max_num_seqs", "64", 64), ("enable_prefix_caching", "off", False),
-                                            ("gpu_memory_utilization", "0.8", 0.8), ("scheduler", "static", "static")])
+                                            ("gpu_memory_utilization", "0.8", 0.8), ("scheduler", "static", "static"),
+                                            ("adaptive_chunk_target_ms", "off", None),
+                                            ("adaptive_chunk_target_ms", "50", 50.0), ("max_num_batched_tokens", "none", None)])
 def test_values_are_typed_as_the_config_declares(knob, text, want):
     assert parse_value(knob, text) == want
 
@@ -35,3 +37,6 @@ def test_unchunked_cells_take_max_model_len_and_bad_cells_fail_up_front():
         check_cells(EngineConfig(), [Cell("h100-sxm", (("max_num_batched_tokens", 256),
                                                        ("enable_chunked_prefill", False)))])
     assert Cell("l40s", (("max_num_seqs", 8),)).slug == "cell-l40s_max_num_seqs=8"
+    assert Cell("l40s", (("adaptive_chunk_target_ms", None),)).label == "l40s,adaptive_chunk_target_ms=off"
+    with pytest.raises(UsageError, match="whole number"):
+        parse_value("block_size", "off")  # a knob with a default cannot be unset

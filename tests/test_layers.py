@@ -22,6 +22,7 @@ LAYERS = {
     "rundir": 5, "engine.launch": 5,                                                # a run directory; a child engine
     "runner": 6, "engine.server": 6, "engine.simulate": 6, "interop": 6,            # drive one run
     "engine.calibration": 6, "engine.cluster": 6,                                   # replay points; clusters
+    "engine.steploop": 6, "engine.servecluster": 6,                                 # real-clock instances
     "analysis": 7, "report": 7,                                                     # compose runs, render
     "api": 8, "": 8,                                                                # the public API (and its facade)
     "cli": 9, "integrations": 9,                                                    # nothing imports them

@@ -27,6 +27,20 @@ def test_find_max_rate_brackets_and_bisects():
     assert find_max_rate(lambda rate, scale=1: (0, 100), target=0.9, max_probes=5)["max_rate"] is None
 
 
+def test_a_disproved_passing_end_searches_lower_rates():
+    """At 300 requests rates up to 2.1 pass by a hair (91.7%); with more requests only <= 1.85 passes.
+    When the recheck disproves the passing end and no lower rate was probed, the search halves again
+    at the larger scale instead of reporting that nothing passes."""
+    def evaluate(rate, scale=1):
+        n = 300 * scale
+        att = 0.95 if rate <= 1.85 else 0.917 if scale == 1 and rate <= 2.1 else 0.85
+        return int(att * n), n
+
+    r = find_max_rate(evaluate, target=0.9, start=4.0)
+    assert r["max_rate"] is not None and 1.6 < r["max_rate"] <= 1.85
+    assert any(p["rate"] < 2.0 and p["requests"] > 300 for p in r["probes"])
+
+
 def test_sweep_max_rate_cli(tmp_path):
     r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
                 "--num-prompts", "300", "--request-rate", "4", "--goodput", "ttft:300", "tpot:80", "--gpu", "l4",
@@ -52,3 +66,20 @@ def test_max_rate_against_a_live_engine(tmp_path):
     assert any(not p["pass"] for p in res["probes"]) and any(p["pass"] for p in res["probes"])
     probes = os.listdir(tmp_path / "live" / "probes" / "l40s")
     assert "server.log" in probes and sum(x.startswith("probe-") for x in probes) == len(res["probes"])
+
+
+def test_max_rate_honours_instance_layouts(tmp_path):
+    """Two replicas (round-robin) serve about twice the rate of one at the same SLO, so the max rate per
+    GPU stays about equal; each result carries its layout and GPU count, and the figure is drawn."""
+    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "16",
+                "--num-prompts", "200", "--request-rate", "20", "--goodput", "ttft:60", "--gpu", "l40s",
+                "--max-num-seqs", "4", "--fixed-step-ms", "5", "--router", "round-robin", "--layouts", "1x,2x",
+                "--find-max-rate", "--max-probes", "10", "--result-dir", str(tmp_path), "--sweep-id", "lay",
+                timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = {x["layout"]: x for x in json.loads((tmp_path / "lay" / "max_rate.json").read_text())["results"]}
+    one, two = res["1x"], res["2x"]
+    assert (one["gpus"], two["gpus"]) == (1, 2)
+    assert two["max_rate"] == pytest.approx(2 * one["max_rate"], rel=0.25)
+    assert two["max_rate_per_gpu"] == pytest.approx(two["max_rate"] / 2)
+    assert "per GPU" in r.stdout and (tmp_path / "lay" / "max_rate_per_gpu.png").exists()

@@ -5,27 +5,17 @@ import json
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
-from goodbench.engine.server import RUNNER_OPTIONS, EngineServer, ServeOptions
+from conftest import drive
+from goodbench.engine.server import EngineServer, ServeOptions
 
 
 def serve(fn, tok, api_key=None, step_ms=2.0, **cfgkw):
     cfg = EngineConfig(max_model_len=4096, **cfgkw).resolved()
     srv = EngineServer(cfg, ServeOptions(api_key=api_key), tok, CostModel.for_config(cfg, fixed_step_ms=step_ms))
-
-    async def go():
-        server = TestServer(srv.app(), host="127.0.0.1", **RUNNER_OPTIONS)
-        await server.start_server()
-        try:
-            async with aiohttp.ClientSession(f"http://127.0.0.1:{server.port}") as s:
-                return await fn(s, srv)
-        finally:
-            await server.close()
-
-    return asyncio.run(go())
+    return drive(srv, fn)
 
 
 async def sse_events(resp):

@@ -28,7 +28,7 @@ class Cell:
 
 
 def _fmt(v) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
+    return "off" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def parse_value(knob: str, text: str):
@@ -37,6 +37,8 @@ def parse_value(knob: str, text: str):
         raise UsageError(f"unknown engine knob {knob!r}; knobs: {', '.join(KNOBS)}")
     kind = field_kind(knob)
     low = text.strip().lower()
+    if low in ("none", "off") and kind is not bool and _optional(knob):
+        return None  # an optional knob left unset (e.g. adaptive_chunk_target_ms=off: a fixed budget)
     if kind is bool:
         if low in ("true", "on", "1", "yes"):
             return True
@@ -49,6 +51,10 @@ def parse_value(knob: str, text: str):
         except ValueError:
             raise UsageError(f"{knob}: {text!r} is not a {'whole number' if kind is int else 'number'}") from None
     return text.strip()
+
+
+def _optional(knob: str) -> bool:
+    return next(f.default for f in fields(EngineConfig) if f.name == knob) is None
 
 
 def parse_params(items: list[str]) -> dict[str, list]:

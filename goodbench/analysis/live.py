@@ -16,24 +16,25 @@ from ..errors import TargetError, UsageError
 from ..rundir import RunDir
 from ..runner import Progress, RunOptions, run_plan
 from ..serverproc import ServerProcess, free_port
-from .grid import Cell
+from .grid import Cell, layout_spec
 from .sweep import SweepSetup, cell_meta, config_row, start_row, summary_row, write_results
 
 
-def server_command(cfg: EngineConfig, port: int, server_cmd: str | None) -> list[str]:
+def server_command(cfg: EngineConfig, port: int, server_cmd: str | None, cluster=None) -> list[str]:
     """The cell's server: `server_cmd` with {port}, {gpu}, {model} and every knob filled in, else the
-    reference engine."""
+    reference engine (with the cell's instances: replicas or prefill/decode)."""
     if not server_cmd:
-        return serve_command(cfg, port)
+        return serve_command(cfg, port, cluster=cluster)
     try:
         return shlex.split(server_cmd.format(**{**cfg.to_dict(), "port": port}))
     except (KeyError, IndexError, ValueError) as e:
         raise UsageError(f"--server-cmd: cannot fill the placeholders ({e})") from None
 
 
-def start_server(cfg: EngineConfig, server_cmd: str | None, log_path: str, timeout: float) -> ServerProcess:
+def start_server(cfg: EngineConfig, server_cmd: str | None, log_path: str, timeout: float,
+                 cluster=None) -> ServerProcess:
     port = free_port()
-    proc = ServerProcess(server_command(cfg, port, server_cmd), port, log_path)
+    proc = ServerProcess(server_command(cfg, port, server_cmd, cluster), port, log_path)
     proc.wait_ready(timeout)
     return proc
 
@@ -44,7 +45,8 @@ def _live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float
         return row
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, None if server_cmd else cfg, "open"))
     try:
-        proc = start_server(cfg, server_cmd, os.path.join(rd.dir, "server.log"), timeout)
+        proc = start_server(cfg, server_cmd, os.path.join(rd.dir, "server.log"), timeout,
+                            layout_spec(cell.layout, s.cluster))
     except (TargetError, UsageError) as e:
         row["error"] = f"server failed to start: {e}" if isinstance(e, TargetError) else str(e)
         rd.finish(summarized=False)

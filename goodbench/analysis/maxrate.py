@@ -12,18 +12,17 @@ from dataclasses import replace
 from ..arrivals import ArrivalSpec, offsets as arrival_offsets
 from ..client.openai import ClientConfig, resolve_endpoint
 from ..client.target import resolve_model
+from ..engine.cluster import ClusterSpec
 from ..engine.config import EngineConfig
-from ..engine.core import Engine
-from ..engine.simulate import simulate
 from ..errors import TargetError, UsageError
 from ..metrics import summarize
 from ..metrics.stats import wilson
 from ..records import RunMeta, RunResult
 from ..rundir import RunDir
 from ..runner import Plan, Progress, RunOptions, run_plan
-from .grid import cell_config
+from .grid import cell_config, layout_spec
 from .live import start_server
-from .sweep import SweepSetup
+from .sweep import SweepSetup, simulate_layout
 
 
 class _Search:
@@ -59,13 +58,17 @@ class _Search:
                     return good, p
                 good = p
         else:
-            bad = p
-            while self.room and bad["rate"] > start / 64:
-                p = self.probe(bad["rate"] / 2)
-                if p["pass"]:
-                    return p, bad
-                bad = p
+            return self.halve(p, 1, start / 64)
         return good, bad
+
+    def halve(self, bad, scale: int, floor: float):
+        """Halve the rate from a failing probe until one passes (or the floor or the probe budget)."""
+        while self.room and bad["rate"] > floor:
+            p = self.probe(bad["rate"] / 2, scale)
+            if p["pass"]:
+                return p, bad
+            bad = p
+        return None, bad
 
     def bisect(self, good, bad, scale: int, rel_tol: float):
         while good and bad and self.room and bad["rate"] / good["rate"] > 1 + rel_tol:
@@ -117,6 +120,8 @@ def find_max_rate(evaluate, target: float = 0.9, start: float = 1.0, rel_tol: fl
     while good and bad and scale < max_scale and s.room and not s.clear(good, bad):
         scale *= 2  # a decision at a bracket end is not clear yet: probe it again with more requests
         good, bad = s.recheck(good, bad, scale)
+        if good is None and bad is not None:  # the passing end was disproved and nothing below passed: look lower
+            good, bad = s.halve(bad, scale, start / 64)
         good, bad = s.bisect(good, bad, scale, rel_tol)
     return {"target": target, "max_rate": good["rate"] if good else None,
             "bracket": [good["rate"] if good else 0.0, bad["rate"] if bad else None],
@@ -135,13 +140,16 @@ def _at_rate(arrival: ArrivalSpec, rate: float) -> ArrivalSpec:
                    rate=rate)
 
 
-def rate_evaluator(engine_cfg: EngineConfig, requests, arrival: ArrivalSpec, slo: dict, seed: int):
-    """evaluate(rate) for find_max_rate: the workload at `rate` (same requests, same seed) simulated."""
+def rate_evaluator(engine_cfg: EngineConfig, requests, arrival: ArrivalSpec, slo: dict, seed: int,
+                   layout: ClusterSpec | None = None):
+    """evaluate(rate) for find_max_rate: the workload at `rate` (same requests, same seed) simulated on
+    one instance or on a layout of instances (replicas, prefill/decode)."""
+    layout = layout or ClusterSpec()
 
     def evaluate(rate: float, scale: int = 1):
         reqs = _scaled(requests, scale)
         offs = arrival_offsets(_at_rate(arrival, rate), n=len(reqs), seed=seed)
-        recs = simulate(Engine(engine_cfg), reqs, offs)
+        recs = simulate_layout(layout, engine_cfg, reqs, offs)
         s = summarize(RunResult(RunMeta("probe", mode="simulate", slo=slo), recs), slo=slo, ci=False)
         return s.get("slo_met") or 0, s["requests"]["issued"]
 
@@ -171,6 +179,13 @@ def live_rate_evaluator(base_url: str, requests, arrival: ArrivalSpec, slo: dict
     return evaluate
 
 
+def per_gpu(r: dict, layout: ClusterSpec, cfg: EngineConfig) -> dict:
+    """DistServe's headline for one cell: its layout, GPUs in all, and max goodput rate per GPU."""
+    gpus = sum(layout.gpus(cfg).values())
+    mr = r.get("max_rate")
+    return {"layout": layout.label(), "gpus": gpus, "max_rate_per_gpu": mr / gpus if mr else None}
+
+
 def search_max_rates(s: SweepSetup, target: float, max_probes: int, base_url: str | None = None,
                      live: bool = False, server_cmd: str | None = None, server_timeout: float = 600.0,
                      on_start=None, on_probe=None, on_result=None) -> list[dict]:
@@ -187,6 +202,7 @@ def search_max_rates(s: SweepSetup, target: float, max_probes: int, base_url: st
         if on_start:
             on_start(label)
         probes_dir = os.path.join(s.out_dir, "probes", label.replace("/", "_").replace(":", "_").replace(",", "_"))
+        layout = None if c is None else layout_spec(c.layout, s.cluster)
         proc = None
         try:
             if base_url:
@@ -195,11 +211,12 @@ def search_max_rates(s: SweepSetup, target: float, max_probes: int, base_url: st
             elif live or server_cmd:
                 os.makedirs(probes_dir, exist_ok=True)
                 proc = start_server(cell_config(s.base, c), server_cmd, os.path.join(probes_dir, "server.log"),
-                                    server_timeout)
+                                    server_timeout, layout)
                 evaluate = live_rate_evaluator(proc.base_url, plan.requests, plan.arrival, s.slo, spec.seed,
                                                probes_dir, endpoint)
             else:
-                evaluate = rate_evaluator(cell_config(s.base, c), plan.requests, plan.arrival, s.slo, spec.seed)
+                evaluate = rate_evaluator(cell_config(s.base, c), plan.requests, plan.arrival, s.slo, spec.seed,
+                                          layout)
             r = find_max_rate(evaluate, target=target, start=plan.arrival.mean_rate or 1.0, on_probe=on_probe,
                               max_probes=max_probes)
         except TargetError as e:
@@ -208,6 +225,8 @@ def search_max_rates(s: SweepSetup, target: float, max_probes: int, base_url: st
             if proc is not None:
                 proc.close()
         r["cell"] = label
+        if layout is not None:
+            r.update(per_gpu(r, layout, cell_config(s.base, c)))
         results.append(r)
         if on_result:
             on_result(r)

@@ -147,14 +147,19 @@ def simulate_cell(s: SweepSetup, cell: Cell, cfg: EngineConfig) -> tuple[list, d
     """A cell's records on one instance or on its layout of instances; its GPUs by tier; the layout."""
     spec = layout_spec(cell.layout, s.cluster)
     p = s.plan
-    if spec.disaggregated or spec.replicas > 1:
-        if p.sessions:
-            raise UsageError("multi-turn sessions are simulated on one instance (no layouts)")
-        recs, _ = simulate_cluster(spec, cfg, p.requests, p.offsets)
-        return recs, spec.gpus(cfg), spec.label()
-    recs = simulate(Engine(cfg), p.requests, p.offsets, sessions=p.sessions,
-                    session_cap=p.spec.session.max_concurrent if p.sessions else 0)
-    return recs, {cfg.gpu: cfg.tensor_parallel_size}, "1x"
+    if spec.many and p.sessions:
+        raise UsageError("multi-turn sessions are simulated on one instance (no layouts)")
+    return simulate_layout(spec, cfg, p.requests, p.offsets, p), spec.gpus(cfg), spec.label()
+
+
+def simulate_layout(spec, cfg: EngineConfig, requests, offsets, plan=None) -> list:
+    """Records of the requests on one instance (simulate's own loop, sessions included) or on a cluster
+    of instances."""
+    if spec.many:
+        return simulate_cluster(spec, cfg, requests, offsets)[0]
+    sessions = plan.sessions if plan is not None else None
+    return simulate(Engine(cfg), requests, offsets, sessions=sessions,
+                    session_cap=plan.spec.session.max_concurrent if sessions else 0)
 
 
 def cost_row(c: dict, layout: str) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from .common import EXIT_OK, add_engine_args, console, engine_config
+from .scale import add_cluster_args, cluster_spec
 
 
 def add_serve_parser(sub) -> None:
@@ -13,6 +14,7 @@ def add_serve_parser(sub) -> None:
                        description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "
                        "step times come from the GPU/model cost model.")
     add_engine_args(p)
+    add_cluster_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--served-model-name", help="model name clients use (default: the --model shape name)")
@@ -32,7 +34,7 @@ def cmd_serve(args) -> int:
     opts = ServeOptions(host=args.host, port=args.port, served_model_name=args.served_model_name,
                         api_key=args.api_key, step_trace=args.step_trace, eos_dist=args.eos_length_dist,
                         seed=args.seed)
-    return run_server(engine_config(args), opts, args.tokenizer)
+    return run_server(engine_config(args), opts, args.tokenizer, cluster_spec(args))
 
 
 def add_engine_parser(sub) -> None:

@@ -134,13 +134,19 @@ def _max_rate(args, con, s) -> int:
     from .. import api
     from ..report import tables
 
-    api.max_rate(s, target=args.target_attainment, max_probes=args.max_probes, base_url=args.base_url,
-                 live=args.live, server_cmd=args.server_cmd, server_timeout=args.server_timeout,
-                 on_start=lambda label: con.print(f"[bold]{label}[/]: searching the max rate with attainment >= "
-                                                  f"{args.target_attainment:.0%}"),
-                 on_probe=lambda p: con.print(tables.probe_line(p)),
-                 on_result=lambda r: con.print(tables.max_rate_line(r)))
-    con.print(f"  results: {s.out_dir}/max_rate.json", style="dim")
+    results = api.max_rate(s, target=args.target_attainment, max_probes=args.max_probes, base_url=args.base_url,
+                           live=args.live, server_cmd=args.server_cmd, server_timeout=args.server_timeout,
+                           on_start=lambda label: con.print(f"[bold]{label}[/]: searching the max rate with "
+                                                            f"attainment >= {args.target_attainment:.0%}"),
+                           on_probe=lambda p: con.print(tables.probe_line(p)),
+                           on_result=lambda r: con.print(tables.max_rate_line(r)), plots=not args.no_plots)
+    if len({r.get("layout") for r in results}) > 1:
+        con.print(tables.max_rate_table(results, args.target_attainment))
+    import os
+
+    figure = os.path.join(s.out_dir, "max_rate_per_gpu.png")
+    con.print(f"  results: {s.out_dir}/max_rate.json" + (", max_rate_per_gpu.png" if os.path.exists(figure) else ""),
+              style="dim")
     return EXIT_OK
 
 

@@ -31,7 +31,7 @@ from .simulate import simulate
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.csv")
 ETA_GRID = tuple(round(0.70 + 0.01 * k, 2) for k in range(21))  # HBM weight streaming, 0.70-0.90
-METRICS = ("e2e_mean_ms", "tpot_mean_ms", "tpot_p50_ms")
+METRICS = ("e2e_mean_ms", "tpot_mean_ms", "tpot_p50_ms", "tpot_p99_ms", "ms_per_request")
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Point:
     use: str = "fit"  # "fit": used by the fit; "check": predicted only
     version: str = ""
     note: str = ""
+    warm: bool = False  # measured in a repeat round: the same prompts were served before (prefix cache warm)
 
 
 @dataclass(frozen=True)
@@ -72,29 +73,43 @@ def load_points(path: str = DATA) -> list[Point]:
         out.append(Point(r["id"], r["gpu"], r["model"], int(r["tp"]), r["dtype"], r["workload"],
                          int(r["concurrency"]), int(r["input_len"]), int(r["output_len"]),
                          int(r["num_requests"]), r["metric"], float(r["value"]), r["source"], r["use"],
-                         r["version"], r["note"]))
+                         r["version"], r["note"], r.get("prefix_cache", "") == "warm"))
     return out
 
 
 def point_config(p: Point) -> EngineConfig:
-    """vLLM's defaults for the tier; random prompts share no prefix, so prefix caching is moot (off)."""
+    """vLLM's defaults for the tier. Random prompts share no prefix, so prefix caching is moot (off),
+    except for a `warm` point, measured in a round that repeats an earlier round's prompts."""
     return EngineConfig(gpu=p.gpu, model=p.model, tensor_parallel_size=p.tp, dtype=p.dtype,
-                        enable_prefix_caching=False).resolved()
+                        enable_prefix_caching=p.warm).resolved()
+
+
+def _run(p: Point, engine: Engine, reqs: list[RequestSpec]) -> list:
+    if p.workload == "batch":
+        return simulate(engine, reqs, np.zeros(len(reqs)))
+    return simulate(engine, reqs, None, closed_users=p.concurrency)
 
 
 def replay(p: Point, cost: CostModel) -> float:
-    """The point's metric (ms) on the simulator with this cost model."""
+    """The point's metric (ms) on the simulator with this cost model. A warm point is replayed as the
+    source ran it: one round of the same (distinct) prompts first, then the measured round, whose
+    prompts are all in the prefix cache (far below the KV capacity, so nothing is evicted)."""
     cfg = point_config(p)
-    reqs = [RequestSpec(str(k), "cal", "x", p.input_len, p.output_len) for k in range(p.num_requests)]
-    if p.workload == "batch":
-        recs = simulate(Engine(cfg, cost), reqs, np.zeros(len(reqs)))
-    else:
-        recs = simulate(Engine(cfg, cost), reqs, None, closed_users=p.concurrency)
+    reqs = [RequestSpec(str(k), "cal", f"prompt {k} " * p.input_len if p.warm else "x", p.input_len, p.output_len)
+            for k in range(p.num_requests)]
+    engine = Engine(cfg, cost)
+    if p.warm:
+        _run(p, engine, reqs)
+    recs = _run(p, engine, reqs)
     e2e = np.array([r.finished_at - r.sent_at for r in recs]) * 1000
     if p.metric == "e2e_mean_ms":
         return float(e2e.mean())
+    if p.metric == "ms_per_request":  # 1000 / request throughput: the run's duration per request
+        return float(max(r.finished_at for r in recs) * 1000 / len(recs))
     ttft = np.array([r.first_token_at - r.sent_at for r in recs]) * 1000
     tpot = (e2e - ttft) / (p.output_len - 1)
+    if p.metric == "tpot_p99_ms":
+        return float(np.percentile(tpot, 99))
     return float(tpot.mean() if p.metric == "tpot_mean_ms" else np.median(tpot))
 
 
@@ -155,14 +170,23 @@ def error_table(points: list[Point], table: dict[float, np.ndarray], fit_eta: bo
 
 
 def tier_errors(rows: list[dict]) -> dict[str, dict]:
-    """Per GPU tier, over its `fit` points: how many, mean |in-sample error|, mean and max |LOO error|."""
+    """Per GPU tier: its `fit` points (how many, mean |in-sample error|, mean and max |LOO error|; None
+    without any) and its `check` points (how many, max |error|, all out of sample)."""
     out: dict[str, dict] = {}
-    for gpu in dict.fromkeys(r["gpu"] for r in rows if r["use"] == "fit"):
+    for gpu in dict.fromkeys(r["gpu"] for r in rows):
         rs = [r for r in rows if r["gpu"] == gpu and r["use"] == "fit"]
+        cs = [abs(r["error"]) for r in rows if r["gpu"] == gpu and r["use"] == "check"]
         loo = [abs(r["loo_error"]) for r in rs]
-        out[gpu] = {"points": len(rs), "mean_abs_error": float(np.mean([abs(r["error"]) for r in rs])),
-                    "mean_abs_loo_error": float(np.mean(loo)), "max_abs_loo_error": float(max(loo))}
+        out[gpu] = {"points": len(rs),
+                    "mean_abs_error": float(np.mean([abs(r["error"]) for r in rs])) if rs else None,
+                    "mean_abs_loo_error": float(np.mean(loo)) if rs else None,
+                    "max_abs_loo_error": float(max(loo)) if rs else None,
+                    "checks": len(cs), "max_abs_check_error": float(max(cs)) if cs else None}
     return out
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
 
 
 def markdown(f: Fit, rows: list[dict]) -> str:
@@ -174,11 +198,11 @@ def markdown(f: Fit, rows: list[dict]) -> str:
     for r in rows:
         out.append(f"| {r['id']} | {r['gpu']} | {r['metric']} | {r['use']} | {r['measured']:.2f} | {r['fitted']:.2f} | "
                    f"{r['error']:+.1%} | {r['loo']:.2f} | {r['loo_error']:+.1%} |")
-    out += ["", "| tier | fitted points | mean abs error | mean abs LOO error | max abs LOO error |",
-            "|---|---|---|---|---|"]
+    out += ["", "| tier | fitted points | mean abs error | mean abs LOO error | max abs LOO error | check points | "
+            "max abs check error |", "|---|---|---|---|---|---|---|"]
     for gpu, t in tier_errors(rows).items():
-        out.append(f"| {gpu} | {t['points']} | {t['mean_abs_error']:.1%} | {t['mean_abs_loo_error']:.1%} | "
-                   f"{t['max_abs_loo_error']:.1%} |")
+        out.append(f"| {gpu} | {t['points']} | {_pct(t['mean_abs_error'])} | {_pct(t['mean_abs_loo_error'])} | "
+                   f"{_pct(t['max_abs_loo_error'])} | {t['checks']} | {_pct(t['max_abs_check_error'])} |")
     return "\n".join(out)
 
 

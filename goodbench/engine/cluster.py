@@ -75,6 +75,31 @@ class ClusterSpec:
         p, d = self.configs(base)
         return get_link(self.kv_link, p.gpu, d.gpu, sum(self.gpus(base).values()))
 
+    def kv_transfer(self, base: EngineConfig) -> "KVTransfer":
+        """How long a finished prompt's KV cache takes to reach a decode instance."""
+        p, d = self.configs(base)
+        return KVTransfer(self.link(base), d.kv_bytes_per_token() * d.tensor_parallel_size,  # the whole model's KV
+                          min(p.tensor_parallel_size, d.tensor_parallel_size), get_model(base.model).layers,
+                          self.layerwise)
+
+    @property
+    def many(self) -> bool:
+        """More than one instance."""
+        return self.disaggregated or self.replicas > 1
+
+    def to_argv(self) -> list[str]:
+        """These instances as `goodbench serve` flags (none for one instance)."""
+        if not self.many:
+            return []
+        if not self.disaggregated:
+            return ["--replicas", str(self.replicas), "--router", self.router]
+        out = ["--disaggregate", f"{self.prefill}:{self.decode}", "--router", self.router, "--kv-link", self.kv_link]
+        for flag, v in (("--prefill-gpu", self.prefill_gpu), ("--decode-gpu", self.decode_gpu),
+                        ("--prefill-tp", self.prefill_tp), ("--decode-tp", self.decode_tp)):
+            if v is not None:
+                out += [flag, str(v)]
+        return out + (["--layerwise-kv"] if self.layerwise else [])
+
     def label(self) -> str:
         if self.disaggregated:
             return f"{self.prefill}P:{self.decode}D"
@@ -85,6 +110,22 @@ class ClusterSpec:
             raise UsageError("--replicas must be >= 1 and --disaggregate P:D needs P >= 1 and D >= 1")
         if self.disaggregated and self.replicas != 1:
             raise UsageError("use either --replicas or --disaggregate, not both")
+
+
+@dataclass(frozen=True)
+class KVTransfer:
+    """The KV hand-off between a prefill and a decode instance (simulator and server alike)."""
+
+    link: Link
+    kv_bytes_per_token: float
+    tp: int
+    layers: int
+    layerwise: bool
+
+    def seconds(self, prompt_len: int, prefill_s: float) -> float:
+        """Transfer time of a prompt whose prefill computed for prefill_s (for layer-wise overlap)."""
+        return transfer_s(prompt_len * self.kv_bytes_per_token, self.link, self.tp, self.layers, prefill_s,
+                          self.layerwise)
 
 
 def parse_disaggregate(text: str | None) -> tuple[int, int]:
@@ -128,9 +169,7 @@ class ClusterSim:
         if spec.disaggregated:
             self.front = [_Instance(Engine(pcfg), "prefill") for _ in range(spec.prefill)]
             self.back = [_Instance(Engine(dcfg), "decode") for _ in range(spec.decode)]
-            self.link = spec.link(base)
-            self.kv_bytes = dcfg.kv_bytes_per_token() * dcfg.tensor_parallel_size  # whole model's KV per token
-            self.layers, self.xfer_tp = get_model(base.model).layers, min(pcfg.tensor_parallel_size, dcfg.tensor_parallel_size)
+            self.xfer = spec.kv_transfer(base)
         else:
             cfg = base if base.num_gpu_blocks is not None else base.resolved()
             self.front = [_Instance(Engine(cfg), "mixed") for _ in range(spec.replicas)]
@@ -238,8 +277,7 @@ class ClusterSim:
             self.pf_busy[s.id] = self.pf_busy.get(s.id, 0.0) + res.duration
         for s in res.finished:
             inst.done_at.append(inst.t)
-            x = transfer_s(s.prompt_len * self.kv_bytes, self.link, self.xfer_tp, self.layers,
-                           self.pf_busy.pop(s.id, 0.0), self.spec.layerwise)
+            x = self.xfer.seconds(s.prompt_len, self.pf_busy.pop(s.id, 0.0))
             self.transfers.append(x)
             heapq.heappush(self.events, (inst.t + x, s.id, 1, s.id))
 
@@ -264,7 +302,7 @@ class ClusterSim:
                                "requests": x.routed, "steps": x.engine.stats.steps, "busy_s": x.engine.stats.busy_s}
                               for x in self.insts],
                 "steps": sum(s.steps for s in st), "preemptions": sum(s.preemptions for s in st),
-                "router": self.spec.router, "kv_link": self.link.name if self.back else None,
+                "router": self.spec.router, "kv_link": self.xfer.link.name if self.back else None,
                 "kv_transfer_ms_p50": xs[len(xs) // 2] * 1000 if xs else None,
                 "kv_transfer_ms_max": xs[-1] * 1000 if xs else None}
 

@@ -46,8 +46,9 @@ ALLREDUCE_ALPHA_PCIE_S = 30e-6
 # Fixed per-step time (kernel launches with CUDA graphs, scheduler, input prep) and per-request
 # (sampling, detokenising, output processing): fitted to public end-to-end measurements of vLLM V1
 # servers (engine/calibration.csv, `python -m goodbench.engine.calibration`; a test refits them and
-# fails if these drift). Leave-one-out error on the fitted points <= 1%; only H100 and A100-40G have
-# such points, and vLLM's batch-8 CI latency test is 16-26% slower than this (docs/engine.md).
+# fails if these drift). Leave-one-out error on the fitted points <= 1% (batch 1-4, H100 and A100-40G);
+# a batch-8 A100 PCIe check is 9% slower than this and vLLM's batch-8 CI latency test 16-26% slower
+# (docs/engine.md): per-request work at larger batches is probably under-priced.
 STEP_FIXED_S = 0.725e-3
 PER_SEQ_S = 7.1e-6
 

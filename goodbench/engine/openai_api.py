@@ -35,6 +35,7 @@ class Parsed:
     ignore_eos: bool
     priority: int
     reasoning_tokens: int = 0     # goodbench extension: stream this many reasoning tokens first (chat)
+    session: str | None = None    # OpenAI's `user`: the session key of `serve --router session`
 
 
 def _bool(body: dict, key: str, default: bool = False) -> bool:
@@ -106,7 +107,8 @@ def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
                   max_tokens=_int(body, key, 1, None if chat else 16), stream=_bool(body, "stream"),
                   include_usage=_bool(so, "include_usage"), continuous_usage=_bool(so, "continuous_usage_stats"),
                   ignore_eos=_bool(body, "ignore_eos"), priority=_int(body, "priority", -(2 ** 62), 0),
-                  reasoning_tokens=_int(body, REASONING_FIELD, 0, 0))
+                  reasoning_tokens=_int(body, REASONING_FIELD, 0, 0),
+                  session=body.get("user") if isinstance(body.get("user"), str) else None)
 
 
 class Formatter:

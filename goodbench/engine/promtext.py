@@ -30,7 +30,11 @@ class Histogram:
         self.count += 1
 
     def render(self, labels: str) -> list[str]:
-        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"] + self.series(labels)
+
+    def series(self, labels: str) -> list[str]:
+        """The bucket, sum and count lines alone (one family may hold several label sets)."""
+        out = []
         acc = 0
         for b, c in zip(self.bounds, self.counts):
             acc += c
@@ -42,4 +46,18 @@ class Histogram:
 
 
 def scalar(name: str, kind: str, help: str, labels: str, value: float) -> list[str]:
-    return [f"# HELP {name} {help}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"]
+    return family(name, kind, help, [(labels, value)])
+
+
+def family(name: str, kind: str, help: str, rows) -> list[str]:
+    """One metric with a series per (labels, value): HELP and TYPE once, as the text format requires."""
+    return [f"# HELP {name} {help}", f"# TYPE {name} {kind}"] + [f"{name}{{{lab}}} {v}" for lab, v in rows]
+
+
+def histogram_family(rows) -> list[str]:
+    """Histograms of one name, one per (labels, Histogram), under one HELP/TYPE header."""
+    h0 = rows[0][1]
+    out = [f"# HELP {h0.name} {h0.help}", f"# TYPE {h0.name} histogram"]
+    for lab, h in rows:
+        out += h.series(lab)
+    return out

@@ -1,10 +1,10 @@
 """`goodbench serve`: the engine behind an OpenAI-compatible streaming HTTP server on the real clock.
 
-One engine loop task runs steps back to back: it builds a step, sleeps until the step's absolute
-planned end (start + cost-model duration), then hands each produced token to its stream. Handlers
-only wait for their stream's tokens and write them; nothing per step grows with the number of
-connected clients beyond writing their tokens. Step lateness (actual end - planned end) is measured
-and exported in /metrics."""
+One engine loop task (steploop.EngineLoop) runs steps back to back: it builds a step, sleeps until the
+step's absolute planned end (start + cost-model duration), then hands each produced token to its
+stream. Handlers only wait for their stream's tokens and write them; nothing per step grows with the
+number of connected clients beyond writing their tokens. Step lateness (actual end - planned end) is
+measured and exported in /metrics. Several instances behind a router: servecluster.py."""
 
 from __future__ import annotations
 
@@ -26,31 +26,14 @@ from .core import Engine, RequestTooLong
 from .costmodel import CostModel
 from .kvcache import Seq, block_hashes
 from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
-from .promtext import ITER_BUCKETS, ITL_BUCKETS, LATENESS_BUCKETS, REQUEST_BUCKETS, TTFT_BUCKETS, Histogram, scalar
+from .steploop import EngineLoop, render_metrics
 
-SPIN_S = 0.0015  # sleep to this much before a deadline, then spin: asyncio timers have ~1 ms granularity
-CATCH_UP_LIMIT_S = 0.05  # behind by more than this, restart the clock instead of compressing steps
 TOKENIZE_INLINE_CHARS = 4000  # longer prompts are tokenized in a thread
 
 
 def _err(status: int, message: str, typ: str = "BadRequestError", param: str | None = None) -> web.Response:
     return web.json_response({"object": "error", "message": message, "type": typ, "param": param, "code": status},
                              status=status)
-
-
-def phase_histograms() -> tuple[Histogram, Histogram]:
-    """The request-phase histograms vLLM exports, under its names and buckets."""
-    return (Histogram("vllm:request_queue_time_seconds", "Time from arrival to first scheduled.", REQUEST_BUCKETS),
-            Histogram("vllm:request_prefill_time_seconds", "Time from first scheduled to first token.",
-                      REQUEST_BUCKETS))
-
-
-def note_scheduled(batch, start: float) -> None:
-    """Stamp each request's first scheduling (the step's start, never before its arrival)."""
-    for seq in batch.seqs:
-        st = seq.payload
-        if st is not None and st.scheduled is None:
-            st.scheduled = max(start, st.arrived)
 
 
 class Stream:
@@ -128,7 +111,6 @@ def parse_eos_dist(spec: str | None):
 class EngineServer:
     def __init__(self, cfg: EngineConfig, opts: ServeOptions, tok, cost: CostModel | None = None):
         self.cfg = cfg.resolved() if cfg.num_gpu_blocks is None else cfg
-        self.engine = Engine(self.cfg, cost)
         self.opts = opts
         self.tok = tok
         self.model_name = opts.served_model_name or self.cfg.model
@@ -137,21 +119,23 @@ class EngineServer:
         self.eos = parse_eos_dist(opts.eos_dist)
         self.rng = random.Random(opts.seed)
         self.ids = itertools.count()
-        self.wake = asyncio.Event()
         self.clock = time.monotonic
-        self.h_ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS)
-        self.h_itl = Histogram("vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS)
-        self.h_iter = Histogram("vllm:iteration_tokens_total", "Tokens per engine step.", ITER_BUCKETS)
-        self.h_late = Histogram("goodbench:step_lateness_seconds", "Actual minus planned step end.", LATENESS_BUCKETS)
-        self.h_queue, self.h_prefill = phase_histograms()
-        self.lateness: list[float] = []  # recent window for quantiles
-        self.requests_total = 0
-        self._task: asyncio.Task | None = None
-        self.failed: str | None = None  # why the engine loop died (then /health is 503 and serve exits 1)
-        self.on_failure = None  # called once when the loop dies (serve_forever stops the server)
+        self._tasks: list[asyncio.Task] = []
+        self.failed: str | None = None  # why an engine loop died (then /health is 503 and serve exits 1)
+        self.on_failure = None  # called once when a loop dies (serve_forever stops the server)
         self._intake = TurnPacer(first_goes_now=True)
         self._trace = open(opts.step_trace, "w", encoding="utf-8") if opts.step_trace else None
         self.t0 = self.clock()
+        self.loops: list[EngineLoop] = self._build_loops(cost)
+
+    def _build_loops(self, cost: CostModel | None) -> list[EngineLoop]:
+        """The engine instances this server steps (one here; servecluster.ClusterServer builds more)."""
+        return [EngineLoop(Engine(self.cfg, cost), trace=self._trace, t0=self.t0)]
+
+    @property
+    def engine(self) -> Engine:
+        """The first (here: the only) instance's engine."""
+        return self.loops[0].engine
 
     # ------------------------------------------------------------------ HTTP
     def app(self) -> web.Application:
@@ -174,37 +158,39 @@ class EngineServer:
         return await handler(request)
 
     async def _start(self, app):
-        self._task = asyncio.ensure_future(self._run_loop())
+        self._tasks = [asyncio.ensure_future(self._run_loop(lp)) for lp in self.loops]
 
-    async def _run_loop(self) -> None:
-        """The engine loop; if it ever dies, every open stream ends with an error event, /health turns
+    def _open_streams(self) -> list[Stream]:
+        """Every stream not yet finished, wherever its request is."""
+        return [s.payload for lp in self.loops for s in lp.open_seqs() if s.payload is not None]
+
+    async def _run_loop(self, lp: EngineLoop) -> None:
+        """An engine loop; if one ever dies, every open stream ends with an error event, /health turns
         503 and the server stops (exit 1) instead of hanging with requests nobody will serve."""
         import logging
         import traceback
 
         try:
-            await self._loop()
+            await lp.run()
         except asyncio.CancelledError:
             raise
         except Exception as e:
             self.failed = f"{type(e).__name__}: {e}"
             logging.getLogger("goodbench.serve").error("engine loop died:\n%s", traceback.format_exc())
-            for s in list(self.engine.sched.running) + self.engine.sched.waiting_seqs():
-                if s.payload is not None:
-                    s.payload.push(error_event(f"engine failure: {self.failed}"), done=True)
+            for st in self._open_streams():
+                st.push(error_event(f"engine failure: {self.failed}"), done=True)
             if self.on_failure is not None:
                 self.on_failure()
 
     async def _stop(self, app):
-        if self._task:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             try:
-                await self._task
+                await task
             except asyncio.CancelledError:
                 pass
-        for s in list(self.engine.sched.running) + self.engine.sched.waiting_seqs():
-            if s.payload is not None:
-                s.payload.push(b"", done=True)
+        for st in self._open_streams():
+            st.push(b"", done=True)
         if self._trace:
             self._trace.close()
             self._trace = None
@@ -265,19 +251,25 @@ class EngineServer:
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
         seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=req.priority, hashes=hashes, payload=stream)
         try:
-            self.engine.add(seq)
+            self._submit(seq, req)
         except RequestTooLong as e:
             return _err(400, f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}",
                         param="max_tokens")
-        self.requests_total += 1
-        self.wake.set()
         try:
             if req.stream:
                 return await self._stream(request, seq, stream, stream.fmt)
-            return await self._unary(seq, stream, stream.fmt)
+            return await self._unary(stream, stream.fmt)
         finally:  # finished, failed or the client went away (the handler is cancelled): free the sequence
-            if seq.status not in ("finished", "aborted"):
-                self.engine.abort(seq)
+            self._release(seq)
+
+    def _submit(self, seq: Seq, req: Parsed) -> None:
+        """Hand a validated request to an engine instance (one here; a router's choice in a cluster)."""
+        self.loops[0].submit(seq)
+
+    def _release(self, seq: Seq) -> None:
+        """The handler is done with its request: abort it if it is still queued or running."""
+        if seq.status not in ("finished", "aborted"):
+            self.loops[0].engine.abort(seq)
 
     async def _stream(self, request, seq: Seq, stream: Stream, fmt) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -294,118 +286,25 @@ class EngineServer:
             stream.writer = resp._payload_writer
             await stream.finished
             if stream.dead:
-                self.engine.abort(seq)
+                self._release(seq)
                 return resp
             await resp.write_eof()
         except ConnectionResetError:
             pass  # the client went away: _generate frees its sequence; nothing worth a traceback
         return resp
 
-    async def _unary(self, seq: Seq, stream: Stream, fmt) -> web.Response:
+    async def _unary(self, stream: Stream, fmt) -> web.Response:
         await stream.finished
         stream.buf.clear()
-        return web.json_response(fmt.full_response(seq.num_output))
-
-    # ------------------------------------------------------------------ engine loop
-    async def _loop(self) -> None:
-        eng, clock = self.engine, self.clock
-        next_start = None
-        while True:
-            if not eng.has_work:
-                self.wake.clear()
-                await self.wake.wait()
-                next_start = None
-                continue
-            now = clock()
-            start = now if next_start is None or now - next_start > CATCH_UP_LIMIT_S else max(next_start, 0.0)
-            res = eng.step()
-            if res is None:  # the head request can never be scheduled: fail it instead of spinning
-                s = eng.sched._peek()
-                eng.sched.remove(s)
-                if s.payload is not None:
-                    s.payload.push(error_event("request does not fit the KV cache"), done=True)
-                continue
-            note_scheduled(res.batch, start)
-            planned = start + res.duration
-            d = planned - clock()
-            if d > SPIN_S:
-                await asyncio.sleep(d - SPIN_S)
-            while clock() < planned:
-                pass
-            end = clock()
-            late = end - planned
-            self.h_late.observe(max(late, 0.0))
-            self.lateness.append(late)
-            if len(self.lateness) > 4096:
-                del self.lateness[:2048]
-            self._deliver(res, end)
-            b = res.batch
-            self.h_iter.observe(b.num_tokens)
-            if self._trace is not None:
-                self._trace.write(json.dumps({
-                    "step": eng.stats.steps, "start": round(start - self.t0, 6), "duration": round(res.duration, 6),
-                    "prefill_tokens": b.prefill_tokens, "decode_tokens": b.decode_tokens, "batch_size": b.num_seqs,
-                    "kv_usage": round(eng.kv.usage, 4), "preemptions": len(b.preempted),
-                    "lateness": round(late, 6)}) + "\n")
-            next_start = planned
-
-    def _deliver(self, res, now: float) -> None:
-        finished = set(map(id, res.finished))
-        h_ttft, h_itl = self.h_ttft, self.h_itl
-        for seq in res.emitted:
-            st: Stream = seq.payload
-            if st is None:
-                continue
-            if st.n == 0:
-                h_ttft.observe(now - st.arrived)
-                self._observe_phases(st, now)
-            else:
-                h_itl.observe(now - st.last)
-            st.n += 1
-            st.last = now
-            done = id(seq) in finished
-            try:
-                st.push(st.fmt.token(st.n, done), done)
-            except Exception as e:  # one request's failure must not stop the others: abort it alone
-                self.engine.abort(seq)
-                st.dead = True
-                if not st.finished.done():
-                    st.finished.set_result(None)
-                import logging
-
-                logging.getLogger("goodbench.serve").warning("request %s aborted: %s: %s", seq.id,
-                                                             type(e).__name__, e)
-
-    def _observe_phases(self, st: Stream, now: float) -> None:
-        """vLLM's split of TTFT: queue time (arrival to first scheduled), prefill (scheduled to first token)."""
-        sched = st.scheduled if st.scheduled is not None else now
-        self.h_queue.observe(sched - st.arrived)
-        self.h_prefill.observe(now - sched)
+        return web.json_response(fmt.full_response(stream.n))
 
     # ------------------------------------------------------------------ metrics
     async def metrics(self, request):
-        eng = self.engine
-        L = self.labels
-        lines: list[str] = []
-        lines += scalar("vllm:num_requests_running", "gauge", "Requests in the running batch.", L, eng.num_running)
-        lines += scalar("vllm:num_requests_waiting", "gauge", "Requests waiting.", L, eng.sched.num_waiting())
-        lines += scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (1 = 100%).", L, round(eng.kv.usage, 6))
-        lines += scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", L, eng.stats.prompt_tokens)
-        lines += scalar("vllm:generation_tokens_total", "counter", "Tokens generated.", L, eng.stats.generation_tokens)
-        lines += scalar("vllm:num_preemptions_total", "counter", "Preemptions.", L, eng.stats.preemptions)
-        lines += scalar("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-                        L, eng.kv.queries)
-        lines += scalar("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", L,
-                        eng.kv.hits)
-        lines += scalar("vllm:request_success_total", "counter", "Requests received.", L, self.requests_total)
-        for h in (self.h_ttft, self.h_itl, self.h_iter, self.h_late, self.h_queue, self.h_prefill):
-            lines += h.render(L)
-        lat = sorted(self.lateness[-2048:])
-        for q in (0.5, 0.99):
-            v = lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0.0
-            lines += scalar(f"goodbench:step_lateness_p{int(q * 100)}_seconds", "gauge",
-                            f"Step lateness p{int(q * 100)} over the last {len(lat)} steps.", L, v)
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        return web.Response(text=render_metrics(self._metric_rows()), content_type="text/plain")
+
+    def _metric_rows(self) -> list[tuple[str, EngineLoop]]:
+        """(Prometheus labels, instance) per engine instance."""
+        return [(self.labels, self.loops[0])]
 
 
 # handler_cancellation: a client that goes away cancels its handler, which aborts its request (a
@@ -440,23 +339,35 @@ async def serve_forever(server: EngineServer, ready_cb=None) -> None:
         await runner.cleanup()
 
 
-def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = None) -> int:
-    """`goodbench serve`: build the engine, listen, print one ready line, serve until SIGINT/SIGTERM.
-    Returns the exit code: 0, or 1 when the engine loop died (the log says why)."""
+def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = None, cluster=None) -> int:
+    """`goodbench serve`: build the engine (or, with a cluster spec of several instances, the engines
+    behind a router), listen, print one ready line, serve until SIGINT/SIGTERM. Returns the exit code:
+    0, or 1 when an engine loop died (the log says why)."""
     from .. import tokenizer as tokmod
     from ..eventloop import install_uvloop
 
     cfg = cfg.resolved()
     parse_eos_dist(opts.eos_dist)
+    many = cluster is not None and (cluster.disaggregated or cluster.replicas > 1)
+    if many:
+        cluster.check()
+        cluster.configs(cfg)  # an impossible prefill/decode tier fails here, before anything listens
     tok = tokmod.load(tokenizer)
     install_uvloop()
 
     async def main_():
-        server = EngineServer(cfg, opts, tok)
+        if many:
+            from .servecluster import ClusterServer
+
+            server = ClusterServer(cfg, opts, tok, cluster)
+            what = server.describe()
+        else:
+            server = EngineServer(cfg, opts, tok)
+            what = f"{cfg.gpu} x{cfg.tensor_parallel_size}"
         _ = tok.words  # build the output vocabulary before accepting requests
 
         def ready(site):
-            print(f"goodbench serve: {cfg.model} on {cfg.gpu} x{cfg.tensor_parallel_size} "
+            print(f"goodbench serve: {cfg.model} on {what} "
                   f"(budget {cfg.max_num_batched_tokens} tokens, {cfg.max_num_seqs} seqs, "
                   f"{cfg.num_gpu_blocks} KV blocks, chunked prefill {'on' if cfg.enable_chunked_prefill else 'off'}) "
                   f"listening on http://{opts.host}:{opts.port}", flush=True)

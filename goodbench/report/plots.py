@@ -37,27 +37,43 @@ def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
     return paths
 
 
-def _per_gpu_by_layout(plt, ok: list[dict], out_dir: str) -> str:
+def _per_gpu_by_layout(plt, ok: list[dict], out_dir: str, key: str = "goodput_per_gpu",
+                       ylabel: str = "goodput per GPU (req/s)", name: str = "sweep_disaggregation.png") -> str:
     """DistServe's headline: goodput per GPU of each layout (colocated replicas, P:D splits) at equal
     GPU count, one bar group per tier and configuration."""
     import numpy as np
 
     layouts = list(dict.fromkeys(r["layout"] for r in ok))
-    groups = list(dict.fromkeys(r["cell"].rsplit(",", 1)[0] for r in ok))
+    groups = list(dict.fromkeys(_group(r) for r in ok))
     fig, ax = plt.subplots(figsize=(max(5.5, 1.2 * len(groups) * len(layouts) / 2 + 2), 4.0))
     width = 0.8 / len(layouts)
     for j, lay in enumerate(layouts):
-        vals = [next((r["goodput_per_gpu"] or 0 for r in ok if r["layout"] == lay and r["cell"].rsplit(",", 1)[0] == g), 0)
-                for g in groups]
+        vals = [next((r[key] or 0 for r in ok if r["layout"] == lay and _group(r) == g), 0) for g in groups]
         ax.bar(np.arange(len(groups)) + j * width, vals, width, label=lay)
     ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, [g.replace("max_num_batched_tokens=", "budget=") for g in groups],
                   fontsize=7, rotation=15)
-    ax.set_ylabel("goodput per GPU (req/s)")
+    ax.set_ylabel(ylabel)
     ax.set_title("colocated vs prefill/decode at equal GPU count")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, plt, os.path.join(out_dir, "sweep_disaggregation.png"))
+    return _save(fig, plt, os.path.join(out_dir, name))
+
+
+def _group(r: dict) -> str:
+    """A cell's label without its layout (the bars of one group differ only in layout)."""
+    cell = r["cell"]
+    return cell.rsplit(",", 1)[0] if r.get("layout") and cell.endswith("," + r["layout"]) else cell
+
+
+def max_rate_plot(results: list[dict], out_dir: str) -> str | None:
+    """max_rate_per_gpu.png: the max goodput rate at the SLO per GPU, by layout (DistServe's figure);
+    None unless the cells differ in layout."""
+    ok = [r for r in results if not r.get("error") and r.get("layout")]
+    if len({r["layout"] for r in ok}) < 2:
+        return None
+    return _per_gpu_by_layout(_plt(), ok, out_dir, "max_rate_per_gpu", "max goodput rate per GPU (req/s)",
+                              "max_rate_per_gpu.png")
 
 
 def _metrics_vs_chunk(plt, ok: list[dict], chunked: list[dict], gpus: list[str], out_dir: str) -> str:
