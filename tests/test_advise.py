@@ -24,7 +24,7 @@ def test_advise_memory_ceiling_shrinks_with_decode_reserve():
 
 
 def test_advise_cli(tmp_path):
-    r = run_cli("advise", "--gpu", "l40s", "--model", "llama-3.1-8b", "--ttft-slo", "500", "--p95-input", "6000",
+    r = run_cli("advise", "--gpu", "l40s", "--engine-model", "llama-3.1-8b", "--ttft-slo", "500", "--p95-input", "6000",
                 "--num-prompts", "120", "--jobs", "2", timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "memory ceiling" in r.stdout and "SLO bound" in r.stdout and "(advised)" in r.stdout

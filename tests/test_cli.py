@@ -92,9 +92,33 @@ def test_unreachable_target_is_one_line_exit_2(tmp_path):
 
 def test_bad_engine_flag_is_one_line(tmp_path):
     r = run_cli("simulate", "--gpu", "l4", "--engine-model", "x", "--result-dir", str(tmp_path))
-    assert r.returncode == 2  # argparse: unknown flag for simulate
-    r = run_cli("simulate", "--gpu", "l4", "--model", "llama-3.1-70b", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = run_cli("simulate", "--gpu", "l4", "--engine-model", "llama-3.1-70b", "--result-dir", str(tmp_path))
     assert r.returncode == 2 and "does not fit" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("simulate", "--gpu", "l4", "--model", "llama-3.1-70b", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "--engine-model llama-3.1-70b" in r.stderr and "Traceback" not in r.stderr
+
+
+REQUIRED = {"advise": ["--ttft-slo", "500", "--p95-input", "6000"]}
+
+
+@pytest.mark.parametrize("cmd", ["run", "simulate", "sweep", "advise", "serve", "engine explain"])
+def test_model_means_the_served_model_everywhere(cmd):
+    """--engine-model is the engine's shape in every command; --model is the served model name, and
+    where a command has no served model the old spelling of the shape is refused, never reinterpreted."""
+    from goodbench.cli import make_parser
+    from goodbench.cli.common import engine_config
+    from goodbench.errors import UsageError
+
+    argv = [*cmd.split(), *REQUIRED.get(cmd, [])]
+    args = make_parser().parse_args([*argv, "--engine-model", "llama-3.1-70b"])
+    assert engine_config(args, resolve=False).model == "llama-3.1-70b"
+    args = make_parser().parse_args([*argv, "--model", "my-served-name"])
+    if cmd == "run":
+        assert args.model == "my-served-name" and engine_config(args, resolve=False).model == "llama-3.1-8b"
+    else:
+        with pytest.raises(UsageError, match="--engine-model my-served-name"):
+            engine_config(args, resolve=False)
 
 
 def test_run_starts_the_reference_engine_and_records_everything(tmp_path):

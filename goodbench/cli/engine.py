@@ -15,7 +15,7 @@ def add_serve_parser(sub) -> None:
     add_engine_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--served-model-name", help="model name clients use (default: the --model shape name)")
+    p.add_argument("--served-model-name", help="model name clients use (default: the --engine-model shape name)")
     p.add_argument("--api-key", default=os.environ.get("GOODBENCH_API_KEY"),
                    help="require this bearer token (default: $GOODBENCH_API_KEY; none = open)")
     p.add_argument("--step-trace", metavar="FILE", help="write one JSON line per engine step")
@@ -42,7 +42,7 @@ def add_engine_parser(sub) -> None:
     esub.add_parser("gpus", help="list GPU tiers with their datasheet figures").set_defaults(fn=cmd_gpus)
     esub.add_parser("models", help="list model shapes").set_defaults(fn=cmd_models)
     ex = esub.add_parser("explain", help="price one step and show its breakdown",
-                         description="e.g. goodbench engine explain --gpu h100-sxm --model llama-3.1-8b "
+                         description="e.g. goodbench engine explain --gpu h100-sxm --engine-model llama-3.1-8b "
                          "--prefill 4096 --decode 32x1000")
     add_engine_args(ex)
     ex.add_argument("--prefill", action="append", default=[], metavar="N[@CTX]",

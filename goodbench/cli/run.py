@@ -51,7 +51,7 @@ def add_parser(sub) -> None:
     add_workload_args(p)
     add_target_args(p)
     add_run_args(p)
-    add_engine_args(p, "--engine-model")
+    add_engine_args(p, served_model=True)
     add_gate_args(p, True)
     p.set_defaults(fn=cmd_run)
 
@@ -97,7 +97,7 @@ def cmd_run(args) -> int:
                                   min_attainment=args.target_attainment, api_key_env=args.api_key_env,
                                   pin=not args.no_pin)
     install_uvloop()
-    with Stages(con) as stages:
+    with Stages(con, quiet=args.quiet) as stages:
         run = api.run(spec, _target(args), engine=engine, result_dir=args.result_dir, run_id=args.run_id,
                       tokenizer=args.tokenizer, max_concurrency=args.max_concurrency, workers=args.workers,
                       scrape_metrics=args.scrape, grace_s=args.grace_period, pin=not args.no_pin, on_stage=stages,

@@ -11,10 +11,11 @@ def add_parser(sub) -> None:
                        "results directory as `goodbench run`, orders of magnitude faster than real time.")
     add_workload_args(p)
     add_engine_args(p)
-    p.add_argument("--result-dir", default="results")
-    p.add_argument("--run-id")
+    p.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
+    p.add_argument("--run-id", help="name of the run directory (default: sim-DATE-TIME-PID)")
     p.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
-    p.add_argument("--target-attainment", type=float, default=0.95)
+    p.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
+    p.add_argument("--quiet", action="store_true", help="no progress line while the workload is built and simulated")
     add_gate_args(p, True)
     p.set_defaults(fn=cmd_simulate)
 
@@ -25,7 +26,7 @@ def cmd_simulate(args) -> int:
 
     con = console()
     spec = workload(args)
-    with Stages(con) as stages:
+    with Stages(con, quiet=args.quiet) as stages:
         run = api.simulate(spec, engine_config(args), result_dir=args.result_dir, run_id=args.run_id,
                            tokenizer=args.tokenizer, step_trace=args.step_trace, on_stage=stages)
     s = run.summary

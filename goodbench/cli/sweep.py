@@ -103,7 +103,7 @@ def _max_rate(args, con, s) -> int:
 
 def add_advise_parser(sub) -> None:
     p = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",
-                       description="e.g. goodbench advise --gpu h100-sxm --model llama-3.1-8b --ttft-slo 500 "
+                       description="e.g. goodbench advise --gpu h100-sxm --engine-model llama-3.1-8b --ttft-slo 500 "
                        "--p95-input 6000")
     add_engine_args(p)
     p.add_argument("--ttft-slo", type=float, required=True, help="TTFT SLO, ms")

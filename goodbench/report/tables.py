@@ -5,6 +5,7 @@ Each function returns renderables or prints to the console it is given; none com
 from __future__ import annotations
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -116,6 +117,20 @@ def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Ta
         mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
         t.add_row(f"{r['max_num_batched_tokens']}{mark}", ms(r["long_ttft_p50_ms"]), ms(r["long_ttft_p99_ms"]),
                   ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
+    return t
+
+
+# ----------------------------------------------------------------------------------------------- workloads
+def workloads_table(catalogue) -> Table:
+    """The built-in workloads: (name, WorkloadSpec, what it models) rows."""
+    t = Table(title="built-in workloads (--workload NAME)", title_justify="left")
+    for c in ("name", "requests", "arrival", "SLO", "what it models"):
+        t.add_column(c, overflow="fold", no_wrap=c in ("name", "arrival"))
+    for name, spec, about in catalogue:
+        n = (f"{spec.hol.repeats * (spec.hol.shorts + 1)}" if spec.hol else
+             str(spec.num_requests) if spec.num_requests else f"{spec.duration_s:g} s")
+        t.add_row(name, n, spec.arrival.label, format_slo(spec.slo),
+                  escape(spec.description or about.split(". ")[0]))
     return t
 
 
