@@ -11,7 +11,7 @@ from .columnar import ColumnarRun
 from .errors import RunDirError
 from .metrics import summarize
 from .records import RequestRecord, RunMeta, RunResult
-from .store import RunStore, load_columns, new_run_id
+from .store import RunStore, error_samples, load_columns, new_run_id
 
 
 class RunDir:
@@ -66,7 +66,9 @@ class RunDir:
         summary = None
         if summarized:
             result = RunResult(self.meta, records) if records is not None else self.columns()
-            summary = summarize(result, slo=slo, label=label, ci=ci)
+            failed = records is None and bool((result.cols.status != 0).any())
+            summary = summarize(result, slo=slo, label=label, ci=ci,
+                                errors=error_samples(self.dir) if failed else None)
             summary.update((extra(summary) if callable(extra) else extra) or {})
         self.store.finish(self.meta, summary)
         return summary

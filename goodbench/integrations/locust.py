@@ -235,7 +235,8 @@ def _quitting(environment, **kw) -> None:
 
     from ..report.console import print_summary
 
-    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, rd.dir)
+    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, rd.dir,
+                  slo_hint='--goodbench-slo "ttft:MS tpot:MS"')
     att = summary.get("slo_attainment")
     environment.process_exit_code = 1 if (att is not None and att < RUN.min_attainment) or \
         not summary["requests"]["completed"] else 0

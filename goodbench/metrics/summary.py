@@ -98,11 +98,27 @@ class _Now:
         return self.value
 
 
+ERROR_SAMPLES = 3
+
+
+def error_samples(records) -> tuple[str, ...]:
+    """The first few distinct error texts of failed records (what the failure hazards quote)."""
+    out: list[str] = []
+    for r in records:
+        if r.error and r.status != "ok" and r.error not in out:
+            out.append(r.error)
+            if len(out) == ERROR_SAMPLES:
+                break
+    return tuple(out)
+
+
 def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
-              label: str | None = None, ci: bool = True, prepared: Columns | None = None) -> dict:
+              label: str | None = None, ci: bool = True, prepared: Columns | None = None,
+              errors: tuple[str, ...] | None = None) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
     cells and rate probes, which are summarised by the hundred). prepared: Columns of
-    columns_of(result) already built by the caller (reports reuse them for figures)."""
+    columns_of(result) already built by the caller (reports reuse them for figures). errors: a few
+    failed requests' error texts (columns do not keep them; records do, and are read when given)."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
     cols = prepared.cols if prepared is not None else columns_of(result)
@@ -132,7 +148,9 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
         s["per_class"] = {k: f.result() for k, f in per_class.items()}
         s["valid"], s["warnings"] = assess(Evidence(
             s, c, mode=meta.mode, max_concurrency=meta.max_concurrency, lag_limit_ms=lag_limit_ms,
-            caveats=tuple((meta.workload or {}).get("caveats") or ())))
+            caveats=tuple((meta.workload or {}).get("caveats") or ()), target=meta.target,
+            errors=errors if errors is not None else
+            error_samples(result.records) if isinstance(result, RunResult) else ()))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
             s["hol"] = hol.result()

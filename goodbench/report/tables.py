@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..records import format_slo
+from ..records import fmt_num, format_slo
 
 
 def ms(v) -> str:
@@ -51,7 +51,7 @@ def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict) -> 
 def best_lines(best: dict) -> list[str]:
     out = []
     for gpu, b in best.items():
-        margin = "" if b["next"] is None else (f"; next {short(b['next'])} by {b['margin_goodput']:+.2f} req/s"
+        margin = "" if b["next"] is None else (f"; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
                                                + ("" if b["separated"] else " (within the intervals)"))
         out.append(f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
                    f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}")
@@ -180,7 +180,7 @@ def gate_lines(result) -> list[Text]:
 def _fmt(v, unit):
     if v is None:
         return "-"
-    return f"{v:.1%}" if unit == "fraction" else (f"{v:.2f}" if unit == "req/s" else f"{v:.1f}")
+    return fmt_num(v, ".1%" if unit == "fraction" else ".2f" if unit == "req/s" else ".1f")
 
 
 _NAMES = {"slo_attainment": "attainment", "goodput": "goodput /s"}
@@ -199,6 +199,6 @@ def compare_table(res: dict) -> Table:
         ci = "-" if not d["ci"] else f"{_fmt(d['ci'][0], u)}…{_fmt(d['ci'][1], u)}"
         name = _NAMES.get(d["metric"], d["metric"].replace("_p", " p").upper().replace(" P", " p") + " ms")
         tab.add_row(name, _fmt(d["base"], u), _fmt(d["new"], u), _fmt(d["delta"], u),
-                    "-" if d["rel"] is None else f"{d['rel']:+.1%}", ci,
+                    "-" if d["rel"] is None else fmt_num(d["rel"], "+.1%"), ci,
                     "-" if d["p_value"] is None else f"{d['p_value']:.2g}", Text(verdict, style=style))
     return tab
