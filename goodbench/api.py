@@ -259,36 +259,56 @@ def _summary_of(x, slo: dict | None) -> dict:
     return summarize(x, slo)
 
 
+def _workload_of(x) -> dict | None:
+    """The workload a Run or run directory recorded (None for a summary dict: it does not say)."""
+    if isinstance(x, Run):
+        return x.meta.workload
+    return load_meta(x).workload if isinstance(x, str) else None
+
+
 def gate(run: Run | str | dict, spec: GateSpec | None = None, *, slo: dict | str | None = None,
-         baseline: Run | str | dict | None = None) -> GateResult:
+         baseline: Run | str | dict | None = None, allow_different_workloads: bool = False) -> GateResult:
     """Pass/fail a run (a Run, a run directory or a summary dict) against the gate spec (default: SLO
     attainment >= 95%). slo: judge against this SLO instead of the run's own. A run directory that
-    cannot be read gives a result that cannot be judged (exit code 2), not an exception."""
+    cannot be read, or a baseline that ran a different workload (unless allow_different_workloads),
+    gives a result that cannot be judged (exit code 2), not an exception."""
     from .records import parse_slo
+    from .workloads.identity import difference
 
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
     try:
         summary = _summary_of(run, slo)
         base = _summary_of(baseline, slo or summary.get("slo")) if baseline is not None else None
+        differ = difference(_workload_of(baseline), _workload_of(run)) if baseline is not None else None
     except RunDirError as e:
         return GateResult([], False, str(e))
+    if differ and not allow_different_workloads:
+        return GateResult([], False, differ)
     return evaluate(summary, spec or GateSpec(), base)
 
 
 def compare(base: Run | str, new: Run | str, *, slo: dict | str | None = None, level: float = 0.95,
-            margin: float = 0.0, seed: int = 0) -> dict:
+            margin: float = 0.0, seed: int = 0, allow_different_workloads: bool = False) -> dict:
     """BASE vs NEW: per-metric deltas with bootstrap intervals of the difference, Mann-Whitney U
-    p-values and a verdict per metric (analysis.compare)."""
+    p-values and a verdict per metric (analysis.compare). Runs of different workloads are refused
+    (UsageError) unless allow_different_workloads; the result then carries the difference as a warning."""
     from .analysis.compare import compare as compare_columns
     from .metrics import Columns, columns_of, summarize as summarize_columns
     from .records import parse_slo
+    from .workloads.identity import difference
 
     runs = [load_columns(r.dir if isinstance(r, Run) else r) for r in (base, new)]
+    differ = difference(runs[0].meta.workload, runs[1].meta.workload)
+    if differ and not allow_different_workloads:
+        raise UsageError(differ)
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
     slo = slo or runs[0].meta.slo or runs[1].meta.slo
     cs = [Columns(columns_of(r)) for r in runs]
     sums = [summarize_columns(r, slo=slo, ci=False, prepared=c) for r, c in zip(runs, cs)]
-    return compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
+    out = compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
+    if differ:
+        out["warnings"].insert(0, differ.split("; pass")[0])
+    return out
 
 
 @dataclass

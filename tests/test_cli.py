@@ -214,3 +214,47 @@ def test_killed_run_keeps_every_finished_request(tmp_path):
     lines = read(recs_path).splitlines()
     recs = [json.loads(x) for x in lines]  # every line is a whole record
     assert len(recs) >= 10 and all(x["status"] == "ok" for x in recs)
+
+
+def _actions(parser, name="goodbench"):
+    import argparse
+
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for n, sp in a.choices.items():
+                yield from _actions(sp, f"{name} {n}")
+        else:
+            yield name, a
+
+
+def test_every_option_with_a_default_says_it_in_help():
+    """`goodbench serve --help` once hid its default port; no option may hide its default."""
+    import argparse
+
+    from goodbench.cli import make_parser
+
+    hidden = [f"{name} {'/'.join(a.option_strings)}" for name, a in _actions(make_parser())
+              if a.help != argparse.SUPPRESS and a.default not in (None, False, argparse.SUPPRESS)
+              and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+              and "default" not in (a.help or "").lower()]
+    assert hidden == []
+    serve = run_cli("serve", "--help")
+    assert "(default 8000)" in serve.stdout
+
+
+def test_no_help_points_pip_users_at_a_checkout():
+    """--help must not send users to workloads/ or locustfiles/, which a pip install does not have."""
+    from goodbench.cli import make_parser
+
+    texts = [str(a.help) for _, a in _actions(make_parser())]
+    assert not [t for t in texts if "see workloads/" in t or "locustfiles/" in t]
+
+
+def test_a_mistyped_flag_gets_the_subcommands_usage_and_a_suggestion():
+    r = run_cli("simulate", "--num-promts", "4")
+    assert r.returncode == 2 and "goodbench simulate: error: unrecognized arguments: --num-promts 4" in r.stderr
+    assert "did you mean --num-prompts?" in r.stderr and "usage: goodbench simulate" in r.stderr
+    r = run_cli("engine", "explain", "--gpu", "h100-sxm", "--decoed", "2x10")
+    assert r.returncode == 2 and "goodbench engine explain" in r.stderr and "did you mean --decode?" in r.stderr
+    r = run_cli("compare", "a", "b", "--fail-on-regresion")
+    assert r.returncode == 2 and "did you mean --fail-on-regression?" in r.stderr

@@ -32,6 +32,8 @@ def add_parsers(sub) -> None:
     cmp_.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
     add_goodput_arg(cmp_, "BASE's")
     cmp_.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    cmp_.add_argument("--allow-different-workloads", action="store_true",
+                      help="compare runs of different workloads (refused by default: their deltas mean little)")
     cmp_.set_defaults(fn=cmd_compare)
 
     imp = sub.add_parser("import", help="turn a vllm bench serve, AIPerf or GenAI-Perf result into a goodbench "
@@ -50,7 +52,7 @@ def add_parsers(sub) -> None:
                          description="csv/parquet: one row per request with derived metrics (ms). vllm: the shape "
                          "of `vllm bench serve --save-detailed` output.")
     exp.add_argument("run_dir", metavar="RUN_DIR")
-    exp.add_argument("--format", choices=("csv", "parquet", "vllm"), default="csv")
+    exp.add_argument("--format", choices=("csv", "parquet", "vllm"), default="csv", help="default csv")
     exp.add_argument("-o", "--output", metavar="FILE", help="default: requests.csv / requests.parquet / "
                      "vllm_result.json in the run directory")
     add_goodput_arg(exp, "the run's own, for the met_slo column")
@@ -87,7 +89,7 @@ def cmd_compare(args) -> int:
     margin = parse_fraction(args.margin, "--margin") if args.margin is not None else 0.0
     with con.status("bootstrapping differences ..."):
         res = api.compare(args.base, args.new, slo=_slo(args.goodput), level=args.level, margin=margin,
-                          seed=args.seed)
+                          seed=args.seed, allow_different_workloads=args.allow_different_workloads)
     con.print(compare_table(res))
     con.print("  ~ same: the interval of the difference contains 0. p MWU: Mann-Whitney U on the whole "
               "per-request distribution.", style="dim")

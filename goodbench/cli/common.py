@@ -145,6 +145,8 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
     g.add_argument("--min-goodput", type=float, help="smallest goodput, req/s")
     g.add_argument("--baseline", metavar="RUN_DIR", help="compare against this run")
     g.add_argument("--max-regression", default=None, help="with --baseline: allowed regression, e.g. 5%% or 0.05")
+    g.add_argument("--allow-different-workloads", action="store_true",
+                   help="with --baseline: judge against a run of a different workload (refused by default)")
     g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
     g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
 
@@ -164,7 +166,8 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
     from ..gating import to_junit, to_markdown
     from ..report.tables import gate_lines
 
-    result = api.gate(run_dir, gate_spec(args, table), slo=slo, baseline=args.baseline)
+    result = api.gate(run_dir, gate_spec(args, table), slo=slo, baseline=args.baseline,
+                      allow_different_workloads=args.allow_different_workloads)
     for line in gate_lines(result):
         con.print(line)
     for path, render in ((args.junit, to_junit), (args.markdown, to_markdown)):

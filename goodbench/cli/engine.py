@@ -14,7 +14,7 @@ def add_serve_parser(sub) -> None:
                        "step times come from the GPU/model cost model.")
     add_engine_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--served-model-name", help="model name clients use (default: the --engine-model shape name)")
     p.add_argument("--api-key", default=os.environ.get("GOODBENCH_API_KEY"),
                    help="require this bearer token (default: $GOODBENCH_API_KEY; none = open)")
@@ -45,9 +45,9 @@ def add_engine_parser(sub) -> None:
                          description="e.g. goodbench engine explain --gpu h100-sxm --engine-model llama-3.1-8b "
                          "--prefill 4096 --decode 32x1000")
     add_engine_args(ex)
-    ex.add_argument("--prefill", action="append", default=[], metavar="N[@CTX]",
+    ex.add_argument("--prefill", action="append", default=None, metavar="N[@CTX]",
                     help="a prefill chunk of N new tokens after CTX computed ones (repeatable)")
-    ex.add_argument("--decode", action="append", default=[], metavar="COUNTxCTX",
+    ex.add_argument("--decode", action="append", default=None, metavar="COUNTxCTX",
                     help="COUNT decoding requests at context CTX (repeatable)")
     ex.set_defaults(fn=cmd_explain)
 
@@ -73,7 +73,7 @@ def cmd_explain(args) -> int:
     from ..report.tables import explain_lines
 
     cfg = engine_config(args)
-    prefill, decodes = parse_step(args.prefill, args.decode)
+    prefill, decodes = parse_step(args.prefill or [], args.decode or [])
     con = console()
     for line in explain_lines(cfg, explain(cfg, prefill, decodes)):
         con.print(line)

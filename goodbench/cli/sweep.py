@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
                    help="an axis of the grid (repeatable; --gpu takes a comma list too). "
                    "enable_chunked_prefill=false alone adds one unchunked baseline cell per tier")
     p.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
-    p.add_argument("--result-dir", default="results")
+    p.add_argument("--result-dir", default="results", help="parent folder of the sweep directory (default results/)")
     p.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
     p.add_argument("--no-plots", action="store_true", help="do not write the sweep PNGs")
     p.add_argument("--slo-scales", metavar="S1,S2,...",
