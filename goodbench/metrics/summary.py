@@ -78,14 +78,15 @@ def _span(c: Columns, sel: np.ndarray) -> float:
     return float(ends.max() - sent.min()) if sent.size and ends.size else 0.0
 
 
+def span_rate(t: np.ndarray) -> float | None:
+    """(count - 1) / span of send times: the rate a schedule (or a generator) actually offered."""
+    return (t.size - 1) / float(t.max() - t.min()) if t.size > 1 and t.max() > t.min() else None
+
+
 def _rate(groups: list[np.ndarray]) -> float | None:
     """Sum over clock domains of (count - 1) / span: requests per second dispatched."""
-    total, any_ = 0.0, False
-    for t in groups:
-        if t.size > 1 and t.max() > t.min():
-            total += (t.size - 1) / float(t.max() - t.min())
-            any_ = True
-    return total if any_ else None
+    rates = [r for r in (span_rate(t) for t in groups) if r is not None]
+    return sum(rates) if rates else None
 
 
 class _Now:

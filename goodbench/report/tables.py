@@ -44,8 +44,12 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
     return tab
 
 
-def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict) -> str:
-    return f"sweep {sweep_id}: {workload} · {label} · {n} requests · SLO {format_slo(slo)}"
+def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict, offered: float | None = None) -> str:
+    """offered: the rate the seeded schedule actually offered (a Poisson draw of n arrivals is not the
+    asked rate exactly); the table is labelled by it, with the asked process beside it."""
+    load = label if not offered else (f"offered {offered:.2f} req/s (the workload's own timing)" if label == "workload"
+                                      else f"offered {offered:.2f} req/s ({label} asked)")
+    return f"sweep {sweep_id}: {workload} · {load} · {n} requests · SLO {format_slo(slo)}"
 
 
 def best_lines(best: dict) -> list[str]:
