@@ -71,6 +71,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     """The workload through the reference engine in virtual time: a run directory like `run`'s, with
     a `simulation` block (wall time, steps, preemptions, speed-up) in its summary."""
     from . import tokenizer as tokmod
+    from .analysis.knobs import chunked_prefill_note
     from .engine.core import Engine
     from .engine.simulate import simulate as simulate_records
     from .runner import build_plan
@@ -95,9 +96,13 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     wall = time.perf_counter() - t
     rd.append_many(recs)
 
+    largest = max((r.prompt_tokens for r in plan.requests), default=0)
+    note = chunked_prefill_note(cfg, eng.stats.max_step_tokens, largest)
+
     def simulation(s: dict) -> dict:
         return {"simulation": {"wall_s": wall, "steps": eng.stats.steps, "preemptions": eng.stats.preemptions,
-                               "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None}}
+                               "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None,
+                               "max_step_tokens": eng.stats.max_step_tokens, "notes": [note] if note else []}}
 
     summary = rd.finish(extra=simulation)
     return Run(rd.dir, rd.meta, summary)

@@ -35,4 +35,6 @@ def cmd_simulate(args) -> int:
     con.print(f"  simulated {s['duration_s']:.1f} s in {sim['wall_s']:.2f} s wall "
               f"({sim['speedup_vs_real_time'] or 0:,.0f}x real time), {sim['steps']} steps, "
               f"{sim['preemptions']} preemptions", style="dim")
+    for note in sim.get("notes", []):
+        con.print(f"  note: {note}", style="yellow")
     return maybe_gate(args, run.dir, spec, con)
