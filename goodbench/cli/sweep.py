@@ -139,5 +139,10 @@ def cmd_advise(args) -> int:
     with con.status("checking the chunk sizes on the simulator ..."):
         rows = api.check_advice(a, base, args.ttft_slo, args.tpot_slo, num_prompts=args.num_prompts,
                                 request_rate=args.request_rate, jobs=args.jobs)
+    from ..analysis.advise import reconcile
+
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
+    verdict = reconcile(a, rows)
+    if verdict:
+        con.print(f"  note: {verdict}", style="yellow")
     return EXIT_OK

@@ -113,14 +113,14 @@ def advice_lines(a) -> list[str]:
 def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
     t = Table(title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
                     f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats")
-    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput"):
+    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "ITL max", "attainment", "goodput"):
         t.add_column(col, justify="right")
     for r in rows:
         if r.get("error"):
             continue
         mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
         t.add_row(f"{r['max_num_batched_tokens']}{mark}", ms(r["long_ttft_p50_ms"]), ms(r["long_ttft_p99_ms"]),
-                  ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
+                  ms(r["itl_p99_ms"]), ms(r.get("itl_max_ms")), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}")
     return t
 
 
