@@ -104,7 +104,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
                                "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None,
                                "max_step_tokens": eng.stats.max_step_tokens, "notes": [note] if note else []}}
 
-    summary = rd.finish(extra=simulation)
+    summary = rd.finish(records=recs, extra=simulation)  # summarised in memory: no read-back of records.jsonl
     return Run(rd.dir, rd.meta, summary)
 
 
