@@ -44,7 +44,8 @@ logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reques
 def _arguments(parser) -> None:
     g = parser.add_argument_group("goodbench")
     g.add_argument("--goodbench-workload", env_var="GOODBENCH_WORKLOAD", default="",
-                   help="goodbench workload TOML file (default: 1024-token prompts, 128 out)")
+                   help="a goodbench workload TOML file or a built-in workload's name, e.g. hol-stress "
+                        "(default: 1024-token prompts, 128 out)")
     g.add_argument("--goodbench-spec-json", env_var="GOODBENCH_SPEC_JSON", default="", help="(internal) workload as JSON")
     g.add_argument("--goodbench-model", env_var="GOODBENCH_MODEL", default="",
                    help="model name sent in requests (default: the server's first /v1/models entry)")
