@@ -48,11 +48,10 @@ def test_simulate_fixed_step_exact_numbers(tmp_path):
 
 def test_simulate_gate_passes_and_fails_with_exit_codes(tmp_path):
     wl = os.path.join(ROOT, "workloads", "hol-stress.toml")
-    ok = run_cli("simulate", "--workload", wl, "--gpu", "l40s", "--max-num-batched-tokens", "512", "--gate",
-                 "--result-dir", str(tmp_path / "a"))
+    ok = run_cli("simulate", "--workload", wl, "--gate", "--result-dir", str(tmp_path / "a"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "✓ slo_attainment" in ok.stdout
-    bad = run_cli("simulate", "--workload", wl, "--gpu", "l40s", "--no-enable-chunked-prefill", "--gate",
+    bad = run_cli("simulate", "--workload", wl, "--no-enable-chunked-prefill", "--gate",
                   "--result-dir", str(tmp_path / "b"), "--junit", str(tmp_path / "j.xml"))
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "✗ slo_attainment" in bad.stdout and "FAIL" in bad.stdout
@@ -258,3 +257,21 @@ def test_a_mistyped_flag_gets_the_subcommands_usage_and_a_suggestion():
     assert r.returncode == 2 and "goodbench engine explain" in r.stderr and "did you mean --decode?" in r.stderr
     r = run_cli("compare", "a", "b", "--fail-on-regresion")
     assert r.returncode == 2 and "did you mean --fail-on-regression?" in r.stderr
+
+
+def test_workloads_and_locustfile_commands_need_no_checkout(tmp_path):
+    """Run from an empty directory: the built-in workloads are listed, printed and usable by name, and
+    the locustfile inside the package is found."""
+    r = run_cli("workloads", cwd=str(tmp_path))
+    assert r.returncode == 0 and all(n in r.stdout for n in ("hol-stress", "mixed-long-short", "sharegpt"))
+    r = run_cli("workloads", "hol-stress", cwd=str(tmp_path))
+    with open(os.path.join(ROOT, "workloads", "hol-stress.toml"), encoding="utf-8") as f:
+        assert r.returncode == 0 and r.stdout == f.read()
+    r = run_cli("workloads", "hol", cwd=str(tmp_path))
+    assert r.returncode == 2 and "did you mean the built-in workload" in r.stderr
+    r = run_cli("locustfile", cwd=str(tmp_path))
+    with open(r.stdout.strip(), encoding="utf-8") as f:
+        assert r.returncode == 0 and "GoodputUser" in f.read()
+    r = run_cli("simulate", "--workload", "mixed-long-short", "--num-prompts", "20", "--quiet", "--result-dir",
+                str(tmp_path / "res"), cwd=str(tmp_path))
+    assert r.returncode == 0 and "mixed-long-short" in r.stdout

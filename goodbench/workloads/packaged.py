@@ -39,7 +39,7 @@ def missing_file_hint(path: str) -> str:
     stem = base[:-5] if base.endswith(".toml") else base
     if stem in names():
         return f"; the built-in workload of that name is `--workload {stem}`"
-    close = difflib.get_close_matches(stem, names(), n=1)
+    close = [n for n in names() if stem and n.startswith(stem)][:1] or difflib.get_close_matches(stem, names(), n=1)
     if close:
         return f"; did you mean the built-in workload `{close[0]}`?"
     return f"; built-in workloads: {', '.join(names())} (goodbench workloads)"
