@@ -78,7 +78,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
 
     spec = _workload(workload)
     cfg = (engine or EngineConfig()).resolved()
-    tok = tokmod.load(tokenizer)
+    tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     _stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
     rd = RunDir.open(result_dir, RunMeta(
@@ -343,7 +343,7 @@ def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConf
     base = replace(engine or EngineConfig(), gpu=gpus[0])
     cells = grid(gpus, params)
     check_cells(base, cells)
-    tok = tokmod.load(tokenizer)
+    tok = tokmod.load(tokenizer, lazy=True)
     _stage(on_stage, "building workload...")
     return setup(spec, build_plan(spec, tok), base, cells, result_dir, sweep_id or new_run_id("sweep"), gpus, params)
 
@@ -405,4 +405,4 @@ def check_advice(a, engine: EngineConfig, ttft_slo_ms: float, tpot_slo_ms: float
     from .analysis.advise import check, check_workload
 
     spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
-    return check(a, engine, spec, tokmod.load(None), jobs)
+    return check(a, engine, spec, tokmod.load(None, lazy=True), jobs)

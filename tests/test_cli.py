@@ -275,3 +275,17 @@ def test_workloads_and_locustfile_commands_need_no_checkout(tmp_path):
     r = run_cli("simulate", "--workload", "mixed-long-short", "--num-prompts", "20", "--quiet", "--result-dir",
                 str(tmp_path / "res"), cwd=str(tmp_path))
     assert r.returncode == 0 and "mixed-long-short" in r.stdout
+
+
+@pytest.mark.parametrize("argv", [["report", "results/a"], ["compare", "results/a", "results/b"],
+                                  ["import", "vllm", "x.json"], ["export", "results/a"], ["gate", "results/a"],
+                                  ["run"], ["simulate"]])
+def test_one_slo_syntax_everywhere(argv):
+    """The README's `goodbench import vllm ... --goodput ttft:500 tpot:50` once failed: every command takes
+    the SLO as words, and still as one quoted string."""
+    from goodbench.cli import make_parser
+    from goodbench.records import parse_slo
+
+    for slo in (["ttft:500", "tpot:50"], ["ttft:500 tpot:50"]):
+        args = make_parser().parse_args([*argv, "--goodput", *slo])
+        assert parse_slo(args.goodput) == {"ttft": 500.0, "tpot": 50.0}
