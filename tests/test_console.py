@@ -70,3 +70,27 @@ def test_compare_and_sweep_lines_print_no_negative_zero():
                                          "separated": False}}))
     for text in (buf.getvalue(), line):
         assert "-0.00" not in text and "-0.0%" not in text and ("0.00" in text or "+0.0%" in text)
+
+
+def test_the_readme_sample_output_is_what_the_console_prints():
+    """README's sample is a real run's output (its run.json and summary.json are kept in tests/data):
+    rendering them now must give the README's text, so the sample cannot drift from the renderer."""
+    import json
+    import os
+    import re
+
+    from conftest import ROOT
+
+    d = os.path.join(ROOT, "tests", "data", "readme_run")
+    with open(os.path.join(d, "summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    with open(os.path.join(d, "run.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None).print(
+        render_summary(summary, meta, 0.95, f"results/{meta['run_id']}"))
+    rendered = "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    sample = re.search(r"What the first command printed.*?```\n(.*?)\n```", readme, re.S).group(1)
+    assert sample == rendered
