@@ -122,7 +122,8 @@ def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0)
 
 
 # what the check compares, and which way is better (+1 higher, -1 lower)
-CHECK_COLUMNS = (("slo_attainment", 1), ("goodput", 1), ("long_ttft_p99_ms", -1), ("itl_p99_ms", -1), ("itl_max_ms", -1))
+CHECK_COLUMNS = (("slo_attainment", 1), ("goodput", 1), ("long_ttft_p99_ms", -1), ("itl_p99_ms", -1),
+                 ("itl_max_ms", -1))
 
 
 def _better(a: dict, b: dict, key: str, sign: int, tol: float = 0.005) -> int:

@@ -138,8 +138,10 @@ def server_message(error: str) -> str:
         doc = json.loads(body)
     except ValueError:
         return body.strip()
-    inner = doc.get("error") if isinstance(doc, dict) else None
-    msg = (inner.get("message") if isinstance(inner, dict) else None) or (doc.get("message") if isinstance(doc, dict) else None)
+    if not isinstance(doc, dict):
+        return body.strip()
+    inner = doc.get("error")
+    msg = (inner.get("message") if isinstance(inner, dict) else None) or doc.get("message")
     return str(msg) if msg else body.strip()
 
 
