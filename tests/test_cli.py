@@ -289,3 +289,22 @@ def test_one_slo_syntax_everywhere(argv):
     for slo in (["ttft:500", "tpot:50"], ["ttft:500 tpot:50"]):
         args = make_parser().parse_args([*argv, "--goodput", *slo])
         assert parse_slo(args.goodput) == {"ttft": 500.0, "tpot": 50.0}
+
+
+def test_every_readme_command_parses():
+    """Each `goodbench ...` line of the README's shell blocks names real commands and flags (a renamed
+    flag, like --model for the engine shape, would otherwise linger in the docs)."""
+    import re
+    import shlex
+
+    from goodbench.cli import make_parser
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```bash\n(.*?)```", f.read(), re.S)
+    lines = [ln for b in blocks for ln in b.replace("\\\n", " ").splitlines()]
+    calls = [seg.strip() for ln in lines for seg in ln.split("&&") if seg.strip().startswith("goodbench ")]
+    assert len(calls) > 20
+    for call in calls:
+        argv = shlex.split(call.split("#")[0].replace("$URL", "http://x").replace("$", ""))[1:]
+        args, unknown = make_parser().parse_known_args(argv)
+        assert not unknown and not getattr(args, "moved_model", None), call
