@@ -1,8 +1,8 @@
 """The public Python API: what `goodbench/__init__.py` exports and every CLI command calls.
 
     import goodbench as gb
-    wl = gb.load_workload("workloads/hol-stress.toml", num_prompts=100)
-    run = gb.simulate(wl, gb.EngineConfig(gpu="l40s", max_num_batched_tokens=512))
+    wl = gb.load_workload("hol-stress", num_prompts=100)
+    run = gb.simulate(wl, gb.EngineConfig(max_num_batched_tokens=2048))
     print(run.summary["slo_attainment"], gb.gate(run).verdict)
 
 Each function does one whole job (a run, a simulation, a sweep, a verdict) and returns typed results;
@@ -47,7 +47,8 @@ class Run:
 
 
 def load_workload(source: str | WorkloadSpec | None = None, **options) -> WorkloadSpec:
-    """A workload file (or, with source None, the built-in `dataset_name`, default random) with the
+    """A workload file or a built-in workload's name ("hol-stress"; `goodbench workloads` lists them), or,
+    with source None, the built-in `dataset_name` (default random), with the
     command line's overrides as keyword arguments: num_prompts, request_rate, duration, concurrency,
     goodput ("ttft:500 tpot:50"), seed, ... (the fields of workloads.WorkloadOptions)."""
     if isinstance(source, WorkloadSpec):
