@@ -48,7 +48,7 @@ def main() -> None:
         port = s.getsockname()[1]
     pin = sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1
     cmd = (["taskset", "-c", "0"] if pin else []) + [
-        sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--gpu", a.gpu, "--model", a.model,
+        sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--gpu", a.gpu, "--engine-model", a.model,
         "--step-trace", trace]
     srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
     try:

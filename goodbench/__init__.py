@@ -3,8 +3,8 @@
 The public Python API (what the `goodbench` command line is built on):
 
     import goodbench as gb
-    wl = gb.load_workload("workloads/hol-stress.toml")            # a workload file, with overrides
-    sim = gb.simulate(wl, gb.EngineConfig(gpu="l40s", max_num_batched_tokens=512))
+    wl = gb.load_workload("hol-stress")                           # a built-in workload or a file
+    sim = gb.simulate(wl, gb.EngineConfig(max_num_batched_tokens=2048))
     live = gb.run(wl, "http://127.0.0.1:8000")                    # any OpenAI-compatible server
     print(sim.summary["goodput"], gb.gate(sim).verdict)
 

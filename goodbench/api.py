@@ -1,8 +1,8 @@
 """The public Python API: what `goodbench/__init__.py` exports and every CLI command calls.
 
     import goodbench as gb
-    wl = gb.load_workload("workloads/hol-stress.toml", num_prompts=100)
-    run = gb.simulate(wl, gb.EngineConfig(gpu="l40s", max_num_batched_tokens=512))
+    wl = gb.load_workload("hol-stress", num_prompts=100)
+    run = gb.simulate(wl, gb.EngineConfig(max_num_batched_tokens=2048))
     print(run.summary["slo_attainment"], gb.gate(run).verdict)
 
 Each function does one whole job (a run, a simulation, a sweep, a verdict) and returns typed results;
@@ -46,7 +46,8 @@ class Run:
 
 
 def load_workload(source: str | WorkloadSpec | None = None, **options) -> WorkloadSpec:
-    """A workload file (or, with source None, the built-in `dataset_name`, default random) with the
+    """A workload file or a built-in workload's name ("hol-stress"; `goodbench workloads` lists them), or,
+    with source None, the built-in `dataset_name` (default random), with the
     command line's overrides as keyword arguments: num_prompts, request_rate, duration, concurrency,
     goodput ("ttft:500 tpot:50"), seed, ... (the fields of workloads.WorkloadOptions)."""
     if isinstance(source, WorkloadSpec):
@@ -72,6 +73,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     cluster: an engine.cluster.ClusterSpec (replicas behind a router, or prefill/decode instances);
     prices: $ per GPU-hour overrides by tier (engine.prices)."""
     from . import tokenizer as tokmod
+    from .analysis.knobs import chunked_prefill_note
     from .engine.prices import price_table
     from .metrics.cost import cost_summary
     from .metrics.prefix import prefix_block
@@ -79,7 +81,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
 
     spec = _workload(workload)
     cfg = (engine or EngineConfig()).resolved()
-    tok = tokmod.load(tokenizer)
+    tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     _stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
     scaled = cluster is not None and (cluster.disaggregated or cluster.replicas > 1)
@@ -99,15 +101,19 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     rd.append_many(recs)
     gpus = cluster.gpus(cfg) if scaled else {cfg.gpu: cfg.tensor_parallel_size}
 
+    largest = max((r.prompt_tokens for r in plan.requests), default=0)
+    note = None if scaled else chunked_prefill_note(cfg, stats["max_step_tokens"], largest)
+
     def extra(s: dict) -> dict:
-        sim = stats | {"wall_s": wall, "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None}
+        sim = stats | {"wall_s": wall, "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None,
+                       "notes": [note] if note else []}
         q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
         on = cfg.enable_prefix_caching
         reuse = prefix_block(h / q if q and on else None, plan.expected_reuse(), "the simulated engine", on)
         return ({"simulation": sim} | cost_summary(recs, spec.slo, gpus, price_table(prices), s)
                 | ({"prefix_cache": reuse} if reuse else {}))
 
-    summary = rd.finish(extra=extra)
+    summary = rd.finish(records=recs, extra=extra)  # summarised in memory: no read-back of records.jsonl
     return Run(rd.dir, rd.meta, summary)
 
 
@@ -129,6 +135,7 @@ def _simulate_records(cfg: EngineConfig, plan, cluster, trace_path: str | None) 
                         think_s=plan.arrival.think_time_s, duration_s=plan.duration_s, sessions=plan.sessions,
                         session_cap=plan.spec.session.max_concurrent if plan.sessions else 0)
     return recs, {"steps": eng.stats.steps, "preemptions": eng.stats.preemptions,
+                  "max_step_tokens": eng.stats.max_step_tokens,
                   "prefix_cache_queries": eng.kv.queries, "prefix_cache_hits": eng.kv.hits}
 
 
@@ -327,13 +334,23 @@ def _incomplete(x) -> str | None:
     return incomplete(x.dir if isinstance(x, Run) else x)
 
 
+def _workload_of(x) -> dict | None:
+    """The workload a Run or run directory recorded (None for a summary dict: it does not say)."""
+    if isinstance(x, Run):
+        return x.meta.workload
+    return load_meta(x).workload if isinstance(x, str) else None
+
+
 def gate(run: Run | str | dict, spec: GateSpec | None = None, *, slo: dict | str | None = None,
-         baseline: Run | str | dict | None = None, allow_incomplete: bool = False) -> GateResult:
+         baseline: Run | str | dict | None = None, allow_incomplete: bool = False,
+         allow_different_workloads: bool = False) -> GateResult:
     """Pass/fail a run (a Run, a run directory or a summary dict) against the gate spec (default: SLO
     attainment >= 95%). slo: judge against this SLO instead of the run's own. A run directory that
-    cannot be read, or holds an incomplete run (killed, interrupted, records cut short; unless
-    allow_incomplete), gives a result that cannot be judged (exit code 2), not an exception."""
+    cannot be read, holds an incomplete run (killed, interrupted, records cut short; unless
+    allow_incomplete), or a baseline that ran a different workload (unless allow_different_workloads),
+    gives a result that cannot be judged (exit code 2), not an exception."""
     from .records import parse_slo
+    from .workloads.identity import difference
 
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
     try:
@@ -344,32 +361,42 @@ def gate(run: Run | str | dict, spec: GateSpec | None = None, *, slo: dict | str
                                              "(--allow-incomplete judges the records it holds)")
         summary = _summary_of(run, slo)
         base = _summary_of(baseline, slo or summary.get("slo")) if baseline is not None else None
+        differ = difference(_workload_of(baseline), _workload_of(run)) if baseline is not None else None
     except RunDirError as e:
         return GateResult([], False, str(e))
+    if differ and not allow_different_workloads:
+        return GateResult([], False, differ)
     return evaluate(summary, spec or GateSpec(), base)
 
 
 def compare(base: Run | str, new: Run | str, *, slo: dict | str | None = None, level: float = 0.95,
-            margin: float = 0.0, seed: int = 0) -> dict:
+            margin: float = 0.0, seed: int = 0, allow_different_workloads: bool = False) -> dict:
     """BASE vs NEW: per-metric deltas with bootstrap intervals of the difference, Mann-Whitney U
-    p-values and a verdict per metric (analysis.compare)."""
+    p-values and a verdict per metric (analysis.compare). Runs of different workloads are refused
+    (UsageError) unless allow_different_workloads; the result then carries the difference as a warning."""
     from .analysis.compare import compare as compare_columns
     from .metrics import Columns, columns_of, summarize as summarize_columns
     from .records import parse_slo
+    from .workloads.identity import difference
 
     runs = [load_columns(r.dir if isinstance(r, Run) else r) for r in (base, new)]
+    differ = difference(runs[0].meta.workload, runs[1].meta.workload)
+    if differ and not allow_different_workloads:
+        raise UsageError(differ)
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
     slo = slo or runs[0].meta.slo or runs[1].meta.slo
     cs = [Columns(columns_of(r)) for r in runs]
     sums = [summarize_columns(r, slo=slo, ci=False, prepared=c) for r, c in zip(runs, cs)]
-    res = compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
-    res["incomplete"] = {}
+    out = compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
+    if differ:
+        out["warnings"].insert(0, differ.split("; pass")[0])
+    out["incomplete"] = {}
     for which, r in (("base", base), ("new", new)):
         why = _incomplete(r)
         if why:
-            res["incomplete"][which] = why
-            res["warnings"].insert(0, f"the {which} run is incomplete: {why}")
-    return res
+            out["incomplete"][which] = why
+            out["warnings"].insert(0, f"the {which} run is incomplete: {why}")
+    return out
 
 
 @dataclass
@@ -402,7 +429,7 @@ def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConf
     base = replace(engine or EngineConfig(), gpu=gpus[0])
     cells = grid(gpus, params, layouts)
     check_cells(base, cells)
-    tok = tokmod.load(tokenizer)
+    tok = tokmod.load(tokenizer, lazy=True)
     _stage(on_stage, "building workload...")
     return setup(spec, build_plan(spec, tok), base, cells, result_dir, sweep_id or new_run_id("sweep"), gpus, params,
                  cluster, prices)
@@ -484,4 +511,4 @@ def check_advice(a, engine: EngineConfig, ttft_slo_ms: float, tpot_slo_ms: float
     from .analysis.advise import check, check_workload
 
     spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
-    return check(a, engine, spec, tokmod.load(None), jobs)
+    return check(a, engine, spec, tokmod.load(None, lazy=True), jobs)

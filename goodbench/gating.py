@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
 from .errors import UsageError
+from .records import fmt_num
 
 METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms", "e2e": "e2el_ms"}
 
@@ -156,13 +157,13 @@ def _regressions(cur: dict, base: dict, margin: float) -> list[Clause]:
     g0, g1 = base.get("goodput"), cur.get("goodput")
     if g0 and g1 is not None:
         out.append(Clause("goodput vs baseline", f">= {1 - margin:.0%} of {g0:.2f} req/s",
-                          f"{g1:.2f} req/s ({g1 / g0 - 1:+.1%})", g1 >= g0 * (1 - margin)))
+                          f"{g1:.2f} req/s ({fmt_num(g1 / g0 - 1, '+.1%')})", g1 >= g0 * (1 - margin)))
     for m in ("ttft", "tpot", "itl"):
         k = METRIC_KEYS[m]
         b, c = (base.get(k) or {}).get("p99"), (cur.get(k) or {}).get("p99")
         if b and c is not None:
             out.append(Clause(f"p99 {m} vs baseline", f"<= {1 + margin:.0%} of {b:.1f} ms",
-                              f"{c:.1f} ms ({c / b - 1:+.1%})", c <= b * (1 + margin)))
+                              f"{c:.1f} ms ({fmt_num(c / b - 1, '+.1%')})", c <= b * (1 + margin)))
     return out
 
 

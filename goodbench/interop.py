@@ -259,7 +259,9 @@ def per_request_table(run: ColumnarRun, slo: dict | None = None):
     meets = c.meets(slo)
     df = pd.DataFrame({
         "id": cols.ids, "class": cols.class_of(), "status": np.asarray(STATUSES, dtype=object)[cols.status],
-        "http_status": np.where(cols.http_status > 0, cols.http_status, np.nan), "warmup": cols.warmup,
+        # an integer column with blanks where there was no response (not 200.000000)
+        "http_status": pd.Series(cols.http_status, dtype="Int64").mask(cols.http_status == 0),
+        "warmup": cols.warmup,
         "origin": np.asarray(cols.origin_names, dtype=object)[cols.origin] if len(cols) else [],
         "scheduled_s": c.sched, "sent_s": c.sent, "first_chunk_s": c.first, "last_chunk_s": c.last,
         "finished_s": c.fin, "prompt_tokens": cols.prompt_tokens, "output_tokens": cols.out_tokens,

@@ -160,3 +160,12 @@ def format_slo(slo: dict[str, float] | None) -> str:
     if not slo:
         return "none"
     return " ".join(f"{k}:{v:g}" for k, v in slo.items())
+
+
+def fmt_num(v: float, spec: str) -> str:
+    """format(v, spec), except that a value printing as zero never carries a minus sign ("-0.00 req/s",
+    "-0.0%"): a tiny negative difference rounds to zero, and zero has no direction."""
+    out = format(v, spec)
+    if out.startswith("-") and not any(ch in "123456789" for ch in out):
+        out = ("+" if "+" in spec else "") + out[1:]
+    return out

@@ -12,7 +12,7 @@ from .errors import RunDirError
 from .metrics import summarize
 from .metrics.saturation import waiting_series
 from .records import RequestRecord, RunMeta, RunResult
-from .store import RunStore, load_columns, load_server_metrics, new_run_id
+from .store import RunStore, error_samples, load_columns, load_server_metrics, new_run_id
 
 
 class RunDir:
@@ -68,7 +68,9 @@ class RunDir:
         if summarized:
             result = RunResult(self.meta, records) if records is not None else self.columns()
             queue = waiting_series(load_server_metrics(self.dir))
-            summary = summarize(result, slo=slo, label=label, ci=ci, queue=queue)
+            failed = records is None and bool((result.cols.status != 0).any())
+            summary = summarize(result, slo=slo, label=label, ci=ci, queue=queue,
+                                errors=error_samples(self.dir) if failed else None)
             summary.update((extra(summary) if callable(extra) else extra) or {})
         self.store.finish(self.meta, summary)
         return summary

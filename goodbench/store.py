@@ -130,6 +130,31 @@ def load(run_dir: str) -> RunResult:
     return RunResult(meta, records)
 
 
+
+def error_samples(run_dir: str, limit: int = 3, scan: int = 2000) -> tuple[str, ...]:
+    """The first `limit` distinct error texts in records.jsonl (looking at no more than `scan` failed
+    records), for the summary's failure hazards: columns do not keep error texts."""
+    out: list[str] = []
+    seen = 0
+    try:
+        with open(os.path.join(run_dir, "records.jsonl"), encoding="utf-8") as f:
+            for line in f:
+                if '"error":"' not in line and '"error": "' not in line:
+                    continue
+                try:
+                    err = json.loads(line).get("error")
+                except ValueError:
+                    continue
+                seen += 1
+                if err and err not in out:
+                    out.append(err)
+                if len(out) >= limit or seen >= scan:
+                    break
+    except OSError:
+        pass
+    return tuple(out)
+
+
 def _records_bytes(run_dir: str) -> int:
     try:
         return os.path.getsize(os.path.join(run_dir, "records.jsonl"))

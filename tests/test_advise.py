@@ -24,7 +24,7 @@ def test_advise_memory_ceiling_shrinks_with_decode_reserve():
 
 
 def test_advise_cli(tmp_path):
-    r = run_cli("advise", "--gpu", "l40s", "--model", "llama-3.1-8b", "--ttft-slo", "500", "--p95-input", "6000",
+    r = run_cli("advise", "--gpu", "l40s", "--engine-model", "llama-3.1-8b", "--ttft-slo", "500", "--p95-input", "6000",
                 "--num-prompts", "120", "--jobs", "2", timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "memory ceiling" in r.stdout and "SLO bound" in r.stdout and "(advised)" in r.stdout
@@ -38,3 +38,26 @@ def test_the_check_reports_the_long_class_per_chunk_size(tok):
     rows = check(a, EngineConfig(gpu="l40s"), check_workload(a, 500, None, 60, 4.0), tok, jobs=1)
     assert [r["max_num_batched_tokens"] for r in rows] == check_sizes(a) and a.chunk in check_sizes(a)
     assert all(r["long_ttft_p50_ms"] is not None and "summary" not in r for r in rows)
+    assert all(r["itl_max_ms"] is not None for r in rows)
+
+
+def _row(chunk, ttft99, itl99, itl_max, att=1.0, goodput=3.5):
+    return {"max_num_batched_tokens": chunk, "long_ttft_p99_ms": ttft99, "itl_p99_ms": itl99, "itl_max_ms": itl_max,
+            "slo_attainment": att, "goodput": goodput}
+
+
+def test_advice_and_its_check_never_disagree_silently():
+    """The issue's case: 256 advised, 2048/4096 better on TTFT and ITL p99 at the same goodput. The note
+    explains it by the worst stall; a size better on every column is named as the one to take."""
+    from goodbench.analysis.advise import advise, reconcile
+    from goodbench.engine.config import EngineConfig
+
+    a = advise(EngineConfig(), 500, 6000, time_per_chunk_ms=10.9)
+    assert a.chunk == 256
+    tradeoff = [_row(256, 422, 9.5, 10.0), _row(2048, 276, 7.2, 52.8), _row(4096, 264, 7.2, 94.4)]
+    note = reconcile(a, tradeoff)
+    assert note and "4096 tokens does better on TTFT and ITL p99" in note and "ITL max 94.4 vs 10.0 ms" in note
+    dominated = [_row(256, 422, 9.5, 10.0), _row(512, 300, 8.0, 9.0)]
+    assert "favours 512 tokens" in reconcile(a, dominated) and "take 512" in reconcile(a, dominated)
+    consistent = [_row(256, 422, 9.5, 10.0), _row(512, 337, 15.0, 16.2), _row(1024, 297, 25.3, 28.3, goodput=3.4)]
+    assert reconcile(a, consistent) is None

@@ -47,13 +47,13 @@ def test_load_workload_takes_the_flags_as_keywords():
 
 def test_simulate_gate_load_summarize_compare(tmp_path):
     wl = gb.load_workload(HOL)
-    good = gb.simulate(wl, gb.EngineConfig(gpu="l40s", max_num_batched_tokens=512), result_dir=str(tmp_path))
-    bad = gb.simulate(wl, gb.EngineConfig(gpu="l40s", enable_chunked_prefill=False), result_dir=str(tmp_path))
+    good = gb.simulate(wl, gb.EngineConfig(), result_dir=str(tmp_path))  # hol-stress shows HOL on the defaults
+    bad = gb.simulate(wl, gb.EngineConfig(enable_chunked_prefill=False), result_dir=str(tmp_path))
     assert isinstance(good, gb.Run) and good.summary["simulation"]["steps"] > 0
     assert gb.gate(good).passed and gb.gate(bad).exit_code == 1
     assert gb.gate(bad.dir, gb.GateSpec(min_attainment=0.0)).passed
     again = gb.load_run(good.dir)
-    assert again.summary == good.summary and again.meta.engine["max_num_batched_tokens"] == 512
+    assert again.summary == good.summary and again.meta.engine["max_num_batched_tokens"] == 8192
     assert len(again.records()) == good.summary["requests"]["issued"] == len(again.columns().cols)
     strict = gb.summarize(good, slo="ttft:1")
     assert strict["slo"] == {"ttft": 1.0} and strict["slo_attainment"] < good.summary["slo_attainment"]
@@ -92,3 +92,23 @@ def test_the_readme_python_api_example_runs_as_is(tmp_path):
                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert out.returncode == 0, out.stderr
     assert "PASS" in out.stdout and "FAIL" in out.stdout  # the example contrasts a passing and a failing config
+
+
+def test_failed_runs_name_the_likely_cause(tmp_path):
+    """Against a real server: a base URL ending in /v1, and a model name the server does not serve, each
+    end with the cause in the summary's warnings (with the server's own message), not only in records."""
+    from goodbench.engine.launch import start_engine
+
+    proc = start_engine(gb.EngineConfig(fixed_step_ms=1.0), str(tmp_path / "engine.log"))
+    try:
+        wl = gb.load_workload(dataset_name="random", random_input_len=8, random_output_len=2, num_prompts=4,
+                              request_rate="inf")
+        v1 = gb.run(wl, proc.base_url + "/v1", result_dir=str(tmp_path), pin=False).summary
+        model = gb.run(wl, gb.Target(base_url=proc.base_url, model="no-such-model"), result_dir=str(tmp_path),
+                       pin=False).summary
+    finally:
+        proc.close()
+    assert v1["requests"]["failed"] == 4 and any("ends in /v1" in w and "/v1/v1/completions" in w
+                                                 for w in v1["warnings"])
+    said = [w for w in model["warnings"] if "the server said" in w]
+    assert said and "The model `no-such-model` does not exist." in said[0] and "'no-such-model'" in said[0]

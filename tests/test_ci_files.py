@@ -13,6 +13,7 @@ from goodbench.workloads.spec import load_workload
 from conftest import ROOT
 
 FILES = [os.path.join(ROOT, "ci", "github-actions", "goodput-gate.yml"), os.path.join(ROOT, "ci", "gitlab", ".gitlab-ci.yml")]
+TESTS = os.path.join(ROOT, "ci", "github-actions", "tests.yml")
 
 
 def scripts(doc):
@@ -77,3 +78,16 @@ def test_ci_run_installs_vllm_and_runs_the_real_vllm_tests():
         assert "bash ci/real_vllm/setup.sh && python -m pytest -q -m real_vllm" in f.read()
     with open(os.path.join(ROOT, "pyproject.toml")) as f:
         assert "-m 'not real_vllm'" in f.read()
+
+
+def test_the_test_workflow_covers_every_supported_python():
+    from goodbench.workloads.spec import tomllib
+
+    with open(TESTS) as f:
+        doc = yaml.safe_load(f)
+    versions = doc["jobs"]["test"]["strategy"]["matrix"]["python-version"]
+    assert versions == ["3.10", "3.11", "3.12", "3.13"]
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        assert tomllib.load(f)["project"]["requires-python"] == ">=3.10"
+    steps = " ".join(s.get("run", "") for s in doc["jobs"]["test"]["steps"])
+    assert "pytest" in steps and "ci/check_install.sh" in steps and os.access(os.path.join(ROOT, "ci", "check_install.sh"), os.X_OK)

@@ -48,11 +48,10 @@ def test_simulate_fixed_step_exact_numbers(tmp_path):
 
 def test_simulate_gate_passes_and_fails_with_exit_codes(tmp_path):
     wl = os.path.join(ROOT, "workloads", "hol-stress.toml")
-    ok = run_cli("simulate", "--workload", wl, "--gpu", "l40s", "--max-num-batched-tokens", "512", "--gate",
-                 "--result-dir", str(tmp_path / "a"))
+    ok = run_cli("simulate", "--workload", wl, "--gate", "--result-dir", str(tmp_path / "a"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "✓ slo_attainment" in ok.stdout
-    bad = run_cli("simulate", "--workload", wl, "--gpu", "l40s", "--no-enable-chunked-prefill", "--gate",
+    bad = run_cli("simulate", "--workload", wl, "--no-enable-chunked-prefill", "--gate",
                   "--result-dir", str(tmp_path / "b"), "--junit", str(tmp_path / "j.xml"))
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "✗ slo_attainment" in bad.stdout and "FAIL" in bad.stdout
@@ -92,9 +91,33 @@ def test_unreachable_target_is_one_line_exit_2(tmp_path):
 
 def test_bad_engine_flag_is_one_line(tmp_path):
     r = run_cli("simulate", "--gpu", "l4", "--engine-model", "x", "--result-dir", str(tmp_path))
-    assert r.returncode == 2  # argparse: unknown flag for simulate
-    r = run_cli("simulate", "--gpu", "l4", "--model", "llama-3.1-70b", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = run_cli("simulate", "--gpu", "l4", "--engine-model", "llama-3.1-70b", "--result-dir", str(tmp_path))
     assert r.returncode == 2 and "does not fit" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("simulate", "--gpu", "l4", "--model", "llama-3.1-70b", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "--engine-model llama-3.1-70b" in r.stderr and "Traceback" not in r.stderr
+
+
+REQUIRED = {"advise": ["--ttft-slo", "500", "--p95-input", "6000"]}
+
+
+@pytest.mark.parametrize("cmd", ["run", "simulate", "sweep", "advise", "serve", "engine explain"])
+def test_model_means_the_served_model_everywhere(cmd):
+    """--engine-model is the engine's shape in every command; --model is the served model name, and
+    where a command has no served model the old spelling of the shape is refused, never reinterpreted."""
+    from goodbench.cli import make_parser
+    from goodbench.cli.common import engine_config
+    from goodbench.errors import UsageError
+
+    argv = [*cmd.split(), *REQUIRED.get(cmd, [])]
+    args = make_parser().parse_args([*argv, "--engine-model", "llama-3.1-70b"])
+    assert engine_config(args, resolve=False).model == "llama-3.1-70b"
+    args = make_parser().parse_args([*argv, "--model", "my-served-name"])
+    if cmd == "run":
+        assert args.model == "my-served-name" and engine_config(args, resolve=False).model == "llama-3.1-8b"
+    else:
+        with pytest.raises(UsageError, match="--engine-model my-served-name"):
+            engine_config(args, resolve=False)
 
 
 def test_run_starts_the_reference_engine_and_records_everything(tmp_path):
@@ -224,3 +247,98 @@ def test_sweep_min_gpus_and_bad_layouts(tmp_path):
     assert bad.returncode == 2 and "--layouts" in bad.stderr
     engine = run_cli("engine", "prices")
     assert engine.returncode == 0 and "h100-sxm" in engine.stdout
+
+
+def _actions(parser, name="goodbench"):
+    import argparse
+
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for n, sp in a.choices.items():
+                yield from _actions(sp, f"{name} {n}")
+        else:
+            yield name, a
+
+
+def test_every_option_with_a_default_says_it_in_help():
+    """`goodbench serve --help` once hid its default port; no option may hide its default."""
+    import argparse
+
+    from goodbench.cli import make_parser
+
+    hidden = [f"{name} {'/'.join(a.option_strings)}" for name, a in _actions(make_parser())
+              if a.help != argparse.SUPPRESS and a.default not in (None, False, argparse.SUPPRESS)
+              and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+              and "default" not in (a.help or "").lower()]
+    assert hidden == []
+    serve = run_cli("serve", "--help")
+    assert "(default 8000)" in serve.stdout
+
+
+def test_no_help_points_pip_users_at_a_checkout():
+    """--help must not send users to workloads/ or locustfiles/, which a pip install does not have."""
+    from goodbench.cli import make_parser
+
+    texts = [str(a.help) for _, a in _actions(make_parser())]
+    assert not [t for t in texts if "see workloads/" in t or "locustfiles/" in t]
+
+
+def test_a_mistyped_flag_gets_the_subcommands_usage_and_a_suggestion():
+    r = run_cli("simulate", "--num-promts", "4")
+    assert r.returncode == 2 and "goodbench simulate: error: unrecognized arguments: --num-promts 4" in r.stderr
+    assert "did you mean --num-prompts?" in r.stderr and "usage: goodbench simulate" in r.stderr
+    r = run_cli("engine", "explain", "--gpu", "h100-sxm", "--decoed", "2x10")
+    assert r.returncode == 2 and "goodbench engine explain" in r.stderr and "did you mean --decode?" in r.stderr
+    r = run_cli("compare", "a", "b", "--fail-on-regresion")
+    assert r.returncode == 2 and "did you mean --fail-on-regression?" in r.stderr
+
+
+def test_workloads_and_locustfile_commands_need_no_checkout(tmp_path):
+    """Run from an empty directory: the built-in workloads are listed, printed and usable by name, and
+    the locustfile inside the package is found."""
+    r = run_cli("workloads", cwd=str(tmp_path))
+    assert r.returncode == 0 and all(n in r.stdout for n in ("hol-stress", "mixed-long-short", "sharegpt"))
+    r = run_cli("workloads", "hol-stress", cwd=str(tmp_path))
+    with open(os.path.join(ROOT, "workloads", "hol-stress.toml"), encoding="utf-8") as f:
+        assert r.returncode == 0 and r.stdout == f.read()
+    r = run_cli("workloads", "hol", cwd=str(tmp_path))
+    assert r.returncode == 2 and "did you mean the built-in workload" in r.stderr
+    r = run_cli("locustfile", cwd=str(tmp_path))
+    with open(r.stdout.strip(), encoding="utf-8") as f:
+        assert r.returncode == 0 and "GoodputUser" in f.read()
+    r = run_cli("simulate", "--workload", "mixed-long-short", "--num-prompts", "20", "--quiet", "--result-dir",
+                str(tmp_path / "res"), cwd=str(tmp_path))
+    assert r.returncode == 0 and "mixed-long-short" in r.stdout
+
+
+@pytest.mark.parametrize("argv", [["report", "results/a"], ["compare", "results/a", "results/b"],
+                                  ["import", "vllm", "x.json"], ["export", "results/a"], ["gate", "results/a"],
+                                  ["run"], ["simulate"]])
+def test_one_slo_syntax_everywhere(argv):
+    """The README's `goodbench import vllm ... --goodput ttft:500 tpot:50` once failed: every command takes
+    the SLO as words, and still as one quoted string."""
+    from goodbench.cli import make_parser
+    from goodbench.records import parse_slo
+
+    for slo in (["ttft:500", "tpot:50"], ["ttft:500 tpot:50"]):
+        args = make_parser().parse_args([*argv, "--goodput", *slo])
+        assert parse_slo(args.goodput) == {"ttft": 500.0, "tpot": 50.0}
+
+
+def test_every_readme_command_parses():
+    """Each `goodbench ...` line of the README's shell blocks names real commands and flags (a renamed
+    flag, like --model for the engine shape, would otherwise linger in the docs)."""
+    import re
+    import shlex
+
+    from goodbench.cli import make_parser
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```bash\n(.*?)```", f.read(), re.S)
+    lines = [ln for b in blocks for ln in b.replace("\\\n", " ").splitlines()]
+    calls = [seg.strip() for ln in lines for seg in ln.split("&&") if seg.strip().startswith("goodbench ")]
+    assert len(calls) > 20
+    for call in calls:
+        argv = shlex.split(call.split("#")[0].replace("$URL", "http://x").replace("$", ""))[1:]
+        args, unknown = make_parser().parse_known_args(argv)
+        assert not unknown and not getattr(args, "moved_model", None), call

@@ -1,6 +1,7 @@
 """BASE vs NEW (analysis.compare): bootstrap intervals of the difference, verdicts, margin."""
 
 import numpy as np
+import pytest
 
 from goodbench.analysis.compare import compare
 from goodbench.columnar import ColumnarRun, RunColumns
@@ -41,3 +42,38 @@ def test_compare_flags_a_slower_run_and_respects_the_margin():
     assert by["ttft_p50"]["p_value"] < 1e-6
     lenient = compare(cb, cn, sb, sn, margin=100.0)  # 10000%: nothing moved that much
     assert lenient["regressions"] == []
+
+
+W = {"name": "a", "generator": "mixed", "classes": [{"name": "short", "input": {"value": 50}}], "hol": None,
+     "endpoint": "completions", "num_requests": 300, "seed": 0, "arrival": {"rate": 4.0}, "slo": {"ttft": 500}}
+
+
+@pytest.mark.parametrize("other,differs", [
+    ({**W, "name": "renamed", "num_requests": 50, "seed": 7, "arrival": {"rate": 9.0}, "slo": None}, None),
+    ({**W, "classes": [{"name": "short", "input": {"value": 60}}]}, "different classes"),
+    ({**W, "generator": "hol", "hol": {"long_input": 8000}}, "different generator, hol"),
+    ({**W, "endpoint": "chat"}, "different endpoint"),
+    ({"name": "vllm-import", "source": "x.json"}, None),   # an import does not say: cannot refuse
+])
+def test_workload_identity(other, differs):
+    from goodbench.workloads.identity import difference
+
+    got = difference(W, other)
+    assert (got is None) if differs is None else (differs in got and "--allow-different-workloads" in got)
+
+
+def test_compare_and_gate_refuse_runs_of_different_workloads(tmp_path):
+    import goodbench as gb
+
+    from conftest import run_cli
+
+    hol = gb.simulate(gb.load_workload("hol-stress"), result_dir=str(tmp_path)).dir
+    mixed = gb.simulate(gb.load_workload("mixed-long-short", num_prompts=100), result_dir=str(tmp_path)).dir
+    r = run_cli("compare", hol, mixed)
+    assert r.returncode == 2 and "different workloads ('hol-stress' vs 'mixed-long-short'" in r.stderr
+    r = run_cli("compare", hol, mixed, "--allow-different-workloads")
+    assert r.returncode == 0 and "different workloads" in r.stdout
+    r = run_cli("gate", mixed, "--baseline", hol)
+    assert r.returncode == 2 and "CANNOT JUDGE: the runs ran different workloads" in r.stdout
+    r = run_cli("gate", mixed, "--baseline", hol, "--allow-different-workloads")
+    assert r.returncode in (0, 1) and "vs baseline" in r.stdout

@@ -35,6 +35,65 @@ def test_failed_run_shows_fail_and_warning():
     out = render(summarize(RunResult(meta, recs)), meta.to_dict())
     assert out.startswith("FAIL  0.0% of 1 requests")
     assert "no request completed" in out
+    assert "failed 1 (http_error 1)" in out and "{" not in out  # counts as words, not a Python dict
+
+
+def test_no_slo_hint_names_the_flag_of_the_tool_in_use():
+    recs = [RequestRecord("r0", "a", 0.0, 0.0, 0.1, 0.2, (0.1, 0.2), (1, 1), 2, "usage")]
+    meta = RunMeta("x")
+    s = summarize(RunResult(meta, recs))
+    assert "pass --goodput ttft:MS tpot:MS for goodput" in render(s, meta.to_dict())
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None).print(
+        render_summary(s, meta.to_dict(), slo_hint='--goodbench-slo "ttft:MS tpot:MS"'))
+    assert 'pass --goodbench-slo "ttft:MS tpot:MS" for goodput' in buf.getvalue() and "--goodput" not in buf.getvalue()
+
+
+def test_numbers_that_print_as_zero_carry_no_minus_sign():
+    from goodbench.records import fmt_num
+
+    assert [fmt_num(-0.0001, ".2f"), fmt_num(-0.0001, "+.1%"), fmt_num(-0.0, ".1f"), fmt_num(-0.02, ".2f"),
+            fmt_num(0.0004, "+.1%")] == ["0.00", "+0.0%", "0.0", "-0.02", "+0.0%"]
+
+
+def test_compare_and_sweep_lines_print_no_negative_zero():
+    from goodbench.report.tables import best_lines, compare_table
+
+    d = {"metric": "goodput", "unit": "req/s", "base": 3.4301, "new": 3.4300, "delta": -0.0001, "rel": -0.00003,
+         "ci": (-0.004, 0.0), "p_value": None, "verdict": "no significant change", "regression": False}
+    res = {"base": "a", "new": "b", "level": 0.95, "metrics": [d, {**d, "metric": "slo_attainment",
+                                                                   "unit": "fraction", "delta": -0.00001}]}
+    buf = io.StringIO()
+    Console(file=buf, width=160, color_system=None).print(compare_table(res))
+    line = " ".join(best_lines({"h100": {"cell": "h100,max_num_batched_tokens=512", "goodput": 3.0, "itl_p99_ms": 9.0,
+                                         "next": "h100,max_num_batched_tokens=1024", "margin_goodput": -0.001,
+                                         "separated": False}}))
+    for text in (buf.getvalue(), line):
+        assert "-0.00" not in text and "-0.0%" not in text and ("0.00" in text or "+0.0%" in text)
+
+
+def test_the_readme_sample_output_is_what_the_console_prints():
+    """README's sample is a real run's output (its run.json and summary.json are kept in tests/data):
+    rendering them now must give the README's text, so the sample cannot drift from the renderer."""
+    import json
+    import os
+    import re
+
+    from conftest import ROOT
+
+    d = os.path.join(ROOT, "tests", "data", "readme_run")
+    with open(os.path.join(d, "summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    with open(os.path.join(d, "run.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None).print(
+        render_summary(summary, meta, 0.95, f"results/{meta['run_id']}"))
+    rendered = "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    sample = re.search(r"What the first command printed.*?```\n(.*?)\n```", readme, re.S).group(1)
+    assert sample == rendered
 
 
 def test_server_timing_line_splits_ttft_beside_goodbench():

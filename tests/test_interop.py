@@ -1,6 +1,7 @@
 """Import vllm bench serve / AIPerf results; export CSV, Parquet and vLLM-shaped JSON; compare and gate on
 imported runs through the CLI."""
 
+import csv
 import json
 
 import numpy as np
@@ -161,3 +162,18 @@ def test_genai_perf_import_keeps_only_content_bearing_responses(tmp_path):
     f.write_text(json.dumps({"experiments": [{"requests": reqs}, {"requests": reqs}]}))
     r = run_cli("import", "genai-perf", str(f), "--result-dir", str(tmp_path / "res"))
     assert r.returncode == 2 and "2 experiments" in r.stderr
+
+
+def test_csv_http_status_is_an_integer(tmp_path):
+    from goodbench.records import RequestRecord, RunMeta
+    from goodbench.rundir import RunDir
+
+    rd = RunDir.open(str(tmp_path), RunMeta("codes"))
+    rd.append_many([RequestRecord("r0", "a", 0.0, 0.0, 0.1, 0.2, (0.1, 0.2), (1, 1), 2, "usage", http_status=200),
+                    RequestRecord("r1", "a", 0.0, 0.0, None, 0.1, status="http_error", http_status=503, error="x"),
+                    RequestRecord("r2", "a", 0.0, 0.0, None, 0.1, status="disconnected", error="refused")])
+    rd.finish()
+    assert run_cli("export", rd.dir).returncode == 0
+    with open(f"{rd.dir}/requests.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["http_status"] for r in rows] == ["200", "503", ""]

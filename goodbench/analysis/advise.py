@@ -114,6 +114,46 @@ def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0)
     s = setup(spec, plan, base, cells, out, "check", [base.gpu], {})
     rows = run_sweep(s, jobs, keep_summaries=True)
     for r in rows:
-        long_ttft = (r.pop("summary", {}).get("per_class") or {}).get("long", {}).get("ttft_ms", {})
+        summary = r.pop("summary", {})
+        long_ttft = (summary.get("per_class") or {}).get("long", {}).get("ttft_ms", {})
         r["long_ttft_p50_ms"], r["long_ttft_p99_ms"] = long_ttft.get("p50"), long_ttft.get("p99")
+        r["itl_max_ms"] = (summary.get("itl_ms") or {}).get("max")
     return rows
+
+
+# what the check compares, and which way is better (+1 higher, -1 lower)
+CHECK_COLUMNS = (("slo_attainment", 1), ("goodput", 1), ("long_ttft_p99_ms", -1), ("itl_p99_ms", -1),
+                 ("itl_max_ms", -1))
+
+
+def _better(a: dict, b: dict, key: str, sign: int, tol: float = 0.005) -> int:
+    """+1 when a beats b on key (by more than tol, relative), -1 when worse, 0 when level or unknown."""
+    x, y = a.get(key), b.get(key)
+    if x is None or y is None or abs(x - y) <= tol * max(abs(x), abs(y), 1e-9):
+        return 0
+    return 1 if (x - y) * sign > 0 else -1
+
+
+def reconcile(a: Advice, rows: list[dict]) -> str | None:
+    """What the simulated check says about the advice, when it disagrees: a size at least as good on
+    every column and better on one (dominating: take it), or better on TTFT and ITL p99 but with a
+    longer worst stall (ITL max), which is what the advice minimises (the table then explains it)."""
+    ok = [r for r in rows if not r.get("error")]
+    advised = next((r for r in ok if r["max_num_batched_tokens"] == a.chunk), None)
+    if advised is None:
+        return None
+    rivals = []
+    for r in ok:
+        votes = [_better(r, advised, k, s) for k, s in CHECK_COLUMNS]
+        if r is not advised and min(votes) >= 0 and max(votes) > 0:
+            return (f"the check favours {r['max_num_batched_tokens']} tokens: at least as good as the advised "
+                    f"{a.chunk} on every column and better on some; take {r['max_num_batched_tokens']}")
+        if r is not advised and min(votes[:4]) >= 0 and max(votes[:4]) > 0:
+            rivals.append(r)
+    if not rivals:
+        return None
+    best = max(rivals, key=lambda r: (r["goodput"] or 0, -(r["long_ttft_p99_ms"] or 0)))
+    return (f"at this load {best['max_num_batched_tokens']} tokens does better on TTFT and ITL p99 at the same "
+            f"goodput, but its worst stall is longer (ITL max {best['itl_max_ms']:.1f} vs {advised['itl_max_ms']:.1f} "
+            f"ms): the advice is the smallest chunk that meets the TTFT SLO, which keeps decoding streams' longest "
+            f"stall shortest. Take {best['max_num_batched_tokens']} if stalls of that length are acceptable.")

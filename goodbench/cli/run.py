@@ -13,7 +13,7 @@ def add_target_args(p) -> None:
     g.add_argument("--endpoint", help="API path, e.g. /v1/completions or /v1/chat/completions")
     g.add_argument("--model", help="model name sent in requests (default: the server's first /v1/models entry)")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
-                   help="environment variable holding the API key (never written anywhere)")
+                   help="environment variable holding the API key (default OPENAI_API_KEY; never written anywhere)")
     g.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (for servers that reject it)")
     g.add_argument("--min-tokens", action="store_true", help="also send min_tokens = max_tokens")
     g.add_argument("--timeout", type=float, default=600.0, help="per-request total timeout, s (default 600)")
@@ -30,7 +30,8 @@ def add_run_args(p) -> None:
     r.add_argument("--workers", type=int, default=1, help="load-generator processes (default 1)")
     r.add_argument("--scrape-metrics", dest="scrape", action="store_true", default=None,
                    help="scrape the target's /metrics every second (default: on when it serves it)")
-    r.add_argument("--no-scrape-metrics", dest="scrape", action="store_false")
+    r.add_argument("--no-scrape-metrics", dest="scrape", action="store_false",
+                   help="do not scrape /metrics (default: scrape when the target serves it)")
     r.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
     r.add_argument("--run-id", help="name of the run directory (default: run-DATE-TIME-PID)")
     r.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
@@ -42,7 +43,7 @@ def add_run_args(p) -> None:
     lg.add_argument("--via", choices=["native", "locust"], default="native",
                     help="load generator: goodbench's own (default) or locust (needs the [locust] extra)")
     lg.add_argument("--users", type=int, default=16, help="locust users (concurrent requests), default 16")
-    lg.add_argument("--spawn-rate", type=float, default=16.0, help="locust users started per second")
+    lg.add_argument("--spawn-rate", type=float, default=16.0, help="locust users started per second (default 16)")
     lg.add_argument("--locust-workers", type=int, default=0, help="start a local master and N workers")
     lg.add_argument("--open-loop", action="store_true",
                     help="locust users take send times from the workload's arrival schedule (default: closed loop)")
@@ -55,7 +56,7 @@ def add_parser(sub) -> None:
     add_workload_args(p)
     add_target_args(p)
     add_run_args(p)
-    add_engine_args(p, "--engine-model")
+    add_engine_args(p, served_model=True)
     add_gate_args(p, True)
     p.set_defaults(fn=cmd_run)
 
@@ -102,7 +103,7 @@ def cmd_run(args) -> int:
                                   min_attainment=args.target_attainment, api_key_env=args.api_key_env,
                                   pin=not args.no_pin)
     install_uvloop()
-    with Stages(con) as stages:
+    with Stages(con, quiet=args.quiet) as stages:
         run = api.run(spec, _target(args), engine=engine, result_dir=args.result_dir, run_id=args.run_id,
                       tokenizer=args.tokenizer, max_concurrency=args.max_concurrency, workers=args.workers,
                       scrape_metrics=args.scrape, grace_s=args.grace_period, pin=not args.no_pin, on_stage=stages,

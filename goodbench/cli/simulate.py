@@ -14,10 +14,11 @@ def add_parser(sub) -> None:
     add_engine_args(p)
     add_cluster_args(p)
     add_price_args(p)
-    p.add_argument("--result-dir", default="results")
-    p.add_argument("--run-id")
+    p.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
+    p.add_argument("--run-id", help="name of the run directory (default: sim-DATE-TIME-PID)")
     p.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
-    p.add_argument("--target-attainment", type=float, default=0.95)
+    p.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
+    p.add_argument("--quiet", action="store_true", help="no progress line while the workload is built and simulated")
     add_gate_args(p, True)
     p.set_defaults(fn=cmd_simulate)
 
@@ -29,7 +30,7 @@ def cmd_simulate(args) -> int:
 
     con = console()
     spec = workload(args)
-    with Stages(con) as stages:
+    with Stages(con, quiet=args.quiet) as stages:
         run = api.simulate(spec, engine_config(args), result_dir=args.result_dir, run_id=args.run_id,
                            tokenizer=args.tokenizer, step_trace=args.step_trace, cluster=cluster_spec(args),
                            prices=prices(args), on_stage=stages)
@@ -41,4 +42,6 @@ def cmd_simulate(args) -> int:
               f"{sim['preemptions']} preemptions", style="dim")
     for line in instances_line(sim) + [cost_line(s["cost"])]:
         con.print(line)
+    for note in sim.get("notes", []):
+        con.print(f"  note: {note}", style="yellow")
     return maybe_gate(args, run.dir, spec, con, run.summary)

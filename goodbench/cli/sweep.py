@@ -29,9 +29,10 @@ def add_parser(sub) -> None:
                    help="an axis of the grid (repeatable; --gpu takes a comma list too). "
                    "enable_chunked_prefill=false alone adds one unchunked baseline cell per tier")
     p.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
-    p.add_argument("--result-dir", default="results")
+    p.add_argument("--result-dir", default="results", help="parent folder of the sweep directory (default results/)")
     p.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
     p.add_argument("--no-plots", action="store_true", help="do not write the sweep PNGs")
+    p.add_argument("--quiet", action="store_true", help="no progress line while the cells run")
     p.add_argument("--slo-scales", metavar="S1,S2,...",
                    help="also report attainment with both SLO thresholds multiplied by each scale, e.g. 0.4,0.6,0.8,1.0,1.2")
     p.add_argument("--live", action="store_true",
@@ -67,7 +68,7 @@ def cmd_sweep(args) -> int:
     con = console()
     spec, scales = workload(args), _scales(args.slo_scales)
     gpus = [g.strip() for g in (args.gpu or EngineConfig().gpu).split(",") if g.strip()]
-    with Stages(con) as stages:
+    with Stages(con, quiet=args.quiet) as stages:
         s = api.prepare_sweep(spec, gpus, parse_params(args.param or []), engine=engine_config(args, resolve=False),
                               result_dir=args.result_dir, sweep_id=args.sweep_id, tokenizer=args.tokenizer,
                               cluster=cluster_spec(args), prices=prices(args), layouts=_layouts(args), on_stage=stages)
@@ -76,13 +77,16 @@ def cmd_sweep(args) -> int:
     if args.min_gpus:
         return _min_gpus(args, con, s)
     live, done = args.live or args.server_cmd, []
-    with con.status(f"{'running' if live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} "
-                    "requests ...") as st:
+    with Stages(con, quiet=args.quiet) as st:
+        st(f"{'running' if live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} requests ...")
         out = api.sweep(s, live=args.live, server_cmd=args.server_cmd, server_timeout=args.server_timeout,
                         jobs=args.jobs, slo_scales=scales, plots=not args.no_plots,
-                        on_done=lambda row: (done.append(row), st.update(f"{len(done)}/{len(s.cells)} cells done ...")))
+                        on_done=lambda row: (done.append(row), st(f"{len(done)}/{len(s.cells)} cells done ...")))
+    from ..metrics.summary import span_rate
+
+    offered = span_rate(s.plan.offsets) if s.plan.offsets is not None else None
     con.print(tables.sweep_table(tables.sweep_title(s.meta["sweep_id"], spec.name, s.plan.arrival.label,
-                                                    len(s.plan.requests), spec.slo), out.rows))
+                                                    len(s.plan.requests), spec.slo, offered), out.rows))
     for line in tables.best_lines(out.best):
         con.print(line)
     con.print(tables.cheapest_line(out.cheapest))
@@ -152,7 +156,7 @@ def _max_rate(args, con, s) -> int:
 
 def add_advise_parser(sub) -> None:
     p = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",
-                       description="e.g. goodbench advise --gpu h100-sxm --model llama-3.1-8b --ttft-slo 500 "
+                       description="e.g. goodbench advise --gpu h100-sxm --engine-model llama-3.1-8b --ttft-slo 500 "
                        "--p95-input 6000")
     add_engine_args(p)
     p.add_argument("--ttft-slo", type=float, required=True, help="TTFT SLO, ms")
@@ -184,5 +188,10 @@ def cmd_advise(args) -> int:
     with con.status("checking the chunk sizes on the simulator ..."):
         rows = api.check_advice(a, base, args.ttft_slo, args.tpot_slo, num_prompts=args.num_prompts,
                                 request_rate=args.request_rate, jobs=args.jobs)
+    from ..analysis.advise import reconcile
+
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
+    verdict = reconcile(a, rows)
+    if verdict:
+        con.print(f"  note: {verdict}", style="yellow")
     return EXIT_OK

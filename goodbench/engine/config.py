@@ -23,7 +23,8 @@ def knob(default, help: str, choices: tuple | None = None, flags: tuple = ()):
 @dataclass(frozen=True)
 class EngineConfig:
     gpu: str = knob("h100-sxm", f"GPU tier: {', '.join(GPUS)}")
-    model: str = knob("llama-3.1-8b", "model shape: see `goodbench engine models`, or a .toml file")
+    model: str = knob("llama-3.1-8b", "the engine's model shape: see `goodbench engine models`, or a .toml file "
+                      "(--model is the served model name)", flags=("--engine-model",))
     dtype: str = knob("bf16", "weights and compute", ("bf16", "fp8"))
     kv_cache_dtype: str = knob("auto", "KV cache (auto = bf16)", ("auto", "bf16", "fp8"))
     tensor_parallel_size: int = knob(1, "GPUs per replica", flags=("--tensor-parallel-size", "-tp"))
@@ -57,13 +58,12 @@ class EngineConfig:
     def to_argv(self) -> list[str]:
         """This config as `goodbench serve` flags (None fields are left to the child's defaults)."""
         out = []
+        flags = {f.name: (f.metadata.get("flags") or ("--" + f.name.replace("_", "-"),))[0] for f in fields(self)}
         for k, v in asdict(self).items():
             if v is None:
                 continue
-            flag = "--" + k.replace("_", "-")
-            if k == "model":
-                out += ["--model", str(v)]
-            elif isinstance(v, bool):
+            flag = flags[k]
+            if isinstance(v, bool):
                 out.append(flag if v else "--no-" + flag[2:])
             elif k == "kv_cache_dtype" and v == "bf16":
                 out += [flag, "auto"]

@@ -33,6 +33,7 @@ class EngineStats:
     generation_tokens: int = 0
     preemptions: int = 0
     busy_s: float = 0.0
+    max_step_tokens: int = 0  # the most tokens one step carried: below the budget, the budget never bound
 
 
 class Engine:
@@ -98,6 +99,7 @@ class Engine:
                     res.finished.append(seq)
         st = self.stats
         st.steps += 1
+        st.max_step_tokens = max(st.max_step_tokens, batch.num_tokens)
         st.generation_tokens += len(res.emitted)
         st.busy_s += dur
         return res
@@ -159,6 +161,7 @@ class Engine:
         ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
         st = self.stats
         st.steps += k
+        st.max_step_tokens = max(st.max_step_tokens, r)
         st.generation_tokens += k * r
         st.busy_s += ends[-1] - now
         return ends, finished

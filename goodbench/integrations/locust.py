@@ -44,7 +44,8 @@ logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reques
 def _arguments(parser) -> None:
     g = parser.add_argument_group("goodbench")
     g.add_argument("--goodbench-workload", env_var="GOODBENCH_WORKLOAD", default="",
-                   help="goodbench workload TOML file (default: 1024-token prompts, 128 out)")
+                   help="a goodbench workload TOML file or a built-in workload's name, e.g. hol-stress "
+                        "(default: 1024-token prompts, 128 out)")
     g.add_argument("--goodbench-spec-json", env_var="GOODBENCH_SPEC_JSON", default="", help="(internal) workload as JSON")
     g.add_argument("--goodbench-model", env_var="GOODBENCH_MODEL", default="",
                    help="model name sent in requests (default: the server's first /v1/models entry)")
@@ -235,7 +236,8 @@ def _quitting(environment, **kw) -> None:
 
     from ..report.console import print_summary
 
-    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, rd.dir)
+    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, rd.dir,
+                  slo_hint='--goodbench-slo "ttft:MS tpot:MS"')
     att = summary.get("slo_attainment")
     environment.process_exit_code = 1 if (att is not None and att < RUN.min_attainment) or \
         not summary["requests"]["completed"] else 0

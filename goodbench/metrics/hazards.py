@@ -4,14 +4,18 @@ far and the run's evidence and returns the warnings it raises (usually none); a 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from ..records import TOKEN_SOURCES
+import numpy as np
+
+from ..records import STATUSES, TOKEN_SOURCES
 from .columns import Columns
 
 LAG_P99_LIMIT_MS = 10.0
 RATE_SHORTFALL = 0.02
 MIN_P99_SAMPLES = 100
+MOST_FAILED = 0.5  # the failure hazards name a cause once at least this share of requests failed
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ class Evidence:
     tokenizer: str = ""    # the local tokenizer's name (RunMeta.tokenizer)
     model: str = ""        # the served model name (RunMeta.target.model)
     lag_limit_ms: float = LAG_P99_LIMIT_MS
+    target: dict | None = None  # RunMeta.target: base_url, endpoint, model
+    errors: tuple = ()     # a few failed requests' error texts, as recorded ("HTTP 404: {...}")
 
     @property
     def open_loop(self) -> bool:
@@ -161,8 +167,63 @@ def thin_per_class(e: Evidence) -> list[Hazard]:
                    "read their intervals, not the point values.")]
 
 
+def _most_failed(e: Evidence) -> tuple[int, int] | None:
+    """(failed, issued) when at least MOST_FAILED of the requests failed, else None."""
+    req = e.summary["requests"]
+    if not req["issued"] or req["failed"] < MOST_FAILED * req["issued"]:
+        return None
+    return req["failed"], req["issued"]
+
+
+def server_message(error: str) -> str:
+    """The server's own words in a recorded error: the `message` of an OpenAI/vLLM error body
+    ("HTTP 404: {"message": ...}" or {"error": {"message": ...}}), else the text as recorded."""
+    head, sep, body = error.partition(": ")
+    if not (sep and head.startswith("HTTP ")):
+        return error
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body.strip()
+    if not isinstance(doc, dict):
+        return body.strip()
+    inner = doc.get("error")
+    msg = (inner.get("message") if isinstance(inner, dict) else None) or doc.get("message")
+    return str(msg) if msg else body.strip()
+
+
+def base_url_v1(e: Evidence) -> list[Hazard]:
+    """A base URL ending in /v1 doubles the API prefix (/v1/v1/completions): every request fails."""
+    n = _most_failed(e)
+    url, endpoint = (e.target or {}).get("base_url") or "", (e.target or {}).get("endpoint") or ""
+    if n is None or not url.rstrip("/").endswith("/v1") or not endpoint.startswith("/v1/"):
+        return []
+    return [Hazard(f"{n[0]} of {n[1]} requests failed, and the base URL {url} ends in /v1, so they went to "
+                   f"{url.rstrip('/')}{endpoint}: give --base-url without /v1 (the endpoint adds it).")]
+
+
+def server_rejected(e: Evidence) -> list[Hazard]:
+    """Most requests got an HTTP error: say which status and what the server said (an unknown model
+    name, a bad parameter, a missing key), instead of leaving it in records.jsonl."""
+    n = _most_failed(e)
+    cols = e.c.cols
+    failed_http = cols.http_status[(cols.status == STATUSES.index("http_error"))]
+    if n is None or failed_http.size < MOST_FAILED * n[0] or base_url_v1(e):
+        return []
+    code = int(np.bincount(failed_http).argmax())
+    said = next((server_message(t) for t in e.errors if t.startswith(f"HTTP {code}")), None)
+    text = f"{n[0]} of {n[1]} requests failed, {failed_http.size} with an HTTP error (most often {code})"
+    text += f"; the server said: {said[:300]}" if said else "; see the error column in records.jsonl"
+    model = (e.target or {}).get("model")
+    if said and "model" in said.lower() and model:
+        text += (f" (the model name sent was {model!r}: pass the name the server lists at /v1/models, or leave "
+                 "--model out to use its first entry)")
+    return [Hazard(text)]
+
+
 CHECKS = (generator_lag, rate_shortfall, concurrency_cap, overloaded, thin_percentiles, tokens_from_chunks,
-          packed_chunks, tokenizer_mismatch, retried_requests, import_caveats, nothing_completed, thin_per_class)
+          packed_chunks, tokenizer_mismatch, retried_requests, import_caveats, nothing_completed, base_url_v1,
+          server_rejected, thin_per_class)
 
 
 def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str]]:

@@ -83,14 +83,15 @@ def _span(c: Columns, sel: np.ndarray) -> float:
     return float(ends.max() - sent.min()) if sent.size and ends.size else 0.0
 
 
+def span_rate(t: np.ndarray) -> float | None:
+    """(count - 1) / span of send times: the rate a schedule (or a generator) actually offered."""
+    return (t.size - 1) / float(t.max() - t.min()) if t.size > 1 and t.max() > t.min() else None
+
+
 def _rate(groups: list[np.ndarray]) -> float | None:
     """Sum over clock domains of (count - 1) / span: requests per second dispatched."""
-    total, any_ = 0.0, False
-    for t in groups:
-        if t.size > 1 and t.max() > t.min():
-            total += (t.size - 1) / float(t.max() - t.min())
-            any_ = True
-    return total if any_ else None
+    rates = [r for r in (span_rate(t) for t in groups) if r is not None]
+    return sum(rates) if rates else None
 
 
 class _Now:
@@ -103,13 +104,29 @@ class _Now:
         return self.value
 
 
+ERROR_SAMPLES = 3
+
+
+def error_samples(records) -> tuple[str, ...]:
+    """The first few distinct error texts of failed records (what the failure hazards quote)."""
+    out: list[str] = []
+    for r in records:
+        if r.error and r.status != "ok" and r.error not in out:
+            out.append(r.error)
+            if len(out) == ERROR_SAMPLES:
+                break
+    return tuple(out)
+
+
 def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
               label: str | None = None, ci: bool = True, prepared: Columns | None = None,
-              queue: tuple | None = None) -> dict:
+              queue: tuple | None = None, errors: tuple[str, ...] | None = None) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
     cells and rate probes, which are summarised by the hundred). prepared: Columns of
     columns_of(result) already built by the caller (reports reuse them for figures). queue: the
-    server's scraped waiting-queue series (saturation.waiting_series), evidence for `saturation`."""
+    server's scraped waiting-queue series (saturation.waiting_series), evidence for `saturation`.
+    errors: a few failed requests' error texts (columns do not keep them; records do, and are read
+    when given)."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
     cols = prepared.cols if prepared is not None else columns_of(result)
@@ -150,7 +167,9 @@ def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limi
         s["valid"], s["warnings"] = assess(Evidence(
             s, c, mode=meta.mode, max_concurrency=meta.max_concurrency, lag_limit_ms=lag_limit_ms,
             caveats=tuple((meta.workload or {}).get("caveats") or ()), tokenizer=meta.tokenizer,
-            model=str((meta.target or {}).get("model") or "")))
+            model=str((meta.target or {}).get("model") or ""), target=meta.target,
+            errors=errors if errors is not None else
+            error_samples(result.records) if isinstance(result, RunResult) else ()))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
             s["hol"] = hol.result()

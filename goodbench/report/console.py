@@ -32,7 +32,15 @@ def _clause_value(summary: dict, key: str) -> str:
     return f"p50 {_ms(d['p50'])} / p99 {_ms(d['p99'])} ms" if d and d["n"] else "no samples"
 
 
-def _verdict(summary: dict, target: float) -> Text:
+SLO_HINT = "--goodput ttft:MS tpot:MS"  # how to give an SLO; locust's is --goodbench-slo "ttft:MS tpot:MS"
+
+
+def failures(by_status: dict) -> str:
+    """{'http_error': 10, 'timeout': 2} -> 'http_error 10, timeout 2' (the failed ones only)."""
+    return ", ".join(f"{k} {v}" for k, v in by_status.items() if k != "ok")
+
+
+def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT) -> Text:
     req = summary["requests"]
     att = summary.get("slo_attainment")
     if att is not None:
@@ -42,7 +50,7 @@ def _verdict(summary: dict, target: float) -> Text:
                        f"goodput {summary['goodput']:.2f} req/s")
     else:
         verdict = Text(f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: "
-                       "pass --goodput ttft:MS tpot:MS for goodput)", style="bold")
+                       f"pass {slo_hint} for goodput)", style="bold")
     if not summary.get("valid", True):
         verdict.append("  [INVALID: see the warnings]", style="bold yellow")
     if summary.get("saturated"):
@@ -78,7 +86,7 @@ def _slo_lines(summary: dict, target: float) -> list[Text]:
     out.append(Text(f"  throughput {summary.get('request_throughput') or 0:.2f} req/s, "
                     f"{summary.get('output_throughput') or 0:,.0f} output tok/s · "
                     f"duration {summary['duration_s']:.1f} s · failed {req['failed']}"
-                    + (f" {req['by_status']}" if req["failed"] else "")))
+                    + (f" ({failures(req['by_status'])})" if req["failed"] else "")))
     return out
 
 
@@ -161,11 +169,11 @@ def _per_class_table(per: dict) -> Table | None:
 
 
 def render_summary(summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
-                   results_path: str | None = None) -> Group:
+                   results_path: str | None = None, slo_hint: str = SLO_HINT) -> Group:
     """The verdict first, then the run line, each SLO clause, the latency table with n, the HOL
     signature, offered load, per class, warnings that say what to do, and where the results are."""
     meta = meta or {}
-    parts: list = [_verdict(summary, target), _run_line(summary, meta), *_slo_lines(summary, target),
+    parts: list = [_verdict(summary, target, slo_hint), _run_line(summary, meta), *_slo_lines(summary, target),
                    _latency_table(summary), _ratios_line(summary), _hol_line(summary.get("hol")),
                    _server_timing_line(summary.get("server_timing")),
                    _per_class_table(summary.get("per_class") or {})]
@@ -200,8 +208,8 @@ def prefix_line(pc: dict | None) -> Text | None:
 
 
 def print_summary(console: Console, summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
-                  results_path: str | None = None) -> None:
-    console.print(render_summary(summary, meta, target, results_path))
+                  results_path: str | None = None, slo_hint: str = SLO_HINT) -> None:
+    console.print(render_summary(summary, meta, target, results_path, slo_hint))
 
 
 def progress_text(p, slo_given: bool) -> Text:

@@ -8,6 +8,8 @@ import json
 import os
 from html import escape
 
+from ..records import fmt_num
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1d1d1f;max-width:1400px}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}h3{font-size:1rem;margin-top:1.2rem}
@@ -48,7 +50,7 @@ def sweep_report(sweep_dir: str) -> str:
              f"{_e(' '.join(f'{k}:{v:g}' for k, v in slo.items()))}</p>", "<h2>Best chunk size per tier</h2><ul>"]
     for gpu, b in best.items():
         margin = "" if b.get("next") is None else (
-            f"; next {_e(b['next'])} by {b['margin_goodput']:+.2f} req/s"
+            f"; next {_e(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
             + ("" if b.get("separated") else " (within the intervals)"))
         parts.append(f"<li><b>{_e(gpu)}</b>: {_e(b['cell'])} — goodput {b['goodput']:.2f} req/s, ITL p99 "
                      f"{_num(b.get('itl_p99_ms'))} ms{margin}</li>")

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .plots import _plt, _save
+from .plots import _plt, _save, log_ms_axis
 from .view import RunView
 
 MAX_POINTS = 60_000
@@ -73,7 +73,7 @@ def cdfs(views: list[RunView], out_dir: str) -> str | None:
             ax.axvline(line, color=SLO_COLOR, linestyle="--", linewidth=1)
             ax.annotate(f"SLO {line:g} ms", (line, 0.03), color=SLO_COLOR, fontsize=8, xytext=(3, 0),
                         textcoords="offset points")
-        ax.set_xscale("log")
+        log_ms_axis(ax, "x")
         ax.set_xlabel(f"{name} (ms, log)")
         ax.set_ylabel("fraction of " + ("gaps" if key == "itl" else "requests"))
         ax.set_ylim(0, 1.01)
@@ -122,7 +122,7 @@ def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = No
             for t in arrivals[:400]:
                 ax.axvline(t, color="#444", alpha=0.35, linewidth=0.8)
             ax.plot([], [], color="#444", alpha=0.6, label=f"{lc} prompt sent ({arrivals.size})")
-        ax.set_yscale("log")
+        log_ms_axis(ax, "y")
         ax.set_xlabel("time in run (s)")
         ax.set_ylabel("ITL (ms, log)")
         ax.set_title(v.label, fontsize=9)
@@ -152,7 +152,7 @@ def vs_prompt(views: list[RunView], out_dir: str) -> str | None:
     for ax, name in zip(axes, ("TTFT", "E2E")):
         ax.set_xlabel("prompt tokens")
         ax.set_ylabel(f"{name} (ms, log)")
-        ax.set_yscale("log")
+        log_ms_axis(ax, "y")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, markerscale=3)
     fig.tight_layout()
@@ -264,7 +264,7 @@ def schedule_lag(views: list[RunView], out_dir: str) -> str | None:
     ax.axhline(10, color=SLO_COLOR, linestyle="--", linewidth=1)
     ax.annotate("10 ms: validity limit (p99)", (0, 10), color=SLO_COLOR, fontsize=8, xytext=(3, 3),
                 textcoords="offset points")
-    ax.set_yscale("log")
+    log_ms_axis(ax, "y")
     ax.set_xlabel("scheduled time in run (s)")
     ax.set_ylabel("schedule lag (ms, log)")
     ax.grid(alpha=0.3)

@@ -5,10 +5,11 @@ Each function returns renderables or prints to the console it is given; none com
 from __future__ import annotations
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..records import format_slo
+from ..records import fmt_num, format_slo
 
 
 def ms(v) -> str:
@@ -55,14 +56,18 @@ def cheapest_line(c: dict | None) -> str:
             f"({c['goodput_per_gpu']:.3f} req/s)")
 
 
-def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict) -> str:
-    return f"sweep {sweep_id}: {workload} · {label} · {n} requests · SLO {format_slo(slo)}"
+def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict, offered: float | None = None) -> str:
+    """offered: the rate the seeded schedule actually offered (a Poisson draw of n arrivals is not the
+    asked rate exactly); the table is labelled by it, with the asked process beside it."""
+    load = label if not offered else (f"offered {offered:.2f} req/s (the workload's own timing)" if label == "workload"
+                                      else f"offered {offered:.2f} req/s ({label} asked)")
+    return f"sweep {sweep_id}: {workload} · {load} · {n} requests · SLO {format_slo(slo)}"
 
 
 def best_lines(best: dict) -> list[str]:
     out = []
     for gpu, b in best.items():
-        margin = "" if b["next"] is None else (f"; next {short(b['next'])} by {b['margin_goodput']:+.2f} req/s"
+        margin = "" if b["next"] is None else (f"; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
                                                + ("" if b["separated"] else " (within the intervals)"))
         out.append(f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
                    f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}")
@@ -178,15 +183,32 @@ def advice_lines(a) -> list[str]:
 def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
     t = Table(title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
                     f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats")
-    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "attainment", "goodput", "$/M tok"):
+    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "ITL max", "attainment", "goodput", "$/M tok"):
         t.add_column(col, justify="right")
     for r in rows:
         if r.get("error"):
             continue
         mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
         t.add_row(f"{r['max_num_batched_tokens']}{mark}", ms(r["long_ttft_p50_ms"]), ms(r["long_ttft_p99_ms"]),
-                  ms(r["itl_p99_ms"]), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}",
+                  ms(r["itl_p99_ms"]), ms(r.get("itl_max_ms")), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}",
                   usd(r.get("usd_per_million_output_tokens")))
+    return t
+
+
+# ----------------------------------------------------------------------------------------------- workloads
+def workloads_table(catalogue) -> Table:
+    """The built-in workloads: (name, WorkloadSpec, what it models) rows."""
+    t = Table(title="built-in workloads (--workload NAME)", title_justify="left")
+    for c in ("name", "requests", "arrival", "SLO", "what it models"):
+        t.add_column(c, overflow="fold", no_wrap=c in ("name", "arrival"))
+    for name, spec, about in catalogue:
+        n = (f"{spec.hol.repeats * (spec.hol.shorts + 1)}" if spec.hol else
+             f"{spec.session.sessions} sessions" if spec.session else
+             "the trace's" if spec.trace else
+             str(spec.num_requests) if spec.num_requests else
+             f"{spec.duration_s:g} s" if spec.duration_s else "-")
+        t.add_row(name, n, spec.arrival.label, format_slo(spec.slo),
+                  escape(spec.description or about.split(". ")[0]))
     return t
 
 
@@ -245,7 +267,7 @@ def gate_lines(result) -> list[Text]:
 def _fmt(v, unit):
     if v is None:
         return "-"
-    return f"{v:.1%}" if unit == "fraction" else (f"{v:.2f}" if unit == "req/s" else f"{v:.1f}")
+    return fmt_num(v, ".1%" if unit == "fraction" else ".2f" if unit == "req/s" else ".1f")
 
 
 _NAMES = {"slo_attainment": "attainment", "goodput": "goodput /s"}
@@ -264,6 +286,6 @@ def compare_table(res: dict) -> Table:
         ci = "-" if not d["ci"] else f"{_fmt(d['ci'][0], u)}…{_fmt(d['ci'][1], u)}"
         name = _NAMES.get(d["metric"], d["metric"].replace("_p", " p").upper().replace(" P", " p") + " ms")
         tab.add_row(name, _fmt(d["base"], u), _fmt(d["new"], u), _fmt(d["delta"], u),
-                    "-" if d["rel"] is None else f"{d['rel']:+.1%}", ci,
+                    "-" if d["rel"] is None else fmt_num(d["rel"], "+.1%"), ci,
                     "-" if d["p_value"] is None else f"{d['p_value']:.2g}", Text(verdict, style=style))
     return tab

