@@ -78,10 +78,24 @@ async def _watch_saturation(d: Dispatch, p: Progress, every: float = 0.5, min_s:
             d.stop.set()
 
 
+async def _baseline(sh: Share):
+    """The server's counters just before the clock starts; None when not scraping, or when a clock origin
+    shared with other workers leaves no time for it (the first timed sample then stands in)."""
+    if not sh.scrape:
+        return None
+    budget = 2.0 if sh.t0 < 0 else sh.t0 - time.monotonic() - 0.05
+    if budget <= 0:
+        return None
+    try:
+        return await asyncio.wait_for(sample_now(sh.cfg.base_url), budget)
+    except asyncio.TimeoutError:
+        return None
+
+
 async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
     gc_dog = asyncio.ensure_future(gc_watchdog())
-    baseline = await sample_now(sh.cfg.base_url) if sh.scrape else None  # the server's counters before the run
+    baseline = await _baseline(sh)
     # the clock starts after set-up: schedule offsets are relative to this instant
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
     client.t0 = sh.progress.t0 = t0
