@@ -19,7 +19,7 @@ from conftest import ROOT
 _CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goodbench")
 VENV = os.environ.get("GOODBENCH_VLLM_VENV") or os.path.join(_CACHE, "vllm-venv")
 MODEL = os.environ.get("GOODBENCH_VLLM_MODEL") or os.path.join(_CACHE, "tiny-llama")
-CHAT_TEMPLATE = os.path.join(ROOT, "ci", "real_vllm", "llama3-chat.jinja")
+CHAT_TEMPLATE = os.path.join(ROOT, "ci", "real_vllm", "chatml.jinja")
 SERVED_NAME = "tiny-llama"
 STARTUP_DEADLINE_S = 240.0  # ~45 s alone with --enforce-eager; more while the machine is busy
 ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_TARGET_DEVICE": "cpu",

@@ -59,8 +59,8 @@ else
   say "vLLM installed in $((SECONDS - start)) s"
 fi
 
-# ---- 2. the tiny model (seeded random weights + goodbench's default Llama-3 tokenizer files)
-tokdir=$(python "$HELPER" tokenizer)
+# ---- 2. the tiny model (seeded random weights + goodbench's bundled tokenizer, Qwen3's)
+tokdir=$(python "$HELPER" tokenizer "$(dirname "$MODEL")/tokenizer")
 mstamp=$("$VENV/bin/python" "$HELPER" model-stamp "$tokdir")
 if [ -f "$MODEL/.goodbench-stamp" ] && [ "$(cat "$MODEL/.goodbench-stamp")" = "$mstamp" ]; then
   say "tiny model cached: $MODEL"

@@ -19,9 +19,14 @@ TORCH_VERSION = "2.13.0+cpu"
 # torch comes from the CPU wheel; the vision/audio/video packages pull a CUDA torch and a text-only Llama needs none
 SKIP = {"torch", "torchvision", "torchaudio", "torchcodec"}
 MODEL = {  # 77.7 M parameters, float32 (311 MB): fast enough on 2 CPU cores, long context for HOL prompts
-    "vocab_size": 128256, "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+    "vocab_size": 151936, "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
     "num_key_value_heads": 2, "intermediate_size": 1536, "max_position_embeddings": 8192,
-    "rope_theta": 500000.0, "tie_word_embeddings": True, "bos_token_id": 128000, "eos_token_id": 128001,
+    "rope_theta": 1000000.0, "tie_word_embeddings": True, "bos_token_id": 151643, "eos_token_id": 151645,
+}  # vocabulary, special ids and rope base of Qwen3, whose tokenizer goodbench bundles
+TOKENIZER_CONFIG = {  # what transformers needs to serve goodbench's bundled tokenizer.json (Qwen3's)
+    "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": None, "eos_token": "<|im_end|>",
+    "pad_token": "<|endoftext|>", "unk_token": None, "add_bos_token": False, "model_max_length": 8192,
+    "clean_up_tokenization_spaces": False,
 }
 SEED = 1234
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -87,6 +92,19 @@ def check_venv() -> None:
     print(f"torch {torch.__version__}, vllm {md.version('vllm')}")
 
 
+def write_tokenizer(out: str) -> str:
+    """goodbench's default tokenizer.json (bundled gzip-compressed) and a tokenizer_config.json in out, so
+    that vLLM and goodbench count the same tokens."""
+    from goodbench.tokenizer import default_tokenizer_json
+
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(default_tokenizer_json())
+    with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(TOKENIZER_CONFIG, f, indent=1)
+    return out
+
+
 def model_stamp(tokenizer_dir: str) -> str:
     h = hashlib.sha256(json.dumps([MODEL, SEED], sort_keys=True).encode())
     for name in TOKENIZER_FILES:
@@ -96,7 +114,7 @@ def model_stamp(tokenizer_dir: str) -> str:
 
 
 def make_model(out: str, tokenizer_dir: str) -> None:
-    """Seeded random weights saved as safetensors, with the Llama-3 tokenizer files beside them."""
+    """Seeded random weights saved as safetensors, with goodbench's tokenizer files beside them."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -122,7 +140,7 @@ def main(argv=None) -> None:
     m = sub.add_parser("model")
     m.add_argument("out")
     m.add_argument("tokenizer_dir")
-    sub.add_parser("tokenizer")
+    sub.add_parser("tokenizer").add_argument("out")
     a = ap.parse_args(argv)
     if a.cmd == "requirements":
         print("\n".join(requirements(a.wheel)))
@@ -134,10 +152,8 @@ def main(argv=None) -> None:
         print(model_stamp(a.tokenizer_dir))
     elif a.cmd == "model":
         make_model(a.out, a.tokenizer_dir)
-    elif a.cmd == "tokenizer":  # under goodbench's Python: the folder of its default tokenizer.json
-        from goodbench.tokenizer import default_tokenizer_path
-
-        print(os.path.dirname(default_tokenizer_path()))
+    elif a.cmd == "tokenizer":  # under goodbench's Python: its bundled tokenizer as a folder vLLM can load
+        print(write_tokenizer(a.out))
 
 
 if __name__ == "__main__":
