@@ -16,6 +16,7 @@ chunks over the cases) and the ratio between the clients.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import resource
 import socket
@@ -38,6 +39,39 @@ from goodbench.metrics import summarize  # noqa: E402
 from goodbench.store import RunStore, load  # noqa: E402
 
 CHILD_CPU = [0.0]
+
+
+def _floor_client():
+    """`--clients floor`: the lean client's connections and dispatch, but each socket read only stamps a
+    time and looks for the end of the chunked body (no HTTP parser, SSE or JSON). Its CPU per request
+    and per chunk is the floor under any client on this event loop and kernel: what goodbench's own
+    parsing adds is a client's cost minus the floor's."""
+    from goodbench.client import lean
+
+    class FloorConn(lean._Conn):
+        def data_received(self, data: bytes) -> None:
+            ex = self.ex
+            if ex is None:
+                return
+            ex.last = now = self.clock()
+            ex.got_bytes = True
+            st = ex.st
+            st.times.append(now - st.t0)
+            st.toks.append(1)
+            st.texts.append("")
+            st.thinking.append(0)
+            if data.endswith(b"0\r\n\r\n"):
+                ex.status, st.done, self.ex = 200, True, None
+                self.client.release(self)
+                ex.finish()
+
+    class FloorClient(lean.LeanClient):
+        async def _connect(self):
+            loop = asyncio.get_running_loop()
+            _, conn = await loop.create_connection(lambda: FloorConn(self), self.host, self.port)
+            return conn
+
+    return FloorClient
 CASES = {  # name: (kind, streams or rate, output tokens)
     "c16": ("closed", 16, 128), "c128": ("closed", 128, 128), "c512": ("closed", 512, 128),
     "c1000": ("closed", 1000, 128),
@@ -189,13 +223,15 @@ def cpu_costs(runs: list[dict]) -> tuple[float, float] | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    ap.add_argument("--clients", nargs="+", default=["lean", "aiohttp"], choices=["lean", "aiohttp"])
+    ap.add_argument("--clients", nargs="+", default=["lean", "aiohttp"], choices=["lean", "aiohttp", "floor"],
+                    help="floor: a client that only stamps socket reads (the event loop's and kernel's share)")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--repeat", type=int, default=1, help="run each case N times; print the median of each column")
     a = ap.parse_args()
     runner.install_uvloop()
+    runner.CLIENTS["floor"] = _floor_client()
     print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1; "
           f"median of {a.repeat} run(s) per case and client; clients alternate within each case")
     print(HEADER)
@@ -216,6 +252,11 @@ def main() -> None:
     if all(costs.get(c) for c in ("lean", "aiohttp")):
         (la, lb), (aa, ab) = costs["lean"], costs["aiohttp"]
         print(f"  aiohttp / lean: {aa / la:.2f}x per request, {ab / lb:.2f}x per chunk")
+        if costs.get("floor"):
+            fa, fb = costs["floor"]
+            print(f"  above the floor (the client's own work): lean {la - fa:.1f} / {lb - fb:.2f} us, aiohttp "
+                  f"{aa - fa:.1f} / {ab - fb:.2f} us per request / chunk: aiohttp / lean {(aa - fa) / (la - fa):.2f}x "
+                  f"per request, {(ab - fb) / (lb - fb):.2f}x per chunk")
 
 
 if __name__ == "__main__":

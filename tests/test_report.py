@@ -145,3 +145,26 @@ def test_log_axis_tick_labels_never_overlap(runs, tmp_path, monkeypatch):
                        key=lambda b: b.x0)
         assert len(boxes) >= 2, ax.get_xlabel()
         assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:])), f"overlapping tick labels on {ax.get_xlabel()}"
+
+
+def test_sessions_lanes_prefix_cache_and_reasoning_reach_the_report(tmp_path):
+    """Multi-turn sessions (per turn, session goodput, the prefix cache's hit rate kept from summary.json)
+    and priority lanes get their tables; a reasoning workload gets a TTFO row in the report and console."""
+    w = tmp_path / "w.toml"
+    w.write_text('name = "mix"\nendpoint = "chat"\nnum_requests = 60\nseed = 1\n[arrival]\nrate = 20\n'
+                 '[slo]\nttft = 500\n[[class]]\nname = "q"\npriority = 0\ninput = 50\noutput = 20\nreasoning = 0.5\n'
+                 '[[class]]\nname = "b"\npriority = 2\ninput = 3000\noutput = 20\n')
+    r = run_cli("simulate", "--workload", str(w), "--fixed-step-ms", "5", "--scheduling-policy", "priority",
+                "--result-dir", str(tmp_path), "--run-id", "lanes")
+    assert r.returncode in (0, 1), r.stderr
+    assert "TTFO (first answer)" in r.stdout
+    r = run_cli("simulate", "--workload", "workloads/sessions.toml", "--num-prompts", "20", "--gpu", "l40s",
+                "--result-dir", str(tmp_path), "--run-id", "sess")
+    assert r.returncode in (0, 1), r.stderr
+    for rid, needles in (("lanes", ("Priority lanes", "TTFO (first answer)")),
+                         ("sess", ("Sessions", "session goodput", "prefix cache: hit rate", "the workload allows"))):
+        r = run_cli("report", str(tmp_path / rid))
+        assert r.returncode == 0, r.stderr
+        html = (tmp_path / rid / "report.html").read_text()
+        for text in needles:
+            assert text in html, (rid, text)

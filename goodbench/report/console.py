@@ -95,7 +95,8 @@ def _latency_table(summary: dict) -> Table:
     tab.add_column("metric (ms)")
     for col in ("p50", "p90", "p99", "p99 95% CI", "mean", "max", "n"):
         tab.add_column(col, justify="right")
-    for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
+    think = [("TTFO (first answer)", "ttfo_ms")] if summary.get("reasoning_tokens") else []  # reasoning models
+    for name, key in (("TTFT", "ttft_ms"), *think, ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
                       ("TTFT from schedule", "ttft_from_scheduled_ms"), ("schedule lag", "schedule_lag_ms")):
         d = summary.get(key)
         if d is None:

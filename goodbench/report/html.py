@@ -158,6 +158,12 @@ def _run_section(v, heading: bool) -> str:
         parts.append(f"<h3>class {_e(cls)}</h3><p class=dim>{b['requests']['issued']} requests"
                      + ("" if a is None else f" · attainment {a:.1%} ({_ci(b.get('slo_attainment_ci'), '{:.1%}')}) · "
                         f"goodput {b['goodput']:.2f} req/s") + "</p>" + _latency_table(b))
+    if summary.get("per_priority"):
+        parts.append(_lanes_table(summary["per_priority"]))
+    if summary.get("sessions"):
+        parts.append(_sessions_table(summary["sessions"], summary.get("per_turn") or {}))
+    if summary.get("prefix_cache"):
+        parts.append(_prefix_line(summary["prefix_cache"]))
     if summary.get("hol"):
         parts.append(_hol_table(summary["hol"]))
     if summary.get("server_timing"):
@@ -167,6 +173,44 @@ def _run_section(v, heading: bool) -> str:
     for w in summary.get("warnings", []):
         parts.append(f"<p class=warn>! {_e(w)}</p>")
     return "".join(parts)
+
+
+def _lanes_table(lanes: dict) -> str:
+    rows = ["<h3>Priority lanes</h3><p class=dim>vLLM's <code>priority</code> field: lower is served first "
+            "(when the server schedules by priority).</p><table><tr><th class=l>lane</th><th>requests</th>"
+            "<th>attainment</th><th>goodput</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p99</th></tr>"]
+    for k, b in lanes.items():
+        a = b.get("slo_attainment")
+        rows.append(f"<tr><td class=l>{_e(k)}</td><td>{b['requests']['issued']}</td>"
+                    f"<td>{'-' if a is None else f'{a:.1%}'}</td><td>{_num(b.get('goodput'), '{:.2f}')}</td>"
+                    f"<td>{_num(b['ttft_ms']['p50'])}</td><td>{_num(b['ttft_ms']['p99'])}</td>"
+                    f"<td>{_num(b['itl_ms']['p99'])}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _sessions_table(sess: dict, per_turn: dict) -> str:
+    a = sess.get("attainment")
+    head = (f"<h3>Sessions</h3><p>{sess['completed']} of {sess['started']} sessions completed, "
+            f"{sess['turns_per_session']:.1f} turns each"
+            + ("" if a is None else f"; every turn met the SLO in {a:.1%} · session goodput "
+               f"{_num(sess.get('goodput'), '{:.2f}')}/s") + "</p>")
+    rows = [head, "<table><tr><th class=l>turn</th><th>requests</th><th>TTFT p50</th><th>TTFT p99</th>"
+                  "<th>attainment</th></tr>"]
+    for k, b in per_turn.items():
+        t = b.get("slo_attainment")
+        rows.append(f"<tr><td class=l>{_e(k)}</td><td>{b['requests']['issued']}</td><td>{_num(b['ttft_ms']['p50'])}</td>"
+                    f"<td>{_num(b['ttft_ms']['p99'])}</td><td>{'-' if t is None else f'{t:.1%}'}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _prefix_line(pc: dict) -> str:
+    hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
+    head = "off" if pc.get("enabled") is False else ("-" if hr is None else f"hit rate {hr:.1%}")
+    return (f"<p>prefix cache: {_e(head)}" + ("" if ex is None else f" (the workload allows {ex:.1%})")
+            + (f" <span class=dim>observed by {_e(pc.get('observed_by'))}</span>" if pc.get("observed_by") else "")
+            + "</p>")
 
 
 def _hol_table(h: dict) -> str:
@@ -221,7 +265,8 @@ def _variants_table(var: dict) -> str:
 def _latency_table(s: dict) -> str:
     rows = ["<table><tr><th class=l>metric (ms)</th><th>p50</th><th class=dim>95% CI</th><th>p90</th><th>p95</th>"
             "<th>p99</th><th class=dim>95% CI</th><th>mean</th><th>max</th><th>n</th></tr>"]
-    for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
+    think = [("TTFO (first answer)", "ttfo_ms")] if s.get("reasoning_tokens") else []  # reasoning models
+    for name, key in (("TTFT", "ttft_ms"), *think, ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
                       ("schedule lag", "schedule_lag_ms")):
         d = s.get(key)
         if d:

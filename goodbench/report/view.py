@@ -36,6 +36,18 @@ def load_steps(path: str) -> dict | None:
     return {k: np.array([float(r.get(k) or 0) for r in rows]) for k in keys}
 
 
+def _kept_blocks(run_dir: str) -> dict:
+    """Blocks summary.json holds that records cannot recompute (what the engine or server counted)."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            kept = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {k: kept[k] for k in ("prefix_cache", "cost") if isinstance(kept, dict) and kept.get(k)}
+
+
 def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -> RunView:
     run: ColumnarRun = load_columns(run_dir)
     cols = columns_of(run)
@@ -46,6 +58,7 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     summary = summarize(run, slo=slo, prepared=c, queue=waiting_series(server or []))
     steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
     summary["server_timing"] = server_timing(server or [], summary.get("ttft_ms"))
+    summary.update(_kept_blocks(run_dir))
     name = label or run.meta.label
     return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
                    run.meta.to_dict(), summary, cols, c, steps, server, incomplete(run_dir))
