@@ -92,9 +92,8 @@ class EngineConfig:
         heads = max(1, model.kv_heads // self.tensor_parallel_size)
         return 2 * model.layers * heads * model.head_dim * kvb
 
-    def resolved(self) -> "EngineConfig":
-        """Every None filled in; raises UsageError naming the problem."""
-        gpu, model = get_gpu(self.gpu), get_model(self.model)
+    def _check_knobs(self, gpu, model) -> None:
+        """Knobs that are wrong whatever else is set (UsageError naming the problem)."""
         if self.scheduler not in SCHEDULERS:
             raise UsageError(f"scheduler {self.scheduler!r} is not one of {', '.join(SCHEDULERS)}")
         if self.scheduling_policy not in POLICIES:
@@ -110,6 +109,12 @@ class EngineConfig:
             raise UsageError("gpu_memory_utilization must be in (0, 1]")
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
             raise UsageError("block_size must be a power of two from 1 to 128")
+
+    def resolved(self) -> "EngineConfig":
+        """Every None filled in; raises UsageError naming the problem."""
+        gpu, model = get_gpu(self.gpu), get_model(self.model)
+        self._check_knobs(gpu, model)
+        tp = self.tensor_parallel_size
         big = gpu.mem_gib >= 70 and not gpu.name.startswith("a100")
         seqs = self.max_num_seqs or (1024 if big else 256)
         budget_given = self.max_num_batched_tokens is not None

@@ -155,6 +155,19 @@ class _SessionArrivals:
                 self._fill(t)
 
 
+def _arrive(engine: Engine, requests: list[RequestSpec], arr, now: float, sent: list, seqs: list, bad: dict) -> None:
+    """Admit every request whose arrival time has come (a request that can never fit fails at once)."""
+    pending, bs, pc = arr.heap, engine.cfg.block_size, engine.cfg.enable_prefix_caching
+    while pending and pending[0][0] <= now:
+        t, k = heapq.heappop(pending)
+        sent[k] = t
+        r = requests[k]
+        s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0,
+                hashes=prompt_hashes(r, bs) if pc else ())
+        if not _admit(engine, s, seqs, bad):
+            arr.finished((k,), t, failed=True)
+
+
 def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | None,
              trace_path: str | None = None, max_virtual_s: float | None = None, fast: bool = True,
              closed_users: int = 0, think_s: float = 0.0, duration_s: float | None = None,
@@ -171,7 +184,6 @@ def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | 
     sent = [math.nan] * n
     bad: dict[int, str] = {}
     seqs: list[Seq | None] = [None] * n
-    bs, pc = engine.cfg.block_size, engine.cfg.enable_prefix_caching
     arr = _SessionArrivals(sessions, session_cap) if sessions else _Arrivals(n, offsets, closed_users, think_s,
                                                                             duration_s)
     pending = arr.heap
@@ -179,14 +191,7 @@ def simulate(engine: Engine, requests: list[RequestSpec], offsets: np.ndarray | 
     now = 0.0
     try:
         while pending or engine.has_work:
-            while pending and pending[0][0] <= now:
-                t, k = heapq.heappop(pending)
-                sent[k] = t
-                r = requests[k]
-                s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0,
-                        hashes=prompt_hashes(r, bs) if pc else ())
-                if not _admit(engine, s, seqs, bad):
-                    arr.finished((k,), t, failed=True)
+            _arrive(engine, requests, arr, now, sent, seqs, bad)
             if not engine.has_work:
                 if pending:
                     now = max(now, pending[0][0])
