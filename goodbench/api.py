@@ -74,6 +74,7 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     prices: $ per GPU-hour overrides by tier (engine.prices)."""
     from . import tokenizer as tokmod
     from .analysis.knobs import chunked_prefill_note
+    from .engine.cluster import simulate_layout
     from .engine.prices import price_table
     from .metrics.cost import cost_summary
     from .metrics.prefix import prefix_block
@@ -95,8 +96,8 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
     where = f"{cluster.label()} " if scaled else ""
     _stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {where}{cfg.gpu} ...")
     t = time.perf_counter()
-    recs, stats = _simulate_records(cfg, plan, cluster if scaled else None,
-                                    os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None)
+    recs, stats = simulate_layout(cluster if scaled else None, cfg, plan.requests, plan.offsets, plan=plan,
+                                  trace_path=os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None)
     wall = time.perf_counter() - t
     rd.append_many(recs)
     gpus = cluster.gpus(cfg) if scaled else {cfg.gpu: cfg.tensor_parallel_size}
@@ -115,28 +116,6 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
 
     summary = rd.finish(records=recs, extra=extra)  # summarised in memory: no read-back of records.jsonl
     return Run(rd.dir, rd.meta, summary)
-
-
-def _simulate_records(cfg: EngineConfig, plan, cluster, trace_path: str | None) -> tuple[list, dict]:
-    """One engine (engine/simulate.py) or several (engine/cluster.py): records and step statistics."""
-    from .engine.cluster import simulate_cluster
-    from .engine.core import Engine
-    from .engine.simulate import simulate as simulate_one
-
-    if cluster is not None:
-        if trace_path:
-            raise UsageError("--step-trace is for one instance; drop it with --replicas / --disaggregate")
-        if plan.sessions:
-            raise UsageError("multi-turn sessions are simulated on one instance (no --replicas / --disaggregate)")
-        return simulate_cluster(cluster, cfg, plan.requests, None if plan.closed else plan.offsets)
-    eng = Engine(cfg)
-    recs = simulate_one(eng, plan.requests, plan.offsets, trace_path=trace_path,
-                        closed_users=plan.arrival.concurrency if plan.closed else 0,
-                        think_s=plan.arrival.think_time_s, duration_s=plan.duration_s, sessions=plan.sessions,
-                        session_cap=plan.spec.session.max_concurrent if plan.sessions else 0)
-    return recs, {"steps": eng.stats.steps, "preemptions": eng.stats.preemptions,
-                  "max_step_tokens": eng.stats.max_step_tokens,
-                  "prefix_cache_queries": eng.kv.queries, "prefix_cache_hits": eng.kv.hits}
 
 
 @dataclass
@@ -194,14 +173,6 @@ def _connect(target: Target, spec: WorkloadSpec):
                         idle_timeout_s=target.idle_timeout_s, client=target.client, keepalive_s=target.keepalive_s)
 
 
-def _server_timing(run_dir: str, summary: dict) -> dict | None:
-    """TTFT split into queue and prefill time, from the server's scraped histograms (None without them)."""
-    from .servermetrics import server_timing
-    from .store import load_server_metrics
-
-    return server_timing(load_server_metrics(run_dir), summary.get("ttft_ms"))
-
-
 def run(workload, target: Target | str | None = None, *, engine: EngineConfig | None = None,
         result_dir: str = "results", run_id: str | None = None, tokenizer: str | None = None,
         max_concurrency: int | None = None, workers: int = 1, scrape_metrics: bool | None = None,
@@ -210,13 +181,15 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
     URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
     port for the run. live(progress, fn): wraps the timed part for a progress display; fn(on_tick)."""
     from . import runner, tokenizer as tokmod
+    from .metrics.prefix import observed_block
+    from .servermetrics import server_timing
 
     spec = _workload(workload)
     target = Target(base_url=target) if isinstance(target, str) or target is None else target
     check_all({"max_concurrency": max_concurrency, "workers": workers, "grace_period": grace_s,
                "timeout": target.timeout_s, "idle_timeout": target.idle_timeout_s, "keepalive": target.keepalive_s})
-    if target.client not in ("lean", "aiohttp"):
-        raise UsageError(f"client {target.client!r} is not one of lean, aiohttp")
+    if target.client not in runner.CLIENTS:
+        raise UsageError(f"client {target.client!r} is not one of {', '.join(runner.CLIENTS)}")
     if run_id:
         RunDir.check_free(result_dir, run_id)
     cfg = (engine or EngineConfig()).resolved() if target.base_url is None else None
@@ -244,22 +217,13 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
         go = lambda on_tick: runner.run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)  # noqa: E731
         interrupted = live(prog, go) if live is not None else go(None)
         rd.meta.interrupted = interrupted
-        summary = rd.finish(label=label, extra=lambda s: {"server_timing": _server_timing(rd.dir, s)}
-                            | _observed_reuse(rd.dir, plan))
+        rows = rd.server_rows
+        summary = rd.finish(label=label, extra=lambda s: {"server_timing": server_timing(rows(), s.get("ttft_ms"))}
+                            | observed_block(rows(), plan.expected_reuse()))
         return Run(rd.dir, rd.meta, summary, interrupted)
     finally:
         if proc is not None:
             _stop_engine(proc, rd.dir if rd else None)
-
-
-def _observed_reuse(run_dir: str, plan) -> dict:
-    """The prefix-cache hit rate the server's counters show over the run, beside the workload's own."""
-    from .metrics.prefix import observed_hit_rate, prefix_block
-    from .store import load_server_metrics
-
-    block = prefix_block(observed_hit_rate(load_server_metrics(run_dir)), plan.expected_reuse(),
-                         "the server's vllm:prefix_cache_hits / prefix_cache_queries")
-    return {"prefix_cache": block} if block else {}
 
 
 def run_via_locust(workload, target: Target | str | None = None, *, engine: EngineConfig | None = None,
@@ -290,17 +254,10 @@ def run_via_locust(workload, target: Target | str | None = None, *, engine: Engi
 
 def load_run(run_dir: str) -> Run:
     """A results directory: its run.json and summary.json (None for an unfinished or imported run)."""
-    import json
+    from .store import load_summary
 
     meta = load_meta(run_dir)
-    try:
-        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
-            summary = json.load(f)
-    except FileNotFoundError:
-        summary = None
-    except ValueError as e:
-        raise RunDirError(f"{run_dir}/summary.json is corrupt: {e}") from None
-    return Run(run_dir, meta, summary, bool(meta.interrupted))
+    return Run(run_dir, meta, load_summary(run_dir), bool(meta.interrupted))
 
 
 def summarize(run: Run | str, slo: dict | str | None = None, ci: bool = True) -> dict:

@@ -20,6 +20,7 @@ class RunDir:
 
     def __init__(self, store: RunStore, meta: RunMeta):
         self.store, self.meta = store, meta
+        self._server_rows: list[dict] | None = None
 
     @classmethod
     def open(cls, result_dir: str, meta: RunMeta, prefix: str = "run") -> "RunDir":
@@ -67,13 +68,20 @@ class RunDir:
         summary = None
         if summarized:
             result = RunResult(self.meta, records) if records is not None else self.columns()
-            queue = waiting_series(load_server_metrics(self.dir))
+            queue = waiting_series(self.server_rows())
             failed = records is None and bool((result.cols.status != 0).any())
             summary = summarize(result, slo=slo, label=label, ci=ci, queue=queue,
                                 errors=error_samples(self.dir) if failed else None)
             summary.update((extra(summary) if callable(extra) else extra) or {})
         self.store.finish(self.meta, summary)
         return summary
+
+    def server_rows(self) -> list[dict]:
+        """server_metrics.jsonl, read once after the run (the summary's queue evidence, server_timing
+        and the prefix cache's counters all come from it)."""
+        if self._server_rows is None:
+            self._server_rows = load_server_metrics(self.dir)
+        return self._server_rows
 
     def columns(self) -> ColumnarRun:
         return load_columns(self.dir)

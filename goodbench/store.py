@@ -224,6 +224,17 @@ def count_records(run_dir: str) -> int:
         return 0
 
 
+def load_summary(run_dir: str) -> dict | None:
+    """summary.json as written at run end; None when the run has none (unfinished, imported)."""
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except ValueError as e:
+        raise RunDirError(f"{run_dir}/summary.json is corrupt: {e}") from None
+
+
 def incomplete(run_dir: str) -> str | None:
     """Why a run directory does not hold a whole run (None when it does): it was killed before its
     summary, interrupted, or its records stop short of what its schedule planned."""

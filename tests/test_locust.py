@@ -15,8 +15,9 @@ import pytest
 from conftest import ROOT
 
 # never import locust here: it monkey-patches this interpreter with gevent
+# the test command installs them (the [dev] extra carries locust and httpx): missing is a broken install
 if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
-    pytest.skip("the [locust] extra is not installed", allow_module_level=True)
+    pytest.fail("locust and httpx are missing: pip install -e '.[dev]' (or '.[locust]')", pytrace=False)
 
 WORKLOAD = """
 name = "tiny"

@@ -12,7 +12,7 @@ from dataclasses import replace
 from ..arrivals import ArrivalSpec, offsets as arrival_offsets
 from ..client.openai import ClientConfig, resolve_endpoint
 from ..client.target import resolve_model
-from ..engine.cluster import ClusterSpec
+from ..engine.cluster import ClusterSpec, simulate_layout
 from ..engine.config import EngineConfig
 from ..errors import TargetError, UsageError
 from ..metrics import summarize
@@ -22,7 +22,7 @@ from ..rundir import RunDir
 from ..runner import Plan, Progress, RunOptions, run_plan
 from .grid import cell_config, layout_spec
 from .live import start_server
-from .sweep import SweepSetup, simulate_layout
+from .sweep import SweepSetup
 
 
 class _Search:
@@ -149,7 +149,7 @@ def rate_evaluator(engine_cfg: EngineConfig, requests, arrival: ArrivalSpec, slo
     def evaluate(rate: float, scale: int = 1):
         reqs = _scaled(requests, scale)
         offs = arrival_offsets(_at_rate(arrival, rate), n=len(reqs), seed=seed)
-        recs = simulate_layout(layout, engine_cfg, reqs, offs)
+        recs, _ = simulate_layout(layout, engine_cfg, reqs, offs)
         s = summarize(RunResult(RunMeta("probe", mode="simulate", slo=slo), recs), slo=slo, ci=False)
         return s.get("slo_met") or 0, s["requests"]["issued"]
 

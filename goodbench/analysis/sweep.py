@@ -12,11 +12,9 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from ..engine.cluster import simulate_cluster
+from ..engine.cluster import simulate_layout
 from ..engine.config import EngineConfig
-from ..engine.core import Engine
 from ..engine.prices import price_table
-from ..engine.simulate import simulate
 from ..errors import RunDirError, UsageError
 from ..metrics import Columns
 from ..metrics.cost import cost_summary
@@ -146,20 +144,8 @@ def run_cell(cell: Cell) -> dict:
 def simulate_cell(s: SweepSetup, cell: Cell, cfg: EngineConfig) -> tuple[list, dict, str]:
     """A cell's records on one instance or on its layout of instances; its GPUs by tier; the layout."""
     spec = layout_spec(cell.layout, s.cluster)
-    p = s.plan
-    if spec.many and p.sessions:
-        raise UsageError("multi-turn sessions are simulated on one instance (no layouts)")
-    return simulate_layout(spec, cfg, p.requests, p.offsets, p), spec.gpus(cfg), spec.label()
-
-
-def simulate_layout(spec, cfg: EngineConfig, requests, offsets, plan=None) -> list:
-    """Records of the requests on one instance (simulate's own loop, sessions included) or on a cluster
-    of instances."""
-    if spec.many:
-        return simulate_cluster(spec, cfg, requests, offsets)[0]
-    sessions = plan.sessions if plan is not None else None
-    return simulate(Engine(cfg), requests, offsets, sessions=sessions,
-                    session_cap=plan.spec.session.max_concurrent if sessions else 0)
+    recs, _ = simulate_layout(spec, cfg, s.plan.requests, s.plan.offsets, plan=s.plan)
+    return recs, spec.gpus(cfg), spec.label()
 
 
 def cost_row(c: dict, layout: str) -> dict:

@@ -26,7 +26,7 @@ from .hardware import get_model
 from .kvcache import Seq
 from .links import Link, get_link, transfer_s
 from .router import Router
-from .simulate import _records, prompt_hashes
+from .simulate import _records, prompt_hashes, simulate
 
 
 @dataclass(frozen=True)
@@ -313,3 +313,26 @@ def simulate_cluster(spec: ClusterSpec, base: EngineConfig, requests: list[Reque
         raise UsageError("replicas and disaggregation are simulated with open-loop arrivals (a rate), not --concurrency")
     sim = ClusterSim(spec, base, requests)
     return sim.run(offsets), sim.stats()
+
+
+def simulate_layout(spec: "ClusterSpec | None", cfg: EngineConfig, requests: list[RequestSpec], offsets, *,
+                    plan=None, trace_path: str | None = None) -> tuple[list, dict]:
+    """Records and step statistics of the requests on one instance (simulate's own loop: closed loops,
+    think time and sessions from the plan, a step trace) or on a cluster of instances (open loop)."""
+    closed = plan is not None and plan.closed
+    if spec is not None and spec.many:
+        if trace_path:
+            raise UsageError("--step-trace is for one instance; drop it with --replicas / --disaggregate")
+        if plan is not None and plan.sessions:
+            raise UsageError("multi-turn sessions are simulated on one instance (no --replicas, --disaggregate "
+                             "or instance layouts)")
+        return simulate_cluster(spec, cfg, requests, None if closed else offsets)
+    eng = Engine(cfg)
+    kw = {} if plan is None else {
+        "closed_users": plan.arrival.concurrency if closed else 0, "think_s": plan.arrival.think_time_s,
+        "duration_s": plan.duration_s, "sessions": plan.sessions,
+        "session_cap": plan.spec.session.max_concurrent if plan.sessions else 0}
+    recs = simulate(eng, requests, offsets, trace_path=trace_path, **kw)
+    return recs, {"steps": eng.stats.steps, "preemptions": eng.stats.preemptions,
+                  "max_step_tokens": eng.stats.max_step_tokens,
+                  "prefix_cache_queries": eng.kv.queries, "prefix_cache_hits": eng.kv.hits}

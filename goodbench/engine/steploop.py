@@ -92,7 +92,8 @@ class EngineLoop:
                 if s.payload is not None:
                     s.payload.push(error_event("request does not fit the KV cache"), done=True)
                 continue
-            note_scheduled(res.batch, start)
+            if res.batch.prefill_tokens:  # a request is first scheduled in a step that prefills it
+                note_scheduled(res.batch, start)
             planned = start + res.duration
             d = planned - clock()
             if d > SPIN_S:

@@ -3,14 +3,12 @@ engine's own counts) beside what the workload's prefix structure allows (workloa
 
 from __future__ import annotations
 
+from ..servermetrics import metric_total
+
 
 def counter_delta(rows: list[dict], name: str) -> float | None:
     """last - first of a Prometheus counter (summed over its label sets) in server_metrics.jsonl rows."""
-    vals = []
-    for r in rows:
-        found = [v for k, v in (r.get("metrics") or {}).items() if k.split("{")[0] == name]
-        if found:
-            vals.append(sum(found))
+    vals = [v for v in (metric_total(r.get("metrics") or {}, name) for r in rows) if v is not None]
     return vals[-1] - vals[0] if len(vals) >= 2 else None
 
 
@@ -28,3 +26,20 @@ def prefix_block(hit_rate: float | None, expected: float | None, source: str, en
         return None
     out = {"hit_rate": hit_rate, "expected_hit_rate": expected, "observed_by": source if hit_rate is not None else None}
     return out | ({"enabled": enabled} if enabled is not None else {})
+
+
+def observed_block(rows: list[dict], expected: float | None) -> dict:
+    """summary.json's `prefix_cache` for a live run: the server's counters over the run (scraped rows)
+    beside the workload's own reuse; {} when neither is known."""
+    block = prefix_block(observed_hit_rate(rows), expected, "the server's vllm:prefix_cache_hits / prefix_cache_queries")
+    return {"prefix_cache": block} if block else {}
+
+
+def describe(pc: dict | None) -> str | None:
+    """"hit rate 80.0% (the workload allows 82.0%)", "off (...)", or None where there is nothing to say
+    (no block, or unique prompts that nothing could reuse): the console's and the report's words."""
+    if not pc or (pc.get("expected_hit_rate") is None and not pc.get("hit_rate")):
+        return None
+    hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
+    head = "off" if pc.get("enabled") is False else "hit rate " + ("-" if hr is None else f"{hr:.1%}")
+    return head + ("" if ex is None else f" (the workload allows {ex:.1%})")

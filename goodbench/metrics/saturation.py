@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..servermetrics import metric_total
+
 from .columns import Columns
 
 GROWTH = 0.10       # backlog growth, as a fraction of the arrival rate, that means "not keeping up"
@@ -103,8 +105,8 @@ def waiting_series(rows: list[dict]) -> tuple[list[float], list[float]] | None:
     summed over its label sets (engines, models). None when the server does not export it."""
     ts, ws = [], []
     for r in rows:
-        vals = [v for k, v in (r.get("metrics") or {}).items() if k.split("{")[0] == "vllm:num_requests_waiting"]
-        if vals and isinstance(r.get("t"), (int, float)):
+        w = metric_total(r.get("metrics") or {}, "vllm:num_requests_waiting")
+        if w is not None and isinstance(r.get("t"), (int, float)):
             ts.append(float(r["t"]))
-            ws.append(float(sum(vals)))
+            ws.append(w)
     return (ts, ws) if ts else None

@@ -201,11 +201,10 @@ def render_summary(summary: dict, meta: dict | None = None, target: float = DEFA
 
 def prefix_line(pc: dict | None) -> Text | None:
     """The prefix cache's hit rate beside the workload's own reuse; nothing on unique prompts."""
-    if not pc or (pc.get("expected_hit_rate") is None and not pc.get("hit_rate")):
-        return None
-    hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
-    head = "off" if pc.get("enabled") is False else "hit rate " + ("-" if hr is None else f"{hr:.1%}")
-    return Text("  prefix cache: " + head + ("" if ex is None else f" (the workload allows {ex:.1%})"), style="dim")
+    from ..metrics.prefix import describe
+
+    text = describe(pc)
+    return None if text is None else Text("  prefix cache: " + text, style="dim")
 
 
 def print_summary(console: Console, summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,

@@ -206,9 +206,12 @@ def _sessions_table(sess: dict, per_turn: dict) -> str:
 
 
 def _prefix_line(pc: dict) -> str:
-    hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
-    head = "off" if pc.get("enabled") is False else ("-" if hr is None else f"hit rate {hr:.1%}")
-    return (f"<p>prefix cache: {_e(head)}" + ("" if ex is None else f" (the workload allows {ex:.1%})")
+    from ..metrics.prefix import describe
+
+    text = describe(pc)
+    if text is None:
+        return ""
+    return (f"<p>prefix cache: {_e(text)}"
             + (f" <span class=dim>observed by {_e(pc.get('observed_by'))}</span>" if pc.get("observed_by") else "")
             + "</p>")
 

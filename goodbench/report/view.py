@@ -38,12 +38,12 @@ def load_steps(path: str) -> dict | None:
 
 def _kept_blocks(run_dir: str) -> dict:
     """Blocks summary.json holds that records cannot recompute (what the engine or server counted)."""
-    import json
+    from ..errors import RunDirError
+    from ..store import load_summary
 
     try:
-        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
-            kept = json.load(f)
-    except (OSError, ValueError):
+        kept = load_summary(run_dir)
+    except RunDirError:
         return {}
     return {k: kept[k] for k in ("prefix_cache", "cost") if isinstance(kept, dict) and kept.get(k)}
 
