@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 
 from goodbench import runner  # noqa: E402
 from goodbench.arrivals import ArrivalSpec  # noqa: E402
-from goodbench.client.openai import ClientConfig  # noqa: E402
+from goodbench.client.config import ClientConfig  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
 from goodbench.records import RequestSpec, RunMeta  # noqa: E402
 from goodbench.store import RunStore, load  # noqa: E402

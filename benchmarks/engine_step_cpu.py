@@ -24,8 +24,8 @@ from goodbench import tokenizer
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.kvcache import Seq
-from goodbench.engine.openai_api import Formatter
-from goodbench.engine.server import EngineServer, ServeOptions, Stream
+from goodbench.engine.serve.openai_api import Formatter
+from goodbench.engine.serve.server import EngineServer, ServeOptions, Stream
 
 async def main():
     tok = tokenizer.load()

@@ -33,9 +33,9 @@ sys.path.insert(0, ROOT)
 
 from goodbench import runner  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
-from goodbench.client.openai import ClientConfig  # noqa: E402
-from goodbench.records import RequestSpec  # noqa: E402
+from goodbench.client.config import ClientConfig  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
+from goodbench.records import RequestSpec  # noqa: E402
 from goodbench.store import RunStore, load  # noqa: E402
 
 CHILD_CPU = [0.0]

@@ -30,7 +30,7 @@ import os, sys, time
 t = time.perf_counter()
 import goodbench as gb
 from goodbench import tokenizer
-from goodbench.runner import build_plan
+from goodbench.workloads import build_plan
 spec = gb.load_workload("sharegpt", num_prompts={n})
 if os.environ.get("NO_TABLE"):  # another name for the cache entry: the shipped table is not found
     from goodbench.workloads import sharegpt

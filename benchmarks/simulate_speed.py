@@ -20,13 +20,12 @@ sys.path.insert(0, ROOT)
 
 from goodbench import tokenizer  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
-from goodbench.engine.cluster import ClusterSpec, simulate_cluster  # noqa: E402
 from goodbench.engine.config import EngineConfig  # noqa: E402
-from goodbench.engine.core import Engine  # noqa: E402
-from goodbench.engine.simulate import simulate  # noqa: E402
+from goodbench.engine.layout import ClusterSpec  # noqa: E402
+from goodbench.engine.virtual import simulate  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
 from goodbench.records import RunMeta, RunResult  # noqa: E402
-from goodbench.workloads import build_requests  # noqa: E402
+from goodbench.workloads import Plan, build_requests  # noqa: E402
 from goodbench.workloads.spec import ClassSpec, LengthDist, WorkloadSpec  # noqa: E402
 
 
@@ -46,29 +45,30 @@ def main() -> None:
         t = time.perf_counter()
         reqs = build_requests(spec, tok, a.requests)
         print(f"workload build ({label} token-count cache): {time.perf_counter() - t:.2f} s")
-    offs = offsets(ArrivalSpec(rate=a.rate), n=a.requests, seed=0)
+    plan = Plan.at(reqs, offsets(ArrivalSpec(rate=a.rate), n=a.requests, seed=0))
     for pc in (True, False):
         walls = []
         for _ in range(a.repeat):
-            eng = Engine(EngineConfig(gpu=a.gpu, model=a.model, enable_prefix_caching=pc).resolved())
+            cfg = EngineConfig(gpu=a.gpu, model=a.model, enable_prefix_caching=pc)
             t = time.perf_counter()
-            recs = simulate(eng, reqs, offs)
+            out = simulate(cfg, plan)
             walls.append(time.perf_counter() - t)
-        s = summarize(RunResult(RunMeta("b", mode="simulate", slo={"ttft": 500, "tpot": 50}), recs))
+        s = summarize(RunResult(RunMeta("b", mode="simulate", slo={"ttft": 500, "tpot": 50}), out.records))
         best = min(walls)
         print(f"simulate {a.requests} ShareGPT @ {a.rate}/s, {a.model} on {a.gpu}, prefix caching "
               f"{'on ' if pc else 'off'}: wall {best:.2f} s (min of {a.repeat}: "
               f"{', '.join(f'{w:.2f}' for w in walls)}), simulated {s['duration_s']:.0f} s "
-              f"= {s['duration_s'] / best:,.0f}x real time, {eng.stats.steps} steps; "
+              f"= {s['duration_s'] / best:,.0f}x real time, {out.stats['steps']} steps; "
               f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
               f"attainment {s['slo_attainment']:.1%}")
     for spec in (ClusterSpec(prefill=2, decode=2), ClusterSpec(replicas=4)):
         walls = []
         for _ in range(a.repeat):
             t = time.perf_counter()
-            recs, st = simulate_cluster(spec, EngineConfig(gpu=a.gpu, model=a.model), reqs, offs)
+            out = simulate(EngineConfig(gpu=a.gpu, model=a.model), plan, spec)
             walls.append(time.perf_counter() - t)
-        s = summarize(RunResult(RunMeta("b", mode="simulate", slo={"ttft": 500, "tpot": 50}), recs))
+        st = out.stats
+        s = summarize(RunResult(RunMeta("b", mode="simulate", slo={"ttft": 500, "tpot": 50}), out.records))
         print(f"simulate {a.requests} ShareGPT @ {a.rate}/s on {spec.label()} {a.gpu}: wall {min(walls):.2f} s "
               f"(min of {a.repeat}: {', '.join(f'{w:.2f}' for w in walls)}), {st['steps']} steps; "
               f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms")

@@ -3,7 +3,7 @@
 Builds a synthetic run directory of N requests x K chunks (default 1,000,000 x 100 = 100M chunk times;
 20% "long" prompts, 80% "short", Poisson sends, exponential gaps with occasional stalls) as the columns/
 sidecar a finished run leaves behind, then times, each in a fresh process, with peak RSS:
-  1. summarize(load_columns(dir)) with confidence intervals, variants and HOL attribution (summary.json);
+  1. summarize(load_arrays(dir)) with confidence intervals, variants and HOL attribution (summary.json);
   2. the same with ci=False (what sweeps use);
   3. `goodbench report --no-figures` and `goodbench report` (figures thin points for drawing).
 The one-time cost at the end of a run, parsing records.jsonl into columns, is measured on a smaller run
@@ -32,9 +32,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 
 def build(run_dir: str, n: int, k: int, seed: int = 0, with_jsonl: bool = False) -> None:
-    from goodbench.columnar import RunColumns
+    from goodbench.columnar import RecordArrays
     from goodbench.records import RunMeta
-    from goodbench.store import RunStore, save_columns
+    from goodbench.store import RunStore, save_arrays
 
     rng = np.random.default_rng(seed)
     rate = 100.0
@@ -52,7 +52,7 @@ def build(run_dir: str, n: int, k: int, seed: int = 0, with_jsonl: bool = False)
         stalls = rng.random(g.shape) < 0.005
         g[stalls] += 0.2
         chunk[i0 * k:i1 * k] = (first[i0:i1, None] + np.cumsum(g, axis=1)).ravel()
-    cols = RunColumns(
+    cols = RecordArrays(
         ids=np.array([f"r{i}" for i in range(n)]), cls=is_long.astype(np.int32), cls_names=["short", "long"],
         origin=np.zeros(n, np.int32), origin_names=[""], status=np.zeros(n, np.int8), scheduled=sent.copy(),
         sent=sent, first=first, finished=chunk.reshape(n, k)[:, -1].copy(), out_tokens=nch.copy(),
@@ -72,15 +72,15 @@ def build(run_dir: str, n: int, k: int, seed: int = 0, with_jsonl: bool = False)
             st.append_many(recs[i:i + 10_000])
     st.finish(meta, None)
     if not with_jsonl:
-        save_columns(run_dir, cols)
+        save_arrays(run_dir, cols)
 
 
 CHILD = r"""
 import json, resource, sys, time
 t = time.perf_counter()
-from goodbench.store import load_columns
+from goodbench.store import load_arrays
 from goodbench.metrics import summarize
-run = load_columns(sys.argv[1], write_sidecar=sys.argv[3] == "write")
+run = load_arrays(sys.argv[1], write_sidecar=sys.argv[3] == "write")
 t_load = time.perf_counter() - t
 s = summarize(run, ci=sys.argv[2] == "ci")
 total = time.perf_counter() - t
@@ -121,7 +121,7 @@ def main() -> None:
               f"in {time.perf_counter() - t:.1f} s ({sum(os.path.getsize(os.path.join(big, 'columns', f)) for f in os.listdir(os.path.join(big, 'columns'))) / 2**30:.2f} GiB sidecar)")
         for ci in (True, False):
             r = child(big, ci)
-            print(f"summarize(load_columns) ci={ci!s:5}: {r['total_s']:.2f} s (load {r['load_s']:.2f} s), "
+            print(f"summarize(load_arrays) ci={ci!s:5}: {r['total_s']:.2f} s (load {r['load_s']:.2f} s), "
                   f"peak RSS {r['rss_gib']:.2f} GiB · ITL n={r['itl_n']:,} p99={r['itl_p99']:.1f} ms "
                   f"[{r['itl_ci']}] hol={r['hol']}")
         if not a.no_report:

@@ -60,7 +60,7 @@ def capture(port: int, out: str, ready, stop) -> None:
     while not stop.is_set():
         try:
             data, anc, _, addr = s.recvmsg(65536, socket.CMSG_SPACE(16))
-        except socket.timeout:
+        except TimeoutError:
             continue
         if addr[2] != PACKET_HOST or len(data) < 14 + 20 or data[12:14] != b"\x08\x00":
             continue

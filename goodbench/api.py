@@ -13,16 +13,16 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
-from .columnar import ColumnarRun
+from .columnar import RunArrays
 from .engine.config import EngineConfig
 from .errors import RunDirError, TargetError, UsageError
 from .gating import GateResult, GateSpec, evaluate
 from .limits import check_all
 from .records import RequestRecord, RunMeta
 from .rundir import RunDir
-from .store import load_columns, load_meta, new_run_id
+from .store import load_arrays, load_meta, new_run_id
 from .workloads import WorkloadOptions, WorkloadSpec, resolve_workload
 
 
@@ -35,9 +35,9 @@ class Run:
     summary: dict | None
     interrupted: bool = False
 
-    def columns(self) -> ColumnarRun:
+    def arrays(self) -> RunArrays:
         """The run as flat arrays (reads the columns/ sidecar, or records.jsonl once)."""
-        return load_columns(self.dir)
+        return load_arrays(self.dir)
 
     def records(self) -> list[RequestRecord]:
         from .store import load
@@ -70,51 +70,40 @@ def simulate(workload, engine: EngineConfig | None = None, *, result_dir: str = 
              cluster=None, prices: dict | None = None, on_stage=None) -> Run:
     """The workload through the reference engine in virtual time: a run directory like `run`'s, with
     a `simulation` block (wall time, steps, preemptions, speed-up) and a `cost` block in its summary.
-    cluster: an engine.cluster.ClusterSpec (replicas behind a router, or prefill/decode instances);
+    cluster: an engine.layout.ClusterSpec (replicas behind a router, or prefill/decode instances);
     prices: $ per GPU-hour overrides by tier (engine.prices)."""
     from . import tokenizer as tokmod
     from .analysis.knobs import chunked_prefill_note
-    from .engine.cluster import simulate_layout
     from .engine.prices import price_table
-    from .metrics.cost import cost_summary
-    from .metrics.prefix import prefix_block
-    from .runner import build_plan
+    from .engine.virtual import simulate as simulate_plan
+    from .workloads import build_plan
 
     spec = _workload(workload)
     cfg = (engine or EngineConfig()).resolved()
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     _stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
-    scaled = cluster is not None and (cluster.disaggregated or cluster.replicas > 1)
-    meta_engine = cfg.to_dict() | ({"cluster": asdict(cluster)} if scaled else {})
+    layout = cluster if cluster is not None and cluster.many else None
+    gpus = layout.gpus(cfg) if layout else {cfg.gpu: cfg.tensor_parallel_size}
     rd = RunDir.open(result_dir, RunMeta(
         run_id=run_id or "", label=("sessions:" if plan.sessions else "") + plan.arrival.label,
-        target={"base_url": "simulated", "endpoint": "", "model": cfg.model}, engine=meta_engine,
+        target={"base_url": "simulated", "endpoint": "", "model": cfg.model},
+        engine=cfg.to_dict() | ({"cluster": layout.to_dict()} if layout else {}),
         workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo, seed=spec.seed, tokenizer=tok.name,
         mode="simulate", requested_rate=plan.arrival.mean_rate if not plan.closed else None,
-        planned_requests=plan.planned), prefix="sim")
-    where = f"{cluster.label()} " if scaled else ""
+        planned_requests=plan.planned, expected_prefix_reuse=plan.expected_reuse(), gpus=gpus,
+        prices=price_table(prices)), prefix="sim")
+    where = f"{layout.label()} " if layout else ""
     _stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {where}{cfg.gpu} ...")
     t = time.perf_counter()
-    recs, stats = simulate_layout(cluster if scaled else None, cfg, plan.requests, plan.offsets, plan=plan,
-                                  trace_path=os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None)
+    out = simulate_plan(cfg, plan, layout,
+                        trace_path=os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None)
     wall = time.perf_counter() - t
-    rd.append_many(recs)
-    gpus = cluster.gpus(cfg) if scaled else {cfg.gpu: cfg.tensor_parallel_size}
-
+    rd.append_many(out.records)
     largest = max((r.prompt_tokens for r in plan.requests), default=0)
-    note = None if scaled else chunked_prefill_note(cfg, stats["max_step_tokens"], largest)
-
-    def extra(s: dict) -> dict:
-        sim = stats | {"wall_s": wall, "speedup_vs_real_time": s["duration_s"] / wall if wall > 0 else None,
-                       "notes": [note] if note else []}
-        q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
-        on = cfg.enable_prefix_caching
-        reuse = prefix_block(h / q if q and on else None, plan.expected_reuse(), "the simulated engine", on)
-        return ({"simulation": sim} | cost_summary(recs, spec.slo, gpus, price_table(prices), s)
-                | ({"prefix_cache": reuse} if reuse else {}))
-
-    summary = rd.finish(records=recs, extra=extra)  # summarised in memory: no read-back of records.jsonl
+    note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], largest)
+    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": [note] if note else []}
+    summary = rd.finish(records=out.records)  # summarised in memory: no read-back of records.jsonl
     return Run(rd.dir, rd.meta, summary)
 
 
@@ -140,7 +129,7 @@ def _stage(on_stage, text: str) -> None:
 
 
 def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
-    from .engine.launch import start_engine
+    from .engine.serve.launch import start_engine
 
     _stage(on_stage, f"starting the reference engine ({cfg.model} on {cfg.gpu}) ...")
     return start_engine(cfg, pin=pin)
@@ -148,7 +137,7 @@ def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
 
 def _stop_engine(proc, run_dir: str | None) -> None:
     """Stop the auto-started engine; its log goes into the run directory as engine.log."""
-    from .engine.launch import release_cpus
+    from .engine.serve.launch import release_cpus
 
     proc.stop()
     release_cpus()
@@ -159,7 +148,7 @@ def _stop_engine(proc, run_dir: str | None) -> None:
 
 def _connect(target: Target, spec: WorkloadSpec):
     """The client config for a reachable target (TargetError otherwise)."""
-    from .client.openai import ClientConfig, resolve_endpoint
+    from .client.config import ClientConfig, resolve_endpoint
     from .client.target import check_reachable, resolve_model
 
     why = asyncio.run(check_reachable(target.base_url))
@@ -181,8 +170,7 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
     URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
     port for the run. live(progress, fn): wraps the timed part for a progress display; fn(on_tick)."""
     from . import runner, tokenizer as tokmod
-    from .metrics.prefix import observed_block
-    from .servermetrics import server_timing
+    from .workloads import build_plan
 
     spec = _workload(workload)
     target = Target(base_url=target) if isinstance(target, str) or target is None else target
@@ -201,7 +189,7 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
         ccfg = _connect(target, spec)
         tok = tokmod.load(tokenizer)
         _stage(on_stage, "building workload...")
-        plan = runner.build_plan(spec, tok)
+        plan = build_plan(spec, tok)
         cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
         label = ("sessions:" if plan.sessions else "") + plan.arrival.label + (f",maxconc={cap}" if cap else "")
         rd = RunDir.open(result_dir, RunMeta(
@@ -210,16 +198,14 @@ def run(workload, target: Target | str | None = None, *, engine: EngineConfig | 
             engine=cfg.to_dict() if cfg else None, workload=spec.to_dict(), workload_hash=spec.hash(), slo=spec.slo,
             seed=spec.seed, tokenizer=tok.name, mode="closed" if plan.closed else "open",
             requested_rate=plan.arrival.mean_rate if not plan.closed else None, max_concurrency=cap,
-            planned_requests=plan.planned))
+            planned_requests=plan.planned, expected_prefix_reuse=plan.expected_reuse()))
         opts = runner.RunOptions(max_concurrency=max_concurrency, workers=max(1, workers),
                                  scrape_metrics=scrape_metrics, slo=spec.slo, grace_s=grace_s)
         prog = runner.Progress()
         go = lambda on_tick: runner.run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)  # noqa: E731
         interrupted = live(prog, go) if live is not None else go(None)
         rd.meta.interrupted = interrupted
-        rows = rd.server_rows
-        summary = rd.finish(label=label, extra=lambda s: {"server_timing": server_timing(rows(), s.get("ttft_ms"))}
-                            | observed_block(rows(), plan.expected_reuse()))
+        summary = rd.finish()
         return Run(rd.dir, rd.meta, summary, interrupted)
     finally:
         if proc is not None:
@@ -261,18 +247,15 @@ def load_run(run_dir: str) -> Run:
 
 
 def summarize(run: Run | str, slo: dict | str | None = None, ci: bool = True) -> dict:
-    """The summary of a run (a Run or a run directory), recomputed from its records; slo: judge against
-    this SLO ("ttft:500 tpot:50" or a dict) instead of the run's own."""
-    from .metrics import summarize as summarize_columns
+    """The summary of a run (a Run or a run directory), recomputed from what its directory holds (the
+    summary the run wrote, unless slo or ci differ); slo: judge against this SLO ("ttft:500 tpot:50" or
+    a dict) instead of the run's own."""
     from .records import parse_slo
-
-    from .metrics.saturation import waiting_series
-    from .store import load_server_metrics
+    from .rundir import summarize_dir
 
     run_dir = run.dir if isinstance(run, Run) else run
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
-    return summarize_columns(load_columns(run_dir), slo=slo, ci=ci,
-                             queue=waiting_series(load_server_metrics(run_dir)))
+    return summarize_dir(run_dir, slo=slo, ci=ci)
 
 
 def _summary_of(x, slo: dict | None) -> dict:
@@ -332,17 +315,17 @@ def compare(base: Run | str, new: Run | str, *, slo: dict | str | None = None, l
     p-values and a verdict per metric (analysis.compare). Runs of different workloads are refused
     (UsageError) unless allow_different_workloads; the result then carries the difference as a warning."""
     from .analysis.compare import compare as compare_columns
-    from .metrics import Columns, columns_of, summarize as summarize_columns
+    from .metrics import RequestMetrics, measured_arrays, summarize as summarize_columns
     from .records import parse_slo
     from .workloads.identity import difference
 
-    runs = [load_columns(r.dir if isinstance(r, Run) else r) for r in (base, new)]
+    runs = [load_arrays(r.dir if isinstance(r, Run) else r) for r in (base, new)]
     differ = difference(runs[0].meta.workload, runs[1].meta.workload)
     if differ and not allow_different_workloads:
         raise UsageError(differ)
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
     slo = slo or runs[0].meta.slo or runs[1].meta.slo
-    cs = [Columns(columns_of(r)) for r in runs]
+    cs = [RequestMetrics(measured_arrays(r)) for r in runs]
     sums = [summarize_columns(r, slo=slo, ci=False, prepared=c) for r, c in zip(runs, cs)]
     out = compare_columns(cs[0], cs[1], sums[0], sums[1], level=level, margin=margin, seed=seed)
     if differ:
@@ -373,17 +356,21 @@ class SweepOutcome:
 def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConfig | None = None,
                   result_dir: str = "results", sweep_id: str | None = None, tokenizer: str | None = None,
                   cluster=None, prices: dict | None = None, layouts: list[str] | None = None, on_stage=None):
-    """Validate the grid (every cell's config) and build the shared requests: an analysis.sweep.SweepSetup.
-    cluster: the engine.cluster.ClusterSpec every cell runs on; layouts: per-cell instance layouts
-    ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs colocated and split)."""
+    """Validate the grid (every cell's config and layout) and build the shared plan: an
+    analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
+    per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
+    colocated and split)."""
     from . import tokenizer as tokmod
     from .analysis.grid import check_cells, grid
     from .analysis.sweep import require_slo, setup
-    from .runner import build_plan
+    from .engine.layout import parse_layout
+    from .workloads import build_plan
 
     spec = _workload(workload)
     require_slo(spec)
     base = replace(engine or EngineConfig(), gpu=gpus[0])
+    for lay in layouts or ():
+        parse_layout(lay, cluster)
     cells = grid(gpus, params, layouts)
     check_cells(base, cells)
     tok = tokmod.load(tokenizer, lazy=True)
@@ -392,34 +379,27 @@ def prepare_sweep(workload, gpus: list[str], params: dict, *, engine: EngineConf
                  cluster, prices)
 
 
-def sweep(s, *, live: bool = False, server_cmd: str | None = None, server_timeout: float = 600.0, jobs: int = 0,
-          slo_scales=(), plots: bool = True, on_done=None) -> SweepOutcome:
-    """Run every cell of a prepared sweep (simulated in parallel processes, or live one after another),
-    then write sweep.csv, sweep.json, the plots and report.html."""
-    import json
-
-    from .analysis.live import run_live_sweep
+def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:
+    """Run every cell of a prepared sweep on the backend (analysis.backends: Simulated(jobs) by default,
+    in parallel processes, or Live(server_cmd, startup_timeout_s), cells one after another), then write
+    sweep.csv, sweep.json, the plots and report.html."""
+    from .analysis.backends import Simulated
     from .analysis.sweep import run_sweep
     from .report.html import sweep_report
 
     t = time.perf_counter()
-    if live or server_cmd:
-        rows = run_live_sweep(s, server_cmd=server_cmd, startup_timeout=server_timeout, on_done=on_done)
-    else:
-        rows = run_sweep(s, jobs, on_done, slo_scales=slo_scales)
+    result = run_sweep(s, backend or Simulated(), on_done)
     wall = time.perf_counter() - t
-    with open(os.path.join(s.out_dir, "sweep.json"), encoding="utf-8") as f:
-        written = json.load(f)
-    best = written["best"]
     pngs, missing = [], False
     if plots:
         try:
-            from .report.plots import sweep_plots
+            from .report.sweepfigures import sweep_plots
 
-            pngs = sweep_plots(rows, s.out_dir)
+            pngs = sweep_plots(result.rows, s.out_dir)
         except ImportError:
             missing = True
-    return SweepOutcome(s.out_dir, rows, best, wall, pngs, sweep_report(s.out_dir), missing, written.get("cheapest"))
+    return SweepOutcome(s.out_dir, result.rows, result.best, wall, pngs, sweep_report(s.out_dir), missing,
+                        result.cheapest)
 
 
 def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
@@ -430,21 +410,20 @@ def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -
     return search(s, target, max_replicas, on_probe)
 
 
-def max_rate(s, *, target: float = 0.9, max_probes: int = 16, base_url: str | None = None, live: bool = False,
-             server_cmd: str | None = None, server_timeout: float = 600.0, on_start=None, on_probe=None,
+def max_rate(s, backend=None, *, target: float = 0.9, max_probes: int = 16, on_start=None, on_probe=None,
              on_result=None, plots: bool = True) -> list[dict]:
-    """DistServe's max goodput rate per cell of a prepared sweep (or once against base_url), written to
-    max_rate.json: the highest arrival rate whose SLO attainment stays >= target. Each simulated cell
-    runs on its instance layout and also reports its GPUs and max rate per GPU; cells that differ in
-    layout (--compare-disaggregation, --layouts) get max_rate_per_gpu.png (with matplotlib)."""
+    """DistServe's max goodput rate per cell of a prepared sweep (or once, on a backends.External
+    server), written to max_rate.json: the highest arrival rate whose SLO attainment stays >= target.
+    Each simulated cell runs on its instance layout and also reports its GPUs and max rate per GPU;
+    cells that differ in layout (--compare-disaggregation, --layouts) get max_rate_per_gpu.png."""
+    from .analysis.backends import Simulated
     from .analysis.maxrate import search_max_rates
 
-    results = search_max_rates(s, target, max_probes, base_url=base_url, live=live, server_cmd=server_cmd,
-                               server_timeout=server_timeout, on_start=on_start, on_probe=on_probe,
+    results = search_max_rates(s, backend or Simulated(), target, max_probes, on_start=on_start, on_probe=on_probe,
                                on_result=on_result)
     if plots:
         try:
-            from .report.plots import max_rate_plot
+            from .report.sweepfigures import max_rate_plot
 
             max_rate_plot(results, s.out_dir)
         except ImportError:

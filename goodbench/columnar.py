@@ -17,7 +17,11 @@ NAN = float("nan")
 
 
 @dataclass
-class RunColumns:
+class RecordArrays:
+    """The records as flat arrays: one value per request, and every chunk time of every request in one
+    array (what records.jsonl holds, without a Python object per request or per chunk). Nothing here is
+    derived: metrics.RequestMetrics derives TTFT, ITL, ... from it."""
+
     ids: np.ndarray            # str
     cls: np.ndarray            # int32 code into cls_names
     cls_names: list
@@ -37,7 +41,7 @@ class RunColumns:
     chunk_tok_sum: np.ndarray  # int64: tokens the stream's content chunks carried
     nchunks: np.ndarray        # int64
     retries: np.ndarray        # int8: sent again on a fresh connection
-    first_answer: np.ndarray   # float64, NaN = no answer chunk (or not recorded: see Columns.ttfo)
+    first_answer: np.ndarray   # float64, NaN = no answer chunk (or not recorded: see RequestMetrics.ttfo)
     reasoning_tokens: np.ndarray  # int64
     out_local: np.ndarray      # int64, -1 = not counted locally
     priority: np.ndarray       # float64 priority lane, NaN = none
@@ -69,13 +73,13 @@ class RunColumns:
     def class_of(self) -> np.ndarray:
         return np.asarray(self.cls_names, dtype=object)[self.cls] if len(self) else np.array([], dtype=object)
 
-    def select(self, mask: np.ndarray) -> "RunColumns":
+    def select(self, mask: np.ndarray) -> RecordArrays:
         """The requests where mask holds (a copy; the chunk array is shared when mask keeps all)."""
         if mask.all():
             return self
         chunk_mask = np.repeat(mask, self.nchunks)
         kw = {f: getattr(self, f)[mask] for f in self.ARRAYS if f not in ("chunk_times", "tokens")}
-        return RunColumns(cls_names=self.cls_names, origin_names=self.origin_names, session_names=self.session_names,
+        return RecordArrays(cls_names=self.cls_names, origin_names=self.origin_names, session_names=self.session_names,
                           chunk_times=self.chunk_times[chunk_mask],
                           tokens=self.tokens[chunk_mask] if self.tokens.size else self.tokens, **kw)
 
@@ -84,7 +88,7 @@ class RunColumns:
         return self.tokens if self.tokens.size else np.ones(self.chunk_times.size, np.int16)
 
     @classmethod
-    def from_records(cls, recs: list[RequestRecord]) -> "RunColumns":
+    def from_records(cls, recs: list[RequestRecord]) -> RecordArrays:
         n = len(recs)
 
         def codes(values) -> tuple[np.ndarray, list]:
@@ -153,7 +157,7 @@ class RunColumns:
             chunk_tokens=tuple(toks[off[i]:off[i + 1]].tolist())) for i in range(len(self))]
 
 
-FIELDS = tuple(f.name for f in fields(RunColumns))
+FIELDS = tuple(f.name for f in fields(RecordArrays))
 
 
 def _chunk_tokens(recs, total: int) -> np.ndarray:
@@ -165,14 +169,15 @@ def _chunk_tokens(recs, total: int) -> np.ndarray:
 
 
 @dataclass
-class ColumnarRun:
-    """RunMeta + columns: what store.load_columns returns and metrics.summarize accepts."""
+class RunArrays:
+    """A run as arrays: its RunMeta and RecordArrays (records.RunResult is the same run as a list of
+    RequestRecords). What store.load_arrays returns and metrics.summarize accepts."""
 
     meta: RunMeta
-    cols: RunColumns
+    cols: RecordArrays
 
 
-def gaps_of(cols: RunColumns, block: int = 1 << 22, dtype=np.float32) -> np.ndarray:
+def gaps_of(cols: RecordArrays, block: int = 1 << 22, dtype=np.float32) -> np.ndarray:
     """Every within-request gap between successive chunks, request by request (ITL samples), built in
     blocks so no second full-size temporary exists. Differences are taken in float64 and stored as
     float32 by default: 2 ns resolution at 20 ms (timestamps themselves are kept to 0.1 us), half the
@@ -196,5 +201,5 @@ def gaps_of(cols: RunColumns, block: int = 1 << 22, dtype=np.float32) -> np.ndar
     return out
 
 
-def gap_counts(cols: RunColumns) -> np.ndarray:
+def gap_counts(cols: RecordArrays) -> np.ndarray:
     return np.maximum(cols.nchunks - 1, 0)

@@ -23,7 +23,7 @@ class GateSpec:
     max_regression: float | None = None  # fraction, against a baseline summary
 
     @classmethod
-    def from_table(cls, t: dict) -> "GateSpec":
+    def from_table(cls, t: dict) -> GateSpec:
         """From a workload file's [gate] table."""
         pct = {k: dict(v) for k, v in t.items() if k in ("p50", "p90", "p95", "p99") and isinstance(v, dict)}
         for k, v in pct.items():

@@ -13,9 +13,9 @@ import os
 
 import numpy as np
 
-from .columnar import ColumnarRun, RunColumns
-from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
+from .columnar import RecordArrays, RunArrays
 from .errors import InputError, UsageError
+from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
 from .rundir import RunDir
 from .store import new_run_id
 
@@ -247,14 +247,14 @@ IMPORTERS = {"vllm": import_vllm, "aiperf": import_aiperf, "genai-perf": import_
 
 
 # ----------------------------------------------------------------------------------------------- export
-def per_request_table(run: ColumnarRun, slo: dict | None = None):
+def per_request_table(run: RunArrays, slo: dict | None = None):
     """pandas DataFrame, one row per request (warm-up included and flagged), derived metrics in ms."""
     import pandas as pd
 
-    from .metrics import Columns
+    from .metrics import RequestMetrics
 
-    cols: RunColumns = run.cols
-    c = Columns(cols)
+    cols: RecordArrays = run.cols
+    c = RequestMetrics(cols)
     slo = slo if slo is not None else run.meta.slo
     meets = c.meets(slo)
     df = pd.DataFrame({
@@ -275,12 +275,12 @@ def per_request_table(run: ColumnarRun, slo: dict | None = None):
     return df
 
 
-def export_csv(run: ColumnarRun, out: str, slo: dict | None = None) -> str:
+def export_csv(run: RunArrays, out: str, slo: dict | None = None) -> str:
     per_request_table(run, slo).to_csv(out, index=False, float_format="%.6f")
     return out
 
 
-def export_parquet(run: ColumnarRun, out: str, slo: dict | None = None) -> str:
+def export_parquet(run: RunArrays, out: str, slo: dict | None = None) -> str:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
@@ -289,13 +289,13 @@ def export_parquet(run: ColumnarRun, out: str, slo: dict | None = None) -> str:
     return out
 
 
-def export_vllm(run: ColumnarRun, summary: dict, out: str) -> str:
+def export_vllm(run: RunArrays, summary: dict, out: str) -> str:
     """A result JSON in `vllm bench serve --save-detailed`'s shape (seconds in the per-request lists, ms in
     the aggregates), so scripts written for vLLM's output read goodbench runs."""
-    from .metrics import Columns
+    from .metrics import RequestMetrics
 
     cols = run.cols.select(~run.cols.warmup) if run.cols.warmup.any() else run.cols
-    c = Columns(cols)
+    c = RequestMetrics(cols)
     off = cols.offsets
     ok = c.ok & ~np.isnan(c.first)
     itls = [np.diff(cols.chunk_times[off[i]:off[i + 1]]).tolist() if ok[i] else [] for i in range(len(cols))]
@@ -328,9 +328,9 @@ EXPORTS = {"csv": "requests.csv", "parquet": "requests.parquet", "vllm": "vllm_r
 def export_run(run_dir: str, fmt: str, out: str | None = None, slo: dict | None = None) -> str:
     """`goodbench export`: the run as csv / parquet / vllm, by default beside its records."""
     from .metrics import summarize
-    from .store import load_columns
+    from .store import load_arrays
 
-    run = load_columns(run_dir)
+    run = load_arrays(run_dir)
     out = out or os.path.join(run_dir, EXPORTS[fmt])
     if fmt == "csv":
         return export_csv(run, out, slo)

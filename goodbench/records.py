@@ -82,7 +82,7 @@ class RequestRecord:
         return head[:-1] + ',"chunk_times":[' + times + '],"chunk_tokens":[' + toks + "]}"
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RequestRecord":
+    def from_dict(cls, d: dict) -> RequestRecord:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         kw["chunk_times"] = tuple(kw.get("chunk_times") or ())
@@ -116,12 +116,18 @@ class RunMeta:
     host: str = ""
     finished_wall: str | None = None
     interrupted: bool = False
+    # what a summary is composed from besides the records (metrics/compose.py), kept so that
+    # recomputing it from the directory gives the summary the run wrote:
+    expected_prefix_reuse: float | None = None  # the prefix-cache hit rate the workload's structure allows
+    gpus: dict | None = None  # simulated: GPUs by tier, and $ per GPU-hour by tier (the cost block)
+    prices: dict | None = None
+    engine_stats: dict | None = None  # simulated: the engine's counters, wall time and notes
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunMeta":
+    def from_dict(cls, d: dict) -> RunMeta:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -1,18 +1,18 @@
 """The one run lifecycle: a results directory opened (run.json written at start), records appended as
 requests end, then summarized and finished (run.json completed, summary.json written). Every place that
 makes a run directory goes through RunDir: `goodbench run` and `simulate`, sweep cells and rate
-probes, the locust master, and the importers."""
+probes, the locust master, and the importers. summarize_dir recomputes a finished run's summary from
+the same inputs (metrics/compose.py), so it equals the one the run wrote."""
 
 from __future__ import annotations
 
 import os
 
-from .columnar import ColumnarRun
+from .columnar import RunArrays
 from .errors import RunDirError
-from .metrics import summarize
-from .metrics.saturation import waiting_series
+from .metrics.compose import compose
 from .records import RequestRecord, RunMeta, RunResult
-from .store import RunStore, error_samples, load_columns, load_server_metrics, new_run_id
+from .store import RunStore, error_samples, load_arrays, load_server_metrics, new_run_id
 
 
 class RunDir:
@@ -20,10 +20,9 @@ class RunDir:
 
     def __init__(self, store: RunStore, meta: RunMeta):
         self.store, self.meta = store, meta
-        self._server_rows: list[dict] | None = None
 
     @classmethod
-    def open(cls, result_dir: str, meta: RunMeta, prefix: str = "run") -> "RunDir":
+    def open(cls, result_dir: str, meta: RunMeta, prefix: str = "run") -> RunDir:
         """meta.run_id names the directory; when empty, a fresh `PREFIX-DATE-TIME-PID` (with -2, -3, ...
         appended if this process already made one this second)."""
         if not meta.run_id:
@@ -58,30 +57,33 @@ class RunDir:
     def close(self) -> None:
         self.store.close()
 
-    def finish(self, *, records: list[RequestRecord] | None = None, slo: dict | None = None,
-               label: str | None = None, ci: bool = True, extra=None, summarized: bool = True) -> dict | None:
-        """Close the records, summarize and complete run.json (finished_wall). records: summarize these
-        in memory (sweep cells); else the run is read back from disk as columns (the sidecar is written
-        for reports). extra: keys added to the summary, or a function of the summary giving them.
-        summarized=False writes no summary.json (imports: their summaries are computed when read)."""
+    def finish(self, *, records: list[RequestRecord] | None = None, ci: bool = True,
+               summarized: bool = True) -> dict | None:
+        """Close the records, summarize (metrics/compose.py, from self.meta, the records and the scraped
+        server metrics) and complete run.json (finished_wall) and summary.json. records: summarize these
+        in memory (simulations, sweep cells: the same records were appended); else the run is read back
+        from disk as columns. summarized=False writes no summary.json (imports: their summaries are
+        computed when read)."""
         self.store.close()
         summary = None
         if summarized:
-            result = RunResult(self.meta, records) if records is not None else self.columns()
-            queue = waiting_series(self.server_rows())
-            failed = records is None and bool((result.cols.status != 0).any())
-            summary = summarize(result, slo=slo, label=label, ci=ci, queue=queue,
-                                errors=error_samples(self.dir) if failed else None)
-            summary.update((extra(summary) if callable(extra) else extra) or {})
+            if records is not None:
+                summary = compose(RunResult(self.meta, records), rows=load_server_metrics(self.dir), ci=ci)
+            else:
+                summary = summarize_dir(self.dir, meta=self.meta, ci=ci)
         self.store.finish(self.meta, summary)
         return summary
 
-    def server_rows(self) -> list[dict]:
-        """server_metrics.jsonl, read once after the run (the summary's queue evidence, server_timing
-        and the prefix cache's counters all come from it)."""
-        if self._server_rows is None:
-            self._server_rows = load_server_metrics(self.dir)
-        return self._server_rows
 
-    def columns(self) -> ColumnarRun:
-        return load_columns(self.dir)
+def summarize_dir(run_dir: str, *, slo: dict | None = None, ci: bool = True, meta: RunMeta | None = None,
+                  prepared=None, run: RunArrays | None = None) -> dict:
+    """A run directory's summary, composed from what the directory holds (records as columns, run.json,
+    server_metrics.jsonl). slo: judge against this SLO instead of the run's. meta: the run's metadata
+    when the caller holds a newer copy than run.json (a run finishing); prepared/run: RequestMetrics and
+    columns already loaded by the caller (the report reuses them for figures)."""
+    run = run if run is not None else load_arrays(run_dir)
+    if meta is not None:
+        run = RunArrays(meta, run.cols)
+    failed = bool((run.cols.status != 0).any())
+    return compose(run, rows=load_server_metrics(run_dir), slo=slo, ci=ci, prepared=prepared,
+                   errors=error_samples(run_dir) if failed else None)

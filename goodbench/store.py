@@ -12,7 +12,7 @@ import re
 import socket
 from datetime import datetime, timezone
 
-from .columnar import ColumnarRun, RunColumns
+from .columnar import RecordArrays, RunArrays
 from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
@@ -41,7 +41,7 @@ class RunStore:
         self._fd: int | None = None
 
     @classmethod
-    def at(cls, run_dir: str) -> "RunStore":
+    def at(cls, run_dir: str) -> RunStore:
         """The store of an existing run directory (worker processes append to it)."""
         run_dir = os.path.normpath(run_dir)
         return cls(os.path.dirname(run_dir), os.path.basename(run_dir))
@@ -162,7 +162,7 @@ def _records_bytes(run_dir: str) -> int:
         return 0
 
 
-def save_columns(run_dir: str, cols: RunColumns) -> str:
+def save_arrays(run_dir: str, cols: RecordArrays) -> str:
     """Write the columnar sidecar columns/ (one .npy per array, no pickles), tagged with the size of
     records.jsonl it mirrors; records.jsonl stays the source of truth."""
     import shutil
@@ -173,7 +173,7 @@ def save_columns(run_dir: str, cols: RunColumns) -> str:
     tmp = final + f".tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    for name in RunColumns.ARRAYS:
+    for name in RecordArrays.ARRAYS:
         np.save(os.path.join(tmp, name + ".npy"), getattr(cols, name), allow_pickle=False)
     with open(os.path.join(tmp, "columns.json"), "w", encoding="utf-8") as f:
         json.dump({"version": COLUMNS_VERSION, "requests": len(cols), "cls_names": cols.cls_names,
@@ -184,7 +184,7 @@ def save_columns(run_dir: str, cols: RunColumns) -> str:
     return final
 
 
-def _read_columns(run_dir: str) -> RunColumns | None:
+def _read_arrays(run_dir: str) -> RecordArrays | None:
     import numpy as np
 
     d = os.path.join(run_dir, COLUMNS_DIR)
@@ -193,26 +193,26 @@ def _read_columns(run_dir: str) -> RunColumns | None:
             info = json.load(f)
         if info.get("version") != COLUMNS_VERSION or info.get("records_bytes") != _records_bytes(run_dir):
             return None  # stale: records were appended or rewritten since
-        arrays = {name: np.load(os.path.join(d, name + ".npy"), allow_pickle=False) for name in RunColumns.ARRAYS}
+        arrays = {name: np.load(os.path.join(d, name + ".npy"), allow_pickle=False) for name in RecordArrays.ARRAYS}
     except (OSError, ValueError, KeyError):
         return None
-    return RunColumns(cls_names=list(info["cls_names"]), origin_names=list(info["origin_names"]),
+    return RecordArrays(cls_names=list(info["cls_names"]), origin_names=list(info["origin_names"]),
                       session_names=list(info["session_names"]), **arrays)
 
 
-def load_columns(run_dir: str, write_sidecar: bool = True) -> ColumnarRun:
+def load_arrays(run_dir: str, write_sidecar: bool = True) -> RunArrays:
     """A run as arrays: from the columns/ sidecar when it matches records.jsonl (seconds for 100M chunk
     times), else parsed from records.jsonl and the sidecar (re)written for next time."""
     meta = load_meta(run_dir)
-    cols = _read_columns(run_dir)
+    cols = _read_arrays(run_dir)
     if cols is None:
-        cols = RunColumns.from_records(load(run_dir).records)
+        cols = RecordArrays.from_records(load(run_dir).records)
         if write_sidecar:
             try:
-                save_columns(run_dir, cols)
+                save_arrays(run_dir, cols)
             except OSError:
                 pass  # a read-only results directory still summarises, just slower next time
-    return ColumnarRun(meta, cols)
+    return RunArrays(meta, cols)
 
 
 def count_records(run_dir: str) -> int:

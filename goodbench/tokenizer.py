@@ -10,8 +10,8 @@ import gzip
 import importlib.resources
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .errors import InputError
 
@@ -26,7 +26,7 @@ class Tok:
     loaded: object = None  # tokenizers.Tokenizer, or None until first use (then `loader` makes it)
     loader: Callable[[], object] | None = field(default=None, repr=False)
 
-    def ready(self) -> "Tok":
+    def ready(self) -> Tok:
         """Load it now (before a timed part of a run)."""
         _ = self._tok
         return self

@@ -26,7 +26,7 @@ def drive(srv, fn):
     import aiohttp
     from aiohttp.test_utils import TestServer
 
-    from goodbench.engine.server import RUNNER_OPTIONS
+    from goodbench.engine.serve.server import RUNNER_OPTIONS
 
     async def go():
         server = TestServer(srv.app(), host="127.0.0.1", **RUNNER_OPTIONS)

@@ -13,7 +13,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from conftest import ROOT
 
 _CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goodbench")
@@ -57,7 +56,7 @@ class VllmServer:
                 "--served-model-name", SERVED_NAME, "--max-model-len", "8192", "--max-num-seqs", "16",
                 "--dtype", "float32", "--enforce-eager", "--chat-template", CHAT_TEMPLATE, *chunk]
 
-    def start(self) -> "VllmServer":
+    def start(self) -> VllmServer:
         require_installed()
         env = dict(os.environ, **ENV)
         env.pop("VIRTUAL_ENV", None)

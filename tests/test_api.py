@@ -7,10 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 import goodbench as gb
-
-from conftest import ROOT
 
 EXPORTS = ["__version__", "load_workload", "run", "run_via_locust", "simulate", "load_run", "summarize", "gate",
            "compare", "prepare_sweep", "sweep", "max_rate", "advise", "check_advice", "Run", "Target",
@@ -54,7 +53,7 @@ def test_simulate_gate_load_summarize_compare(tmp_path):
     assert gb.gate(bad.dir, gb.GateSpec(min_attainment=0.0)).passed
     again = gb.load_run(good.dir)
     assert again.summary == good.summary and again.meta.engine["max_num_batched_tokens"] == 8192
-    assert len(again.records()) == good.summary["requests"]["issued"] == len(again.columns().cols)
+    assert len(again.records()) == good.summary["requests"]["issued"] == len(again.arrays().cols)
     strict = gb.summarize(good, slo="ttft:1")
     assert strict["slo"] == {"ttft": 1.0} and strict["slo_attainment"] < good.summary["slo_attainment"]
     res = gb.compare(good, bad)
@@ -97,7 +96,7 @@ def test_the_readme_python_api_example_runs_as_is(tmp_path):
 def test_failed_runs_name_the_likely_cause(tmp_path):
     """Against a real server: a base URL ending in /v1, and a model name the server does not serve, each
     end with the cause in the summary's warnings (with the server's own message), not only in records."""
-    from goodbench.engine.launch import start_engine
+    from goodbench.engine.serve.launch import start_engine
 
     proc = start_engine(gb.EngineConfig(fixed_step_ms=1.0), str(tmp_path / "engine.log"))
     try:
@@ -112,3 +111,38 @@ def test_failed_runs_name_the_likely_cause(tmp_path):
                                                  for w in v1["warnings"])
     said = [w for w in model["warnings"] if "the server said" in w]
     assert said and "The model `no-such-model` does not exist." in said[0] and "'no-such-model'" in said[0]
+
+
+def _same(a, b, path=""):
+    """Two summaries agree key by key (numbers to the 0.1 us records.jsonl keeps times to)."""
+    assert type(a) is type(b) or isinstance(a, (int, float)) and isinstance(b, (int, float)), path
+    if isinstance(a, dict):
+        assert list(a) == list(b), f"{path}: {sorted(set(a) ^ set(b))}"
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=1e-6, abs=1e-3), path  # ms: 0.1 us of time rounding moves a gap by 1e-4
+    else:
+        assert a == b, path
+
+
+def test_every_path_composes_the_same_summary(tmp_path):
+    """What a run writes, gb.summarize and the report's view: one composer, one summary."""
+    import json
+
+    from goodbench.report.view import load_view
+
+    sim = gb.simulate(gb.load_workload("shared-documents", num_prompts=60), result_dir=str(tmp_path))
+    live = gb.run(gb.load_workload("shared-documents", num_prompts=8, request_rate="inf"),
+                  engine=gb.EngineConfig(fixed_step_ms=2), result_dir=str(tmp_path), pin=False)
+    for run in (sim, live):
+        with open(os.path.join(run.dir, "summary.json")) as f:
+            written = json.load(f)
+        _same(written, json.loads(json.dumps(gb.summarize(run), default=str)))
+        _same(written, json.loads(json.dumps(load_view(run.dir).summary, default=str)))
+    assert sim.summary["prefix_cache"] and sim.summary["simulation"] and sim.summary["cost"]
+    assert "server_timing" in live.summary and live.summary["prefix_cache"]

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 from conftest import ROOT
-from goodbench.engine import calibration as cal
+
 from goodbench.engine import costmodel
+from goodbench.engine.virtual import calibration as cal
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_documented_tables_match_the_data(fitted):
     begin, end = "<!-- calibration:begin -->\n", "\n<!-- calibration:end -->"
     assert begin in doc and end in doc
     block = doc.split(begin, 1)[1].split(end, 1)[0]
-    assert block == cal.markdown(*fitted), "docs/engine.md drifted: paste `python -m goodbench.engine.calibration`"
+    assert block == cal.markdown(*fitted), "docs/engine.md drifted: paste `python -m goodbench.engine.virtual.calibration`"
 
 
 def test_every_point_is_sourced():

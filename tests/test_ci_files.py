@@ -6,11 +6,10 @@ import shlex
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from goodbench.cli import make_parser
-from goodbench.workloads.spec import load_workload
-
-from conftest import ROOT
+from goodbench.workloads.catalog import load_workload
 
 FILES = [os.path.join(ROOT, "ci", "github-actions", "goodput-gate.yml"), os.path.join(ROOT, "ci", "gitlab", ".gitlab-ci.yml")]
 TESTS = os.path.join(ROOT, "ci", "github-actions", "tests.yml")
@@ -90,4 +89,10 @@ def test_the_test_workflow_covers_every_supported_python():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         assert tomllib.load(f)["project"]["requires-python"] == ">=3.10"
     steps = " ".join(s.get("run", "") for s in doc["jobs"]["test"]["steps"])
-    assert "pytest" in steps and "ci/check_install.sh" in steps and os.access(os.path.join(ROOT, "ci", "check_install.sh"), os.X_OK)
+    assert steps.split() == ["bash", ".ci/run"]  # the workflow runs what the project's own CI runs
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        ci = f.read()
+    for step in ("ruff check", "ruff format --check", "python -m pytest -q", "ci/real_vllm/setup.sh",
+                 "-m real_vllm", "ci/check_install.sh", "--gate"):
+        assert step in ci, step
+    assert os.access(os.path.join(ROOT, "ci", "check_install.sh"), os.X_OK)

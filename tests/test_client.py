@@ -5,12 +5,12 @@ import asyncio
 import time
 
 import pytest
-
-from goodbench.client.lean import LeanClient
-from goodbench.client.openai import Client as AiohttpClient, ClientConfig
-from goodbench.records import RequestSpec
-
 from scripted import SENT_LOG, USAGE_DONE, chunk, script_app, with_server
+
+from goodbench.client.aiohttp_client import AiohttpClient
+from goodbench.client.config import ClientConfig
+from goodbench.client.lean import LeanClient
+from goodbench.records import RequestSpec
 
 
 @pytest.fixture(params=[LeanClient, AiohttpClient], ids=["lean", "aiohttp"], autouse=True)

@@ -1,24 +1,32 @@
-"""Replicas and prefill/decode disaggregation in virtual time (engine/cluster.py), the router, the KV
-links and the adaptive budget, with hand-computed answers."""
+"""Replicas and prefill/decode disaggregation in virtual time (engine/virtual/cluster.py), the layouts
+(engine/layout.py), the router, the KV links and the adaptive budget, with hand-computed answers."""
 
 import numpy as np
 import pytest
 
 from goodbench.engine.adaptive import ADD_TOKENS, AimdBudget
-from goodbench.engine.cluster import ClusterSpec, parse_disaggregate, simulate_cluster
 from goodbench.engine.config import EngineConfig
-from goodbench.engine.core import Engine
+from goodbench.engine.layout import ClusterSpec, parse_disaggregate, parse_layout
 from goodbench.engine.links import LINK_EFFICIENCY, LINKS, default_link, get_link, transfer_s
 from goodbench.engine.router import Router, least
-from goodbench.engine.simulate import simulate
+from goodbench.engine.virtual import simulate
+from goodbench.engine.virtual.arrivals import OpenArrivals
+from goodbench.engine.virtual.cluster import ClusterSim
 from goodbench.errors import UsageError
 from goodbench.records import RequestSpec
+from goodbench.workloads import Plan
 
 KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # llama-3.1-8b, bf16: 128 KiB
 
 
 def req(k, prompt=100, out=4, text="x"):
     return RequestSpec(str(k), "c", text, prompt, out)
+
+
+def simulate_cluster(spec, cfg, reqs, offs):
+    """(records, stats) of the requests at offsets on the layout."""
+    out = simulate(cfg, Plan.at(reqs, offs), spec)
+    return out.records, out.stats
 
 
 def test_disaggregated_ttft_is_prefill_plus_transfer_plus_first_decode_step():
@@ -40,8 +48,8 @@ def test_one_replica_cluster_matches_the_single_instance_loop():
     cfg = EngineConfig(gpu="l40s", max_num_batched_tokens=512).resolved()
     reqs = [req(k, 50 + 37 * k % 400, 5 + k % 30) for k in range(60)]
     offs = np.arange(60) * 0.05
-    one = simulate(Engine(cfg), reqs, offs)
-    many, _ = simulate_cluster(ClusterSpec(replicas=1), cfg, reqs, offs)
+    one = simulate(cfg, Plan.at(reqs, offs)).records
+    many = ClusterSim(ClusterSpec(replicas=1), cfg, reqs).run(OpenArrivals(offs))
     assert [r.id for r in one] == [r.id for r in many]
     assert all(a.chunk_times == pytest.approx(b.chunk_times, abs=1e-9) for a, b in zip(one, many))
 
@@ -113,8 +121,18 @@ def test_cluster_spec_parsing_and_gpus():
     assert ClusterSpec(replicas=4).gpus(EngineConfig(gpu="l40s", tensor_parallel_size=2)) == {"l40s": 8}
     with pytest.raises(UsageError):
         ClusterSpec(replicas=2, prefill=1, decode=1).check()
+    assert parse_layout("4x").replicas == 4 and parse_layout("1P:3D").label() == "1P:3D"
     with pytest.raises(UsageError):
-        simulate_cluster(ClusterSpec(replicas=2), base, [req(0)], None)
+        parse_layout("3y")
+
+
+def test_closed_loops_run_on_replicas():
+    """Closed-loop users on a cluster: each user's next request follows its previous one's end."""
+    cfg = EngineConfig(gpu="h100-sxm", fixed_step_ms=10.0, enable_prefix_caching=False)
+    recs = simulate(cfg, Plan.closed_loop([req(k, 50, 10) for k in range(12)], 4), ClusterSpec(replicas=2)).records
+    assert len(recs) == 12 and all(r.status == "ok" for r in recs)
+    starts = sorted(r.sent_at for r in recs)
+    assert starts[:4] == [0, 0, 0, 0] and starts[4] == pytest.approx(0.1)  # after 10 steps of 10 ms
 
 
 def test_aimd_budget():
@@ -135,8 +153,30 @@ def test_adaptive_budget_cuts_the_decode_stall_of_a_long_prompt():
     for target in (None, 50.0):
         cfg = EngineConfig(gpu="l40s", max_num_batched_tokens=8192, adaptive_chunk_target_ms=target,
                            enable_prefix_caching=False).resolved()
-        recs = simulate(Engine(cfg), reqs, offs)
+        recs = simulate(cfg, Plan.at(reqs, offs)).records
         worst[target] = max(np.diff(r.chunk_times).max() for r in recs[:8])
     assert worst[50.0] < worst[None] / 3
     with pytest.raises(UsageError):
         EngineConfig(adaptive_chunk_target_ms=0).resolved()
+
+
+def test_sessions_on_replicas_the_session_router_keeps_their_cache(tmp_path):
+    """Multi-turn sessions simulate on several instances; the session router sends a session's turns
+    where its history is cached (it read a field records do not have, and sessions were refused)."""
+    import goodbench as gb
+
+    wl = gb.load_workload("sessions", num_prompts=40, request_rate=4.0)
+    hit = {}
+    for router in ("session", "round-robin"):
+        run = gb.simulate(wl, gb.EngineConfig(gpu="l40s"), result_dir=str(tmp_path),
+                          cluster=ClusterSpec(replicas=4, router=router))
+        assert run.summary["sessions"]["completed"] == 40
+        hit[router] = run.summary["prefix_cache"]["hit_rate"]
+    assert hit["session"] > hit["round-robin"] + 0.2, hit
+
+
+def test_session_router_reads_the_requests_session():
+    reqs = [RequestSpec(f"{k}", "c", "x", 64, 2, session=f"s{k % 2}", turn=1 + k // 2) for k in range(8)]
+    sim = ClusterSim(ClusterSpec(replicas=4, router="session"), EngineConfig(), reqs)
+    sim.run(OpenArrivals(np.arange(8) // 2 * 1.0))  # both sessions start at 0: on two replicas
+    assert sorted(x.routed for x in sim.insts) == [0, 0, 4, 4]  # each session stays on one replica

@@ -3,13 +3,13 @@
 import json
 
 import numpy as np
+from recs import rec
 
-from goodbench.columnar import RunColumns, gaps_of
+from goodbench.columnar import RecordArrays, gaps_of
 from goodbench.metrics import summarize
 from goodbench.records import RunMeta
-from goodbench.store import RunStore, load, load_columns
+from goodbench.store import RunStore, load, load_arrays
 
-from recs import rec
 
 def _recs(n=50, seed=0):
     rng = np.random.default_rng(seed)
@@ -25,7 +25,7 @@ def _recs(n=50, seed=0):
 
 def test_columns_round_trip_and_gap_helpers():
     recs = _recs()
-    cols = RunColumns.from_records(recs)
+    cols = RecordArrays.from_records(recs)
     back = cols.to_records()
     assert [r.chunk_times for r in back] == [tuple(r.chunk_times) for r in recs]
     assert [r.status for r in back] == [r.status for r in recs]
@@ -41,9 +41,9 @@ def test_summary_from_the_sidecar_equals_the_summary_from_records(tmp_path):
     st.start(meta)
     st.append_many(recs)
     st.finish(meta, None)
-    first = load_columns(st.dir)  # parses records.jsonl, writes columns/
+    first = load_arrays(st.dir)  # parses records.jsonl, writes columns/
     assert (tmp_path / "r" / "columns" / "columns.json").exists()
-    second = load_columns(st.dir)  # from the sidecar
+    second = load_arrays(st.dir)  # from the sidecar
     a = summarize(load(st.dir))  # records as written (times rounded to 0.1 us)
     b, c = summarize(first), summarize(second)
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) == json.dumps(c, sort_keys=True)
@@ -57,8 +57,8 @@ def test_a_stale_sidecar_is_rebuilt(tmp_path):
     st.start(meta)
     st.append_many(recs[:10])
     st.close()
-    assert len(load_columns(st.dir).cols) == 10
+    assert len(load_arrays(st.dir).cols) == 10
     st.open_records()
     st.append_many(recs[10:])
     st.close()
-    assert len(load_columns(st.dir).cols) == 20
+    assert len(load_arrays(st.dir).cols) == 20

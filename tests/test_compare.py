@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+from recs import rec
 
 from goodbench.analysis.compare import compare
-from goodbench.columnar import ColumnarRun, RunColumns
-from goodbench.metrics import Columns, summarize
+from goodbench.columnar import RecordArrays, RunArrays
+from goodbench.metrics import RequestMetrics, summarize
 from goodbench.records import RunMeta
 
-from recs import rec
 
 def _run(offset_s: float, n=400, seed=0):
     rng = np.random.default_rng(seed)
@@ -19,8 +19,8 @@ def _run(offset_s: float, n=400, seed=0):
         chunks = tuple(t + ttft + np.cumsum(0.01 + rng.exponential(0.002, 8) + offset_s / 10))
         recs.append(rec(i, sent=t, chunks=chunks))
     meta = RunMeta(f"run{offset_s}", slo={"ttft": 80})
-    run = ColumnarRun(meta, RunColumns.from_records(recs))
-    return Columns(run.cols), summarize(run, ci=False)
+    run = RunArrays(meta, RecordArrays.from_records(recs))
+    return RequestMetrics(run.cols), summarize(run, ci=False)
 
 
 def test_compare_a_run_with_itself_finds_no_change():
@@ -63,9 +63,9 @@ def test_workload_identity(other, differs):
 
 
 def test_compare_and_gate_refuse_runs_of_different_workloads(tmp_path):
-    import goodbench as gb
-
     from conftest import run_cli
+
+    import goodbench as gb
 
     hol = gb.simulate(gb.load_workload("hol-stress"), result_dir=str(tmp_path)).dir
     mixed = gb.simulate(gb.load_workload("mixed-long-short", num_prompts=100), result_dir=str(tmp_path)).dir

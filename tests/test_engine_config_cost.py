@@ -1,9 +1,9 @@
 import pytest
 
 from goodbench.engine.config import EngineConfig
-from goodbench.errors import InputError, UsageError as ConfigError
 from goodbench.engine.costmodel import ETA_MEM_HBM, CostModel, explain
 from goodbench.engine.hardware import GIB, GPUS, MODELS, get_model
+from goodbench.errors import InputError, UsageError as ConfigError
 
 
 def test_vllm_defaults_by_gpu():
@@ -107,3 +107,21 @@ def test_memory_bound_decode_orders_gpu_tiers_by_bandwidth():
     t = {g: explain(EngineConfig(gpu=g).resolved(), [], [(32, 1000)])["total_s"]
          for g in ("b200", "h100-sxm", "a100-80g-sxm", "l40s", "l4")}
     assert t["b200"] < t["h100-sxm"] < t["a100-80g-sxm"] < t["l40s"] < t["l4"]
+
+
+def test_a_user_kv_size_is_a_knob_not_a_resolved_config():
+    """num_gpu_blocks set by the user used to be taken for 'already resolved': the budget stayed None."""
+    from goodbench.engine.core import Engine
+    from goodbench.engine.kvcache import Seq
+
+    eng = Engine(EngineConfig(num_gpu_blocks=500))
+    assert eng.cfg.num_gpu_blocks == 500 and eng.cfg.max_num_batched_tokens == 8192
+    eng.add(Seq(0, 100, 2))
+    assert eng.step() is not None
+
+
+def test_resolution_is_idempotent():
+    for cfg in (EngineConfig(), EngineConfig(num_gpu_blocks=500), EngineConfig(enable_chunked_prefill=False),
+                EngineConfig(gpu="a100-80g-pcie", max_model_len=8192), EngineConfig(kv_cache_dtype="fp8")):
+        once = cfg.resolved()
+        assert once.resolved() == once

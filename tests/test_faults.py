@@ -10,7 +10,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 RUN = ["run", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "40",

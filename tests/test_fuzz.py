@@ -7,15 +7,14 @@ import json
 
 import aiohttp
 from aiohttp.test_utils import TestServer
+from conftest import FUZZ
 from hypothesis import given, strategies as st
 
 from goodbench.client.stream import StreamState
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
-from goodbench.engine.server import RUNNER_OPTIONS, EngineServer, ServeOptions
+from goodbench.engine.serve.server import RUNNER_OPTIONS, EngineServer, ServeOptions
 from goodbench.records import STATUSES, RequestSpec
-
-from conftest import FUZZ
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),

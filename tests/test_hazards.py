@@ -3,19 +3,17 @@
 from dataclasses import replace
 
 import pytest
-
-from goodbench.metrics import Columns, summarize
-from goodbench.metrics import hazards as hz
-from goodbench.records import RequestRecord, RunMeta, RunResult
-
 from recs import rec
+
+from goodbench.metrics import RequestMetrics, hazards as hz, summarize
+from goodbench.records import RequestRecord, RunMeta, RunResult
 
 
 def evidence(recs, target=None, **kw):
     """The summary and the Evidence the hazard checks read, for hand-built records."""
     meta_kw = {k: kw.pop(k) for k in ("mode", "max_concurrency") if k in kw}
     s = summarize(RunResult(RunMeta("t", **meta_kw), recs), ci=False, **kw)
-    return hz.Evidence(s, Columns([r for r in recs if not r.warmup]), mode=meta_kw.get("mode", "open"),
+    return hz.Evidence(s, RequestMetrics([r for r in recs if not r.warmup]), mode=meta_kw.get("mode", "open"),
                        max_concurrency=meta_kw.get("max_concurrency"), target=target,
                        errors=tuple(dict.fromkeys(r.error for r in recs if r.error))[:3])
 

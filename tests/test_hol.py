@@ -1,11 +1,11 @@
 """Head-of-line attribution (metrics.hol): short requests split by overlap with long prefills."""
 
 import pytest
+from recs import rec
 
 from goodbench.metrics import summarize
 from goodbench.records import RunMeta, RunResult
 
-from recs import rec
 
 def test_hol_attribution_splits_short_requests_by_overlap_with_long_prefills():
     recs = [

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import run_cli
+
 from goodbench.errors import InputError as ImportFormatError
 from goodbench.interop import import_vllm
 from goodbench.metrics import summarize
-from goodbench.store import load_columns
+from goodbench.store import load_arrays
 
 
 def vllm_result(n=40, ttft=0.1, gap=0.02, seed=0, start_times=True):
@@ -31,7 +31,7 @@ def test_vllm_import_rebuilds_chunk_times(tmp_path):
     f = tmp_path / "vllm.json"
     f.write_text(json.dumps(vllm_result()))
     run_dir = import_vllm(str(f), str(tmp_path / "results"), run_id="v", slo={"ttft": 103.5})
-    s = summarize(load_columns(run_dir))
+    s = summarize(load_arrays(run_dir))
     assert s["requests"] == {"issued": 40, "completed": 39, "failed": 1, "by_status": {"ok": 39, "http_error": 1},
                              "retried": 0}
     assert s["ttft_ms"]["max"] == pytest.approx(104) and s["ttft_ms"]["n"] == 39
@@ -45,7 +45,7 @@ def test_vllm_import_rebuilds_chunk_times(tmp_path):
 def test_vllm_import_without_start_times_says_what_it_cannot_know(tmp_path):
     f = tmp_path / "old.json"
     f.write_text(json.dumps(vllm_result(start_times=False)))
-    s = summarize(load_columns(import_vllm(str(f), str(tmp_path), run_id="old")))
+    s = summarize(load_arrays(import_vllm(str(f), str(tmp_path), run_id="old")))
     assert any("no start_times" in w for w in s["warnings"])
 
 
@@ -83,7 +83,7 @@ def test_aiperf_import_from_profile_export_jsonl(tmp_path):
     r = run_cli("import", "aiperf", str(art), "--result-dir", str(tmp_path / "res"), "--run-id", "ap",
                 "--goodput", "ttft:60.5")
     assert r.returncode == 0, r.stderr
-    s = summarize(load_columns(str(tmp_path / "res" / "ap")))
+    s = summarize(load_arrays(str(tmp_path / "res" / "ap")))
     assert s["requests"]["completed"] == 20 and s["requests"]["failed"] == 1
     assert s["ttft_ms"]["p50"] == pytest.approx(59.5)
     assert s["itl_ms"]["max"] == pytest.approx(6.0) and s["itl_ms"]["n"] == 60
@@ -109,8 +109,8 @@ def test_export_csv_parquet_and_vllm_round_trip(tmp_path):
     assert run_cli("export", run_dir, "--format", "vllm", "-o", str(tmp_path / "out.json")).returncode == 0
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["completed"] == 39 and len(out["itls"]) == 40 and out["median_itl_ms"] == pytest.approx(20)
-    again = summarize(load_columns(import_vllm(str(tmp_path / "out.json"), str(tmp_path), run_id="again")))
-    first = summarize(load_columns(run_dir))
+    again = summarize(load_arrays(import_vllm(str(tmp_path / "out.json"), str(tmp_path), run_id="again")))
+    first = summarize(load_arrays(run_dir))
     for k in ("ttft_ms", "itl_ms", "e2el_ms"):
         assert again[k]["p99"] == pytest.approx(first[k]["p99"], rel=1e-6)
 
@@ -155,7 +155,7 @@ def test_genai_perf_import_keeps_only_content_bearing_responses(tmp_path):
                                                "window_boundaries": []}], "version": "x"}))
     r = run_cli("import", "genai-perf", str(tmp_path), "--result-dir", str(tmp_path / "res"), "--run-id", "g")
     assert r.returncode == 0, r.stderr
-    s = summarize(load_columns(str(tmp_path / "res" / "g")))
+    s = summarize(load_arrays(str(tmp_path / "res" / "g")))
     assert s["ttft_ms"]["p50"] == pytest.approx(40)   # the role-only response is not a first token
     assert s["itl_ms"]["n"] == 20 and s["itl_ms"]["max"] == pytest.approx(30)
     assert s["tpot_ms"]["p50"] == pytest.approx(25)   # (90 - 40) / (3 - 1), tokens from usage

@@ -14,15 +14,18 @@ LAYERS = {
     "version": 0, "errors": 0,                                                       # stdlib only
     "records": 1,                                                                   # the record types
     "arrivals": 2, "columnar": 2, "client.sse": 2, "eventloop": 2, "gcquiet": 2, "pacing": 2, "tokenizer": 2, "limits": 2,
-    "engine": 2, "engine.hardware": 2, "engine.config": 2, "engine.kvcache": 2, "engine.scheduler": 2,
-    "engine.costmodel": 2, "engine.promtext": 2, "engine.core": 2, "client": 2,     # pure
-    "engine.links": 2, "engine.prices": 2, "engine.router": 2, "engine.adaptive": 2, "servermetrics": 2,
+    "prometheus": 2, "client": 2, "client.config": 2,                               # pure building blocks
+    "engine": 2, "engine.hardware": 2, "engine.knobs": 2, "engine.config": 2, "engine.kvcache": 2,
+    "engine.scheduler": 2, "engine.costmodel": 2, "engine.core": 2, "engine.links": 2, "engine.prices": 2,
+    "engine.router": 2, "engine.adaptive": 2, "engine.layout": 2,                   # the engine's pure core
+    "engine.serve.openai_api": 2, "engine.serve.promtext": 2,                       # request/response shapes
     "metrics": 3, "gating": 3, "client.stream": 3,                                  # pure, above the columns
-    "client.openai": 4, "client.lean": 4, "client.target": 4, "store": 4, "workloads": 4, "serverproc": 4,   # I/O edges
-    "rundir": 5, "engine.launch": 5,                                                # a run directory; a child engine
-    "runner": 6, "engine.server": 6, "engine.simulate": 6, "interop": 6,            # drive one run
-    "engine.calibration": 6, "engine.cluster": 6,                                   # replay points; clusters
-    "engine.steploop": 6, "engine.servecluster": 6,                                 # real-clock instances
+    "client.aiohttp_client": 4, "client.lean": 4, "client.target": 4, "store": 4, "workloads": 4,
+    "serverproc": 4,                                                                # I/O edges
+    "rundir": 5, "engine.serve.launch": 5,                                          # a run directory; a child engine
+    "runner": 6, "interop": 6,                                                      # drive one run: real clock
+    "engine.virtual": 6,                                                            # virtual clock (and calibration)
+    "engine.serve": 6,                                                              # the engine server: real clock
     "analysis": 7, "report": 7,                                                     # compose runs, render
     "api": 8, "": 8,                                                                # the public API (and its facade)
     "cli": 9, "integrations": 9,                                                    # nothing imports them
@@ -95,3 +98,71 @@ def test_import_goodbench_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def _graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports (function-local imports included; `from pkg import sub`
+    counts as importing pkg.sub when sub is a module)."""
+    mods = dict(modules())
+    graph = {}
+    for mod, path in mods.items():
+        out = set()
+        for target in imports(path, mod):
+            out.add(target if target in mods else target.rsplit(".", 1)[0] if target.rsplit(".", 1)[0] in mods
+                    else target)
+        graph[mod] = {t for t in out if t in mods and t != mod}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    """No two modules import each other, directly or around a loop, even inside functions."""
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_can_fail():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+
+
+def test_no_module_over_500_lines_and_no_function_over_60():
+    long_modules, long_functions = [], []
+    for mod, path in modules():
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if text.count("\n") > 500:
+            long_modules.append(mod)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60:
+                long_functions.append(f"{mod}.{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long_modules and not long_functions, long_modules + long_functions

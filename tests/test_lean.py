@@ -6,12 +6,12 @@ import asyncio
 import time
 
 from aiohttp.test_utils import TestServer
-
-from goodbench.client.lean import LeanClient
-from goodbench.client.openai import Client as AiohttpClient, ClientConfig
-from goodbench.records import RequestSpec
-
 from scripted import USAGE_DONE, chunk, racy_server, script_app
+
+from goodbench.client.aiohttp_client import AiohttpClient
+from goodbench.client.config import ClientConfig
+from goodbench.client.lean import LeanClient
+from goodbench.records import RequestSpec
 
 
 def sequential(cls, n: int, gap_s: float, **server_kw):
@@ -55,8 +55,7 @@ def run_open_loop(n: int, gap_s: float, **server_kw):
     import numpy as np
 
     from goodbench.arrivals import ArrivalSpec
-    from goodbench.runner import Plan, Progress, RunOptions, run_share
-    from goodbench.runner import Share
+    from goodbench.runner import Plan, Progress, RunOptions, Share, run_share
 
     class Sink:
         dir, records = "", []

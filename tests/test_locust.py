@@ -11,7 +11,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import ROOT
 
 # never import locust here: it monkey-patches this interpreter with gevent
@@ -128,3 +127,50 @@ def test_open_loop_follows_the_arrival_schedule(engine, tmp_path):
     assert summary["schedule_lag_ms"]["n"] == 40  # sends that slip behind the schedule show up as lag
     lags = sorted(r["sent_at"] - r["scheduled_at"] for r in recs)
     assert lags[0] >= -0.01 and lags[20] < 0.2
+
+
+TRACE = "\n".join(json.dumps({"timestamp": 100 * k, "input_length": 64 + 64 * (k % 3), "output_length": 3 + k % 4,
+                              "hash_ids": [k % 2, 10 + k]}) for k in range(12)) + "\n"
+SESSIONS = """
+name = "tiny-sessions"
+generator = "sessions"
+endpoint = "chat"
+seed = 1
+[arrival]
+process = "poisson"
+rate = 20.0
+[session]
+sessions = 4
+turns = 3
+user = 16
+output = 4
+think_s = 0.01
+system_tokens = 32
+"""
+
+
+def test_trace_and_session_workloads_replay_their_own_plan_under_locust(engine, tmp_path):
+    """--via locust builds the same plan as `goodbench run` (it used to replay traces and sessions as
+    the plain mixture): trace rows keep their lengths and times, sessions their turns."""
+    (tmp_path / "t.jsonl").write_text(TRACE)
+    (tmp_path / "trace.toml").write_text('name = "t"\ngenerator = "trace"\n[trace]\npath = "t.jsonl"\n'
+                                         'format = "mooncake"\n')
+    (tmp_path / "s.toml").write_text(SESSIONS)
+    base = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"), "--headless",
+            "-u", "4", "-r", "4", "-t", "60s", "--host", engine, "--goodbench-slo", "ttft:5000"]
+    p = subprocess.run(base + ["--goodbench-workload", str(tmp_path / "trace.toml"), "--goodbench-open-loop",
+                               "--goodbench-result-dir", str(tmp_path / "t")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    _, recs = results(tmp_path / "t")
+    assert len(recs) == 12
+    assert sorted(r["prompt_tokens"] for r in recs) == sorted(64 + 64 * (k % 3) for k in range(12))
+    assert sorted(r["scheduled_at"] for r in recs) == pytest.approx([0.1 * k for k in range(12)], abs=1e-6)
+    p = subprocess.run(base + ["--goodbench-workload", str(tmp_path / "s.toml"),
+                               "--goodbench-result-dir", str(tmp_path / "s")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    summary, recs = results(tmp_path / "s")
+    assert len(recs) == 12 and summary["sessions"]["completed"] == 4
+    assert sorted((r["session"], r["turn"]) for r in recs) == sorted((s, t) for s in {r["session"] for r in recs}
+                                                                       for t in (1, 2, 3))

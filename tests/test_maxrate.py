@@ -4,10 +4,9 @@ import json
 import os
 
 import pytest
+from conftest import run_cli
 
 from goodbench.analysis.maxrate import find_max_rate
-
-from conftest import run_cli
 
 
 def test_find_max_rate_brackets_and_bisects():

@@ -1,9 +1,8 @@
 import pytest
+from recs import rec
 
 from goodbench.metrics import dist, summarize
 from goodbench.records import RequestRecord, RunMeta, RunResult
-
-from recs import rec
 
 
 def summary(recs, slo=None, mode="open", **kw):

@@ -4,12 +4,11 @@ import math
 import os
 
 import pytest
+from conftest import ROOT
 
 from goodbench.errors import InputError, UsageError
 from goodbench.workloads import WorkloadOptions, resolve_workload
-from goodbench.workloads.builtin import DATASETS, dataset_workload
-
-from conftest import ROOT
+from goodbench.workloads.datasets import DATASETS, dataset_workload
 
 MIXED = os.path.join(ROOT, "workloads", "mixed-long-short.toml")
 HOL = os.path.join(ROOT, "workloads", "hol-stress.toml")
@@ -79,8 +78,8 @@ def test_bad_options_are_one_line_errors(opts, error, needle):
 def test_every_dataset_name_is_defined_once():
     """random and sharegpt are built here; mixed and hol are the packaged workload files themselves."""
     from goodbench.cli.common import DATASETS as CLI_CHOICES
-    from goodbench.workloads.builtin import PACKAGED
-    from goodbench.workloads.spec import load_workload
+    from goodbench.workloads.catalog import load_workload
+    from goodbench.workloads.datasets import PACKAGED
 
     assert CLI_CHOICES == DATASETS
     for name in DATASETS:

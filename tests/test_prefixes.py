@@ -5,7 +5,7 @@ import pytest
 
 from goodbench import api
 from goodbench.engine.config import EngineConfig
-from goodbench.runner import build_plan
+from goodbench.workloads import build_plan
 
 SYSTEM = '''num_requests = 300
 seed = 2

@@ -1,11 +1,12 @@
 """GPU prices and the cost block (engine/prices.py, metrics/cost.py), with hand-computed answers."""
 
 import pytest
+from recs import rec
 
 from goodbench.engine.prices import PRICES, cost_block, load_price_file, parse_overrides, price_table
 from goodbench.errors import InputError, UsageError
+from goodbench.metrics import RequestMetrics
 from goodbench.metrics.cost import cost_summary
-from recs import rec
 
 
 def test_cost_arithmetic_by_hand():
@@ -26,7 +27,7 @@ def test_only_requests_meeting_the_slo_count_as_delivered():
     good = rec(0, chunks=[0.1 + 0.01 * k for k in range(10)])
     slow = rec(1, chunks=[0.9 + 0.01 * k for k in range(30)])
     s = {"goodput": 0.01, "duration_s": 100.0}
-    c = cost_summary([good, slow], {"ttft": 500}, {"h100-sxm": 1}, {"h100-sxm": 3.6}, s)["cost"]
+    c = cost_summary(RequestMetrics([good, slow]), {"ttft": 500}, {"h100-sxm": 1}, {"h100-sxm": 3.6}, s)["cost"]
     assert c["delivered_output_tokens"] == 10
     assert c["usd_per_million_output_tokens"] == pytest.approx(0.10 / 10 * 1e6)
 

@@ -14,13 +14,12 @@ import time
 import urllib.request
 
 import pytest
-
-import goodbench as gb
-from goodbench.runner.scrape import parse_prometheus
-from goodbench.store import load_server_metrics
-
 from conftest import ROOT, run_cli
 from realvllm import VllmServer
+
+import goodbench as gb
+from goodbench.prometheus import parse as parse_prometheus
+from goodbench.store import load_server_metrics
 
 pytestmark = pytest.mark.real_vllm
 

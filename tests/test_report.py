@@ -5,9 +5,9 @@ import os
 import re
 
 import pytest
-
 from browser import CANDIDATES, find_chromium, inspect_page
 from conftest import run_cli
+
 from goodbench.records import RequestRecord, RunMeta
 from goodbench.store import RunStore
 
@@ -132,12 +132,12 @@ def test_summary_json_written_by_simulate_holds_the_new_blocks(runs):
 def test_log_axis_tick_labels_never_overlap(runs, tmp_path, monkeypatch):
     """The TPOT CDF of a narrow range once labelled every minor tick (3x10^1 4x10^1) on top of each other."""
     pytest.importorskip("matplotlib")
-    from goodbench.report import runplots
+    from goodbench.report import runfigures
     from goodbench.report.view import load_view
 
     figs = []
-    monkeypatch.setattr(runplots, "_save", lambda fig, plt, path: figs.append(fig) or path)
-    runplots.cdfs([load_view(str(runs / "a"))], str(tmp_path))
+    monkeypatch.setattr(runfigures, "_save", lambda fig, plt, path: figs.append(fig) or path)
+    runfigures.cdfs([load_view(str(runs / "a"))], str(tmp_path))
     fig = figs[0]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

@@ -4,14 +4,13 @@ import json
 import os
 
 import pytest
+from recs import rec
 
 from goodbench.errors import RunDirError
 from goodbench.records import RunMeta
 from goodbench.rundir import RunDir
 from goodbench.store import load_meta
 from goodbench.version import __version__
-
-from recs import rec
 
 
 def records(n=20):
@@ -53,11 +52,12 @@ def test_in_memory_and_on_disk_summaries_agree(tmp_path):
     assert not (tmp_path / "a" / "columns").exists()
 
 
-def test_extra_keys_and_unsummarized_runs(tmp_path):
-    rd = RunDir.open(str(tmp_path), RunMeta("x"))
+def test_the_summary_is_composed_from_the_meta_and_unsummarized_runs(tmp_path):
+    rd = RunDir.open(str(tmp_path), RunMeta("x", label="L", mode="simulate"))
     rd.append_many(records(3))
-    s = rd.finish(extra=lambda s: {"seen": s["requests"]["issued"]}, label="L")
-    assert s["seen"] == 3 and s["label"] == "L"
+    rd.meta.engine_stats = {"steps": 7, "wall_s": 0.5, "prefix_cache_queries": 10, "prefix_cache_hits": 4}
+    s = rd.finish()
+    assert s["label"] == "L" and s["simulation"]["steps"] == 7 and s["prefix_cache"]["hit_rate"] == 0.4
     imp = RunDir.open(str(tmp_path), RunMeta("imported"))
     assert imp.finish(summarized=False) is None
     assert not os.path.exists(os.path.join(imp.dir, "summary.json"))

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from goodbench.arrivals import ArrivalSpec
-from goodbench.client.openai import ClientConfig
+from goodbench.client.config import ClientConfig
 from goodbench.records import RequestSpec
 from goodbench.runner import Plan, Progress, RunOptions, run_plan
 
@@ -116,3 +116,14 @@ def test_the_concurrency_cap_holds_requests_back_as_lag(server, tmp_path):
     _, recs = go(server, plan, tmp_path, max_concurrency=2)
     assert len(recs) == 10 and server.max_in_flight <= 2
     assert max(r.sent_at - r.scheduled_at for r in recs) > 0.05  # waited for a free slot
+
+
+def test_a_ttfo_clause_counts_in_the_live_progress(server, tmp_path):
+    """The live counter of requests meeting the SLO uses the summary's definition, ttfo included
+    (it used to recompute TTFT/TPOT itself and raised KeyError on ttfo)."""
+    sink = Sink(tmp_path)
+    cfg = ClientConfig(base_url=f"http://127.0.0.1:{server.port}", model="m")
+    p = Progress()
+    run_plan(Plan(requests(6), np.zeros(6), ArrivalSpec(rate=float("inf"))), cfg, sink,
+             RunOptions(scrape_metrics=False, slo={"ttfo": 5000, "tpot": 5000}), None, None, p)
+    assert len(sink.records) == 6 and p.good == 6

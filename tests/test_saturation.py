@@ -5,14 +5,13 @@ import json
 import os
 
 import pytest
+from conftest import run_cli
+from recs import rec
 
 from goodbench import api
 from goodbench.engine.config import EngineConfig
-from goodbench.metrics import Columns
+from goodbench.metrics import RequestMetrics
 from goodbench.metrics.saturation import backlog, saturation, waiting_series
-
-from conftest import run_cli
-from recs import rec
 
 # 4 sequences at a time, 10 ms steps, 10 output tokens: each request holds a slot ~0.1 s -> 40 req/s
 ENGINE = EngineConfig(fixed_step_ms=10, max_num_seqs=4)
@@ -31,14 +30,14 @@ def queueing(n, rate, service_rate, e2e_floor=0.05):
 
 
 def test_backlog_counts_sent_but_unfinished():
-    c = Columns([rec(0, sent=0.0, chunks=(0.5, 1.0)), rec(1, sent=0.2, chunks=(0.3,)), rec(2, sent=2.0, chunks=(2.1,))])
+    c = RequestMetrics([rec(0, sent=0.0, chunks=(0.5, 1.0)), rec(1, sent=0.2, chunks=(0.3,)), rec(2, sent=2.0, chunks=(2.1,))])
     assert list(backlog(c, [0.1, 0.25, 0.4, 1.5, 2.05])) == [1, 2, 1, 0, 1]
 
 
 @pytest.mark.parametrize("rate,service,saturated", [(20, 40, False), (38, 40, False), (60, 40, True)])
 def test_a_growing_backlog_is_saturation(rate, service, saturated):
     recs = queueing(400, rate, service)
-    s = saturation(Columns(recs), None, "open")
+    s = saturation(RequestMetrics(recs), None, "open")
     assert s["saturated"] is saturated
     if saturated:
         assert s["completion_rate"] == pytest.approx(service, rel=0.1)
@@ -52,7 +51,7 @@ def test_the_steady_window_ends_where_the_backlog_starts_to_grow():
     late = [rec(200 + i, sent=t_end + i / 80, chunks=(t_end + 0.1 + i / 40 + 0.05, t_end + 0.1 + i / 40 + 0.06))
             for i in range(400)]
     meets = None
-    s = saturation(Columns(early + late), meets, "open")
+    s = saturation(RequestMetrics(early + late), meets, "open")
     assert s["saturated"] is True
     w0, w1 = s["steady_window_s"]
     assert w0 == 0.0 and 8.0 < w1 < 12.0
@@ -60,8 +59,8 @@ def test_the_steady_window_ends_where_the_backlog_starts_to_grow():
 
 def test_closed_loops_and_tiny_runs_are_not_judged():
     recs = queueing(100, 60, 40)
-    assert saturation(Columns(recs), None, "closed")["saturated"] is None
-    assert saturation(Columns(recs[:10]), None, "open")["saturated"] is None
+    assert saturation(RequestMetrics(recs), None, "closed")["saturated"] is None
+    assert saturation(RequestMetrics(recs[:10]), None, "open")["saturated"] is None
 
 
 def test_the_servers_waiting_queue_is_evidence():
@@ -69,7 +68,7 @@ def test_the_servers_waiting_queue_is_evidence():
                                  'vllm:num_requests_waiting{engine="1"}': 1.0 * t}} for t in range(10)]
     ts, ws = waiting_series(rows)
     assert ws[3] == 9.0
-    s = saturation(Columns(queueing(400, 60, 40)), None, "open", (ts, ws))
+    s = saturation(RequestMetrics(queueing(400, 60, 40)), None, "open", (ts, ws))
     assert s["server_waiting_growth_per_s"] == pytest.approx(3.0)
     assert waiting_series([{"t": 1, "metrics": {"other": 1}}]) is None
 
@@ -96,15 +95,16 @@ def test_a_live_run_at_one_and_a_half_times_capacity_says_so(tmp_path):
 def test_a_rate_probe_stops_early_when_the_server_cannot_keep_up(tmp_path):
     import time
 
-    from goodbench.analysis.maxrate import live_rate_evaluator
+    from goodbench.analysis.live import live_rate_evaluator
     from goodbench.arrivals import ArrivalSpec
-    from goodbench.engine.launch import start_engine
+    from goodbench.engine.serve.launch import start_engine
     from goodbench.records import RequestSpec
+    from goodbench.workloads import Plan
 
     proc = start_engine(EngineConfig(fixed_step_ms=10, max_num_seqs=4))
     try:
         reqs = [RequestSpec(f"r{i}", "c", "hello there", 2, 10) for i in range(1200)]  # 20 s at 60/s
-        evaluate = live_rate_evaluator(proc.base_url, reqs, ArrivalSpec(rate=60.0), {"ttft": 300}, 0,
+        evaluate = live_rate_evaluator(proc.base_url, Plan(reqs, None, ArrivalSpec(rate=60.0)), {"ttft": 300}, 0,
                                        str(tmp_path))
         t = time.monotonic()
         met, issued = evaluate(CAPACITY * 1.5)

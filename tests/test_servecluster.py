@@ -5,14 +5,16 @@ import asyncio
 import time
 
 import pytest
-
 from conftest import drive
-from goodbench.engine.cluster import ClusterSpec, simulate_cluster
+
 from goodbench.engine.config import EngineConfig
+from goodbench.engine.layout import ClusterSpec
 from goodbench.engine.links import LINK_EFFICIENCY
-from goodbench.engine.server import ServeOptions
-from goodbench.engine.servecluster import ClusterServer
+from goodbench.engine.serve.cluster import ClusterServer
+from goodbench.engine.serve.server import ServeOptions
+from goodbench.engine.virtual import simulate
 from goodbench.records import RequestSpec
+from goodbench.workloads import Plan
 
 KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # llama-3.1-8b, bf16: 128 KiB per token
 
@@ -52,7 +54,7 @@ def test_disaggregated_ttft_on_the_real_clock_matches_the_simulator(tok):
         return [await token_times(s, {"prompt": [7] * 2000, "max_tokens": 6}) for _ in range(3)]
 
     runs, srv, cfg = cluster(fn, tok, spec)
-    recs, _ = simulate_cluster(spec, cfg, [RequestSpec("0", "c", "x", 2000, 6)], [0.0])
+    recs = simulate(cfg, Plan.at([RequestSpec("0", "c", "x", 2000, 6)], [0.0]), spec).records
     sim_ttft = recs[0].first_token_at - recs[0].sent_at
     assert sim_ttft == pytest.approx(0.040 + xfer, abs=1e-9)
     ttft = sorted(r[0] for r in runs)[1]  # the median of three
@@ -87,7 +89,7 @@ def test_least_outstanding_router_sends_a_new_request_to_the_idle_replica(tok):
                 break
         await token_times(s, {"prompt": "y", "max_tokens": 2})
         await token_times(s, {"prompt": "z", "max_tokens": 2})
-        counts = [lp.requests_total for lp in srv.loops]
+        counts = [lp.submitted for lp in srv.loops]
         long.cancel()
         return counts
 
@@ -116,7 +118,7 @@ def test_a_client_leaving_a_disaggregated_request_frees_every_instance(tok):
 def test_a_request_the_decode_side_cannot_hold_is_refused_at_intake(tok):
     async def fn(s, srv):
         async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 9000}) as r:
-            return r.status, await r.json(), [lp.requests_total for lp in srv.loops]
+            return r.status, await r.json(), [lp.submitted for lp in srv.loops]
 
     status, err, counts = cluster(fn, tok, ClusterSpec(prefill=1, decode=1), step_ms=2.0)[0]
     assert status == 400 and "maximum context length" in err["message"] and counts == [0, 0]
@@ -134,7 +136,7 @@ def test_session_router_keeps_a_users_requests_on_one_replica(tok):
         for user in ("b", "a", "b", "a"):
             await token_times(s, {"prompt": "x", "max_tokens": 1, "user": user})
         await first
-        return [lp.requests_total for lp in srv.loops]
+        return [lp.submitted for lp in srv.loops]
 
     counts, _, _ = cluster(fn, tok, ClusterSpec(replicas=3, router="session"), step_ms=2.0)
     assert counts == [3, 2, 0]

@@ -5,11 +5,11 @@ import json
 
 import aiohttp
 import pytest
+from conftest import drive
 
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
-from conftest import drive
-from goodbench.engine.server import EngineServer, ServeOptions
+from goodbench.engine.serve.server import EngineServer, ServeOptions
 
 
 def serve(fn, tok, api_key=None, step_ms=2.0, **cfgkw):
@@ -113,8 +113,8 @@ def test_metrics_use_vllm_names(tok):
 def test_metrics_split_ttft_into_queue_and_prefill_like_vllm(tok):
     """One running sequence at a time, 20 ms steps: the second request waits out the first's 3 steps
     (queue ~60 ms); each prompt fits one step (prefill ~20 ms); TTFT = queue + prefill, per request."""
-    from goodbench.runner.scrape import parse_prometheus
-    from goodbench.servermetrics import histogram_totals
+    from goodbench.metrics.servertiming import histogram_totals
+    from goodbench.prometheus import parse as parse_prometheus
 
     async def fn(s, srv):
         async def one():
@@ -230,7 +230,7 @@ def test_a_dead_engine_loop_makes_health_fail_and_requests_end(tok):
 
 
 def test_serve_stops_instead_of_hanging_when_the_engine_loop_dies(tok):
-    from goodbench.engine.server import serve_forever
+    from goodbench.engine.serve.main import serve_forever
     from goodbench.serverproc import free_port
 
     cfg = EngineConfig(max_model_len=4096).resolved()
@@ -265,3 +265,22 @@ def test_the_engine_can_think_before_it_answers(tok):
     deltas = [e["choices"][0]["delta"] for e in ev if e["choices"]][1:]  # after the role chunk
     assert [("reasoning_content" in d) for d in deltas] == [True, True, True, False, False]
     assert ev[-1]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 3}
+
+
+def test_request_success_counts_finished_requests_not_submitted_ones(tok):
+    """vllm:request_success_total counts requests that finished (it used to count each on arrival)."""
+    def success(text):
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("vllm:request_success_total{"))
+
+    async def fn(s, srv):
+        async with s.post("/v1/completions", json={"prompt": "a b c", "max_tokens": 40, "stream": True}) as r:
+            await r.content.readline()  # the stream has started
+            async with s.get("/metrics") as m:
+                during = success(await m.text())
+            await r.read()
+        async with s.get("/metrics") as m:
+            after = success(await m.text())
+        return during, after
+
+    assert serve(fn, tok, step_ms=10) == (0, 1)

@@ -6,13 +6,12 @@ import json
 import os
 
 import pytest
+from conftest import run_cli
 
 from goodbench import api
 from goodbench.engine.config import EngineConfig
 from goodbench.workloads.segments import block_hashes, reuse_ratio, text_of, tokens_of
 from goodbench.workloads.sessions import turn_request
-
-from conftest import run_cli
 
 SESSIONS = '''generator = "sessions"
 endpoint = "chat"
@@ -50,7 +49,7 @@ def test_segments_give_exact_text_and_shared_leading_blocks(tok):
 
 def test_each_turn_resends_the_whole_history(tmp_path, tok):
     spec = api.load_workload(workload(tmp_path))
-    from goodbench.runner import build_plan
+    from goodbench.workloads import build_plan
 
     plan = build_plan(spec, tok)
     s = plan.sessions[0]

@@ -4,19 +4,26 @@ import pytest
 
 from goodbench.arrivals import ArrivalSpec, offsets
 from goodbench.engine.config import EngineConfig
-from goodbench.engine.core import Engine
 from goodbench.engine.costmodel import CostModel
-from goodbench.engine.simulate import simulate, text_block_hashes
+from goodbench.engine.virtual import simulate
+from goodbench.engine.virtual.recorder import text_block_hashes
 from goodbench.metrics import summarize
 from goodbench.records import RequestSpec, RunMeta, RunResult
-from goodbench.runner import build_plan
-from goodbench.workloads.spec import load_workload
+from goodbench.workloads import Plan, build_plan
+from goodbench.workloads.catalog import load_workload
 
 
+def sim(reqs, offs=None, cfg=None, step_ms=None, users=0, **kw):
+    """The requests through simulate(): at offsets, or by `users` closed-loop users; step_ms: every step
+    takes exactly that long."""
+    cfg = (cfg or EngineConfig()).resolved()
+    cost = CostModel.for_config(cfg, fixed_step_ms=step_ms) if step_ms else None
+    plan = Plan.closed_loop(reqs, users) if users else Plan.at(reqs, offs)
+    return simulate(cfg, plan, cost=cost, **kw).records
 
-def fixed_engine(step_ms=10.0, **kw):
-    cfg = EngineConfig(**kw).resolved()
-    return Engine(cfg, CostModel.for_config(cfg, fixed_step_ms=step_ms))
+
+def fixed(step_ms=10.0, **kw):
+    return {"cfg": EngineConfig(**kw), "step_ms": step_ms}
 
 
 def summary(recs, slo=None):
@@ -25,7 +32,7 @@ def summary(recs, slo=None):
 
 def test_fixed_step_gives_exact_ttft_tpot():
     reqs = [RequestSpec(f"r{i}", "a", "x", 100, 20) for i in range(5)]
-    recs = simulate(fixed_engine(10.0), reqs, np.arange(5) * 1.0)  # one at a time
+    recs = sim(reqs, np.arange(5) * 1.0, **fixed(10.0))  # one at a time
     for r in recs:
         assert r.first_token_at - r.sent_at == pytest.approx(0.010)
         assert r.chunk_times[-1] - r.sent_at == pytest.approx(0.200)
@@ -36,7 +43,7 @@ def test_fixed_step_gives_exact_ttft_tpot():
 
 def test_chunked_prefill_takes_ceil_prompt_over_budget_steps():
     reqs = [RequestSpec("r", "a", "x", 5000, 3)]
-    rec = simulate(fixed_engine(10.0, max_num_batched_tokens=2048), reqs, np.zeros(1))[0]
+    rec = sim(reqs, np.zeros(1), **fixed(10.0, max_num_batched_tokens=2048))[0]
     assert rec.first_token_at == pytest.approx(0.030)  # 2048 + 2048 + 904
 
 
@@ -47,8 +54,8 @@ def test_fast_decode_path_is_exact():
     offs = offsets(ArrivalSpec(rate=15.0), n=400, seed=1)
     for cfg in (EngineConfig(gpu="h100-sxm"), EngineConfig(gpu="l40s", num_gpu_blocks=500),
                 EngineConfig(gpu="a100-80g-pcie", max_num_batched_tokens=256, scheduler="decode-first")):
-        fast = simulate(Engine(cfg.resolved()), reqs, offs, fast=True)
-        slow = simulate(Engine(cfg.resolved()), reqs, offs, fast=False)
+        fast = sim(reqs, offs, cfg, fast=True)
+        slow = sim(reqs, offs, cfg, fast=False)
         for a, b in zip(fast, slow):
             assert len(a.chunk_times) == len(b.chunk_times)
             assert np.allclose(a.chunk_times, b.chunk_times, rtol=0, atol=1e-9)
@@ -57,21 +64,21 @@ def test_fast_decode_path_is_exact():
 def test_deterministic():
     reqs = [RequestSpec(f"r{i}", "a", "x", 300, 30) for i in range(50)]
     offs = offsets(ArrivalSpec(rate=20.0), n=50, seed=3)
-    a = simulate(Engine(EngineConfig().resolved()), reqs, offs)
-    b = simulate(Engine(EngineConfig().resolved()), reqs, offs)
+    a = sim(reqs, offs)
+    b = sim(reqs, offs)
     assert [r.chunk_times for r in a] == [r.chunk_times for r in b]
 
 
 def test_closed_loop_keeps_concurrency():
     reqs = [RequestSpec(f"r{i}", "a", "x", 50, 10) for i in range(12)]
-    recs = simulate(fixed_engine(10.0), reqs, None, closed_users=3)
+    recs = sim(reqs, users=3, **fixed(10.0))
     assert len(recs) == 12
     starts = sorted(r.sent_at for r in recs)
     assert starts[:3] == [0, 0, 0] and starts[3] == pytest.approx(0.1)  # next user request after 10 steps
 
 
 def test_too_long_request_is_an_error_record():
-    recs = simulate(fixed_engine(10.0, max_model_len=1000), [RequestSpec("r", "a", "x", 990, 20)], np.zeros(1))
+    recs = sim([RequestSpec("r", "a", "x", 990, 20)], np.zeros(1), **fixed(10.0, max_model_len=1000))
     assert recs[0].status == "http_error" and "max_model_len" in recs[0].error
 
 
@@ -90,8 +97,7 @@ def test_hol_blocking_and_its_cure_on_the_default_tier(tok):
     plan = build_plan(spec, tok)
     res = {}
     for name, kw in (("off", {"enable_chunked_prefill": False}), ("default", {})):
-        eng = Engine(EngineConfig(**kw).resolved())
-        res[name] = summary(simulate(eng, plan.requests, plan.offsets), spec.slo)
+        res[name] = summary(simulate(EngineConfig(**kw), plan).records, spec.slo)
     short_max = {k: r["per_class"]["short"]["itl_ms"]["max"] for k, r in res.items()}
     assert short_max["off"] > spec.slo["max_itl"] > short_max["default"] and short_max["off"] / short_max["default"] > 2
     assert res["default"]["slo_attainment"] >= 0.95 > res["off"]["slo_attainment"]
@@ -103,8 +109,7 @@ def test_continuous_beats_static_batching_on_long_tailed_outputs():
     reqs = [RequestSpec(f"r{i}", "a", "x", 200, int(o)) for i, o in enumerate(outs)]
     thr = {}
     for sched in ("static", "vllm"):
-        eng = Engine(EngineConfig(gpu="a100-80g-sxm", max_num_seqs=64, scheduler=sched).resolved())
-        s = summary(simulate(eng, reqs, np.zeros(len(reqs))))
+        s = summary(sim(reqs, np.zeros(len(reqs)), EngineConfig(gpu="a100-80g-sxm", max_num_seqs=64, scheduler=sched)))
         thr[sched] = s["output_throughput"]
     assert thr["vllm"] / thr["static"] > 2.5
 

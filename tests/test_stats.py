@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+from recs import rec
 from scipy.stats import binom
 
 from goodbench.metrics import stats, summarize
 from goodbench.metrics.stats import goodput_interval, wilson
 from goodbench.records import RunMeta, RunResult
 
-from recs import rec
 
 def test_goodput_bootstrap_is_the_binomial_quantiles():
     lo, hi = stats.goodput_bootstrap(50, 100, 10.0)

@@ -4,12 +4,11 @@ import json
 import os
 
 import pytest
+from recs import rec
 
 from goodbench.errors import RunDirError
 from goodbench.records import RunMeta
 from goodbench.store import RunStore, json_safe, load, load_meta
-
-from recs import rec
 
 
 def started(tmp_path, run_id="r"):

@@ -5,9 +5,9 @@ import csv
 import json
 import os
 
-from goodbench.analysis.sweep import best_per_tier
-
 from conftest import ROOT, run_cli
+
+from goodbench.analysis.sweep import best_per_tier
 
 
 def test_best_per_tier_breaks_ties_on_itl():

@@ -7,11 +7,10 @@ import os
 import random
 
 import pytest
+from conftest import ROOT
 
 from goodbench import tokenizer
 from goodbench.errors import InputError
-
-from conftest import ROOT
 
 
 def test_bundled_tokenizer_is_the_qwen3_file_unmodified():

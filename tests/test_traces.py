@@ -5,13 +5,12 @@ import json
 import os
 
 import pytest
+from conftest import run_cli
 
 from goodbench import api
 from goodbench.engine.config import EngineConfig
 from goodbench.errors import InputError, UsageError
 from goodbench.workloads.traces import parse_window, read_trace, segments, select, trace_requests
-
-from conftest import run_cli
 
 MOONCAKE = [{"timestamp": 0, "input_length": 1100, "output_length": 20, "hash_ids": [7, 8, 9]},
             {"timestamp": 500, "input_length": 700, "output_length": 10, "hash_ids": [7, 11]},

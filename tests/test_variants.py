@@ -5,6 +5,7 @@ import pytest
 from goodbench.metrics import summarize
 from goodbench.records import RequestRecord, RunMeta, RunResult
 
+
 def test_metric_variants_follow_each_tools_definition():
     # 6 tokens in 3 chunks of 2: sent 0, chunks at 0.1, 0.2, 0.3
     r = RequestRecord(id="x", cls="a", scheduled_at=0, sent_at=0, first_token_at=0.1, finished_at=0.3,

@@ -4,13 +4,12 @@ import os
 import random
 
 import pytest
-
-from goodbench.workloads import build_requests, parse_workload
-from goodbench.workloads.sharegpt import parse_conversations, sample
-from goodbench.errors import InputError as WorkloadError
-from goodbench.workloads.spec import load_workload
-
 from conftest import ROOT
+
+from goodbench.errors import InputError as WorkloadError
+from goodbench.workloads import build_requests, parse_workload
+from goodbench.workloads.catalog import load_workload
+from goodbench.workloads.sharegpt import parse_conversations, sample
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "workloads", "*.toml"))))
@@ -47,13 +46,13 @@ def test_missing_file_is_a_workload_error():
 
 def test_packaged_workloads_are_the_repository_files():
     """goodbench/data/workloads/ (what a pip install has) holds exactly the files of workloads/."""
-    from goodbench.workloads import packaged
+    from goodbench.workloads import catalog
 
     repo = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "workloads", "*.toml")))
-    assert packaged.names() == repo
+    assert catalog.names() == repo
     for name in repo:
         with open(os.path.join(ROOT, "workloads", name + ".toml"), encoding="utf-8") as f:
-            assert packaged.read(name)[0] == f.read(), f"goodbench/data/workloads/{name}.toml differs from workloads/"
+            assert catalog.read(name)[0] == f.read(), f"goodbench/data/workloads/{name}.toml differs from workloads/"
     traces = sorted(os.listdir(os.path.join(ROOT, "workloads", "traces")))
     assert traces == sorted(os.listdir(os.path.join(ROOT, "goodbench", "data", "workloads", "traces")))
     for name in traces:  # the files a workload names (trace-sample's trace), next to it in both places
@@ -71,9 +70,9 @@ def test_a_built_in_workload_finds_its_trace_from_any_directory(tmp_path, monkey
 
 
 def test_packaged_workloads_load_by_name_and_a_file_wins(tmp_path, monkeypatch):
-    from goodbench.workloads import packaged
+    from goodbench.workloads import catalog
 
-    for name, spec, about in packaged.catalogue():
+    for name, spec, about in catalog.catalogue():
         assert load_workload(name) == spec and load_workload(name + ".toml") == spec and spec.description and about
     monkeypatch.chdir(tmp_path)
     (tmp_path / "hol-stress").write_text('name = "mine"\n[slo]\nttft = 5\n')

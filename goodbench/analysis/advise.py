@@ -104,7 +104,8 @@ def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0)
     plus the long class's TTFT (long_ttft_p50_ms / long_ttft_p99_ms); cells go to a temporary folder."""
     import tempfile
 
-    from ..runner import build_plan
+    from ..workloads import build_plan
+    from .backends import Simulated
     from .grid import grid
     from .sweep import run_sweep, setup
 
@@ -112,7 +113,7 @@ def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0)
     cells = grid([base.gpu], {"max_num_batched_tokens": check_sizes(a)})
     out = tempfile.mkdtemp(prefix="goodbench-advise-")
     s = setup(spec, plan, base, cells, out, "check", [base.gpu], {})
-    rows = run_sweep(s, jobs, keep_summaries=True)
+    rows = run_sweep(s, Simulated(jobs, keep_summaries=True)).rows
     for r in rows:
         summary = r.pop("summary", {})
         long_ttft = (summary.get("per_class") or {}).get("long", {}).get("ttft_ms", {})

@@ -8,10 +8,10 @@ import json
 import os
 from dataclasses import replace
 
-from ..engine.cluster import ClusterSpec, simulate_cluster
+from ..engine.layout import ClusterSpec
 from ..engine.prices import price_table
-from ..metrics import summarize
-from ..metrics.cost import cost_summary
+from ..engine.virtual import simulate
+from ..metrics.compose import compose
 from ..records import RunMeta, RunResult
 from .grid import cell_config
 from .sweep import SweepSetup
@@ -28,13 +28,14 @@ def min_gpus(s: SweepSetup, target: float = 0.9, max_replicas: int = 16, on_prob
         row: dict = {"cell": c.label, "gpu": c.gpu, "replicas": None, "gpus": None}
         for n in range(1, max_replicas + 1):
             spec = replace(base, replicas=n, prefill=0, decode=0)
-            recs, _ = simulate_cluster(spec, cfg, s.plan.requests, s.plan.offsets)
-            sm = summarize(RunResult(RunMeta("probe", mode="simulate", slo=s.slo), recs), slo=s.slo, ci=False)
+            out = simulate(cfg, s.plan, spec)
+            meta = RunMeta("probe", mode="simulate", slo=s.slo, gpus=spec.gpus(cfg), prices=price_table(s.prices))
+            sm = compose(RunResult(meta, out.records), ci=False)
             att = sm["slo_attainment"] or 0.0
             if on_probe:
                 on_probe(c.label, n, att)
             if att >= target:
-                cost = cost_summary(recs, s.slo, spec.gpus(cfg), price_table(s.prices), sm)["cost"]
+                cost = sm["cost"]
                 row.update(replicas=n, gpus=cost["gpus"], slo_attainment=att, goodput=sm["goodput"],
                            usd_per_hour=cost["usd_per_hour"],
                            usd_per_million_output_tokens=cost["usd_per_million_output_tokens"])

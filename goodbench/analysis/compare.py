@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..metrics import Columns
+from ..metrics import RequestMetrics
 from ..metrics.stats import cluster_replicates
 
 RESAMPLES = 500
@@ -41,7 +41,7 @@ class Delta:
         return d
 
 
-def _values(c: Columns, key: str) -> tuple[np.ndarray, np.ndarray | None]:
+def _values(c: RequestMetrics, key: str) -> tuple[np.ndarray, np.ndarray | None]:
     ok = c.ok & ~np.isnan(c.first)
     if key == "itl":  # per token, as the summary's itl_ms
         return c.itl[np.repeat(c.ok, c.itl_count)], c.itl_count[c.ok]
@@ -65,7 +65,7 @@ def _verdict(lo: float, hi: float, lower_is_better: bool) -> str:
     return "no significant change"
 
 
-def compare_latency(base: Columns, new: Columns, level: float = 0.95, seed: int = 0) -> list[Delta]:
+def compare_latency(base: RequestMetrics, new: RequestMetrics, level: float = 0.95, seed: int = 0) -> list[Delta]:
     from scipy.stats import mannwhitneyu, norm
 
     rng = np.random.default_rng(seed)
@@ -124,7 +124,7 @@ def compare_rates(sb: dict, sn: dict, level: float = 0.95, seed: int = 0) -> lis
     return out
 
 
-def compare(base_c: Columns, new_c: Columns, base_s: dict, new_s: dict, level: float = 0.95,
+def compare(base_c: RequestMetrics, new_c: RequestMetrics, base_s: dict, new_s: dict, level: float = 0.95,
             margin: float = 0.0, seed: int = 0) -> dict:
     deltas = compare_rates(base_s, new_s, level, seed) + compare_latency(base_c, new_c, level, seed)
     for d in deltas:

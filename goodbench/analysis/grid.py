@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
-from ..engine.config import EngineConfig, field_kind
+from ..engine.config import EngineConfig
+from ..engine.knobs import field_kind, flag_fields
 from ..errors import UsageError
 
-KNOBS = tuple(f.name for f in fields(EngineConfig))
+KNOBS = tuple(f.name for f in flag_fields(EngineConfig))
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def parse_value(knob: str, text: str):
     """A knob's value from the command line, typed as EngineConfig declares it."""
     if knob not in KNOBS:
         raise UsageError(f"unknown engine knob {knob!r}; knobs: {', '.join(KNOBS)}")
-    kind = field_kind(knob)
+    kind = field_kind(EngineConfig, knob)
     low = text.strip().lower()
     if low in ("none", "off") and kind is not bool and _optional(knob):
         return None  # an optional knob left unset (e.g. adaptive_chunk_target_ms=off: a fixed budget)
@@ -54,7 +55,7 @@ def parse_value(knob: str, text: str):
 
 
 def _optional(knob: str) -> bool:
-    return next(f.default for f in fields(EngineConfig) if f.name == knob) is None
+    return next(f.default for f in flag_fields(EngineConfig) if f.name == knob) is None
 
 
 def parse_params(items: list[str]) -> dict[str, list]:
@@ -93,21 +94,6 @@ def grid(gpus: list[str], params: dict[str, list], layouts: list[str] | None = N
             if baseline:
                 cells.append(Cell(gpu, (("enable_chunked_prefill", False),), lay))
     return cells
-
-
-def layout_spec(layout: str, base):
-    """A cell's layout as an engine.cluster.ClusterSpec built on the sweep's own (base) spec."""
-    from dataclasses import replace as dc_replace
-
-    from ..engine.cluster import ClusterSpec, parse_disaggregate
-
-    base = base or ClusterSpec()
-    if not layout:
-        return base
-    if layout.endswith("x"):
-        return dc_replace(base, replicas=int(layout[:-1]), prefill=0, decode=0)
-    p, d = parse_disaggregate(layout.replace("P", "").replace("D", ""))
-    return dc_replace(base, replicas=1, prefill=p, decode=d)
 
 
 def cell_config(base: EngineConfig, cell: Cell) -> EngineConfig:

@@ -1,6 +1,7 @@
-"""Live sweeps: each cell against a real server on the real clock, one after another. The server is
-the reference engine with the cell's config, or any command (`--server-cmd`) with {port} and the
-cell's knobs filled in."""
+"""Live sweeps and live rate probes: each cell against a real server on the real clock, one after
+another. The server is the reference engine with the cell's config (and instances), or any command
+(`--server-cmd`) with {port} and the cell's knobs filled in; a rate probe runs against it (or against
+a server already running) as a real-time run kept as a run directory."""
 
 from __future__ import annotations
 
@@ -8,19 +9,24 @@ import asyncio
 import os
 import shlex
 
-from ..client.openai import ClientConfig, resolve_endpoint
+from ..arrivals import offsets as arrival_offsets
+from ..client.config import ClientConfig, resolve_endpoint
 from ..client.target import resolve_model
 from ..engine.config import EngineConfig
-from ..engine.launch import serve_command
+from ..engine.layout import ClusterSpec
+from ..engine.serve.launch import serve_command
 from ..errors import TargetError, UsageError
+from ..records import RunMeta
 from ..rundir import RunDir
 from ..runner import Progress, RunOptions, run_plan
 from ..serverproc import ServerProcess, free_port
-from .grid import Cell, layout_spec
-from .sweep import SweepSetup, cell_meta, config_row, start_row, summary_row, write_results
+from ..workloads import Plan
+from .grid import Cell
+from .rates import at_rate, scaled
+from .sweep import SweepSetup, cell_meta, config_row, start_row, summary_row
 
 
-def server_command(cfg: EngineConfig, port: int, server_cmd: str | None, cluster=None) -> list[str]:
+def server_command(cfg: EngineConfig, port: int, server_cmd: str | None, cluster: ClusterSpec | None = None) -> list[str]:
     """The cell's server: `server_cmd` with {port}, {gpu}, {model} and every knob filled in, else the
     reference engine (with the cell's instances: replicas or prefill/decode)."""
     if not server_cmd:
@@ -32,35 +38,35 @@ def server_command(cfg: EngineConfig, port: int, server_cmd: str | None, cluster
 
 
 def start_server(cfg: EngineConfig, server_cmd: str | None, log_path: str, timeout: float,
-                 cluster=None) -> ServerProcess:
+                 cluster: ClusterSpec | None = None) -> ServerProcess:
     port = free_port()
     proc = ServerProcess(server_command(cfg, port, server_cmd, cluster), port, log_path)
     proc.wait_ready(timeout)
     return proc
 
 
-def _live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float) -> dict:
+def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float) -> dict:
+    """One cell on the real clock: start its server, run the plan, stop the server; its row."""
     row, cfg = start_row(s, cell)
     if cfg is None:
         return row
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, None if server_cmd else cfg, "open"))
     try:
-        proc = start_server(cfg, server_cmd, os.path.join(rd.dir, "server.log"), timeout,
-                            layout_spec(cell.layout, s.cluster))
+        proc = start_server(cfg, server_cmd, os.path.join(rd.dir, "server.log"), timeout, s.layout(cell))
     except (TargetError, UsageError) as e:
         row["error"] = f"server failed to start: {e}" if isinstance(e, TargetError) else str(e)
         rd.finish(summarized=False)
         return row
     try:
         model = asyncio.run(resolve_model(proc.base_url, None))
-        endpoint = resolve_endpoint(None, s.meta.get("endpoint", "completions"))
+        endpoint = resolve_endpoint(None, s.spec.endpoint)
         rd.meta.target = {"base_url": proc.base_url, "endpoint": endpoint, "model": model}
         run_plan(s.plan, ClientConfig(base_url=proc.base_url, endpoint=endpoint, model=model), rd,
                  RunOptions(slo=s.slo), None, None, Progress())
         died = not proc.alive
     finally:
         proc.stop()
-    summary = rd.finish(slo=s.slo, ci=False)
+    summary = rd.finish(ci=False)
     if died:
         row["error"] = f"server died during the run: {proc.tail()}"
     proc.close()
@@ -69,15 +75,35 @@ def _live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float
     return row
 
 
-def run_live_sweep(s: SweepSetup, server_cmd: str | None = None, startup_timeout: float = 600.0,
-                   on_done=None) -> list[dict]:
+def live_cells(s: SweepSetup, server_cmd: str | None = None, startup_timeout: float = 600.0, on_done=None) -> list[dict]:
     """Cells in turn: start the server, wait for /health, run the workload, stop it (SIGINT, then SIGKILL
     after a grace). A server that fails to start or dies makes a failed row with its log tail."""
-    os.makedirs(s.out_dir, exist_ok=True)
     rows = []
     for cell in s.cells:
-        rows.append(_live_cell(s, cell, server_cmd, startup_timeout))
+        rows.append(live_cell(s, cell, server_cmd, startup_timeout))
         if on_done:
             on_done(rows[-1])
-    write_results(rows, s.out_dir, s.meta)
     return rows
+
+
+def live_rate_evaluator(base_url: str, plan: Plan, slo: dict, seed: int, out_dir: str,
+                        endpoint: str = "/v1/completions", model: str | None = None, api_key: str | None = None):
+    """evaluate(rate, scale) for maxrate.find_max_rate against a running endpoint: each probe is a
+    real-time run of the plan's requests at that rate, kept as a run directory under out_dir."""
+    name = model or asyncio.run(resolve_model(base_url, api_key))
+    ccfg = ClientConfig(base_url=base_url, endpoint=endpoint, model=name, api_key=api_key)
+
+    def evaluate(rate: float, scale: int = 1):
+        a = at_rate(plan.arrival, rate)
+        reqs = scaled(plan.requests, scale)
+        probe = Plan(reqs, arrival_offsets(a, n=len(reqs), seed=seed), a)
+        run_id = f"probe-{rate:.4f}" + (f"-x{scale}" if scale > 1 else "")
+        rd = RunDir.open(out_dir, RunMeta(run_id=run_id, label=a.label, slo=slo, mode="open", requested_rate=rate,
+                                          target={"base_url": base_url, "endpoint": endpoint, "model": name}))
+        # a probe the server clearly cannot keep up with stops early: what it did not send counts as missed
+        run_plan(probe, ccfg, rd, RunOptions(slo=slo, scrape_metrics=False, stop_when_saturated=True, grace_s=1.0),
+                 None, None, Progress())
+        s = rd.finish(ci=False)
+        return s.get("slo_met") or 0, max(s["requests"]["issued"], len(reqs))
+
+    return evaluate

@@ -1,27 +1,18 @@
 """DistServe's max goodput rate: the highest arrival rate whose SLO attainment stays >= a target, found
-by bracketing (doubling/halving) then geometric bisection, each decision backed by enough requests."""
+by bracketing (doubling/halving) then geometric bisection, each decision backed by enough requests.
+The probes run on a sweep backend (backends.py): simulated, live servers per cell, or a running one."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
-from dataclasses import replace
 
-from ..arrivals import ArrivalSpec, offsets as arrival_offsets
-from ..client.openai import ClientConfig, resolve_endpoint
-from ..client.target import resolve_model
-from ..engine.cluster import ClusterSpec, simulate_layout
 from ..engine.config import EngineConfig
+from ..engine.layout import ClusterSpec
 from ..errors import TargetError, UsageError
-from ..metrics import summarize
 from ..metrics.stats import wilson
-from ..records import RunMeta, RunResult
-from ..rundir import RunDir
-from ..runner import Plan, Progress, RunOptions, run_plan
-from .grid import cell_config, layout_spec
-from .live import start_server
+from .grid import cell_config
 from .sweep import SweepSetup
 
 
@@ -128,57 +119,6 @@ def find_max_rate(evaluate, target: float = 0.9, start: float = 1.0, rel_tol: fl
             "conclusive": bool(good and bad and s.clear(good, bad)), "probes": s.probes}
 
 
-def _scaled(requests, scale: int):
-    if scale <= 1:
-        return list(requests)
-    return [replace(r, id=f"{r.id}.{k}") for k in range(scale) for r in requests]
-
-
-def _at_rate(arrival: ArrivalSpec, rate: float) -> ArrivalSpec:
-    """The workload's process at another rate (Poisson for processes without a rate)."""
-    return replace(arrival, kind="poisson" if arrival.kind in ("closed", "workload", "trace") else arrival.kind,
-                   rate=rate)
-
-
-def rate_evaluator(engine_cfg: EngineConfig, requests, arrival: ArrivalSpec, slo: dict, seed: int,
-                   layout: ClusterSpec | None = None):
-    """evaluate(rate) for find_max_rate: the workload at `rate` (same requests, same seed) simulated on
-    one instance or on a layout of instances (replicas, prefill/decode)."""
-    layout = layout or ClusterSpec()
-
-    def evaluate(rate: float, scale: int = 1):
-        reqs = _scaled(requests, scale)
-        offs = arrival_offsets(_at_rate(arrival, rate), n=len(reqs), seed=seed)
-        recs, _ = simulate_layout(layout, engine_cfg, reqs, offs)
-        s = summarize(RunResult(RunMeta("probe", mode="simulate", slo=slo), recs), slo=slo, ci=False)
-        return s.get("slo_met") or 0, s["requests"]["issued"]
-
-    return evaluate
-
-
-def live_rate_evaluator(base_url: str, requests, arrival: ArrivalSpec, slo: dict, seed: int, out_dir: str,
-                        endpoint: str = "/v1/completions", model: str | None = None, api_key: str | None = None):
-    """evaluate(rate) for find_max_rate against a real endpoint: each probe is a real-time run of the
-    same requests at a Poisson (or the workload's) rate, kept as a run directory under out_dir."""
-    name = model or asyncio.run(resolve_model(base_url, api_key))
-    ccfg = ClientConfig(base_url=base_url, endpoint=endpoint, model=name, api_key=api_key)
-
-    def evaluate(rate: float, scale: int = 1):
-        a = _at_rate(arrival, rate)
-        reqs = _scaled(requests, scale)
-        plan = Plan(reqs, arrival_offsets(a, n=len(reqs), seed=seed), a)
-        run_id = f"probe-{rate:.4f}" + (f"-x{scale}" if scale > 1 else "")
-        rd = RunDir.open(out_dir, RunMeta(run_id=run_id, label=a.label, slo=slo, mode="open", requested_rate=rate,
-                                          target={"base_url": base_url, "endpoint": endpoint, "model": name}))
-        # a probe the server clearly cannot keep up with stops early: what it did not send counts as missed
-        run_plan(plan, ccfg, rd, RunOptions(slo=slo, scrape_metrics=False, stop_when_saturated=True, grace_s=1.0),
-                 None, None, Progress())
-        s = rd.finish(slo=slo, ci=False)
-        return s.get("slo_met") or 0, max(s["requests"]["issued"], len(reqs))
-
-    return evaluate
-
-
 def per_gpu(r: dict, layout: ClusterSpec, cfg: EngineConfig) -> dict:
     """DistServe's headline for one cell: its layout, GPUs in all, and max goodput rate per GPU."""
     gpus = sum(layout.gpus(cfg).values())
@@ -186,47 +126,30 @@ def per_gpu(r: dict, layout: ClusterSpec, cfg: EngineConfig) -> dict:
     return {"layout": layout.label(), "gpus": gpus, "max_rate_per_gpu": mr / gpus if mr else None}
 
 
-def search_max_rates(s: SweepSetup, target: float, max_probes: int, base_url: str | None = None,
-                     live: bool = False, server_cmd: str | None = None, server_timeout: float = 600.0,
-                     on_start=None, on_probe=None, on_result=None) -> list[dict]:
-    """Per cell (or once against base_url): the max goodput rate; writes max_rate.json in s.out_dir."""
-    if s.plan.sessions or s.plan.spec is not None and s.plan.spec.generator == "trace":
+def search_max_rates(s: SweepSetup, backend, target: float, max_probes: int, on_start=None, on_probe=None,
+                     on_result=None) -> list[dict]:
+    """Per cell (or once, for a backends.External server): the max goodput rate on the backend; writes
+    max_rate.json in s.out_dir."""
+    if s.plan.sessions or s.spec.generator == "trace":
         raise UsageError("--find-max-rate scales an arrival rate: sessions and traces keep their own timing "
                          "(use --trace-speedup or the session arrival rate instead)")
     os.makedirs(s.out_dir)
-    plan, spec = s.plan, s.spec
-    endpoint = resolve_endpoint(None, spec.endpoint)
+    external = getattr(backend, "base_url", None)
     results = []
-    for c in [None] if base_url else s.cells:
-        label = base_url if c is None else c.label
+    for c in [None] if external else s.cells:
+        label = external if c is None else c.label
         if on_start:
             on_start(label)
         probes_dir = os.path.join(s.out_dir, "probes", label.replace("/", "_").replace(":", "_").replace(",", "_"))
-        layout = None if c is None else layout_spec(c.layout, s.cluster)
-        proc = None
         try:
-            if base_url:
-                evaluate = live_rate_evaluator(base_url, plan.requests, plan.arrival, s.slo, spec.seed, probes_dir,
-                                               endpoint)
-            elif live or server_cmd:
-                os.makedirs(probes_dir, exist_ok=True)
-                proc = start_server(cell_config(s.base, c), server_cmd, os.path.join(probes_dir, "server.log"),
-                                    server_timeout, layout)
-                evaluate = live_rate_evaluator(proc.base_url, plan.requests, plan.arrival, s.slo, spec.seed,
-                                               probes_dir, endpoint)
-            else:
-                evaluate = rate_evaluator(cell_config(s.base, c), plan.requests, plan.arrival, s.slo, spec.seed,
-                                          layout)
-            r = find_max_rate(evaluate, target=target, start=plan.arrival.mean_rate or 1.0, on_probe=on_probe,
-                              max_probes=max_probes)
+            with backend.evaluator(s, c, probes_dir) as evaluate:
+                r = find_max_rate(evaluate, target=target, start=s.plan.arrival.mean_rate or 1.0, on_probe=on_probe,
+                                  max_probes=max_probes)
         except TargetError as e:
             r = {"error": f"server failed to start: {e}"}
-        finally:
-            if proc is not None:
-                proc.close()
         r["cell"] = label
-        if layout is not None:
-            r.update(per_gpu(r, layout, cell_config(s.base, c)))
+        if c is not None:
+            r.update(per_gpu(r, s.layout(c), cell_config(s.base, c)))
         results.append(r)
         if on_result:
             on_result(r)

@@ -1,49 +1,71 @@
-"""Sweeps: a grid of GPU tiers x engine knobs, each cell a run of the same requests (on the simulated
-engine in parallel processes, or live: see live.py), the best chunk size per tier, sweep.csv and
-sweep.json."""
+"""Sweeps: a grid of GPU tiers x engine knobs, each cell a run of the same planned requests, on a
+backend (backends.py: the simulated engine in parallel processes, or live servers one after another);
+the best chunk size per tier, the cheapest cell, sweep.csv and sweep.json."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
-import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from ..engine.cluster import simulate_layout
 from ..engine.config import EngineConfig
+from ..engine.layout import ClusterSpec, parse_layout
 from ..engine.prices import price_table
 from ..errors import RunDirError, UsageError
-from ..metrics import Columns
-from ..metrics.cost import cost_summary
+from ..metrics import RequestMetrics
 from ..metrics.stats import goodput_interval, wilson
 from ..records import RunMeta
-from ..rundir import RunDir
-from ..runner import Plan
-from ..workloads import WorkloadSpec
-from .grid import Cell, cell_config, layout_spec
+from ..workloads import Plan, WorkloadSpec
+from .grid import Cell, cell_config
 
 TIE_TOLERANCE = 0.005  # goodputs within 0.5% of the best are ties
 
 
 @dataclass
 class SweepSetup:
-    """What every cell shares: the requests and their schedule, the SLO, the base engine config."""
+    """What every cell shares: the workload and its plan (the same requests and schedule for every
+    cell), the base engine config, the cells, where results go, the instances each cell runs on and
+    the GPU prices."""
 
     spec: WorkloadSpec
     plan: Plan
     base: EngineConfig
     cells: list[Cell]
     out_dir: str
-    meta: dict = field(default_factory=dict)
-    cluster: object = None  # engine.cluster.ClusterSpec every cell runs on (None: one instance)
+    sweep_id: str
+    gpus: list[str]
+    params: dict
+    cluster: ClusterSpec | None = None  # every cell's instances (None: one instance)
     prices: dict = field(default_factory=dict)  # $ per GPU-hour overrides
 
     @property
     def slo(self) -> dict:
         return self.spec.slo
+
+    def layout(self, cell: Cell) -> ClusterSpec:
+        """The instances a cell runs on: its own layout, else the sweep's."""
+        return parse_layout(cell.layout, self.cluster)
+
+    @property
+    def meta(self) -> dict:
+        """sweep.json's meta block."""
+        spec, plan = self.spec, self.plan
+        return {"sweep_id": self.sweep_id, "label": plan.arrival.label, "workload": spec.to_dict(),
+                "workload_hash": spec.hash(), "seed": spec.seed, "slo": spec.slo, "rate": plan.arrival.mean_rate,
+                "gpus": self.gpus, "params": dict(self.params), "base_engine": self.base.to_dict(),
+                "endpoint": spec.endpoint, "cluster": self.cluster.to_dict() if self.cluster is not None else None,
+                "prices": price_table(self.prices)}
+
+
+@dataclass
+class SweepResult:
+    """A finished grid: one row per cell (sweep.csv), the best cell per tier, the cheapest cell."""
+
+    rows: list[dict]
+    best: dict
+    cheapest: dict | None
 
 
 def require_slo(spec: WorkloadSpec) -> None:
@@ -53,27 +75,35 @@ def require_slo(spec: WorkloadSpec) -> None:
 
 
 def setup(spec: WorkloadSpec, plan: Plan, base: EngineConfig, cells: list[Cell], result_dir: str,
-          sweep_id: str, gpus: list[str], params: dict, cluster=None, prices: dict | None = None) -> SweepSetup:
+          sweep_id: str, gpus: list[str], params: dict, cluster: ClusterSpec | None = None,
+          prices: dict | None = None) -> SweepSetup:
     require_slo(spec)
     if plan.closed:
         raise UsageError("sweeps need open-loop arrivals (a rate), not --concurrency")
     out = os.path.join(result_dir, sweep_id)
     if os.path.exists(out):
         raise RunDirError(f"{out} exists; choose another --sweep-id")
-    meta = {"sweep_id": sweep_id, "label": plan.arrival.label, "workload": spec.to_dict(),
-            "workload_hash": spec.hash(), "seed": spec.seed, "slo": spec.slo, "rate": plan.arrival.mean_rate,
-            "gpus": gpus, "params": dict(params), "base_engine": base.to_dict(), "endpoint": spec.endpoint,
-            "cluster": cluster.__dict__ if cluster is not None else None, "prices": price_table(prices)}
-    return SweepSetup(spec, plan, base, cells, out, meta, cluster, dict(prices or {}))
+    return SweepSetup(spec, plan, base, cells, out, sweep_id, gpus, dict(params), cluster, dict(prices or {}))
 
 
-def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str) -> RunMeta:
-    m = s.meta
-    return RunMeta(run_id=cell.slug, label=m["label"], target={"base_url": "simulated", "endpoint": "",
-                                                                "model": cfg.model if cfg else ""},
-                   engine=cfg.to_dict() if cfg else None, workload=m["workload"], workload_hash=m["workload_hash"],
-                   slo=s.slo, seed=m["seed"], mode=mode, requested_rate=m["rate"],
-                   planned_requests=len(s.plan.requests))
+def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str, **kw) -> RunMeta:
+    """A cell's run.json: the sweep's workload and schedule, the cell's engine (None: an external server)."""
+    spec = s.spec
+    return RunMeta(run_id=cell.slug, label=s.plan.arrival.label,
+                   target={"base_url": "simulated", "endpoint": "", "model": cfg.model if cfg else ""},
+                   engine=cfg.to_dict() if cfg else None, workload=spec.to_dict(), workload_hash=spec.hash(),
+                   slo=s.slo, seed=spec.seed, mode=mode, requested_rate=s.plan.arrival.mean_rate,
+                   planned_requests=len(s.plan.requests), expected_prefix_reuse=s.plan.expected_reuse(), **kw)
+
+
+def start_row(s: SweepSetup, cell: Cell) -> tuple[dict, EngineConfig | None]:
+    """A cell's row (its label and knobs) and config; an impossible config is the row's error."""
+    row: dict = {"cell": cell.label, "gpu": cell.gpu, **{k: v for k, v in cell.params}}
+    try:
+        return row, cell_config(s.base, cell)
+    except UsageError as e:
+        row["error"] = str(e)
+        return row, None
 
 
 def summary_row(s: dict) -> dict:
@@ -95,11 +125,17 @@ def config_row(cfg: EngineConfig, run_dir: str) -> dict:
             "model": cfg.model, "run_dir": run_dir}
 
 
+def cost_row(c: dict, layout: str) -> dict:
+    return {"layout": layout, "gpus": c["gpus"], "usd_per_hour": c["usd_per_hour"],
+            "usd_per_million_output_tokens": c["usd_per_million_output_tokens"],
+            "goodput_per_gpu": c["goodput_per_gpu"], "goodput_per_usd_hour": c["goodput_per_usd_hour"]}
+
+
 def slo_scale_row(recs, slo: dict | None, scales) -> dict:
     """SLO-scale curve (DistServe): attainment with every threshold multiplied by each scale."""
     if not slo or not scales:
         return {}
-    c = Columns([r for r in recs if not r.warmup])
+    c = RequestMetrics([r for r in recs if not r.warmup])
     out = {}
     for k in scales:
         m = c.meets({key: v * k for key, v in slo.items()})
@@ -107,89 +143,29 @@ def slo_scale_row(recs, slo: dict | None, scales) -> dict:
     return out
 
 
-# The workload is built once in the parent; forked workers read it from here.
-_SHARED: dict = {}
-
-
-def start_row(s: SweepSetup, cell: Cell) -> tuple[dict, EngineConfig | None]:
-    """A cell's row (its label and knobs) and config; an impossible config is the row's error."""
-    row: dict = {"cell": cell.label, "gpu": cell.gpu, **{k: v for k, v in cell.params}}
-    try:
-        return row, cell_config(s.base, cell)
-    except UsageError as e:
-        row["error"] = str(e)
-        return row, None
-
-
-def run_cell(cell: Cell) -> dict:
-    """One simulated cell: a run directory under cells/, and its row."""
-    s: SweepSetup = _SHARED["setup"]
-    row, cfg = start_row(s, cell)
-    if cfg is None:
-        return row
-    recs, gpus, layout = simulate_cell(s, cell, cfg)
-    rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, cfg, "simulate"))
-    rd.append_many(recs)
-    summary = rd.finish(records=recs, slo=s.slo, ci=False,
-                        extra=lambda sm: cost_summary(recs, s.slo, gpus, price_table(s.prices), sm))
-    row.update(summary_row(summary))
-    row.update(cost_row(summary["cost"], layout))
-    row.update(slo_scale_row(recs, s.slo, _SHARED.get("slo_scales") or ()))
-    row.update(config_row(cfg, rd.dir))
-    if _SHARED.get("keep_summaries"):
-        row["summary"] = summary
-    return row
-
-
-def simulate_cell(s: SweepSetup, cell: Cell, cfg: EngineConfig) -> tuple[list, dict, str]:
-    """A cell's records on one instance or on its layout of instances; its GPUs by tier; the layout."""
-    spec = layout_spec(cell.layout, s.cluster)
-    recs, _ = simulate_layout(spec, cfg, s.plan.requests, s.plan.offsets, plan=s.plan)
-    return recs, spec.gpus(cfg), spec.label()
-
-
-def cost_row(c: dict, layout: str) -> dict:
-    return {"layout": layout, "gpus": c["gpus"], "usd_per_hour": c["usd_per_hour"],
-            "usd_per_million_output_tokens": c["usd_per_million_output_tokens"],
-            "goodput_per_gpu": c["goodput_per_gpu"], "goodput_per_usd_hour": c["goodput_per_usd_hour"]}
-
-
-def run_sweep(s: SweepSetup, jobs: int = 0, on_done=None, slo_scales=(), keep_summaries: bool = False) -> list[dict]:
-    """Every cell on the simulated engine (in parallel processes when jobs > 1); writes sweep.csv/json.
-    keep_summaries: each row also carries its cell's whole summary under "summary" (not written)."""
+def run_sweep(s: SweepSetup, backend, on_done=None) -> SweepResult:
+    """Every cell on the backend (backends.Simulated or backends.Live); writes sweep.csv and sweep.json."""
     os.makedirs(s.out_dir, exist_ok=True)
-    _SHARED.update(setup=s, slo_scales=tuple(slo_scales), keep_summaries=keep_summaries)
-    jobs = jobs or (os.cpu_count() or 1)
-    rows: list[dict] = []
-    if jobs <= 1 or len(s.cells) <= 1:
-        for c in s.cells:
-            rows.append(run_cell(c))
-            if on_done:
-                on_done(rows[-1])
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(s.cells)), mp_context=mp.get_context("fork")) as ex:
-            for row in ex.map(run_cell, s.cells):
-                rows.append(row)
-                if on_done:
-                    on_done(row)
-    write_results(rows, s.out_dir, s.meta)
-    return rows
+    rows = backend.run_cells(s, on_done)
+    return write_results(rows, s.out_dir, s.meta)
 
 
-def write_results(rows: list[dict], out_dir: str, meta: dict) -> dict:
-    """sweep.csv (one row per cell) and sweep.json (meta, cells, best per tier); returns the best."""
-    rows = [{k: v for k, v in r.items() if k != "summary"} for r in rows]
+def write_results(rows: list[dict], out_dir: str, meta: dict) -> SweepResult:
+    """sweep.csv (one row per cell) and sweep.json (meta, cells, best per tier, cheapest). A row's
+    "summary" (Simulated(keep_summaries=True)) stays in the result's rows and is not written."""
+    written = [{k: v for k, v in r.items() if k != "summary"} for r in rows]
     cols: list[str] = []
-    for r in rows:
+    for r in written:
         cols += [k for k in r if k not in cols]
     with open(os.path.join(out_dir, "sweep.csv"), "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
-        w.writerows(rows)
-    best = best_per_tier(rows)
+        w.writerows(written)
+    result = SweepResult(rows, best_per_tier(written), cheapest(written))
     with open(os.path.join(out_dir, "sweep.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "cells": rows, "best": best, "cheapest": cheapest(rows)}, f, indent=2, default=str)
-    return best
+        json.dump({"meta": meta, "cells": written, "best": result.best, "cheapest": result.cheapest}, f, indent=2,
+                  default=str)
+    return result
 
 
 def cheapest(rows: list[dict]) -> dict | None:

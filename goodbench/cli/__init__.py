@@ -10,7 +10,7 @@ import argparse
 import difflib
 import sys
 
-from . import analysis, engine, gate, packaged, run, simulate, sweep
+from . import analysis, catalog, engine, gate, run, simulate, sweep
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -39,7 +39,7 @@ def make_parser() -> argparse.ArgumentParser:
     sweep.add_advise_parser(sub)
     engine.add_serve_parser(sub)
     engine.add_engine_parser(sub)
-    packaged.add_parsers(sub)
+    catalog.add_parsers(sub)
     return p
 
 
@@ -79,7 +79,6 @@ def parse(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     from ..errors import GoodbenchError
-
     from ..limits import check_all
 
     args = parse(argv)

@@ -66,7 +66,7 @@ def _slo(text):
 
 
 def cmd_report(args) -> int:
-    from ..report.view import write_reports
+    from ..report.write import write_reports
 
     con = console()
     notes: list[str] = []

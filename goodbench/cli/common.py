@@ -4,11 +4,11 @@ gate, and the reference engine's, generated from EngineConfig's fields)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
-from ..engine.config import EngineConfig, field_kind
+from ..engine.config import EngineConfig
+from ..engine.knobs import field_kind, flag_fields, flag_names
 
-DATASETS = ("sharegpt", "random", "mixed", "hol")  # workloads.builtin.DATASETS (a test keeps them equal),
+DATASETS = ("sharegpt", "random", "mixed", "hol")  # workloads.datasets.DATASETS (a test keeps them equal),
 # written out so building the parser does not import numpy
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130  # docs/reliability.md
@@ -76,7 +76,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--concurrency", type=int, help="closed loop with N users instead of open-loop arrivals")
     g.add_argument("--think-time", type=float, help="closed loop: seconds each user waits between requests")
     g.add_argument("--seed", type=int, help="seed for workload and arrivals (default: the workload's, else 0)")
-    g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: bundled Llama-3)")
+    g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: the bundled Qwen3 tokenizer)")
     add_goodput_arg(g, "the workload's [slo]")
     g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
     g.add_argument("--trace", metavar="FILE", help="replay a production trace: Mooncake JSONL (timestamp ms, "
@@ -101,25 +101,40 @@ MOVED_MODEL = ("--model names the served model (goodbench run, serve's --served-
                "model shape is --engine-model, e.g. --engine-model {value}")
 
 
+def add_knob_args(g, cls, dests: dict | None = None) -> None:
+    """One flag per field of a knob dataclass (engine/knobs.py): its help, choices and type from the
+    field, its default shown from the field; unset flags parse to None (the dataclass's default)."""
+    dests = dests or {}
+    for f in flag_fields(cls):
+        text = f.metadata.get("help", "")
+        if f.default is not None and "default" not in text:
+            text += f" (default {str(f.default).lower() if isinstance(f.default, bool) else f.default})"
+        kw = {"dest": dests.get(f.name, f.name), "default": None, "help": text}
+        kind = field_kind(cls, f.name)
+        if kind is bool:
+            g.add_argument(*flag_names(f), action=argparse.BooleanOptionalAction, **kw)
+        else:
+            g.add_argument(*flag_names(f), type=kind, choices=f.metadata.get("choices"), **kw)
+
+
+def knob_values(args, cls, dests: dict | None = None) -> dict:
+    """The knob flags the user set, by field name."""
+    dests = dests or {}
+    kw = {f.name: getattr(args, dests.get(f.name, f.name), None) for f in flag_fields(cls)}
+    return {k: v for k, v in kw.items() if v is not None}
+
+
 def add_engine_args(p: argparse.ArgumentParser, served_model: bool = False) -> None:
     """One flag per EngineConfig field, named as vLLM names it; unset flags keep EngineConfig's default.
     The model shape is --engine-model everywhere (dest engine_model). --model always means the served
     model name: where a command has none (served_model False), the old spelling of the shape is refused
     with a pointer rather than silently meaning something else."""
-    g = p.add_argument_group("reference engine (vLLM names and defaults)")
-    for f in fields(EngineConfig):
-        flags = f.metadata.get("flags") or ("--" + f.name.replace("_", "-"),)
-        text = f.metadata.get("help", "")
-        if f.default is not None and "default" not in text:
-            text += f" (default {str(f.default).lower() if isinstance(f.default, bool) else f.default})"
-        kw = {"dest": "engine_model" if f.name == "model" else f.name, "default": None, "help": text}
-        kind = field_kind(f.name)
-        if kind is bool:
-            g.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
-        else:
-            g.add_argument(*flags, type=kind, choices=f.metadata.get("choices"), **kw)
+    add_knob_args(p.add_argument_group("reference engine (vLLM names and defaults)"), EngineConfig, ENGINE_DESTS)
     if not served_model:
-        g.add_argument("--model", dest="moved_model", help=argparse.SUPPRESS)
+        p.add_argument("--model", dest="moved_model", help=argparse.SUPPRESS)
+
+
+ENGINE_DESTS = {"model": "engine_model"}
 
 
 def engine_config(args, resolve: bool = True) -> EngineConfig:
@@ -129,8 +144,7 @@ def engine_config(args, resolve: bool = True) -> EngineConfig:
 
     if getattr(args, "moved_model", None):
         raise UsageError(MOVED_MODEL.format(value=args.moved_model))
-    kw = {f.name: getattr(args, "engine_model" if f.name == "model" else f.name, None) for f in fields(EngineConfig)}
-    kw = {k: v for k, v in kw.items() if v is not None}
+    kw = knob_values(args, EngineConfig, ENGINE_DESTS)
     if "gpu" in kw:
         kw["gpu"] = kw["gpu"].split(",")[0].strip()
     cfg = EngineConfig(**kw)

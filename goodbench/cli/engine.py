@@ -23,13 +23,14 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--step-trace", metavar="FILE", help="write one JSON line per engine step")
     p.add_argument("--eos-length-dist", help="without ignore_eos, cap outputs by uniform:MIN:MAX or "
                    "lognormal:MEDIAN:SIGMA (default: always max_tokens)")
-    p.add_argument("--tokenizer", help="tokenizer for prompt token counts (default: bundled Llama-3)")
+    p.add_argument("--tokenizer", help="tokenizer for prompt token counts (default: the bundled Qwen3 tokenizer)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=cmd_serve)
 
 
 def cmd_serve(args) -> int:
-    from ..engine.server import ServeOptions, run_server
+    from ..engine.serve.main import run_server
+    from ..engine.serve.server import ServeOptions
 
     opts = ServeOptions(host=args.host, port=args.port, served_model_name=args.served_model_name,
                         api_key=args.api_key, step_trace=args.step_trace, eos_dist=args.eos_length_dist,

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from .common import (EXIT_INTERRUPTED, Stages, add_engine_args, add_gate_args, add_workload_args, console,
-                     engine_config, maybe_gate, workload)
+from .common import (
+    EXIT_INTERRUPTED,
+    Stages,
+    add_engine_args,
+    add_gate_args,
+    add_workload_args,
+    console,
+    engine_config,
+    maybe_gate,
+    workload,
+)
 
 
 def add_target_args(p) -> None:
@@ -63,7 +72,7 @@ def add_parser(sub) -> None:
 
 def _target(args):
     from ..api import Target
-    from ..client.openai import api_key_from_env
+    from ..client.config import api_key_from_env
 
     return Target(base_url=args.base_url, endpoint=args.endpoint, model=args.model,
                   api_key=api_key_from_env(args.api_key_env), ignore_eos=not args.no_ignore_eos,
@@ -90,8 +99,8 @@ def _live(con, quiet: bool, slo_given: bool, stages):
 
 def cmd_run(args) -> int:
     from .. import api
+    from ..eventloop import install_uvloop
     from ..report.console import print_summary
-    from ..runner import install_uvloop
 
     con = console()
     spec = workload(args)

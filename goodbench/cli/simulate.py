@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .common import Stages, add_engine_args, add_gate_args, add_workload_args, console, engine_config, maybe_gate, workload
+from .common import (
+    Stages,
+    add_engine_args,
+    add_gate_args,
+    add_workload_args,
+    console,
+    engine_config,
+    maybe_gate,
+    workload,
+)
 from .scale import add_cluster_args, add_price_args, cluster_spec, prices
 
 

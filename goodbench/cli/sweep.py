@@ -76,11 +76,10 @@ def cmd_sweep(args) -> int:
         return _max_rate(args, con, s)
     if args.min_gpus:
         return _min_gpus(args, con, s)
-    live, done = args.live or args.server_cmd, []
+    backend, done = _backend(args, scales), []
     with Stages(con, quiet=args.quiet) as st:
-        st(f"{'running' if live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} requests ...")
-        out = api.sweep(s, live=args.live, server_cmd=args.server_cmd, server_timeout=args.server_timeout,
-                        jobs=args.jobs, slo_scales=scales, plots=not args.no_plots,
+        st(f"{'running' if backend.live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} requests ...")
+        out = api.sweep(s, backend, plots=not args.no_plots,
                         on_done=lambda row: (done.append(row), st(f"{len(done)}/{len(s.cells)} cells done ...")))
     from ..metrics.summary import span_rate
 
@@ -93,9 +92,9 @@ def cmd_sweep(args) -> int:
     if out.plots:
         con.print(f"  plots: {', '.join(p.rsplit('/', 1)[-1] for p in out.plots)}", style="dim")
     if out.plots_missing:
-        con.print("  (no plots: pip install 'goodbench[plots]' for matplotlib)", style="dim")
+        con.print("  (no plots: matplotlib is missing; pip install matplotlib)", style="dim")
     con.print(f"  report: {out.report}", style="dim")
-    if scales and not live:
+    if scales and not backend.live:
         con.print(tables.slo_scale_table(out.rows, scales))
     con.print(f"  {len(s.cells)} cells in {out.wall_s:.1f} s · results: {out.dir} (sweep.csv, sweep.json, cells/)",
               style="dim")
@@ -105,22 +104,23 @@ def cmd_sweep(args) -> int:
     return EXIT_GATE if failed else EXIT_OK
 
 
+def _backend(args, scales=()):
+    """Where the cells (or rate probes) run, from the flags, chosen once."""
+    from ..analysis.backends import backend_for
+
+    return backend_for(live=args.live, server_cmd=args.server_cmd, startup_timeout_s=args.server_timeout,
+                       base_url=args.base_url, jobs=args.jobs, slo_scales=scales)
+
+
 def _layouts(args) -> list[str] | None:
-    from ..analysis.grid import layouts_for, layout_spec
+    """--compare-disaggregation N or --layouts L1,L2 (checked by prepare_sweep)."""
+    from ..analysis.grid import layouts_for
 
     if args.compare_disaggregation:
         return layouts_for(args.compare_disaggregation)
     if not args.layouts:
         return None
-    out = [x.strip() for x in args.layouts.split(",") if x.strip()]
-    for x in out:
-        try:
-            layout_spec(x, None).check()
-        except (ValueError, Exception) as e:  # noqa: BLE001 - any malformed layout is a usage error
-            from ..errors import UsageError
-
-            raise UsageError(f"--layouts {x!r}: expected NX (replicas) or PP:DD, e.g. 4x or 1P:3D") from e
-    return out
+    return [x.strip() for x in args.layouts.split(",") if x.strip()]
 
 
 def _min_gpus(args, con, s) -> int:
@@ -138,8 +138,7 @@ def _max_rate(args, con, s) -> int:
     from .. import api
     from ..report import tables
 
-    results = api.max_rate(s, target=args.target_attainment, max_probes=args.max_probes, base_url=args.base_url,
-                           live=args.live, server_cmd=args.server_cmd, server_timeout=args.server_timeout,
+    results = api.max_rate(s, _backend(args), target=args.target_attainment, max_probes=args.max_probes,
                            on_start=lambda label: con.print(f"[bold]{label}[/]: searching the max rate with "
                                                             f"attainment >= {args.target_attainment:.0%}"),
                            on_probe=lambda p: con.print(tables.probe_line(p)),

@@ -53,7 +53,7 @@ class _Exchange:
 class _Conn(asyncio.Protocol):
     """A keep-alive connection; also the target of the response parser's callbacks."""
 
-    def __init__(self, client: "LeanClient"):
+    def __init__(self, client: LeanClient):
         self.client = client
         self.clock = client.clock
         self.transport = None

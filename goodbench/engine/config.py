@@ -4,20 +4,15 @@ carries its flag's help (`knob`), so the CLI generates the engine's arguments fr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from ..errors import UsageError
 from .hardware import GIB, GPUS, get_gpu, get_model
+from .knobs import knob, to_argv
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
 POLICIES = ("fcfs", "priority")
 NON_TORCH_GIB = 1.0  # CUDA context, cuBLAS workspaces, CUDA graphs (vLLM profiling typically 0.5-1.5 GiB)
-
-
-def knob(default, help: str, choices: tuple | None = None, flags: tuple = ()):
-    """A config field with what its command-line flag needs: the CLI's engine arguments, their defaults
-    and the argv of child `goodbench serve` processes are all generated from these fields."""
-    return field(default=default, metadata={"help": help, "choices": choices, "flags": flags})
 
 
 @dataclass(frozen=True)
@@ -46,30 +41,29 @@ class EngineConfig:
     adaptive_chunk_floor: int = knob(128, "smallest budget the adaptive policy goes down to")
     step_overhead_ms: float | None = knob(None, "override the cost model's fixed per-step time")
     fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
+    # set by resolved(): the config as the user gave it (None: this config is not resolved)
+    _knobs: EngineConfig | None = field(default=None, init=False, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+
+    @property
+    def is_resolved(self) -> bool:
+        return self._knobs is not None
+
+    def knobs(self) -> EngineConfig:
+        """The config as the user set it, before resolved() filled in what depends on the GPU (derive a
+        config for another tier from this, then resolve it)."""
+        return self._knobs if self._knobs is not None else self
 
     @classmethod
-    def from_dict(cls, d: dict) -> "EngineConfig":
-        names = cls.__dataclass_fields__
+    def from_dict(cls, d: dict) -> EngineConfig:
+        names = {f.name for f in fields(cls) if f.init}
         return cls(**{k: v for k, v in d.items() if k in names})
 
     def to_argv(self) -> list[str]:
         """This config as `goodbench serve` flags (None fields are left to the child's defaults)."""
-        out = []
-        flags = {f.name: (f.metadata.get("flags") or ("--" + f.name.replace("_", "-"),))[0] for f in fields(self)}
-        for k, v in asdict(self).items():
-            if v is None:
-                continue
-            flag = flags[k]
-            if isinstance(v, bool):
-                out.append(flag if v else "--no-" + flag[2:])
-            elif k == "kv_cache_dtype" and v == "bf16":
-                out += [flag, "auto"]
-            else:
-                out += [flag, str(v)]
-        return out
+        return to_argv(replace(self, kv_cache_dtype="auto") if self.kv_cache_dtype == "bf16" else self)
 
     def memory(self) -> dict:
         """Per-GPU memory budget in bytes: what the KV blocks are derived from."""
@@ -110,8 +104,17 @@ class EngineConfig:
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
             raise UsageError("block_size must be a power of two from 1 to 128")
 
-    def resolved(self) -> "EngineConfig":
-        """Every None filled in; raises UsageError naming the problem."""
+    def resolved(self) -> EngineConfig:
+        """Every None filled in (budget, sequences, KV blocks, context length) and every knob checked;
+        raises UsageError naming the problem. Idempotent: a resolved config resolves to itself. A knob
+        the user set (num_gpu_blocks, max_model_len, ...) is kept, never taken for a derived value."""
+        if self._knobs is not None:
+            return self
+        out = self._resolve()
+        object.__setattr__(out, "_knobs", self)
+        return out
+
+    def _resolve(self) -> EngineConfig:
         gpu, model = get_gpu(self.gpu), get_model(self.model)
         self._check_knobs(gpu, model)
         tp = self.tensor_parallel_size
@@ -159,10 +162,3 @@ class EngineConfig:
         return replace(cfg, max_num_batched_tokens=budget, num_gpu_blocks=blocks, max_model_len=mml,
                        kv_cache_dtype="fp8" if self.kv_cache_dtype == "fp8" else "bf16")
 
-
-
-
-def field_kind(name: str) -> type:
-    """bool, int, float or str: what a knob's command-line value parses to."""
-    t = str(next(f.type for f in fields(EngineConfig) if f.name == name))
-    return bool if "bool" in t else int if "int" in t else float if "float" in t else str

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import GoodbenchError
+from .adaptive import AimdBudget
 from .config import EngineConfig
 from .costmodel import CostModel
-from .adaptive import AimdBudget
 from .kvcache import KVCache, Seq
 from .scheduler import Batch, Scheduler
 
@@ -38,7 +38,7 @@ class EngineStats:
 
 class Engine:
     def __init__(self, cfg: EngineConfig, cost: CostModel | None = None):
-        self.cfg = cfg if cfg.num_gpu_blocks is not None else cfg.resolved()
+        self.cfg = cfg.resolved()
         self.cost = cost or CostModel.for_config(self.cfg)
         self.kv = KVCache(self.cfg.num_gpu_blocks, self.cfg.block_size, self.cfg.enable_prefix_caching)
         self.sched = Scheduler(self.cfg, self.kv)
@@ -63,6 +63,14 @@ class Engine:
 
     def abort(self, seq: Seq) -> None:
         self.sched.remove(seq)
+
+    def drop_unschedulable(self) -> Seq:
+        """When step() returned None with work queued, the head request can never be scheduled (it
+        needs more KV blocks than the engine has): remove it and return it, so the caller fails that
+        one request instead of spinning."""
+        seq = self.sched.peek()
+        self.sched.remove(seq)
+        return seq
 
     @property
     def has_work(self) -> bool:

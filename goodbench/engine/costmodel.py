@@ -1,4 +1,4 @@
-"""Step time from a step's composition: a per-op-group roofline (engine-notes §5.2). Pure.
+"""Step time from a step's composition: a per-op-group roofline (docs/engine.md). Pure.
 
   T = max(F_lin / (P * eta_c(N)), W / (BW * eta_m))          linear layers: compute vs weight streaming
     + max(F_attn_pf / (P * eta_attn), KV_pf / (BW * eta_m))    prefill attention
@@ -8,7 +8,7 @@
     + t_fixed + t_seq * R                                      launch, scheduling, sampling, detokenising
 
 Calibration (constants below; each says where it comes from). Efficiencies are taken from
-operator-level data (Vidur's profiled GEMMs, engine-notes §7.1); the per-step and per-request times
+operator-level data (Vidur's profiled GEMMs, microsoft/vidur data/profiling, MIT); the per-step and per-request times
 are fitted to public end-to-end measurements (calibration.py; fitting the HBM efficiency as well did
 not lower the leave-one-out error, so it stays at the operator-level value). Expected error against
 real vLLM: about ±10% on decode step time at small batches on H100/A100 (where there is data); decode
@@ -45,7 +45,7 @@ ALLREDUCE_ALPHA_NVLINK_S = 12e-6
 ALLREDUCE_ALPHA_PCIE_S = 30e-6
 # Fixed per-step time (kernel launches with CUDA graphs, scheduler, input prep) and per-request
 # (sampling, detokenising, output processing): fitted to public end-to-end measurements of vLLM V1
-# servers (engine/calibration.csv, `python -m goodbench.engine.calibration`; a test refits them and
+# servers (engine/virtual/calibration.csv, `python -m goodbench.engine.virtual.calibration`; a test refits them and
 # fails if these drift). Leave-one-out error on the fitted points <= 1% (batch 1-4, H100 and A100-40G);
 # a batch-8 A100 PCIe check is 9% slower than this and vLLM's batch-8 CI latency test 16-26% slower
 # (docs/engine.md): per-request work at larger batches is probably under-priced.
@@ -72,7 +72,7 @@ class CostModel:
     fixed_step_s: float | None = None  # tests: every step takes exactly this long
 
     @classmethod
-    def for_config(cls, cfg: EngineConfig, fixed_step_ms: float | None = None) -> "CostModel":
+    def for_config(cls, cfg: EngineConfig, fixed_step_ms: float | None = None) -> CostModel:
         fixed_step_ms = cfg.fixed_step_ms if fixed_step_ms is None else fixed_step_ms
         gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
         tp = cfg.tensor_parallel_size

@@ -1,8 +1,8 @@
 """GPU tiers and model shapes: plain data with sources.
 
 GPU figures are datasheet dense tensor-core numbers (sparse figures are twice these and are NOT used).
-Sources are summarised in shared/reference/engine-notes.md §6; per entry below: llm-analysis
-gpu_configs (cli99/llm-analysis), PyTorch Lightning `_CUDA_FLOPS`, NVIDIA/AMD datasheets.
+Sources, per entry below: llm-analysis gpu_configs (github.com/cli99/llm-analysis), PyTorch Lightning
+`_CUDA_FLOPS`, NVIDIA/AMD datasheets; docs/engine.md summarises them.
 """
 
 from __future__ import annotations

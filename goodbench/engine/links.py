@@ -1,7 +1,7 @@
 """Links a KV cache crosses between a prefill and a decode instance, and the time it takes.
 
 Bandwidths are per direction, per GPU. Sources: NVLink 4 is 900 GB/s bidirectional per H100 SXM
-(450 per direction; engine-notes §6, llm-analysis h100-sxm-80gb.json intra-node 450 GB/s), NVLink 3
+(450 per direction; NVIDIA's H100 datasheet, llm-analysis h100-sxm-80gb.json intra-node 450 GB/s), NVLink 3
 600 GB/s on A100 SXM (300 per direction); InfiniBand NDR is 400 Gb/s per ConnectX-7 port (50 GB/s),
 HDR 200 Gb/s (25 GB/s), one NIC per GPU as in DGX/HGX nodes; PCIe 4.0 x16 is 32 GB/s per direction,
 5.0 x16 64 GB/s. Achievable fraction 0.8 and per-transfer latencies (NVLink 10 us, InfiniBand 20 us,

@@ -71,7 +71,7 @@ class Scheduler:
         else:
             self.waiting.append(seq)
 
-    def _peek(self) -> Seq:
+    def peek(self) -> Seq:
         return self.waiting[0][2] if self.priority else self.waiting[0]
 
     def _pop(self) -> Seq:
@@ -202,7 +202,7 @@ class Scheduler:
         while self.waiting and budget > 0:
             if len(self.running) >= cfg.max_num_seqs:
                 break
-            seq = self._peek()
+            seq = self.peek()
             pre = seq.preloaded  # KV transferred from a prefill instance: held, not hashed
             hit = 0 if pre else kv.cached_prefix_blocks(seq)
             n_cached = pre or hit * kv.block_size
@@ -242,7 +242,7 @@ class Scheduler:
             self.running = []
             batch = Batch()
             while self.waiting and len(self.running) < self.cfg.max_num_seqs:
-                seq = self._peek()
+                seq = self.peek()
                 need = seq.prompt_len + seq.max_tokens  # static batching reserves the full length
                 if -(-need // self.kv.block_size) > self.kv.num_free:
                     break

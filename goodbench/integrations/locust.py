@@ -7,11 +7,14 @@ becomes a full RequestRecord, so a locust run gives the same results directory, 
 as `goodbench run`.
 
 Configuration is locust's own custom arguments (listed by `locust -f ... --help`, each with an
-environment variable); a master forwards them to its workers. With N workers (--expect-workers), worker
-i takes every N-th request of the workload; in open-loop mode it also takes those requests' send
-times from the workload's arrival schedule, so the workers together follow one schedule. Workers send
-their records to the master over locust's messaging; the master writes one merged results directory.
-Each record keeps its sender's clock (`origin`): times from two processes are never subtracted.
+environment variable); a master forwards them to its workers. Every process builds the same plan as
+`goodbench run` (workloads.build_plan: mixtures, HOL, traces, multi-turn sessions) and, with N workers
+(--expect-workers), worker i takes every N-th request (or session) of it; in open-loop mode it also
+takes their send times from the plan's schedule, so the workers together follow one schedule. A user
+that takes a session sends its turns one after another, each with the server's earlier replies as
+history. Workers send their records to the master over locust's messaging; the master writes one
+merged results directory. Each record keeps its sender's clock (`origin`): times from two processes
+are never subtracted.
 """
 
 from __future__ import annotations
@@ -27,13 +30,12 @@ from locust import User, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
-from ..arrivals import offsets as arrival_offsets
-from ..client.openai import ClientConfig, request_body, resolve_endpoint
+from ..client.config import ClientConfig, request_body, resolve_endpoint
 from ..client.stream import StreamState
 from ..records import RequestRecord, RequestSpec, RunMeta, parse_slo
 from ..rundir import RunDir
 from ..store import new_run_id
-from ..workloads import WorkloadSpec, build_requests, hol_count, load_workload
+from ..workloads import WorkloadSpec, build_plan, load_workload
 
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
 FLUSH_S = 0.5
@@ -95,45 +97,41 @@ class _Run:
             self.http = httpx.Client(base_url=env.host or "", headers={"Authorization": f"Bearer {key}"} if key else {},
                                      timeout=httpx.Timeout(600.0, connect=10.0, read=60.0),
                                      limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
-            self.cfg = ClientConfig(base_url=env.host or "", endpoint=self.endpoint, model=_model(env),
+            header = {"session_header": self.spec.session.header} if self.spec.session else {}
+            self.cfg = ClientConfig(**header, base_url=env.host or "", endpoint=self.endpoint, model=_model(env),
                                     ignore_eos=self.spec.ignore_eos)
         self.t0 = time.monotonic()  # after set-up (tokenizer, workload, client): the schedule starts now
         self.deadline = self.t0 + self.duration if getattr(self, "duration", None) else None
         self.ready = True
 
     def _plan(self, index: int, n_workers: int) -> None:
+        """This process's share of the plan `goodbench run` would build: every n_workers-th request or
+        session, with its send time from the schedule in open-loop mode."""
         from .. import tokenizer
 
-        spec = self.spec
-        tok = tokenizer.load()
-        a = spec.arrival
-        if spec.generator == "hol":
-            reqs = build_requests(spec, tok, hol_count(spec))
-            offs = [r.arrival_s for r in reqs]
-        elif a.kind in ("closed", "workload") or not self.open_loop:
-            reqs = build_requests(spec, tok, spec.num_requests or 5000)
-            offs = None
+        self.plan = plan = build_plan(self.spec, tokenizer.load())
+        self.expected_reuse = plan.expected_reuse()
+        if plan.sessions:
+            items = [("session", s, s.arrival_s) for s in plan.sessions]
         else:
-            o = arrival_offsets(a, n=spec.num_requests, duration_s=spec.duration_s, seed=spec.seed)
-            reqs = build_requests(spec, tok, len(o))
-            offs = list(o)
-        keep = range(index, len(reqs), n_workers)
-        self.queue = [(reqs[i], offs[i] if (offs is not None and self.open_loop) else None) for i in keep]
+            offs = plan.offsets
+            items = [("request", r, float(offs[k]) if offs is not None else None) for k, r in enumerate(plan.requests)]
+        self.queue = [(kind, x, off if self.open_loop else None) for kind, x, off in items[index::n_workers]]
         self.queue.reverse()  # pop() from the end
         self.total = len(self.queue)
         self.in_flight = 0
-        self.think = a.think_time_s if a.kind == "closed" else 0.0
-        self.duration = spec.duration_s if spec.duration_s and not self.open_loop else None
+        self.think = plan.arrival.think_time_s if plan.closed else 0.0
+        self.duration = plan.duration_s if plan.duration_s and not self.open_loop else None
 
     def take(self):
-        """The next request. Open loop: a free user waits until the next send time before taking it,
-        so users sleeping on future send times never hold requests that fall due meanwhile."""
+        """The next request or session. Open loop: a free user waits until the next send time before
+        taking it, so users sleeping on future send times never hold items that fall due meanwhile."""
         while True:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return None
             if not self.queue:
                 return None
-            off = self.queue[-1][1]
+            off = self.queue[-1][2]
             if off is not None:
                 d = self.t0 + off - time.monotonic()
                 if d > 0:
@@ -143,11 +141,15 @@ class _Run:
             return self.queue.pop()
 
     def add(self, env, rec: RequestRecord) -> None:
-        self.in_flight -= 1
+        """A finished request's record: to the master (worker) or kept (master or single process)."""
         if isinstance(env.runner, WorkerRunner):
             self.outbox.append(rec.to_dict())
         else:
             self.records.append(rec)
+
+    def release(self, env) -> None:
+        """A user is done with what it took; the last one ends this process's share."""
+        self.in_flight -= 1
         if self.in_flight == 0 and (not self.queue or (self.deadline and time.monotonic() >= self.deadline)):
             self.finish(env)
 
@@ -177,7 +179,7 @@ def _spec(o) -> WorkloadSpec:
         return WorkloadSpec.from_json(o.goodbench_spec_json)
     if o.goodbench_workload:
         return load_workload(o.goodbench_workload)
-    from ..workloads.builtin import random_workload
+    from ..workloads.datasets import random_workload
 
     return random_workload()
 
@@ -228,10 +230,11 @@ def _quitting(environment, **kw) -> None:
     meta = RunMeta(run_id=o.goodbench_run_id or new_run_id("locust"), label=f"locust-{mode}",
                    target={"base_url": environment.host, "endpoint": RUN.endpoint, "model": _model(environment)},
                    workload=RUN.spec.to_dict(), workload_hash=RUN.spec.hash(), slo=RUN.slo, seed=RUN.spec.seed,
-                   mode=mode, requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None)
+                   mode=mode, requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None,
+                   expected_prefix_reuse=getattr(RUN, "expected_reuse", None))
     rd = RunDir.open(o.goodbench_result_dir, meta)
     rd.append_many(RUN.records)
-    summary = rd.finish(records=RUN.records, slo=RUN.slo, label=meta.label)
+    summary = rd.finish(records=RUN.records)
     from rich.console import Console
 
     from ..report.console import print_summary
@@ -280,20 +283,48 @@ class GoodputUser(User):
             if RUN.in_flight == 0:
                 RUN.finish(self.environment)
             raise StopUser()
-        spec, off = item
-        scheduled = off if off is not None else time.monotonic() - RUN.t0
-        rec = self._stream(spec, scheduled)
+        kind, x, off = item
+        try:
+            if kind == "session":
+                self._session(x, off)
+            else:
+                self._send(x, off if off is not None else time.monotonic() - RUN.t0)
+        finally:
+            RUN.release(self.environment)
+
+    def _send(self, spec: RequestSpec, scheduled: float) -> tuple[RequestRecord, str]:
+        rec, text = self._stream(spec, scheduled)
         self._fire(rec)
         RUN.add(self.environment, rec)
+        return rec, text
 
-    def _stream(self, spec: RequestSpec, scheduled: float) -> RequestRecord:
+    def _session(self, s, arrival: float | None) -> None:
+        """A multi-turn session: its turns in order, each its think time after the previous reply, the
+        server's replies resent as history (as `goodbench run` does); a failed turn ends it."""
+        from ..workloads.sessions import turn_request
+
+        replies, reply_tokens = [], []
+        scheduled = arrival if arrival is not None else time.monotonic() - RUN.t0
+        for k, turn in enumerate(s.turns, 1):
+            if k > 1:
+                scheduled = time.monotonic() - RUN.t0 + turn.think_s
+                gevent.sleep(turn.think_s)
+            spec = turn_request(RUN.plan.spec, s, k, RUN.plan.tok, replies, reply_tokens)
+            rec, text = self._send(spec, scheduled)
+            if rec.status != "ok":
+                return
+            replies.append(text)
+            reply_tokens.append(rec.output_tokens)
+
+    def _stream(self, spec: RequestSpec, scheduled: float) -> tuple[RequestRecord, str]:
         t0 = RUN.t0
         st = StreamState(time.monotonic, t0)
         status, http_status, error = "ok", None, None
         body = request_body(RUN.cfg, spec)
+        headers = {RUN.cfg.session_header: spec.session} if spec.session else None
         sent = time.monotonic() - t0
         try:
-            with RUN.http.stream("POST", RUN.endpoint, json=body) as resp:
+            with RUN.http.stream("POST", RUN.endpoint, json=body, headers=headers) as resp:
                 http_status = resp.status_code
                 if resp.status_code >= 400:
                     raw = resp.read()[:2000]
@@ -311,8 +342,8 @@ class GoodputUser(User):
             status, error = "disconnected", f"cannot connect to {self.host}: {e}"
         except httpx.HTTPError as e:
             status, error = "disconnected", f"{type(e).__name__}: {str(e)[:200]}"
-        return st.record(spec, scheduled, sent, time.monotonic() - t0, status, http_status, error,
-                         origin=RUN.origin)
+        rec = st.record(spec, scheduled, sent, time.monotonic() - t0, status, http_status, error, origin=RUN.origin)
+        return rec, st.answer_text()
 
     def _fire(self, rec: RequestRecord) -> None:
         """locust's own statistics: E2E as the response time, TTFT under its own name."""

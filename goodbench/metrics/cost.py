@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.prices import cost_block
-from .columns import Columns
+from .derived import RequestMetrics
 
 
-def delivered_output_tokens(cols: Columns, slo: dict | None) -> int:
+def delivered_output_tokens(cols: RequestMetrics, slo: dict | None) -> int:
     met = cols.meets(slo)
     if met is None:
         met = cols.ok & ~np.isnan(cols.first)
     return int(cols.out[met].sum())
 
 
-def cost_summary(records, slo: dict | None, gpus: dict[str, int], prices: dict[str, float], summary: dict) -> dict:
-    """{"cost": {...}} for summary.json (engine.prices.cost_block defines every key)."""
-    cols = Columns([r for r in records if not r.warmup])
+def cost_summary(cols: RequestMetrics, slo: dict | None, gpus: dict[str, int], prices: dict[str, float], summary: dict) -> dict:
+    """{"cost": {...}} for summary.json (engine.prices.cost_block defines every key); cols: the run's
+    measured requests (warm-up excluded)."""
     goodput = summary.get("goodput") if slo else summary.get("request_throughput")
     return {"cost": cost_block(gpus, prices, delivered_output_tokens(cols, slo), goodput, summary["duration_s"])}

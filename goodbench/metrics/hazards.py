@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..records import STATUSES, TOKEN_SOURCES
-from .columns import Columns
+from .derived import RequestMetrics
 
 LAG_P99_LIMIT_MS = 10.0
 RATE_SHORTFALL = 0.02
@@ -27,7 +27,7 @@ class Hazard:
 @dataclass
 class Evidence:
     summary: dict          # the summary so far (overall block, rates, per_class)
-    c: Columns             # the non-warm-up requests
+    c: RequestMetrics             # the non-warm-up requests
     mode: str = "open"     # RunMeta.mode: open | closed | simulate | imported
     max_concurrency: int | None = None
     caveats: tuple = ()    # what an import could not know (RunMeta.workload.caveats)

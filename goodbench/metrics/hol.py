@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..columnar import RunColumns
+from ..columnar import RecordArrays
 from .dist import dist
 
 MIN_LONG_OVER_SHORT = 2.0  # median prompt length ratio for a class to count as "long"
 
 
-def long_class(cols: RunColumns) -> str | None:
+def long_class(cols: RecordArrays) -> str | None:
     """The class with the longest median prompt, if it is at least twice every other class's."""
     if len(cols.cls_names) < 2:
         return None
@@ -67,7 +67,7 @@ class HolMasks:
     time_share: float | None  # fraction of the run with a long prefill in flight
 
 
-def classify(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray, duration: float,
+def classify(cols: RecordArrays, gaps: np.ndarray, gap_count: np.ndarray, duration: float,
              block_gaps: int = 1 << 21) -> HolMasks | None:
     """None when the run has no long class. Gaps are classified request block by request block, so no
     full-size array of gap times is built (100M gaps fit in memory once, not three times)."""
@@ -117,9 +117,9 @@ def classify(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray, duration
                     min(1.0, covered / duration) if duration > 0 else None)
 
 
-def hol_block(cols: RunColumns, c, duration: float) -> dict | None:
+def hol_block(cols: RecordArrays, c, duration: float) -> dict | None:
     """summary.json's `hol`: short-class TTFT and ITL while a long prefill was in flight vs while none was.
-    c: the run's Columns (gaps and gap counts already computed)."""
+    c: the run's RequestMetrics (gaps and gap counts already computed)."""
     h = classify(cols, c.gaps, c.gap_count, duration)
     if h is None:
         return None

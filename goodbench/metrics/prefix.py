@@ -3,19 +3,13 @@ engine's own counts) beside what the workload's prefix structure allows (workloa
 
 from __future__ import annotations
 
-from ..servermetrics import metric_total
-
-
-def counter_delta(rows: list[dict], name: str) -> float | None:
-    """last - first of a Prometheus counter (summed over its label sets) in server_metrics.jsonl rows."""
-    vals = [v for v in (metric_total(r.get("metrics") or {}, name) for r in rows) if v is not None]
-    return vals[-1] - vals[0] if len(vals) >= 2 else None
+from ..prometheus import delta
 
 
 def observed_hit_rate(rows: list[dict]) -> float | None:
     """The hit rate vLLM's counters (prefix_cache_hits / prefix_cache_queries) show over the run."""
-    q = counter_delta(rows, "vllm:prefix_cache_queries_total") or counter_delta(rows, "vllm:prefix_cache_queries")
-    h = counter_delta(rows, "vllm:prefix_cache_hits_total") or counter_delta(rows, "vllm:prefix_cache_hits")
+    q = delta(rows, "vllm:prefix_cache_queries_total") or delta(rows, "vllm:prefix_cache_queries")
+    h = delta(rows, "vllm:prefix_cache_hits_total") or delta(rows, "vllm:prefix_cache_hits")
     return h / q if q and h is not None else None
 
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..servermetrics import metric_total
-
-from .columns import Columns
+from .. import prometheus
+from .derived import RequestMetrics
 
 GROWTH = 0.10       # backlog growth, as a fraction of the arrival rate, that means "not keeping up"
 MIN_GROWTH = 5.0    # requests: smaller backlogs are noise
@@ -31,7 +30,7 @@ def _slope(t: np.ndarray, y: np.ndarray) -> float:
     return float(np.polyfit(t, y, 1)[0])
 
 
-def backlog(c: Columns, ts: np.ndarray) -> np.ndarray:
+def backlog(c: RequestMetrics, ts: np.ndarray) -> np.ndarray:
     """Requests sent by each time in ts and not yet finished then (one clock domain)."""
     sent = np.sort(c.sent[~np.isnan(c.sent)])
     end = np.where(np.isnan(c.last), c.fin, c.last)
@@ -48,7 +47,7 @@ def _steady_end(ts: np.ndarray, b: np.ndarray, limit: float, start: int) -> int:
     return best
 
 
-def _ttft_trend(c: Columns, t_lo: float, t_hi: float) -> float | None:
+def _ttft_trend(c: RequestMetrics, t_lo: float, t_hi: float) -> float | None:
     """Median TTFT of requests sent in the last fifth of [t_lo, t_hi] over that of the first fifth."""
     ok = c.ok & ~np.isnan(c.ttft)
     span = t_hi - t_lo
@@ -59,7 +58,7 @@ def _ttft_trend(c: Columns, t_lo: float, t_hi: float) -> float | None:
     return float(np.median(last) / np.median(first))
 
 
-def saturation(c: Columns, meets: np.ndarray | None, mode: str, queue: tuple | None = None) -> dict:
+def saturation(c: RequestMetrics, meets: np.ndarray | None, mode: str, queue: tuple | None = None) -> dict:
     """summary.json's `saturation` block (and its `saturated` flag). meets: per request, met the SLO (None
     without an SLO). queue: (times, waiting) from the server's scraped gauge, on the run's clock."""
     out: dict = {"saturated": None, "method": "backlog trend over the arrival window (see docs/metrics.md)"}
@@ -103,10 +102,4 @@ def saturation(c: Columns, meets: np.ndarray | None, mode: str, queue: tuple | N
 def waiting_series(rows: list[dict]) -> tuple[list[float], list[float]] | None:
     """(times, waiting requests) from server_metrics.jsonl rows: vLLM's `num_requests_waiting` gauge,
     summed over its label sets (engines, models). None when the server does not export it."""
-    ts, ws = [], []
-    for r in rows:
-        w = metric_total(r.get("metrics") or {}, "vllm:num_requests_waiting")
-        if w is not None and isinstance(r.get("t"), (int, float)):
-            ts.append(float(r["t"]))
-            ws.append(w)
-    return (ts, ws) if ts else None
+    return prometheus.series(rows, "vllm:num_requests_waiting")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .columns import Columns
+from .derived import RequestMetrics
 
 
-def session_block(c: Columns, meets: np.ndarray | None, duration: float) -> dict | None:
+def session_block(c: RequestMetrics, meets: np.ndarray | None, duration: float) -> dict | None:
     """summary.json's `sessions` (None when the run has no session turns)."""
     cols = c.cols
     has = cols.session >= 0

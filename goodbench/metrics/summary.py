@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..columnar import ColumnarRun
+from ..columnar import RunArrays
 from ..records import STATUSES, RunResult
-from .columns import Columns, columns_of
+from .derived import RequestMetrics, measured_arrays
 from .dist import dist, ratio
 from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
 from .hol import hol_block
@@ -25,7 +25,7 @@ from .variants import variants
 PARALLEL_MIN = 20_000  # requests; below it threads cost more than they save
 
 
-def _slo_block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bool, issued: int) -> dict:
+def _slo_block(c: RequestMetrics, sel: np.ndarray, slo: dict | None, duration: float, ci: bool, issued: int) -> dict:
     meets = c.meets(slo)
     if meets is None:
         return {"slo_met": None, "slo_attainment": None, "goodput": None, "slo_clauses": None}
@@ -48,7 +48,7 @@ def _slo_block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, c
     return out
 
 
-def block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bool) -> dict:
+def block(c: RequestMetrics, sel: np.ndarray, slo: dict | None, duration: float, ci: bool) -> dict:
     """Counts, throughput, every latency distribution and the SLO numbers of the requests in sel."""
     ok = c.ok & sel
     issued, completed = int(sel.sum()), int(ok.sum())
@@ -76,7 +76,7 @@ def block(c: Columns, sel: np.ndarray, slo: dict | None, duration: float, ci: bo
     return out
 
 
-def _span(c: Columns, sel: np.ndarray) -> float:
+def _span(c: RequestMetrics, sel: np.ndarray) -> float:
     """First send to last completion within one clock domain."""
     sent = c.sent[sel][~np.isnan(c.sent[sel])]
     ends = np.concatenate([c.fin[sel][~np.isnan(c.fin[sel])], c.last[sel][~np.isnan(c.last[sel])]])
@@ -118,20 +118,20 @@ def error_samples(records) -> tuple[str, ...]:
     return tuple(out)
 
 
-def summarize(result: RunResult | ColumnarRun, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
-              label: str | None = None, ci: bool = True, prepared: Columns | None = None,
+def summarize(result: RunResult | RunArrays, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
+              label: str | None = None, ci: bool = True, prepared: RequestMetrics | None = None,
               queue: tuple | None = None, errors: tuple[str, ...] | None = None) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
-    cells and rate probes, which are summarised by the hundred). prepared: Columns of
-    columns_of(result) already built by the caller (reports reuse them for figures). queue: the
+    cells and rate probes, which are summarised by the hundred). prepared: RequestMetrics of
+    measured_arrays(result) already built by the caller (reports reuse them for figures). queue: the
     server's scraped waiting-queue series (saturation.waiting_series), evidence for `saturation`.
     errors: a few failed requests' error texts (columns do not keep them; records do, and are read
     when given)."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
-    cols = prepared.cols if prepared is not None else columns_of(result)
-    total = len(result.cols) if isinstance(result, ColumnarRun) else len(result.records)
-    c = prepared if prepared is not None else Columns(cols)
+    cols = prepared.cols if prepared is not None else measured_arrays(result)
+    total = len(result.cols) if isinstance(result, RunArrays) else len(result.records)
+    c = prepared if prepared is not None else RequestMetrics(cols)
     # one clock per origin (load-generator process or host): spans are measured within a clock only
     domains = [cols.origin == o for o in range(len(cols.origin_names))] or [np.zeros(0, bool)]
     duration = max(_span(c, d) for d in domains)

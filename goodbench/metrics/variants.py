@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .columns import Columns
+from .derived import RequestMetrics
 from .dist import dist
 
 
-def variants(c: Columns, sel: np.ndarray, itl: dict) -> dict:
+def variants(c: RequestMetrics, sel: np.ndarray, itl: dict) -> dict:
     """Per-request values, percentiles across requests; `itl` is goodbench's own pooled ITL dist."""
     ok = c.ok & sel & ~np.isnan(c.first)
     chunk_mean = c.chunk_mean_itl

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..columnar import ColumnarRun, RunColumns
-from ..metrics import Columns, columns_of, summarize
-from ..metrics.saturation import waiting_series
-from ..servermetrics import server_timing
-from ..store import incomplete, load_columns, load_server_metrics, read_jsonl
+from ..columnar import RecordArrays, RunArrays
+from ..metrics import RequestMetrics, measured_arrays
+from ..rundir import summarize_dir
+from ..store import incomplete, load_arrays, load_server_metrics, read_jsonl
 
 
 @dataclass
@@ -21,8 +20,8 @@ class RunView:
     label: str
     meta: dict
     summary: dict
-    cols: RunColumns            # non-warm-up requests
-    c: Columns
+    cols: RecordArrays            # non-warm-up requests
+    c: RequestMetrics
     steps: dict | None          # step_trace.jsonl as arrays (engine clock)
     server: list | None         # server_metrics.jsonl rows (run clock)
     incomplete: str | None = None  # why the directory does not hold a whole run (store.incomplete)
@@ -36,69 +35,16 @@ def load_steps(path: str) -> dict | None:
     return {k: np.array([float(r.get(k) or 0) for r in rows]) for k in keys}
 
 
-def _kept_blocks(run_dir: str) -> dict:
-    """Blocks summary.json holds that records cannot recompute (what the engine or server counted)."""
-    from ..errors import RunDirError
-    from ..store import load_summary
-
-    try:
-        kept = load_summary(run_dir)
-    except RunDirError:
-        return {}
-    return {k: kept[k] for k in ("prefix_cache", "cost") if isinstance(kept, dict) and kept.get(k)}
-
-
 def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -> RunView:
-    run: ColumnarRun = load_columns(run_dir)
-    cols = columns_of(run)
-    c = Columns(cols)
-    # summary.json keeps what was written at run end; the report shows the numbers recomputed now
-    # (same definitions), which also covers runs imported from other tools
-    server = load_server_metrics(run_dir) or None
-    summary = summarize(run, slo=slo, prepared=c, queue=waiting_series(server or []))
+    """A run directory for the report: its summary recomputed from the directory (rundir.summarize_dir:
+    the one the run wrote, or the same definitions applied to a run imported from another tool), the
+    columns and derived arrays the figures draw, the step trace and the scraped server metrics."""
+    run: RunArrays = load_arrays(run_dir)
+    cols = measured_arrays(run)
+    c = RequestMetrics(cols)
+    summary = summarize_dir(run_dir, slo=slo, prepared=c, run=run)
     steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
-    summary["server_timing"] = server_timing(server or [], summary.get("ttft_ms"))
-    summary.update(_kept_blocks(run_dir))
+    server = load_server_metrics(run_dir) or None
     name = label or run.meta.label
     return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
                    run.meta.to_dict(), summary, cols, c, steps, server, incomplete(run_dir))
-
-
-def write_reports(paths: list[str], out: str | None = None, slo: dict | None = None, figures: bool = True,
-                  on_stage=None, notes: list | None = None) -> list[tuple[str, int]]:
-    """`goodbench report`: a sweep report per sweep directory, and one report for the run directories
-    (combined when several: in `out`, or combined-<hash> beside the first). Returns (path, figures);
-    notes (a list) receives one line per incomplete run (the report marks them too)."""
-    import hashlib
-
-    from ..errors import UsageError
-    from .html import run_report, sweep_report
-    from .runplots import run_figures
-
-    written, runs = [], []
-    for path in paths:
-        if os.path.exists(os.path.join(path, "sweep.json")):
-            written.append((sweep_report(path), 0))
-        elif os.path.exists(os.path.join(path, "run.json")):
-            runs.append(path)
-        else:
-            raise UsageError(f"{path} is neither a run directory (run.json) nor a sweep directory (sweep.json)")
-    if not runs:
-        return written
-    stage = on_stage or (lambda text: None)
-    stage(f"loading {len(runs)} run(s) ...")
-    views = [load_view(r, slo=slo) for r in runs]
-    if notes is not None:
-        notes += [f"{v.dir} is incomplete: {v.incomplete}" for v in views if v.incomplete]
-    if out is None and len(views) > 1:
-        tag = hashlib.sha1("\0".join(os.path.abspath(r) for r in runs).encode()).hexdigest()[:8]
-        out = os.path.join(os.path.dirname(os.path.abspath(runs[0])), f"combined-{tag}")
-    out = out or runs[0]
-    os.makedirs(out, exist_ok=True)
-    pngs = []
-    if figures:
-        stage("drawing figures ...")
-        pngs = run_figures(views, out)
-    stage("writing report.html ...")
-    written.append((run_report(views, out, pngs), len(pngs)))
-    return written

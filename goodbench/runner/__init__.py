@@ -8,166 +8,17 @@ Ctrl-C stops dispatch, gives in-flight requests a grace period, then records the
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import time
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from ..client.config import ClientConfig
-from ..client.lean import LeanClient
-from ..client.openai import Client as AiohttpClient
 from ..client.target import probe_metrics
-from ..eventloop import install_uvloop
-from ..gcquiet import quiet_gc, watchdog as gc_watchdog
-from ..metrics.saturation import GROWTH, MIN_GROWTH, MIN_SENT
-from .dispatch import Dispatch, Progress, RunOptions
-from .plan import CLOSED_POOL, Plan, build_plan
-from .scrape import sample_now, scrape_loop
+from ..workloads import Plan
+from .dispatch import Progress, RunOptions
+from .share import CLIENTS, Share, run_share
+from .workers import run_workers
 
-__all__ = ["CLOSED_POOL", "Plan", "Progress", "RunOptions", "build_plan", "install_uvloop", "run_plan"]
-
-
-@dataclass
-class Share:
-    """One event loop's part of a run: the requests at positions idx of the plan (all of them in a
-    single process), or `users` of a closed loop."""
-
-    plan: Plan
-    idx: np.ndarray
-    users: int
-    cfg: ClientConfig
-    sink: object           # where finished records go: .append(record); .dir for server_metrics.jsonl
-    progress: Progress
-    opts: RunOptions
-    t0: float = -1.0       # the clock origin (monotonic); < 0: set once set-up is done
-    tok: object = None
-    on_tick: Callable | None = None
-    scrape: bool = False
-
-
-async def _ticker(on_tick) -> None:
-    while True:
-        on_tick()
-        await asyncio.sleep(0.5)
-
-
-CLIENTS = {"lean": LeanClient, "aiohttp": AiohttpClient}
-
-
-async def _watch_saturation(d: Dispatch, p: Progress, every: float = 0.5, min_s: float = 3.0) -> None:
-    """Stop dispatch once the backlog (sent - done) has grown faster than GROWTH of the send rate over
-    the last half of the run so far (the test metrics.saturation applies to the finished run)."""
-    ts, backlog, sent = [], [], []
-    while not d.stop.is_set():
-        await asyncio.sleep(every)
-        now = time.monotonic()
-        ts.append(now)
-        backlog.append(p.sent - p.done)
-        sent.append(p.sent)
-        half = len(ts) // 2
-        if now - ts[0] < min_s or sent[-1] < MIN_SENT or len(ts) - half < 4:
-            continue
-        t, b = np.array(ts[half:]), np.array(backlog[half:], float)
-        rate = (sent[-1] - sent[half]) / (t[-1] - t[0])
-        growth = float(np.polyfit(t, b, 1)[0])
-        if rate > 0 and growth > GROWTH * rate and b[-1] - b[0] >= MIN_GROWTH:
-            d.saturated = True
-            d.stop.set()
-
-
-async def _baseline(sh: Share):
-    """The server's counters just before the clock starts; None when not scraping, or when a clock origin
-    shared with other workers leaves no time for it (the first timed sample then stands in)."""
-    if not sh.scrape:
-        return None
-    budget = 2.0 if sh.t0 < 0 else sh.t0 - time.monotonic() - 0.05
-    if budget <= 0:
-        return None
-    try:
-        return await asyncio.wait_for(sample_now(sh.cfg.base_url), budget)
-    except asyncio.TimeoutError:
-        return None
-
-
-async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
-    """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
-    gc_dog = asyncio.ensure_future(gc_watchdog())
-    baseline = await _baseline(sh)
-    # the clock starts after set-up: schedule offsets are relative to this instant
-    t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
-    client.t0 = sh.progress.t0 = t0
-    scrape_stop = asyncio.Event()
-    scraper = asyncio.ensure_future(scrape_loop(sh.cfg.base_url, os.path.join(sh.sink.dir, "server_metrics.jsonl"),
-                                                t0, scrape_stop, baseline=baseline)) if sh.scrape else None
-    ticker = asyncio.ensure_future(_ticker(sh.on_tick)) if sh.on_tick is not None else None
-    watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
-    plan = sh.plan
-    reqs = [plan.requests[i] for i in sh.idx]
-    try:
-        if plan.sessions:
-            await d.dispatch(d.sessions_loop(plan))
-        elif plan.closed:
-            await d.dispatch(d.closed_loop(reqs, sh.users, plan.arrival.think_time_s, plan.duration_s,
-                                           cycle=plan.duration_s is not None))
-        else:
-            await d.dispatch(d.open_loop(reqs, plan.offsets[sh.idx]))
-        return await d.drain()
-    finally:
-        gc_dog.cancel()
-        for task in (ticker, watch):
-            if task:
-                task.cancel()
-        scrape_stop.set()
-        if scraper:
-            await asyncio.wait([scraper], timeout=3)
-
-
-def _stop_on_signals(d: Dispatch, loop) -> None:
-    """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them."""
-    presses = {"n": 0}
-
-    def on_signal():
-        presses["n"] += 1
-        d.stop.set()
-        if presses["n"] > 1:
-            for t in list(d.tasks):
-                t.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError):
-            pass
-
-
-def _forget_signals(loop) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.remove_signal_handler(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
-
-
-async def run_share(sh: Share) -> bool:
-    """Connect, prewarm, then the timed part. True if interrupted."""
-    loop = asyncio.get_running_loop()
-    async with CLIENTS[sh.cfg.client](sh.cfg, sh.t0, sh.tok) as client:
-        d = Dispatch(client, sh.sink, sh.progress, sh.opts)
-        _stop_on_signals(d, loop)
-        try:
-            n_warm = sh.opts.prewarm if sh.opts.prewarm is not None else (
-                sh.users if sh.plan.closed else min(len(sh.idx), sh.opts.max_concurrency or 256))
-            await client.prewarm(min(n_warm, 512))
-            with quiet_gc():  # collector pauses would make the loop late (see gcquiet)
-                interrupted = await _run_timed(d, client, sh)
-        finally:
-            _forget_signals(loop)
-        if sh.on_tick is not None:
-            sh.on_tick()
-        return interrupted
+__all__ = ["CLIENTS", "Progress", "RunOptions", "run_plan"]
 
 
 def run_plan(plan: Plan, cfg: ClientConfig, sink, opts: RunOptions, tok, tok_name: str | None,
@@ -181,6 +32,4 @@ def run_plan(plan: Plan, cfg: ClientConfig, sink, opts: RunOptions, tok, tok_nam
     if opts.workers <= 1:
         return asyncio.run(run_share(Share(plan, np.arange(n), plan.arrival.concurrency, cfg, sink, progress, opts,
                                            tok=tok, on_tick=on_tick, scrape=scrape)))
-    from .workers import run_workers
-
     return run_workers(plan, cfg, sink.dir, opts, tok_name, progress, on_tick, scrape)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..metrics import RequestMetrics
 from ..records import RequestRecord, RequestSpec
 
 
@@ -46,20 +47,6 @@ class RunOptions:
     stop_when_saturated: bool = False  # end the run early once the server clearly cannot keep up (rate probes)
 
 
-def meets_slo(rec: RequestRecord, slo: dict | None) -> bool:
-    """For the live progress line only (metrics.Columns is the definition the summary uses)."""
-    if rec.status != "ok" or rec.first_token_at is None or rec.sent_at is None:
-        return False
-    if not slo:
-        return True
-    ttft = (rec.first_token_at - rec.sent_at) * 1000
-    e2e = (rec.chunk_times[-1] - rec.sent_at) * 1000
-    tpot = (e2e - ttft) / (rec.output_tokens - 1) if rec.output_tokens >= 2 else 0.0
-    gaps = np.diff(rec.chunk_times) * 1000 if len(rec.chunk_times) > 1 else (0.0,)
-    vals = {"ttft": ttft, "tpot": tpot, "e2el": e2e, "max_itl": max(gaps)}
-    return all(vals[k] <= v for k, v in slo.items())
-
-
 async def first_of(*aws) -> None:
     """Wait until the first of a few awaitables is done; cancel the others."""
     futs = [asyncio.ensure_future(a) for a in aws]
@@ -81,6 +68,7 @@ class Dispatch:
         self.idle = asyncio.Event()  # set whenever no request is in flight
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
+        self.unjudged: list[RequestRecord] = []  # finished, not yet counted against the SLO (judge())
 
     async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None) -> RequestRecord:
         p = self.p
@@ -98,11 +86,21 @@ class Dispatch:
         p.done += 1
         if rec.status != "ok":
             p.failed += 1
-        elif meets_slo(rec, self.opts.slo):
-            p.good += 1
+        else:
+            self.unjudged.append(rec)
         if rec.sent_at is not None:
             p.lag_max_ms = max(p.lag_max_ms, (rec.sent_at - scheduled_at) * 1000)
         return rec
+
+    def judge(self) -> None:
+        """Count the requests finished since the last call that meet the SLO (the live progress line),
+        with the summary's own definition (metrics.RequestMetrics), in a batch off the requests' own path."""
+        if not self.unjudged:
+            return
+        batch, self.unjudged = self.unjudged, []
+        c = RequestMetrics(batch)
+        met = c.meets(self.opts.slo)
+        self.p.good += int((met if met is not None else c.ok & ~np.isnan(c.first)).sum())
 
     def _spawn(self, spec, scheduled_at):
         t = asyncio.ensure_future(self._one(spec, scheduled_at))

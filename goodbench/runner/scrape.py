@@ -4,26 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 
-_PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?)\s+(\S+)")
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Exposition text -> {name{labels}: value}, histogram buckets left out (sums and counts kept)."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _PROM.match(line)
-        if not m or "_bucket" in m.group(1):
-            continue
-        try:
-            out[m.group(1)] = float(m.group(2))
-        except ValueError:
-            continue
-    return out
+from ..prometheus import parse as parse_prometheus
 
 
 async def _fetch(session, url: str) -> str:

@@ -13,12 +13,13 @@ import time
 
 import numpy as np
 
-from ..client.openai import ClientConfig
+from ..client.config import ClientConfig
+from ..eventloop import install_uvloop
 from ..serverproc import die_with_parent
 from ..store import RunStore
-from . import Share, install_uvloop, run_share
+from ..workloads import Plan
 from .dispatch import Progress, RunOptions
-from .plan import Plan
+from .share import Share, run_share
 
 
 def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -> None:

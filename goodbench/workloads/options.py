@@ -11,10 +11,9 @@ from ..arrivals import ArrivalSpec
 from ..errors import UsageError
 from ..limits import check_all, check_upfront
 from ..records import parse_slo
-from .builtin import dataset_workload
-from .spec import LengthDist, TraceSpec, WorkloadSpec, load_workload
-
-DEFAULT_REQUESTS = 200  # when neither the workload nor the options give a count or a duration
+from .catalog import load_workload
+from .datasets import dataset_workload
+from .spec import DEFAULT_REQUESTS, LengthDist, TraceSpec, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class WorkloadOptions:
     trace_window: str | None = None
 
     @classmethod
-    def from_namespace(cls, ns) -> "WorkloadOptions":
+    def from_namespace(cls, ns) -> WorkloadOptions:
         return cls(**{f.name: getattr(ns, f.name, None) for f in fields(cls)})
 
 

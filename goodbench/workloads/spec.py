@@ -21,6 +21,8 @@ GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
 ENDPOINTS = ("completions", "chat")
 
+DEFAULT_REQUESTS = 200  # requests in a workload that gives neither a count nor a duration
+
 
 @dataclass(frozen=True)
 class LengthDist:
@@ -121,7 +123,7 @@ class WorkloadSpec:
     session: SessionSpec | None = None
     trace: TraceSpec | None = None
     arrival: ArrivalSpec = ArrivalSpec()
-    num_requests: int | None = 200
+    num_requests: int | None = DEFAULT_REQUESTS
     duration_s: float | None = None
     warmup_requests: int = 0
     seed: int = 0
@@ -141,7 +143,7 @@ class WorkloadSpec:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "WorkloadSpec":
+    def from_json(cls, text: str) -> WorkloadSpec:
         d = json.loads(text)
         a = d.pop("arrival")
         a["trace"] = tuple(a.get("trace") or ())
@@ -158,10 +160,6 @@ class WorkloadSpec:
         d = self.to_dict()
         d.pop("path", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-    def with_overrides(self, **kw) -> "WorkloadSpec":
-        return replace(self, **{k: v for k, v in kw.items() if v is not None})
-
 
 class _Ctx:
     """Error helper: InputError('FILE: key: message')."""
@@ -394,7 +392,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     n = ctx.num(doc, "num_requests", "", int, None, lo=1)
     dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
     if n is None and dur is None and gen not in ("hol", "sessions", "trace"):
-        n = 200
+        n = DEFAULT_REQUESTS
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
         raise ctx.err("gate", "expected a table")
@@ -408,11 +406,3 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
                         warmup_requests=ctx.num(doc, "warmup_requests", "", int, 0, lo=0),
                         seed=ctx.num(doc, "seed", "", int, 0), endpoint=endpoint, slo=slo,
                         ignore_eos=bool(doc.get("ignore_eos", True)), gate=gate, path=path)
-
-
-def load_workload(source: str) -> WorkloadSpec:
-    """A workload file, or a built-in workload by name (`hol-stress`; see packaged.py)."""
-    from .packaged import resolve
-
-    text, path = resolve(source)
-    return parse_workload(text, path)

@@ -4,7 +4,7 @@ One engine loop task (steploop.EngineLoop) runs steps back to back: it builds a 
 step's absolute planned end (start + cost-model duration), then hands each produced token to its
 stream. Handlers only wait for their stream's tokens and write them; nothing per step grows with the
 number of connected clients beyond writing their tokens. Step lateness (actual end - planned end) is
-measured and exported in /metrics. Several instances behind a router: servecluster.py."""
+measured and exported in /metrics. Several instances behind a router: cluster.py; the process around them: main.py."""
 
 from __future__ import annotations
 
@@ -18,13 +18,12 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from ..errors import UsageError
-from ..gcquiet import quiet_gc, watchdog as gc_watchdog
-from ..pacing import TurnPacer
-from .config import EngineConfig
-from .core import Engine, RequestTooLong
-from .costmodel import CostModel
-from .kvcache import Seq, block_hashes
+from ...errors import UsageError
+from ...pacing import TurnPacer
+from ..config import EngineConfig
+from ..core import Engine, RequestTooLong
+from ..costmodel import CostModel
+from ..kvcache import Seq, block_hashes
 from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
 from .steploop import EngineLoop, render_metrics
 
@@ -110,7 +109,7 @@ def parse_eos_dist(spec: str | None):
 
 class EngineServer:
     def __init__(self, cfg: EngineConfig, opts: ServeOptions, tok, cost: CostModel | None = None):
-        self.cfg = cfg.resolved() if cfg.num_gpu_blocks is None else cfg
+        self.cfg = cfg.resolved()
         self.opts = opts
         self.tok = tok
         self.model_name = opts.served_model_name or self.cfg.model
@@ -216,7 +215,7 @@ class EngineServer:
         try:
             body = await request.json()
         except (ValueError, UnicodeDecodeError):
-            raise BadRequest("request body is not valid JSON")
+            raise BadRequest("request body is not valid JSON") from None
         req = parse_request(body, chat, (self.model_name, "default"))
         if req.token_ids is not None:
             ids = req.token_ids
@@ -310,72 +309,3 @@ class EngineServer:
 # handler_cancellation: a client that goes away cancels its handler, which aborts its request (a
 # non-streaming request would otherwise run to its end for nobody)
 RUNNER_OPTIONS = {"access_log": None, "handler_cancellation": True}
-
-
-async def serve_forever(server: EngineServer, ready_cb=None) -> None:
-    """Run until SIGINT/SIGTERM; then stop accepting, end open streams and exit."""
-    import signal
-
-    runner = web.AppRunner(server.app(), handle_signals=False, **RUNNER_OPTIONS)
-    await runner.setup()
-    site = web.TCPSite(runner, server.opts.host, server.opts.port, backlog=4096, reuse_address=True)
-    await site.start()
-    if ready_cb:
-        ready_cb(site)
-    stop = asyncio.Event()
-    server.on_failure = stop.set
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
-    dog = asyncio.ensure_future(gc_watchdog())
-    try:
-        with quiet_gc():  # collector pauses would make steps late
-            await stop.wait()
-    finally:
-        dog.cancel()
-        await runner.cleanup()
-
-
-def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = None, cluster=None) -> int:
-    """`goodbench serve`: build the engine (or, with a cluster spec of several instances, the engines
-    behind a router), listen, print one ready line, serve until SIGINT/SIGTERM. Returns the exit code:
-    0, or 1 when an engine loop died (the log says why)."""
-    from .. import tokenizer as tokmod
-    from ..eventloop import install_uvloop
-
-    cfg = cfg.resolved()
-    parse_eos_dist(opts.eos_dist)
-    many = cluster is not None and (cluster.disaggregated or cluster.replicas > 1)
-    if many:
-        cluster.check()
-        cluster.configs(cfg)  # an impossible prefill/decode tier fails here, before anything listens
-    tok = tokmod.load(tokenizer)
-    install_uvloop()
-
-    async def main_():
-        if many:
-            from .servecluster import ClusterServer
-
-            server = ClusterServer(cfg, opts, tok, cluster)
-            what = server.describe()
-        else:
-            server = EngineServer(cfg, opts, tok)
-            what = f"{cfg.gpu} x{cfg.tensor_parallel_size}"
-        _ = tok.words  # build the output vocabulary before accepting requests
-
-        def ready(site):
-            print(f"goodbench serve: {cfg.model} on {what} "
-                  f"(budget {cfg.max_num_batched_tokens} tokens, {cfg.max_num_seqs} seqs, "
-                  f"{cfg.num_gpu_blocks} KV blocks, chunked prefill {'on' if cfg.enable_chunked_prefill else 'off'}) "
-                  f"listening on http://{opts.host}:{opts.port}", flush=True)
-
-        await serve_forever(server, ready)
-        return 1 if server.failed else 0
-
-    try:
-        return asyncio.run(main_())
-    except OSError as e:
-        raise UsageError(f"cannot listen on {opts.host}:{opts.port}: {e.strerror or e}") from None

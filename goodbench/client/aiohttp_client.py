@@ -13,8 +13,8 @@ from aiohttp.streams import StreamReader
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from .config import ERROR_BODY_LIMIT, ClientConfig, not_a_stream, request_body
-from .config import ENDPOINTS, api_key_from_env, resolve_endpoint  # noqa: F401  (re-exported)
 from .stream import StreamState, local_count_due
+
 
 class _Sent:
     """Per-request trace context: when the request body actually went to the socket."""
@@ -69,7 +69,7 @@ async def _read_stream(content, st: StreamState) -> None:
         st.on_data(data)
 
 
-class Client:
+class AiohttpClient:
     """One shared session and connection pool for a whole run."""
 
     def __init__(self, cfg: ClientConfig, t0: float, tok=None, clock=time.monotonic):
@@ -160,7 +160,7 @@ class Client:
         return st.record(spec, scheduled_at, res["sent"], clock() - t0, st.status, res["http"], st.error, self.tok,
                          local_count=local_count_due(self.finished - 1))
 
-    async def _exchange(self, spec: RequestSpec, st: StreamState, mark: "_Sent", res: dict) -> None:
+    async def _exchange(self, spec: RequestSpec, st: StreamState, mark: _Sent, res: dict) -> None:
         """POST, then read the stream into st (or the error body); under send's total deadline."""
         headers = {self.cfg.session_header: spec.session} if spec.session is not None else None
         async with self.session.post(self.cfg.url, json=self.payload(spec), trace_request_ctx=mark,

@@ -1,19 +1,20 @@
-"""Per-request derived values as arrays, computed once from a run's columns: the one definition of
-TTFT, ITL, TPOT, E2E and schedule lag every summary, report and export reads. Pure numpy."""
+"""Per-request derived metrics as arrays (RequestMetrics), computed once from a run's RecordArrays:
+the one definition of TTFT, ITL, TPOT, E2E and schedule lag every summary, report and export reads.
+measured_arrays picks the requests that count (warm-up excluded). Pure numpy."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..columnar import ColumnarRun, RunColumns, gap_counts, gaps_of
+from ..columnar import RecordArrays, RunArrays, gap_counts, gaps_of
 
 
-class Columns:
+class RequestMetrics:
     """TTFT = first content chunk - sent; E2E = last content chunk - sent; TPOT = (E2E - TTFT) /
     (output tokens - 1); ITL = gaps between content chunks (pooled); lag = sent - scheduled."""
 
     def __init__(self, src):
-        cols = src if isinstance(src, RunColumns) else RunColumns.from_records(list(src))
+        cols = src if isinstance(src, RecordArrays) else RecordArrays.from_records(list(src))
         self.cols = cols
         n = len(cols)
         self.n = n
@@ -67,15 +68,15 @@ class Columns:
         return m
 
 
-def columns_of(result) -> RunColumns:
-    """The non-warm-up requests of a RunResult (records) or ColumnarRun (arrays) as columns."""
-    if isinstance(result, ColumnarRun):
+def measured_arrays(result) -> RecordArrays:
+    """The requests that count (warm-up excluded) of a RunResult or RunArrays, as RecordArrays."""
+    if isinstance(result, RunArrays):
         cols = result.cols
         return cols.select(~cols.warmup) if cols.warmup.any() else cols
-    return RunColumns.from_records([r for r in result.records if not r.warmup])
+    return RecordArrays.from_records([r for r in result.records if not r.warmup])
 
 
-def per_token_gaps(cols: RunColumns, gaps: np.ndarray, gap_count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def per_token_gaps(cols: RecordArrays, gaps: np.ndarray, gap_count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ITL per token: a chunk carrying k tokens after a gap g gives k samples of g / k (the tokens of a
     request's first chunk belong to its TTFT). The same arrays as the per-chunk gaps when every chunk is
     one token (no copy). Returns (pooled samples, samples per request)."""

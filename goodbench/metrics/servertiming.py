@@ -10,6 +10,8 @@ time outside the server's view (network, HTTP framing, the client)."""
 
 from __future__ import annotations
 
+from .. import prometheus
+
 # (key in the summary block, histogram name)
 PHASES = (("ttft_ms", "vllm:time_to_first_token_seconds"),
           ("queue_ms", "vllm:request_queue_time_seconds"),
@@ -17,16 +19,10 @@ PHASES = (("ttft_ms", "vllm:time_to_first_token_seconds"),
 SOURCE = "server /metrics histograms (the server's clock; means from _sum/_count deltas over the run)"
 
 
-def metric_total(metrics: dict, name: str) -> float | None:
-    """One metric summed over its label sets (engines, models, ...) in a scraped sample; None when absent."""
-    vals = [v for key, v in metrics.items() if key.split("{", 1)[0] == name]
-    return float(sum(vals)) if vals else None
-
-
 def histogram_totals(metrics: dict, name: str) -> tuple[float, float] | None:
     """(sum, count) of one histogram over all its label sets; None when absent."""
-    total = metric_total(metrics, name + "_sum")
-    return None if total is None else (total, metric_total(metrics, name + "_count") or 0.0)
+    s = prometheus.total(metrics, name + "_sum")
+    return None if s is None else (s, prometheus.total(metrics, name + "_count") or 0.0)
 
 
 def phase_delta(first: dict, last: dict, name: str) -> dict | None:

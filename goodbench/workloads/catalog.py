@@ -1,4 +1,4 @@
-"""The ready-made workload files that ship inside goodbench (goodbench/data/workloads/, the same files as
+"""The catalogue of ready-made workload files that ship inside goodbench (goodbench/data/workloads/, the same files as
 the repository's workloads/): usable by name wherever a workload file is, e.g. `--workload hol-stress`,
 `gb.load_workload("hol-stress")`, and listed by `goodbench workloads`."""
 
@@ -9,6 +9,7 @@ import importlib.resources
 import os
 
 from ..errors import InputError
+from .spec import WorkloadSpec, parse_workload
 
 
 def _folder():
@@ -72,10 +73,14 @@ def about(text: str) -> str:
 
 def catalogue() -> list[tuple[str, object, str]]:
     """(name, WorkloadSpec, what it models) for every built-in workload."""
-    from .spec import parse_workload
-
     out = []
     for name in names():
         text, path = read(name)
         out.append((name, parse_workload(text, path), about(text)))
     return out
+
+
+def load_workload(source: str) -> WorkloadSpec:
+    """A workload file, or a built-in workload by name (`hol-stress`)."""
+    text, path = resolve(source)
+    return parse_workload(text, path)

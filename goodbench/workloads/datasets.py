@@ -1,6 +1,6 @@
 """The built-in workloads that `--dataset-name` selects (as `vllm bench serve` names them), each defined
 once: `random` and `sharegpt` here (parametrised by --random-*-len and --dataset-path, as in vLLM),
-`mixed` and `hol` as the packaged workload files mixed-long-short and hol-stress (packaged.py)."""
+`mixed` and `hol` as the packaged workload files mixed-long-short and hol-stress (catalog.py)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def dataset_workload(name: str, input_len: int | None = None, output_len: int | 
     if name == "sharegpt":
         return sharegpt_workload(output_len, dataset)
     if name in PACKAGED:
-        from .spec import load_workload
+        from .catalog import load_workload
 
         return load_workload(PACKAGED[name])
     raise UsageError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

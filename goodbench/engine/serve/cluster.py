@@ -2,7 +2,7 @@
 process, each its own step loop on the real clock (steploop.EngineLoop), behind one HTTP front.
 
 Replicas: the router (engine/router.py) picks an instance per request. Disaggregation follows the
-simulator's convention (engine/cluster.py): the router picks a prefill instance, which runs the prompt
+simulator's convention (engine/virtual/cluster.py): the router picks a prefill instance, which runs the prompt
 as a max_tokens=1 request whose token is not streamed; when that step ends, the KV cache is in flight
 for the modelled transfer time (a timer), then lands on the least-loaded decode instance, which holds
 the prompt's KV, recomputes its last position and streams every token. TTFT = prefill queueing +
@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from .cluster import ClusterSpec
-from .config import EngineConfig
-from .core import Engine, RequestTooLong
-from .costmodel import CostModel
-from .kvcache import Seq
+from ..config import EngineConfig
+from ..core import Engine, RequestTooLong
+from ..costmodel import CostModel
+from ..kvcache import Seq
+from ..layout import ClusterSpec
+from ..router import Router
 from .openai_api import Parsed, error_event
-from .router import Router
 from .server import EngineServer, ServeOptions
 from .steploop import EngineLoop
 

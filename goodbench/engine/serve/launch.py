@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import TargetError
-from ..serverproc import ServerProcess, free_port
-from .config import EngineConfig
+from ...errors import TargetError
+from ...serverproc import ServerProcess, free_port
+from ..config import EngineConfig
 
 
 def serve_command(cfg: EngineConfig, port: int, host: str = "127.0.0.1", cluster=None) -> list[str]:
-    """`python -m goodbench serve` for cfg on host:port (cluster: an engine.cluster.ClusterSpec of
+    """`python -m goodbench serve` for cfg on host:port (cluster: an engine.layout.ClusterSpec of
     several instances, or None)."""
     return ([sys.executable, "-m", "goodbench", "serve", "--host", host, "--port", str(port)] + cfg.to_argv()
             + (cluster.to_argv() if cluster is not None else []))

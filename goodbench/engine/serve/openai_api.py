@@ -8,7 +8,6 @@ import json
 import math
 from dataclasses import dataclass
 
-
 REASONING_FIELD = "goodbench_reasoning_tokens"  # real servers ignore it; the reference engine thinks first
 
 

@@ -23,11 +23,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..records import RequestSpec
-from .config import EngineConfig
-from .core import Engine
-from .costmodel import CostModel
-from .simulate import simulate
+from ...records import RequestSpec
+from ...workloads.plan import Plan
+from ..config import EngineConfig
+from ..core import Engine
+from ..costmodel import CostModel
+from .arrivals import arrivals_for
+from .instance import run_instance
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.csv")
 ETA_GRID = tuple(round(0.70 + 0.01 * k, 2) for k in range(21))  # HBM weight streaming, 0.70-0.90
@@ -85,9 +87,8 @@ def point_config(p: Point) -> EngineConfig:
 
 
 def _run(p: Point, engine: Engine, reqs: list[RequestSpec]) -> list:
-    if p.workload == "batch":
-        return simulate(engine, reqs, np.zeros(len(reqs)))
-    return simulate(engine, reqs, None, closed_users=p.concurrency)
+    plan = Plan.at(reqs, np.zeros(len(reqs))) if p.workload == "batch" else Plan.closed_loop(reqs, p.concurrency)
+    return run_instance(engine, reqs, arrivals_for(plan))
 
 
 def replay(p: Point, cost: CostModel) -> float:
@@ -213,7 +214,7 @@ def calibrate(path: str = DATA, fit_eta: bool = False) -> tuple[Fit, list[dict]]
     return error_table(points, affine_table(points, etas), fit_eta=fit_eta)
 
 
-if __name__ == "__main__":  # python -m goodbench.engine.calibration: print the tables for docs/engine.md
+if __name__ == "__main__":  # python -m goodbench.engine.virtual.calibration: print the tables for docs/engine.md
     import sys
 
     print(markdown(*calibrate(fit_eta="--fit-eta" in sys.argv)))

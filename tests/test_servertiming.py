@@ -2,7 +2,7 @@
 
 import pytest
 
-from goodbench.servermetrics import histogram_totals, phase_delta, server_timing
+from goodbench.metrics.servertiming import histogram_totals, phase_delta, server_timing
 
 L0, L1 = '{engine="0",model_name="m"}', '{engine="1",model_name="m"}'
 T, Q, P = "vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds"

@@ -1,4 +1,6 @@
-"""A run's schedule: the workload's requests and, for open loops, each one's send offset."""
+"""A run's plan: the workload's requests and how they are sent (each one's offset in an open loop,
+users in a closed loop, or multi-turn sessions). Built once from a WorkloadSpec and shared by every
+driver: the real-clock runner, locust, the simulator and sweeps."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import numpy as np
 from ..arrivals import ArrivalSpec, offsets as arrival_offsets
 from ..errors import UsageError
 from ..records import RequestSpec
-from ..workloads import WorkloadSpec, build_requests, hol_count
+from .generate import build_requests
+from .hol import hol_count
+from .spec import WorkloadSpec
 
 CLOSED_POOL = 5000  # requests generated for a duration-bounded closed loop (cycled)
 
@@ -24,9 +28,26 @@ class Plan:
     spec: WorkloadSpec | None = None
     tok: object = None  # the tokenizer sessions build their turns' text with
 
+    @classmethod
+    def at(cls, requests: list[RequestSpec], offsets, arrival: ArrivalSpec | None = None) -> Plan:
+        """An open loop: request k sent at offsets[k] seconds."""
+        offs = np.asarray(offsets, float)
+        return cls(list(requests), offs, arrival or ArrivalSpec("trace", trace=()))
+
+    @classmethod
+    def closed_loop(cls, requests: list[RequestSpec], users: int, think_s: float = 0.0,
+                    duration_s: float | None = None) -> Plan:
+        """`users` users, each sending its next request think_s after its previous one finished."""
+        return cls(list(requests), None, ArrivalSpec("closed", concurrency=users, think_time_s=think_s), duration_s)
+
     @property
     def closed(self) -> bool:
         return self.arrival.kind == "closed"
+
+    @property
+    def session_cap(self) -> int:
+        """Sessions in flight at once (0: no cap)."""
+        return self.spec.session.max_concurrent if self.sessions and self.spec is not None else 0
 
     def expected_reuse(self, block_size: int = 16) -> float | None:
         """The prefix-cache hit rate the workload's structure allows (None when no request declares

@@ -1,18 +1,11 @@
-"""matplotlib PNGs (Agg backend; matplotlib is imported only when a picture is asked for)."""
+"""A sweep's figures: metrics against chunk size per tier, the goodput heatmap, the TTFT-ITL frontier,
+goodput and max rate per GPU by instance layout (matplotlib, imported only when a figure is drawn)."""
 
 from __future__ import annotations
 
 import os
 
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
+from .figures import _plt, _save
 
 METRICS = (("goodput", "goodput (req/s)"), ("ttft_p99_ms", "TTFT p99 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
            ("itl_p99_over_p50", "ITL p99/p50"), ("tpot_p99_ms", "TPOT p99 (ms)"))
@@ -147,22 +140,3 @@ def _frontier(plt, ok: list[dict], gpus: list[str], out_dir: str) -> str:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, plt, os.path.join(out_dir, "sweep_frontier.png"))
-
-
-def log_ms_axis(ax, which: str = "x") -> None:
-    """A log axis of milliseconds labelled 1, 2, 5, 10, 20, 50, ... in plain numbers, with no labels on
-    the minor ticks: matplotlib's default labels every minor tick of a narrow range (3x10^1 4x10^1 ...),
-    and they overlap."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def _save(fig, plt, path: str) -> str:
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

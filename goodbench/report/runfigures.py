@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .plots import _plt, _save, log_ms_axis
+from .figures import _plt, _save, log_ms_axis
 from .view import RunView
 
 MAX_POINTS = 60_000

@@ -45,10 +45,6 @@ class Histogram:
         return out
 
 
-def scalar(name: str, kind: str, help: str, labels: str, value: float) -> list[str]:
-    return family(name, kind, help, [(labels, value)])
-
-
 def family(name: str, kind: str, help: str, rows) -> list[str]:
     """One metric with a series per (labels, value): HELP and TYPE once, as the text format requires."""
     return [f"# HELP {name} {help}", f"# TYPE {name} {kind}"] + [f"{name}{{{lab}}} {v}" for lab, v in rows]

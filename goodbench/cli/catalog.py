@@ -23,16 +23,16 @@ def add_parsers(sub) -> None:
 def cmd_workloads(args) -> int:
     from ..errors import InputError
     from ..report.tables import workloads_table
-    from ..workloads import packaged
+    from ..workloads import catalog
 
     if args.name:
-        name = packaged.builtin_name(args.name)
+        name = catalog.builtin_name(args.name)
         if name is None:
-            raise InputError(f"no built-in workload {args.name!r}{packaged.missing_file_hint(args.name)}")
-        print(packaged.read(name)[0], end="")
+            raise InputError(f"no built-in workload {args.name!r}{catalog.missing_file_hint(args.name)}")
+        print(catalog.read(name)[0], end="")
         return EXIT_OK
     con = console()
-    con.print(workloads_table(packaged.catalogue()))
+    con.print(workloads_table(catalog.catalogue()))
     con.print("  use one by name: goodbench simulate --workload hol-stress; print one to edit: "
               "goodbench workloads hol-stress > my.toml", style="dim")
     return EXIT_OK

@@ -12,10 +12,18 @@ import json
 import logging
 import time
 
-from .core import Engine
+from ..core import Engine
 from .openai_api import error_event
-from .promtext import (ITER_BUCKETS, ITL_BUCKETS, LATENESS_BUCKETS, REQUEST_BUCKETS, TTFT_BUCKETS, Histogram, family,
-                       histogram_family)
+from .promtext import (
+    ITER_BUCKETS,
+    ITL_BUCKETS,
+    LATENESS_BUCKETS,
+    REQUEST_BUCKETS,
+    TTFT_BUCKETS,
+    Histogram,
+    family,
+    histogram_family,
+)
 
 SPIN_S = 0.0015  # sleep to this much before a deadline, then spin: asyncio timers have ~1 ms granularity
 CATCH_UP_LIMIT_S = 0.05  # behind by more than this, restart the clock instead of compressing steps
@@ -51,7 +59,8 @@ class EngineLoop:
         self.h_late = Histogram("goodbench:step_lateness_seconds", "Actual minus planned step end.", LATENESS_BUCKETS)
         self.h_queue, self.h_prefill = phase_histograms()
         self.lateness: list[float] = []  # recent window for quantiles
-        self.requests_total = 0
+        self.submitted = 0  # requests routed here
+        self.finished_total = 0  # finished here (vllm:request_success_total)
         self.trace = trace
         self.t0 = t0
         self.handoff = None
@@ -60,7 +69,7 @@ class EngineLoop:
     def submit(self, seq) -> None:
         """Queue a sequence (RequestTooLong when it can never fit) and wake the loop."""
         self.engine.add(seq)
-        self.requests_total += 1
+        self.submitted += 1
         self.wake.set()
 
     def open_seqs(self) -> list:
@@ -87,8 +96,7 @@ class EngineLoop:
             start = now if next_start is None or now - next_start > CATCH_UP_LIMIT_S else max(next_start, 0.0)
             res = eng.step()
             if res is None:  # the head request can never be scheduled: fail it instead of spinning
-                s = eng.sched._peek()
-                eng.sched.remove(s)
+                s = eng.drop_unschedulable()
                 if s.payload is not None:
                     s.payload.push(error_event("request does not fit the KV cache"), done=True)
                 continue
@@ -123,6 +131,7 @@ class EngineLoop:
 
     def deliver(self, res, now: float) -> None:
         finished = set(map(id, res.finished))
+        self.finished_total += len(finished)
         h_ttft, h_itl = self.h_ttft, self.h_itl
         for seq in res.emitted:
             st = seq.payload
@@ -175,7 +184,7 @@ def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
          lambda lp: lp.engine.kv.queries),
         ("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
          lambda lp: lp.engine.kv.hits),
-        ("vllm:request_success_total", "counter", "Requests received.", lambda lp: lp.requests_total),
+        ("vllm:request_success_total", "counter", "Requests that finished.", lambda lp: lp.finished_total),
     )
     for name, kind, help, get in gauges:
         out += family(name, kind, help, [(lab, get(lp)) for lab, lp in rows])

@@ -1,0 +1,63 @@
+"""Sweep cells on the simulated engine, in parallel processes: each cell the sweep's plan through its
+config on its instances (engine.virtual.simulate), kept as a run directory under cells/ with the same
+summary a `goodbench simulate` run gets (metrics/compose.py)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from ..engine.prices import price_table
+from ..engine.virtual import simulate
+from ..rundir import RunDir
+from .grid import Cell
+from .sweep import SweepSetup, cell_meta, config_row, cost_row, slo_scale_row, start_row, summary_row
+
+# The plan is built once in the parent; forked workers read it from here.
+_SHARED: dict = {}
+
+
+def run_cell(cell: Cell) -> dict:
+    """One simulated cell: a run directory under cells/, and its row."""
+    s: SweepSetup = _SHARED["setup"]
+    row, cfg = start_row(s, cell)
+    if cfg is None:
+        return row
+    layout = s.layout(cell)
+    t = time.perf_counter()
+    out = simulate(cfg, s.plan, layout)
+    wall = time.perf_counter() - t
+    meta = cell_meta(s, cell, cfg, "simulate", gpus=layout.gpus(cfg), prices=price_table(s.prices),
+                     engine_stats=out.stats | {"wall_s": wall})
+    rd = RunDir.open(os.path.join(s.out_dir, "cells"), meta)
+    rd.append_many(out.records)
+    summary = rd.finish(records=out.records, ci=False)
+    row.update(summary_row(summary))
+    row.update(cost_row(summary["cost"], layout.label()))
+    row.update(slo_scale_row(out.records, s.slo, _SHARED.get("slo_scales") or ()))
+    row.update(config_row(cfg, rd.dir))
+    if _SHARED.get("keep_summaries"):
+        row["summary"] = summary
+    return row
+
+
+def run_cells(s: SweepSetup, jobs: int = 0, on_done=None, slo_scales=(), keep_summaries: bool = False) -> list[dict]:
+    """Every cell (in parallel processes when jobs > 1; 0: one per CPU). keep_summaries: each row also
+    carries its cell's whole summary under "summary" (not written to sweep.csv)."""
+    _SHARED.update(setup=s, slo_scales=tuple(slo_scales), keep_summaries=keep_summaries)
+    jobs = jobs or (os.cpu_count() or 1)
+    rows: list[dict] = []
+    if jobs <= 1 or len(s.cells) <= 1:
+        for c in s.cells:
+            rows.append(run_cell(c))
+            if on_done:
+                on_done(rows[-1])
+        return rows
+    with ProcessPoolExecutor(max_workers=min(jobs, len(s.cells)), mp_context=mp.get_context("fork")) as ex:
+        for row in ex.map(run_cell, s.cells):
+            rows.append(row)
+            if on_done:
+                on_done(row)
+    return rows

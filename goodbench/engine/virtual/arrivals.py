@@ -1,0 +1,88 @@
+"""When each request reaches the engine in virtual time, as a plan says: at fixed offsets (open loop),
+when a user's previous request finished (closed loop), or when a session's previous turn was answered.
+One interface for the one-instance loop and the cluster: `heap` holds (time, request index) of known
+arrivals; `finished(ids, t, failed)` tells the arrivals that requests ended at t (closed loops and
+sessions then schedule what follows); `dynamic` says whether a finish can create an earlier arrival
+than the heap shows (the cluster then keeps its instances in step)."""
+
+from __future__ import annotations
+
+import heapq
+
+
+class OpenArrivals:
+    """Request k arrives at offsets[k]."""
+
+    dynamic = False
+
+    def __init__(self, offsets):
+        self.heap = [(float(t), k) for k, t in enumerate(offsets)]
+        heapq.heapify(self.heap)
+
+    def finished(self, ids, t: float, failed: bool = False) -> None:
+        pass
+
+
+class ClosedArrivals:
+    """`users` users; each one's next request arrives think_s after its previous one finished, until the
+    requests (or duration_s of virtual time) run out."""
+
+    dynamic = True
+
+    def __init__(self, n: int, users: int, think_s: float = 0.0, duration_s: float | None = None):
+        self.n, self.think_s, self.duration_s = n, think_s, duration_s
+        self.next = min(users, n)
+        self.heap = [(0.0, k) for k in range(self.next)]
+
+    def finished(self, ids, t: float, failed: bool = False) -> None:
+        for _ in ids:
+            if self.next < self.n and (self.duration_s is None or t + self.think_s < self.duration_s):
+                heapq.heappush(self.heap, (t + self.think_s, self.next))
+                self.next += 1
+
+
+class SessionArrivals:
+    """Multi-turn sessions: requests are the sessions' turns back to back (workloads.sessions). A session
+    starts at its arrival (or when one of `cap` slots frees); each next turn arrives its think time after
+    the previous one ended; a failed turn ends its session."""
+
+    dynamic = True
+
+    def __init__(self, sessions, cap: int = 0):
+        self.start, k = [], 0
+        for s in sessions:
+            self.start.append(k)
+            k += len(s.turns)
+        self.sessions, self.cap = sessions, cap or len(sessions)
+        self.owner = [i for i, s in enumerate(sessions) for _ in s.turns]
+        self.waiting = list(range(len(sessions)))[::-1]  # next session to start at the end
+        self.active = 0
+        self.heap: list = []
+        self._fill(0.0)
+
+    def _fill(self, t: float) -> None:
+        while self.waiting and self.active < self.cap:
+            i = self.waiting.pop()
+            self.active += 1
+            heapq.heappush(self.heap, (max(t, self.sessions[i].arrival_s), self.start[i]))
+
+    def finished(self, ids, t: float, failed: bool = False) -> None:
+        for k in ids:
+            i = self.owner[k]
+            turn = k - self.start[i]  # 0-based
+            turns = self.sessions[i].turns
+            if not failed and turn + 1 < len(turns):
+                heapq.heappush(self.heap, (t + turns[turn + 1].think_s, k + 1))
+            else:
+                self.active -= 1
+                self._fill(t)
+
+
+def arrivals_for(plan):
+    """The arrivals a plan describes (workloads.plan.Plan)."""
+    if plan.sessions:
+        return SessionArrivals(plan.sessions, plan.session_cap)
+    if plan.closed:
+        return ClosedArrivals(len(plan.requests), plan.arrival.concurrency, plan.arrival.think_time_s,
+                              plan.duration_s)
+    return OpenArrivals(plan.offsets)

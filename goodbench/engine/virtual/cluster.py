@@ -1,0 +1,205 @@
+"""Several engine instances in virtual time: replicas behind a router, or prefill/decode
+disaggregation (engine/layout.py). One instance runs on instance.py's loop; this loop steps whichever
+instance is earliest, so every instance keeps its own clock.
+
+Disaggregation convention (vLLM's disaggregated serving with a KV connector and its proxy): the
+prefill instance runs the prompt as a request with max_tokens=1 and its sampled token is not streamed;
+the KV moves to a decode instance, which recomputes the last prompt position (as a prefix-cache hit
+always does) and streams from its first step. So TTFT = prefill queueing + prefill + KV transfer +
+decode queueing + the first decode step, and prefill instances run prefill-only steps, decode
+instances decode-only batches.
+
+Arrivals come from virtual/arrivals.py, so open loops, closed loops and multi-turn sessions run on a
+cluster as on one instance. When finishing requests can create arrivals (closed loops, sessions), no
+instance runs its decode fast path past another busy instance's clock: a finish there could bring a
+request here before that time."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+from ...records import RequestRecord, RequestSpec
+from ..config import EngineConfig
+from ..core import Engine, RequestTooLong
+from ..costmodel import CostModel
+from ..kvcache import Seq
+from ..layout import ClusterSpec
+from ..router import Router
+from .instance import decode_run
+from .recorder import NOT_FIT, Tally, prompt_hashes
+
+
+class _Instance:
+    """One engine with its own clock (when its next step may start) and its routed/finished counts."""
+
+    def __init__(self, engine: Engine, role: str):
+        self.engine, self.role = engine, role
+        self.t = 0.0
+        self.routed = 0
+        self.done_at: deque = deque()  # finish times, in order
+        self.done = 0
+
+    def outstanding(self, t: float) -> int:
+        while self.done_at and self.done_at[0] <= t:
+            self.done_at.popleft()
+            self.done += 1
+        return self.routed - self.done
+
+
+class ClusterSim:
+    """The event loop. Events: arrivals (to the router) and KV landings (to a decode instance)."""
+
+    def __init__(self, spec: ClusterSpec, base: EngineConfig, requests: list[RequestSpec],
+                 cost: CostModel | None = None):
+        """cost: one cost model for every instance (tests; None: each instance's config's own)."""
+        spec.check()
+        self.spec, self.requests = spec, requests
+        pcfg, dcfg = spec.configs(base)
+        if spec.disaggregated:
+            self.front = [_Instance(Engine(pcfg, cost), "prefill") for _ in range(spec.prefill)]
+            self.back = [_Instance(Engine(dcfg, cost), "decode") for _ in range(spec.decode)]
+            self.xfer = spec.kv_transfer(base)
+        else:
+            self.front = [_Instance(Engine(base, cost), "mixed") for _ in range(spec.replicas)]
+            self.back = []
+        self.insts = self.front + self.back
+        bs = self.front[0].engine.cfg.block_size
+        self.bs, self.pc = bs, self.front[0].engine.cfg.enable_prefix_caching
+        self.router = Router(spec.router, len(self.front), bs)
+        self.back_router = Router("least-outstanding", len(self.back), bs) if self.back else None
+        self.tally = Tally(len(requests))
+        self.arr = None  # the arrivals (virtual/arrivals.py), set by run()
+        self.events: list = []  # KV landings: (time, request index)
+        self.pf_busy: dict[int, float] = {}
+        self.transfers: list[float] = []
+
+    # ------------------------------------------------------------------ events
+    def _fail(self, k: int, t: float, why: str) -> None:
+        """Request k is refused: recorded as an error; its user or session goes on."""
+        self.tally.bad[k] = why
+        self.arr.finished((k,), t, failed=True)
+
+    def _place(self, inst: _Instance, seq: Seq, t: float) -> bool:
+        if not inst.engine.has_work:
+            inst.t = max(inst.t, t)
+        try:
+            inst.engine.add(seq)
+        except RequestTooLong as e:
+            self._fail(seq.id, t, str(e))
+            return False
+        inst.routed += 1
+        return True
+
+    def _arrive(self, t: float, k: int) -> None:
+        r = self.requests[k]
+        self.tally.sent[k] = t
+        hashes = prompt_hashes(r, self.bs) if self.pc else ()
+        i = self.router.pick([x.outstanding(t) for x in self.front], hashes,
+                             lambda j: self.front[j].engine.kv.cached_blocks_of(hashes), r.session)
+        mt = 1 if self.spec.disaggregated else r.max_tokens
+        s = Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes, priority=r.priority or 0)
+        if self.spec.disaggregated:
+            try:  # refuse early what decode cannot hold
+                self.back[0].engine.check_fits(r.prompt_tokens, r.max_tokens)
+            except RequestTooLong as e:
+                self._fail(k, t, str(e))
+                return
+        if self._place(self.front[i], s, t) and not self.spec.disaggregated:
+            self.tally.seqs[k] = s
+
+    def _land(self, t: float, k: int) -> None:
+        r = self.requests[k]
+        i = self.back_router.pick([x.outstanding(t) for x in self.back], (), lambda j: 0, None)
+        s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0)
+        s.preloaded = r.prompt_tokens - 1
+        if self._place(self.back[i], s, t):
+            self.tally.seqs[k] = s
+
+    def _finished(self, inst: _Instance, seqs, t: float) -> None:
+        """Requests that ended on a mixed or decode instance: the router's counts and the arrivals."""
+        for _ in seqs:
+            inst.done_at.append(t)
+        if seqs:
+            self.arr.finished([s.id for s in seqs], t)
+
+    # ------------------------------------------------------------------ steps
+    def _next_event(self) -> float:
+        """The earliest known arrival or KV landing."""
+        a = self.arr.heap[0][0] if self.arr.heap else math.inf
+        return min(a, self.events[0][0] if self.events else math.inf)
+
+    def _horizon(self, inst: _Instance) -> float:
+        """The earliest time something could reach this instance: the next known event; for decode
+        instances also any prefill instance's next step (its finished prompts land later); with arrivals
+        that follow finishes (closed loops, sessions), any other busy instance's clock."""
+        h = self._next_event()
+        others = self.insts if self.arr.dynamic else self.front if inst.role == "decode" else ()
+        for x in others:
+            if x is not inst and x.engine.has_work and x.t < h:
+                h = x.t
+        return h
+
+    def _step(self, inst: _Instance) -> None:
+        eng = inst.engine
+        if inst.role != "prefill":
+            run = decode_run(eng, self.tally, self._horizon(inst), inst.t)
+            if run is not None:
+                inst.t, finished = run
+                self._finished(inst, finished, inst.t)
+                return
+        res = eng.step()
+        if res is None:  # the head request can never be scheduled
+            s = eng.drop_unschedulable()
+            inst.done_at.append(inst.t)
+            self._fail(s.id, inst.t, NOT_FIT)
+            return
+        inst.t += res.duration
+        if inst.role == "prefill":
+            self._prefill_done(inst, res)
+            return
+        for s in res.emitted:
+            self.tally.times[s.id].append(inst.t)
+        self._finished(inst, res.finished, inst.t)
+
+    def _prefill_done(self, inst: _Instance, res) -> None:
+        for s in res.batch.seqs:
+            self.pf_busy[s.id] = self.pf_busy.get(s.id, 0.0) + res.duration
+        for s in res.finished:
+            inst.done_at.append(inst.t)
+            x = self.xfer.seconds(s.prompt_len, self.pf_busy.pop(s.id, 0.0))
+            self.transfers.append(x)
+            heapq.heappush(self.events, (inst.t + x, s.id))
+
+    def run(self, arr) -> list[RequestRecord]:
+        """Run the requests as the arrivals (virtual/arrivals.py) bring them."""
+        self.arr = arr
+        while True:
+            busy = [x for x in self.insts if x.engine.has_work]
+            nxt = min(busy, key=lambda x: x.t) if busy else None
+            t = self._next_event()
+            if t < math.inf and (nxt is None or t <= nxt.t):
+                if arr.heap and arr.heap[0][0] == t:
+                    self._arrive(*heapq.heappop(arr.heap))
+                else:
+                    self._land(*heapq.heappop(self.events))
+            elif nxt is not None:
+                self._step(nxt)
+            else:
+                break
+        return self.tally.records(self.requests)
+
+    def stats(self) -> dict:
+        st = [x.engine.stats for x in self.insts]
+        xs = sorted(self.transfers)
+        return {"instances": [{"role": x.role, "gpu": x.engine.cfg.gpu, "tp": x.engine.cfg.tensor_parallel_size,
+                               "requests": x.routed, "steps": x.engine.stats.steps, "busy_s": x.engine.stats.busy_s}
+                              for x in self.insts],
+                "steps": sum(s.steps for s in st), "preemptions": sum(s.preemptions for s in st),
+                "max_step_tokens": max(s.max_step_tokens for s in st),
+                "prefix_cache_queries": sum(x.engine.kv.queries for x in self.insts),
+                "prefix_cache_hits": sum(x.engine.kv.hits for x in self.insts),
+                "router": self.spec.router, "kv_link": self.xfer.link.name if self.back else None,
+                "kv_transfer_ms_p50": xs[len(xs) // 2] * 1000 if xs else None,
+                "kv_transfer_ms_max": xs[-1] * 1000 if xs else None}

@@ -1,0 +1,111 @@
+"""One engine instance in virtual time: arrivals + Engine -> records, with no sockets and no sleeping.
+
+Every request is 'sent' at its arrival (no client lag) and each token arrives at the end of the step
+that produced it, so the records mean exactly what a perfect client would have measured."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+
+from ...records import RequestRecord, RequestSpec
+from ..core import Engine, RequestTooLong
+from ..kvcache import Seq
+from .recorder import NOT_FIT, Tally, prompt_hashes
+
+
+def _trace_line(engine: Engine, res, start: float) -> str:
+    b = res.batch
+    return json.dumps({"step": engine.stats.steps, "start": round(start, 6), "duration": round(res.duration, 6),
+                       "prefill_tokens": b.prefill_tokens, "decode_tokens": b.decode_tokens,
+                       "batch_size": b.num_seqs, "kv_usage": round(engine.kv.usage, 4),
+                       "preemptions": len(b.preempted), "lateness": 0.0}) + "\n"
+
+
+def decode_run(engine: Engine, tally: Tally, horizon: float, now: float) -> tuple[float, list] | None:
+    """Take the engine's closed-form decode steps up to the horizon (engine.decode_run) and give every
+    running request its token times: (the new now, the finished sequences), or None."""
+    run = engine.decode_run(4096, horizon, now)
+    if run is None:
+        return None
+    ends, finished = run
+    times = tally.times
+    for s in engine.sched.running:  # finished ones have left running already
+        times[s.id].extend(ends)
+    for s in finished:
+        times[s.id].extend(ends)
+    return ends[-1], finished
+
+
+def admit(engine: Engine, seq: Seq, tally: Tally) -> bool:
+    """Hand a request to the engine; one it refuses is recorded as an error (False)."""
+    try:
+        engine.add(seq)
+    except RequestTooLong as e:
+        tally.bad[seq.id] = str(e)
+        return False
+    tally.seqs[seq.id] = seq
+    return True
+
+
+def _arrive(engine: Engine, requests: list[RequestSpec], arr, now: float, tally: Tally) -> None:
+    """Admit every request whose arrival time has come (a request that can never fit fails at once)."""
+    pending, bs, pc = arr.heap, engine.cfg.block_size, engine.cfg.enable_prefix_caching
+    while pending and pending[0][0] <= now:
+        t, k = heapq.heappop(pending)
+        tally.sent[k] = t
+        r = requests[k]
+        s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0,
+                hashes=prompt_hashes(r, bs) if pc else ())
+        if not admit(engine, s, tally):
+            arr.finished((k,), t, failed=True)
+
+
+def run_instance(engine: Engine, requests: list[RequestSpec], arr, trace_path: str | None = None,
+                 max_virtual_s: float | None = None, fast: bool = True) -> list[RequestRecord]:
+    """Run the requests through one engine as the arrivals (virtual/arrivals.py) bring them. fast=False
+    takes every step singly (the decode fast path is exact; tests compare the two)."""
+    tally = Tally(len(requests))
+    pending = arr.heap
+    trace = open(trace_path, "w", encoding="utf-8") if trace_path else None
+    now = 0.0
+    try:
+        while pending or engine.has_work:
+            _arrive(engine, requests, arr, now, tally)
+            if not engine.has_work:
+                if pending:
+                    now = max(now, pending[0][0])
+                continue
+            if max_virtual_s is not None and now > max_virtual_s:
+                break
+            if trace is None and fast:
+                run = decode_run(engine, tally, pending[0][0] if pending else math.inf, now)
+                if run is not None:
+                    now, done = run
+                    arr.finished([s.id for s in done], now)
+                    continue
+            res = engine.step()
+            if res is None:  # nothing schedulable and nothing running: the head request can never fit
+                s = engine.drop_unschedulable()
+                tally.bad[s.id] = NOT_FIT
+                arr.finished((s.id,), now, failed=True)
+                continue
+            start = now
+            now += res.duration
+            for s in res.emitted:
+                tally.times[s.id].append(now)
+            arr.finished([s.id for s in res.finished], now)
+            if trace is not None:
+                trace.write(_trace_line(engine, res, start))
+    finally:
+        if trace is not None:
+            trace.close()
+    return tally.records(requests)
+
+
+def instance_stats(engine: Engine) -> dict:
+    """What the simulation block of a summary reports about one instance."""
+    st = engine.stats
+    return {"steps": st.steps, "preemptions": st.preemptions, "max_step_tokens": st.max_step_tokens,
+            "prefix_cache_queries": engine.kv.queries, "prefix_cache_hits": engine.kv.hits}

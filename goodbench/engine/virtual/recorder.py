@@ -1,0 +1,72 @@
+"""What a simulated run hands back: one RequestRecord per request that was sent, exactly as a perfect
+client would have measured it (sent at its arrival, each token at the end of the step that produced
+it), and the prefix-cache keys of each prompt."""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+from ...records import RequestRecord, RequestSpec
+from ...workloads.segments import block_hashes as segment_block_hashes
+
+CHARS_PER_TOKEN = 4  # text-approximate block boundaries for prefix caching (see text_block_hashes)
+NOT_FIT = "request needs more KV cache than the engine has"
+
+
+def text_block_hashes(prompt, prompt_tokens: int, block_size: int) -> tuple:
+    """Prefix-cache keys without tokenizing: block j covers a fixed window of characters, so prompts
+    sharing a text prefix share their leading keys (hits are right to about one block; the server
+    uses exact token-id hashes)."""
+    text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)
+    w = block_size * CHARS_PER_TOKEN
+    out, h = [], 0
+    for j in range(prompt_tokens // block_size):
+        h = hash((h, text[j * w:(j + 1) * w], j))
+        out.append(h)
+    return tuple(out)
+
+
+def prompt_hashes(r: RequestSpec, block_size: int) -> tuple:
+    """Prefix-cache keys of a request's prompt: exact block hashes from its segments when the workload
+    knows its structure, else the text windows."""
+    if r.segments:
+        return segment_block_hashes(r.segments, block_size)
+    return text_block_hashes(r.prompt, r.prompt_tokens, block_size)
+
+
+class Tally:
+    """Per request: when it was sent (NaN: never), its token times, its engine sequence, or why the
+    engine refused it."""
+
+    def __init__(self, n: int):
+        self.sent = [math.nan] * n
+        self.times: list[array] = [array("d") for _ in range(n)]
+        self.seqs: list = [None] * n
+        self.bad: dict[int, str] = {}
+
+    def records(self, requests: list[RequestSpec]) -> list[RequestRecord]:
+        """One record per request that was sent: refused ones as HTTP 400, unfinished ones as cancelled."""
+        out = []
+        for k, r in enumerate(requests):
+            off = self.sent[k]
+            if math.isnan(off):
+                continue  # never sent (closed loop ran out of time)
+            common = {"prompt_tokens": r.prompt_tokens, "warmup": r.warmup, "session": r.session, "turn": r.turn,
+                      "session_turns": r.session_turns}
+            if k in self.bad:
+                out.append(RequestRecord(r.id, r.cls, off, off, None, off, status="http_error", http_status=400,
+                                         error=self.bad[k], **common))
+                continue
+            t = tuple(self.times[k])
+            seq = self.seqs[k]
+            done = seq is not None and seq.status == "finished"
+            think = min(r.reasoning_tokens, max(len(t) - 1, 0))  # as the engine server: the last token answers
+            out.append(RequestRecord(
+                id=r.id, cls=r.cls, scheduled_at=off, sent_at=off, first_token_at=t[0] if t else None,
+                finished_at=t[-1] if t else off, chunk_times=t, chunk_tokens=(1,) * len(t), output_tokens=len(t),
+                output_tokens_source="usage", prompt_tokens_server=r.prompt_tokens, status="ok" if done else "cancelled",
+                error=None if done else "simulation stopped before completion",
+                first_answer_at=t[think] if len(t) > think else None, reasoning_tokens=think, priority=r.priority,
+                **common))
+        return out

@@ -1,0 +1,53 @@
+"""The one summary composer: records (or columns) + the run's metadata + the server's scraped metrics
+-> summary.json. Every path calls it: the end of `goodbench run`, `simulate`, sweep cells, the locust
+master, `gb.summarize`, the report. What it needs besides the records is kept in the run directory
+(run.json's meta, server_metrics.jsonl), so recomputing a summary gives the one the run wrote. Pure.
+
+Blocks beyond metrics.summary.summarize's, by what the run has:
+  live runs (meta.mode open/closed)   server_timing (server /metrics histograms), prefix_cache (counters)
+  simulated runs (meta.engine_stats)  simulation (steps, preemptions, speed-up, notes), prefix_cache
+                                      (the engine's own counts), cost (meta.gpus and meta.prices)"""
+
+from __future__ import annotations
+
+from ..records import RunMeta
+from .cost import cost_summary
+from .derived import RequestMetrics, measured_arrays
+from .prefix import observed_block, prefix_block
+from .saturation import waiting_series
+from .servertiming import server_timing
+from .summary import summarize
+
+LIVE_MODES = ("open", "closed")
+
+
+def compose(result, *, rows: list[dict] = (), slo: dict | None = None, ci: bool = True,
+            errors: tuple[str, ...] | None = None, prepared: RequestMetrics | None = None) -> dict:
+    """summary.json for a RunResult or RunArrays (its meta says what kind of run it was). rows: the
+    server's scraped metrics (server_metrics.jsonl); slo: judge against this SLO instead of the run's;
+    ci=False skips intervals, variants and HOL attribution (sweep cells, rate probes); errors: a few
+    failed requests' error texts; prepared: RequestMetrics of the result already built by the caller."""
+    meta: RunMeta = result.meta
+    c = prepared if prepared is not None else RequestMetrics(measured_arrays(result))
+    rows = list(rows)
+    s = summarize(result, slo=slo, ci=ci, prepared=c, queue=waiting_series(rows), errors=errors)
+    if meta.mode in LIVE_MODES:
+        s["server_timing"] = server_timing(rows, s.get("ttft_ms"))
+        s.update(observed_block(rows, meta.expected_prefix_reuse))
+    if meta.engine_stats is not None:
+        s.update(_simulated(s, meta))
+    if meta.gpus:
+        s.update(cost_summary(c, s["slo"], meta.gpus, meta.prices or {}, s))
+    return s
+
+
+def _simulated(s: dict, meta: RunMeta) -> dict:
+    """The simulation block and the simulated engine's prefix-cache reuse."""
+    st = meta.engine_stats
+    wall = st.get("wall_s")
+    sim = st | {"speedup_vs_real_time": s["duration_s"] / wall if wall else None, "notes": st.get("notes") or []}
+    out = {"simulation": sim}
+    q, h = st.get("prefix_cache_queries"), st.get("prefix_cache_hits")
+    on = bool((meta.engine or {}).get("enable_prefix_caching", True))
+    reuse = prefix_block(h / q if q and on else None, meta.expected_prefix_reuse, "the simulated engine", on)
+    return out | ({"prefix_cache": reuse} if reuse else {})
