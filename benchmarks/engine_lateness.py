@@ -48,8 +48,19 @@ def main() -> None:
         port = s.getsockname()[1]
     pin = sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1
     cmd = (["taskset", "-c", "0"] if pin else []) + [
-        sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--gpu", a.gpu, "--engine-model", a.model,
-        "--step-trace", trace]
+        sys.executable,
+        "-m",
+        "goodbench",
+        "serve",
+        "--port",
+        str(port),
+        "--gpu",
+        a.gpu,
+        "--engine-model",
+        a.model,
+        "--step-trace",
+        trace,
+    ]
     srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         for _ in range(300):
@@ -68,13 +79,22 @@ def main() -> None:
 
         rng = random.Random(0)
         n = a.streams * 8
-        reqs = [RequestSpec(f"r{i}", "s", tok.synthetic_text(a.prompt_tokens, rng), a.prompt_tokens, a.output_tokens)
-                for i in range(n)]
+        reqs = [
+            RequestSpec(f"r{i}", "s", tok.synthetic_text(a.prompt_tokens, rng), a.prompt_tokens, a.output_tokens)
+            for i in range(n)
+        ]
         plan = runner.Plan(reqs, None, ArrivalSpec("closed", concurrency=a.streams), a.seconds)
         store = RunStore(tmp, "run")
         store.start(RunMeta(run_id="run", mode="closed"))
-        runner.run_plan(plan, ClientConfig(base_url=f"http://127.0.0.1:{port}", model=a.model), store,
-                        runner.RunOptions(scrape_metrics=False), None, None, runner.Progress())
+        runner.run_plan(
+            plan,
+            ClientConfig(base_url=f"http://127.0.0.1:{port}", model=a.model),
+            store,
+            runner.RunOptions(scrape_metrics=False),
+            None,
+            None,
+            runner.Progress(),
+        )
         store.close()
     finally:
         srv.terminate()
@@ -84,16 +104,24 @@ def main() -> None:
     busy = np.array([s["batch_size"] for s in steps])
     s = summarize(load(os.path.join(tmp, "run")))
     full = late[busy >= a.streams * 0.9]
-    print(f"engine {a.model} on {a.gpu}, {a.streams} closed-loop streams ({a.prompt_tokens} in / {a.output_tokens} "
-          f"out) for {a.seconds:.0f} s; server on CPU 0, client on CPU 1")
-    print(f"  steps {len(steps)}, median batch {np.median(busy):.0f}, step time p50 "
-          f"{np.median([x['duration'] for x in steps]) * 1000:.1f} ms")
+    print(
+        f"engine {a.model} on {a.gpu}, {a.streams} closed-loop streams ({a.prompt_tokens} in / {a.output_tokens} "
+        f"out) for {a.seconds:.0f} s; server on CPU 0, client on CPU 1"
+    )
+    print(
+        f"  steps {len(steps)}, median batch {np.median(busy):.0f}, step time p50 "
+        f"{np.median([x['duration'] for x in steps]) * 1000:.1f} ms"
+    )
     for label, x in (("all steps", late), (f"steps with >= {int(a.streams * 0.9)} running", full)):
         if len(x):
-            print(f"  step lateness ({label}, n={len(x)}): p50 {np.percentile(x, 50):.3f} ms, "
-                  f"p99 {np.percentile(x, 99):.3f} ms, max {x.max():.3f} ms")
-    print(f"  client view: {s['requests']['completed']} requests, ITL p50 {s['itl_ms']['p50']:.2f} ms, "
-          f"p99 {s['itl_ms']['p99']:.2f} ms, output {s['output_throughput']:,.0f} tok/s")
+            print(
+                f"  step lateness ({label}, n={len(x)}): p50 {np.percentile(x, 50):.3f} ms, "
+                f"p99 {np.percentile(x, 99):.3f} ms, max {x.max():.3f} ms"
+            )
+    print(
+        f"  client view: {s['requests']['completed']} requests, ITL p50 {s['itl_ms']['p50']:.2f} ms, "
+        f"p99 {s['itl_ms']['p99']:.2f} ms, output {s['output_throughput']:,.0f} tok/s"
+    )
 
 
 if __name__ == "__main__":

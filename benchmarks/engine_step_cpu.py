@@ -17,7 +17,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-CHILD = r'''
+CHILD = r"""
 import asyncio, sys, time
 sys.path.insert(0, sys.argv[1])
 from goodbench import tokenizer
@@ -46,7 +46,7 @@ async def main():
     print(dt / srv.engine.stats.steps * 1e6)
 
 asyncio.run(main())
-'''
+"""
 
 
 def main() -> None:
@@ -61,8 +61,10 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-c", CHILD, r], capture_output=True, text=True, check=True)
             times[r].append(float(out.stdout.strip().splitlines()[-1]))
     for r, v in times.items():
-        print(f"{r}: {len(v)} runs, per step min {min(v):.0f} us, median {statistics.median(v):.0f} us, "
-              f"max {max(v):.0f} us")
+        print(
+            f"{r}: {len(v)} runs, per step min {min(v):.0f} us, median {statistics.median(v):.0f} us, "
+            f"max {max(v):.0f} us"
+        )
 
 
 if __name__ == "__main__":

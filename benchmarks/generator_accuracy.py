@@ -72,11 +72,18 @@ def _floor_client():
             return conn
 
     return FloorClient
+
+
 CASES = {  # name: (kind, streams or rate, output tokens)
-    "c16": ("closed", 16, 128), "c128": ("closed", 128, 128), "c512": ("closed", 512, 128),
+    "c16": ("closed", 16, 128),
+    "c128": ("closed", 128, 128),
+    "c512": ("closed", 512, 128),
     "c1000": ("closed", 1000, 128),
-    "p50": ("poisson", 50, 32), "p187": ("poisson", 187, 128), "p365": ("poisson", 365, 128),
-    "p500": ("poisson", 500, 32), "p500s": ("poisson", 500, 2),
+    "p50": ("poisson", 50, 32),
+    "p187": ("poisson", 187, 128),
+    "p365": ("poisson", 365, 128),
+    "p500": ("poisson", 500, 32),
+    "p500s": ("poisson", 500, 2),
 }
 
 
@@ -87,9 +94,22 @@ def free_port() -> int:
 
 
 def start_stub(port: int, log: str, itl_ms: float, ttft_ms: float, stall_every: int, stall_ms: float):
-    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "stub_server.py"), "--port", str(port), "--log", log,
-           "--itl-ms", str(itl_ms), "--ttft-ms", str(ttft_ms), "--stall-every", str(stall_every),
-           "--stall-ms", str(stall_ms)]
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "benchmarks", "stub_server.py"),
+        "--port",
+        str(port),
+        "--log",
+        log,
+        "--itl-ms",
+        str(itl_ms),
+        "--ttft-ms",
+        str(ttft_ms),
+        "--stall-every",
+        str(stall_every),
+        "--stall-ms",
+        str(stall_ms),
+    ]
     if sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
         cmd = ["taskset", "-c", "0"] + cmd
     p = subprocess.Popen(cmd)
@@ -145,8 +165,9 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float, client: s
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         w0 = time.monotonic()
         prog = runner.Progress()
-        runner.run_plan(plan, cfg, store, runner.RunOptions(scrape_metrics=False, prewarm=min(n, 512)), None,
-                        None, prog)
+        runner.run_plan(
+            plan, cfg, store, runner.RunOptions(scrape_metrics=False, prewarm=min(n, 512)), None, None, prog
+        )
         wall = time.monotonic() - w0
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         store.close()
@@ -179,24 +200,49 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float, client: s
     seen_rate = (len(read_times) - 1) / (read_times[-1] - read_times[0]) if len(read_times) > 1 else 0
     asked = (len(offs) - 1) / (offs[-1] - offs[0]) if kind != "closed" else None
     n_chunks = sum(len(v) for v in chunks.values())
-    return {"case": name, "client": client, "valid": valid, "cpu_s": cpu * wall, "chunks": n_chunks,
-            "requests": len(recs), "connections": read_truth.connections, "chunks_per_s": n_chunks / wall,
-            "ttft_p50_err": pct(ttft_c, 50) - pct(ttft_t, 50), "ttft_p99_err": pct(ttft_c, 99) - pct(ttft_t, 99),
-            "itl_p50_err": pct(itl_c, 50) - pct(itl_t, 50), "itl_p99_err": pct(itl_c, 99) - pct(itl_t, 99),
-            "truth_ttft_p50": pct(ttft_t, 50), "truth_itl_p99": pct(itl_t, 99),
-            "asked_rate": asked, "seen_rate": seen_rate, "lag_p99": pct(lag, 99), "client_cpu": cpu,
-            "server_cpu": server_cpu, "up_p50": pct(up, 50), "up_p99": pct(up, 99), "down_p50": pct(down, 50),
-            "down_p99": pct(down, 99)}
+    return {
+        "case": name,
+        "client": client,
+        "valid": valid,
+        "cpu_s": cpu * wall,
+        "chunks": n_chunks,
+        "requests": len(recs),
+        "connections": read_truth.connections,
+        "chunks_per_s": n_chunks / wall,
+        "ttft_p50_err": pct(ttft_c, 50) - pct(ttft_t, 50),
+        "ttft_p99_err": pct(ttft_c, 99) - pct(ttft_t, 99),
+        "itl_p50_err": pct(itl_c, 50) - pct(itl_t, 50),
+        "itl_p99_err": pct(itl_c, 99) - pct(itl_t, 99),
+        "truth_ttft_p50": pct(ttft_t, 50),
+        "truth_itl_p99": pct(itl_t, 99),
+        "asked_rate": asked,
+        "seen_rate": seen_rate,
+        "lag_p99": pct(lag, 99),
+        "client_cpu": cpu,
+        "server_cpu": server_cpu,
+        "up_p50": pct(up, 50),
+        "up_p99": pct(up, 99),
+        "down_p50": pct(down, 50),
+        "down_p99": pct(down, 99),
+    }
 
 
-HEADER = (f"{'case':6} {'client':8} {'conns':>6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} "
-          f"{'ITL p50 err':>12} {'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>9} {'valid':>5} "
-          f"{'client CPU':>10} {'server CPU':>10} {'send->read p50/p99':>19} {'write->recv p50/p99':>20}")
+HEADER = (
+    f"{'case':6} {'client':8} {'conns':>6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} "
+    f"{'ITL p50 err':>12} {'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>9} {'valid':>5} "
+    f"{'client CPU':>10} {'server CPU':>10} {'send->read p50/p99':>19} {'write->recv p50/p99':>20}"
+)
 
 
 def median_row(runs: list[dict]) -> dict:
-    r = {k: (float(np.median([x[k] for x in runs])) if isinstance(runs[0][k], (int, float)) and
-             not isinstance(runs[0][k], bool) and runs[0][k] is not None else runs[0][k]) for k in runs[0]}
+    r = {
+        k: (
+            float(np.median([x[k] for x in runs]))
+            if isinstance(runs[0][k], (int, float)) and not isinstance(runs[0][k], bool) and runs[0][k] is not None
+            else runs[0][k]
+        )
+        for k in runs[0]
+    }
     r["valid"] = all(x["valid"] for x in runs)
     r["requests"], r["connections"] = int(r["requests"]), int(r["connections"])
     return r
@@ -204,11 +250,13 @@ def median_row(runs: list[dict]) -> dict:
 
 def row_text(r: dict) -> str:
     asked = "-" if r["asked_rate"] is None else f"{r['asked_rate']:.1f}"
-    return (f"{r['case']:6} {r['client']:8} {r['connections']:6d} {r['requests']:6d} {r['chunks_per_s']:9.0f} "
-            f"{r['ttft_p50_err']:+10.2f} ms {r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms "
-            f"{r['itl_p99_err']:+9.2f} ms {asked:>8} {r['seen_rate']:8.1f} {r['lag_p99']:6.2f} ms "
-            f"{'yes' if r['valid'] else 'NO':>5} {r['client_cpu']:9.0%} {r['server_cpu']:9.0%} "
-            f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms")
+    return (
+        f"{r['case']:6} {r['client']:8} {r['connections']:6d} {r['requests']:6d} {r['chunks_per_s']:9.0f} "
+        f"{r['ttft_p50_err']:+10.2f} ms {r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms "
+        f"{r['itl_p99_err']:+9.2f} ms {asked:>8} {r['seen_rate']:8.1f} {r['lag_p99']:6.2f} ms "
+        f"{'yes' if r['valid'] else 'NO':>5} {r['client_cpu']:9.0%} {r['server_cpu']:9.0%} "
+        f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms"
+    )
 
 
 def cpu_costs(runs: list[dict]) -> tuple[float, float] | None:
@@ -223,8 +271,13 @@ def cpu_costs(runs: list[dict]) -> tuple[float, float] | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    ap.add_argument("--clients", nargs="+", default=["lean", "aiohttp"], choices=["lean", "aiohttp", "floor"],
-                    help="floor: a client that only stamps socket reads (the event loop's and kernel's share)")
+    ap.add_argument(
+        "--clients",
+        nargs="+",
+        default=["lean", "aiohttp"],
+        choices=["lean", "aiohttp", "floor"],
+        help="floor: a client that only stamps socket reads (the event loop's and kernel's share)",
+    )
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=50.0)
@@ -232,8 +285,10 @@ def main() -> None:
     a = ap.parse_args()
     runner.install_uvloop()
     runner.CLIENTS["floor"] = _floor_client()
-    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1; "
-          f"median of {a.repeat} run(s) per case and client; clients alternate within each case")
+    print(
+        f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1; "
+        f"median of {a.repeat} run(s) per case and client; clients alternate within each case"
+    )
     print(HEADER)
     every: dict[str, list[dict]] = {c: [] for c in a.clients}
     for name in a.cases:
@@ -254,9 +309,11 @@ def main() -> None:
         print(f"  aiohttp / lean: {aa / la:.2f}x per request, {ab / lb:.2f}x per chunk")
         if costs.get("floor"):
             fa, fb = costs["floor"]
-            print(f"  above the floor (the client's own work): lean {la - fa:.1f} / {lb - fb:.2f} us, aiohttp "
-                  f"{aa - fa:.1f} / {ab - fb:.2f} us per request / chunk: aiohttp / lean {(aa - fa) / (la - fa):.2f}x "
-                  f"per request, {(ab - fb) / (lb - fb):.2f}x per chunk")
+            print(
+                f"  above the floor (the client's own work): lean {la - fa:.1f} / {lb - fb:.2f} us, aiohttp "
+                f"{aa - fa:.1f} / {ab - fb:.2f} us per request / chunk: aiohttp / lean {(aa - fa) / (la - fa):.2f}x "
+                f"per request, {(ab - fb) / (lb - fb):.2f}x per chunk"
+            )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,10 @@ class Stream:
     def send(self) -> None:
         self.rid = self.next_id()
         body = b'{"model":"stub","prompt":"%d","max_tokens":%d,"stream":true}' % (self.rid, OUTPUT)
-        req = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        req = (
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         self.sock.send(req)
         self.log[self.rid] = {"sent": time.monotonic(), "user": [], "kernel": []}
         self.tail = b""
@@ -109,7 +111,7 @@ def _offset() -> float:
 async def drive(port: int, n: int, seconds: float, mode: str) -> dict:
     loop = asyncio.get_running_loop()
     log: dict = {}
-    counter = iter(range(10 ** 9))
+    counter = iter(range(10**9))
     streams = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port))
@@ -138,8 +140,13 @@ def errors(log: dict, reads: dict, chunks: dict, key: str) -> dict:
         itl_c.extend(np.diff(times))
         itl_t.extend(np.diff(chunks[rid]))
     p = lambda x, q: float(np.percentile(np.asarray(x) * 1000, q))  # noqa: E731
-    return {"ttft50": p(ttft_c, 50) - p(ttft_t, 50), "ttft99": p(ttft_c, 99) - p(ttft_t, 99),
-            "itl50": p(itl_c, 50) - p(itl_t, 50), "itl99": p(itl_c, 99) - p(itl_t, 99), "n": len(ttft_c)}
+    return {
+        "ttft50": p(ttft_c, 50) - p(ttft_t, 50),
+        "ttft99": p(ttft_c, 99) - p(ttft_t, 99),
+        "itl50": p(itl_c, 50) - p(itl_t, 50),
+        "itl99": p(itl_c, 99) - p(itl_t, 99),
+        "n": len(ttft_c),
+    }
 
 
 def run_case(name: str, seconds: float, mode: str) -> dict:
@@ -160,8 +167,13 @@ def run_case(name: str, seconds: float, mode: str) -> dict:
     reads, chunks = read_truth(logf)
     n_chunks = sum(len(e["user"]) for e in log.values())
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
-    out = {"case": name, "mode": mode, "chunks": n_chunks, "cpu_us_per_chunk": cpu / max(n_chunks, 1) * 1e6,
-           "user": errors(log, reads, chunks, "user")}
+    out = {
+        "case": name,
+        "mode": mode,
+        "chunks": n_chunks,
+        "cpu_us_per_chunk": cpu / max(n_chunks, 1) * 1e6,
+        "user": errors(log, reads, chunks, "user"),
+    }
     if mode == "recvmsg":
         out["kernel"] = errors(log, reads, chunks, "kernel")
         late = np.array([u - k for e in log.values() for u, k in zip(e["user"], e["kernel"])]) * 1000
@@ -178,8 +190,10 @@ def main() -> None:
     from goodbench.eventloop import install_uvloop
 
     install_uvloop()
-    print(f"{'case':6} {'mode':8} {'stamp':7} {'chunks':>7} {'TTFT p50/p99 err ms':>20} {'ITL p50/p99 err ms':>19} "
-          f"{'read late p50/p99/max ms':>25} {'CPU us/chunk':>12}")
+    print(
+        f"{'case':6} {'mode':8} {'stamp':7} {'chunks':>7} {'TTFT p50/p99 err ms':>20} {'ITL p50/p99 err ms':>19} "
+        f"{'read late p50/p99/max ms':>25} {'CPU us/chunk':>12}"
+    )
     for name in a.cases:
         for _ in range(a.repeat):
             for mode in ("recv", "recvmsg"):
@@ -187,9 +201,11 @@ def main() -> None:
                 stamps = [("user", r["user"])] + ([("kernel", r["kernel"])] if "kernel" in r else [])
                 for stamp, e in stamps:
                     late = "%7.2f/%7.2f/%7.2f" % r["late"] if "late" in r and stamp == "kernel" else ""
-                    print(f"{name:6} {mode:8} {stamp:7} {r['chunks']:7d} {e['ttft50']:+9.2f}/{e['ttft99']:+8.2f} "
-                          f"{e['itl50']:+8.2f}/{e['itl99']:+8.2f} {late:>25} {r['cpu_us_per_chunk']:12.2f}",
-                          flush=True)
+                    print(
+                        f"{name:6} {mode:8} {stamp:7} {r['chunks']:7d} {e['ttft50']:+9.2f}/{e['ttft99']:+8.2f} "
+                        f"{e['itl50']:+8.2f}/{e['itl99']:+8.2f} {late:>25} {r['cpu_us_per_chunk']:12.2f}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

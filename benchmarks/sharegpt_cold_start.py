@@ -44,16 +44,29 @@ print(time.perf_counter() - t)
 
 def _build(cache: str, no_table: bool = False) -> float:
     env = dict(os.environ, GOODBENCH_CACHE_DIR=cache, **({"NO_TABLE": "1"} if no_table else {}))
-    out = subprocess.run([sys.executable, "-c", BUILD.format(n=N)], env=env, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", BUILD.format(n=N)], env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def _command(cache: str, results: str) -> float:
     env = dict(os.environ, GOODBENCH_CACHE_DIR=cache)
     t = time.perf_counter()
-    subprocess.run(["goodbench", "simulate", "--workload", "sharegpt", "--num-prompts", str(N), "--result-dir",
-                    results, "--quiet"], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "goodbench",
+            "simulate",
+            "--workload",
+            "sharegpt",
+            "--num-prompts",
+            str(N),
+            "--result-dir",
+            results,
+            "--quiet",
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t
 
 
@@ -83,12 +96,15 @@ def main() -> None:
     if a.write_table:
         print("wrote", write_table())
         return
-    rows: dict[str, list[float]] = {k: [] for k in ("build (table)", "build (tokenize)", "build (cached)",
-                                                    "command (cold)", "command (warm)")}
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("build (table)", "build (tokenize)", "build (cached)", "command (cold)", "command (warm)")
+    }
     for _ in range(a.runs):
-        for key, fn in (("build (table)", lambda c, r: _build(c)),
-                        ("build (tokenize)", lambda c, r: _build(c, no_table=True)),
-                        ("command (cold)", _command)):
+        for key, fn in (
+            ("build (table)", lambda c, r: _build(c)),
+            ("build (tokenize)", lambda c, r: _build(c, no_table=True)),
+            ("command (cold)", _command),
+        ):
             cache, results = tempfile.mkdtemp(), tempfile.mkdtemp()
             try:
                 rows[key].append(fn(cache, results))

@@ -39,8 +39,11 @@ def main() -> None:
     a = ap.parse_args()
     os.environ["GOODBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="gb-cache-")  # a cold cache first
     tok = tokenizer.load()
-    spec = WorkloadSpec(generator="sharegpt", num_requests=a.requests, classes=(
-        ClassSpec("sharegpt", input=LengthDist("dataset"), output=LengthDist("dataset"), source="sharegpt"),))
+    spec = WorkloadSpec(
+        generator="sharegpt",
+        num_requests=a.requests,
+        classes=(ClassSpec("sharegpt", input=LengthDist("dataset"), output=LengthDist("dataset"), source="sharegpt"),),
+    )
     for label in ("cold", "cached"):
         t = time.perf_counter()
         reqs = build_requests(spec, tok, a.requests)
@@ -55,12 +58,14 @@ def main() -> None:
             walls.append(time.perf_counter() - t)
         s = summarize(RunResult(RunMeta("b", mode="simulate", slo={"ttft": 500, "tpot": 50}), out.records))
         best = min(walls)
-        print(f"simulate {a.requests} ShareGPT @ {a.rate}/s, {a.model} on {a.gpu}, prefix caching "
-              f"{'on ' if pc else 'off'}: wall {best:.2f} s (min of {a.repeat}: "
-              f"{', '.join(f'{w:.2f}' for w in walls)}), simulated {s['duration_s']:.0f} s "
-              f"= {s['duration_s'] / best:,.0f}x real time, {out.stats['steps']} steps; "
-              f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
-              f"attainment {s['slo_attainment']:.1%}")
+        print(
+            f"simulate {a.requests} ShareGPT @ {a.rate}/s, {a.model} on {a.gpu}, prefix caching "
+            f"{'on ' if pc else 'off'}: wall {best:.2f} s (min of {a.repeat}: "
+            f"{', '.join(f'{w:.2f}' for w in walls)}), simulated {s['duration_s']:.0f} s "
+            f"= {s['duration_s'] / best:,.0f}x real time, {out.stats['steps']} steps; "
+            f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
+            f"attainment {s['slo_attainment']:.1%}"
+        )
     for spec in (ClusterSpec(prefill=2, decode=2), ClusterSpec(replicas=4)):
         walls = []
         for _ in range(a.repeat):
@@ -69,9 +74,11 @@ def main() -> None:
             walls.append(time.perf_counter() - t)
         st = out.stats
         s = summarize(RunResult(RunMeta("b", mode="simulate", slo={"ttft": 500, "tpot": 50}), out.records))
-        print(f"simulate {a.requests} ShareGPT @ {a.rate}/s on {spec.label()} {a.gpu}: wall {min(walls):.2f} s "
-              f"(min of {a.repeat}: {', '.join(f'{w:.2f}' for w in walls)}), {st['steps']} steps; "
-              f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms")
+        print(
+            f"simulate {a.requests} ShareGPT @ {a.rate}/s on {spec.label()} {a.gpu}: wall {min(walls):.2f} s "
+            f"(min of {a.repeat}: {', '.join(f'{w:.2f}' for w in walls)}), {st['steps']} steps; "
+            f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms"
+        )
 
 
 if __name__ == "__main__":

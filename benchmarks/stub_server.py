@@ -22,8 +22,7 @@ LOG: list[tuple[int, int, float]] = []
 _CL = re.compile(rb"content-length:\s*(\d+)", re.I)
 _PROMPT = re.compile(rb'"prompt"\s*:\s*"(\d+)"')
 _MAXTOK = re.compile(rb'"max_(?:completion_)?tokens"\s*:\s*(\d+)')
-CHUNK = (b'data: {"id":"x","object":"text_completion","choices":[{"index":0,"text":" tok",'
-         b'"finish_reason":null}]}\n\n')
+CHUNK = b'data: {"id":"x","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n'
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 MODELS = json.dumps({"object": "list", "data": [{"id": "stub", "object": "model"}]}).encode()
 
@@ -55,13 +54,15 @@ class Conn(asyncio.Protocol):
             n = int(m.group(1)) if m else 0
             if len(self.buf) < end + 4 + n:
                 return
-            body = self.buf[end + 4:end + 4 + n]
-            self.buf = self.buf[end + 4 + n:]
+            body = self.buf[end + 4 : end + 4 + n]
+            self.buf = self.buf[end + 4 + n :]
             line = head.split(b"\r\n", 1)[0]
             if line.startswith(b"GET"):
                 payload = MODELS if b"/v1/models" in line else b"ok"
-                self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                                     % (len(payload), payload))
+                self.transport.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(payload), payload)
+                )
                 continue
             pm, mm = _PROMPT.search(body), _MAXTOK.search(body)
             rid = int(pm.group(1)) if pm else -1

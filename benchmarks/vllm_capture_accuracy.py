@@ -72,7 +72,7 @@ def capture(port: int, out: str, ready, stop) -> None:
         sport, dport = struct.unpack("!HH", tcp[:4])
         if port not in (sport, dport):
             continue
-        payload = tcp[(tcp[12] >> 4) * 4:]
+        payload = tcp[(tcp[12] >> 4) * 4 :]
         if not payload:
             continue
         t = None
@@ -138,8 +138,13 @@ def run_case(name: str, base_url: str, port: int, tmp: str) -> dict:
     proc = mp.Process(target=capture, args=(port, out, ready, stop), daemon=True)
     proc.start()
     ready.wait(10)
-    wl = gb.load_workload(dataset_name="random", random_input_len=pin, random_output_len=pout, num_prompts=count,
-                          **({"request_rate": load} if kind == "poisson" else {"concurrency": load}))
+    wl = gb.load_workload(
+        dataset_name="random",
+        random_input_len=pin,
+        random_output_len=pout,
+        num_prompts=count,
+        **({"request_rate": load} if kind == "poisson" else {"concurrency": load}),
+    )
     run = gb.run(wl, gb.Target(base_url=base_url, model="tiny-llama"), result_dir=tmp, pin=False)
     time.sleep(0.5)
     stop.set()
@@ -150,11 +155,21 @@ def run_case(name: str, base_url: str, port: int, tmp: str) -> dict:
         rows = pickle.load(f)
     t_ttft, t_itl, n_post = truth(rows, port)
     s = run.summary
-    return {"case": name, "requests": s["requests"]["completed"], "failed": s["requests"]["failed"],
-            "captured": len(t_ttft), "posts": n_post, "valid": s["valid"],
-            "ttft50": s["ttft_ms"]["p50"] - pct(t_ttft, 50), "ttft99": s["ttft_ms"]["p99"] - pct(t_ttft, 99),
-            "itl50": s["itl_ms"]["p50"] - pct(t_itl, 50), "itl99": s["itl_ms"]["p99"] - pct(t_itl, 99),
-            "true_ttft50": pct(t_ttft, 50), "true_itl50": pct(t_itl, 50), "true_itl99": pct(t_itl, 99)}
+    return {
+        "case": name,
+        "requests": s["requests"]["completed"],
+        "failed": s["requests"]["failed"],
+        "captured": len(t_ttft),
+        "posts": n_post,
+        "valid": s["valid"],
+        "ttft50": s["ttft_ms"]["p50"] - pct(t_ttft, 50),
+        "ttft99": s["ttft_ms"]["p99"] - pct(t_ttft, 99),
+        "itl50": s["itl_ms"]["p50"] - pct(t_itl, 50),
+        "itl99": s["itl_ms"]["p99"] - pct(t_itl, 99),
+        "true_ttft50": pct(t_ttft, 50),
+        "true_itl50": pct(t_itl, 50),
+        "true_itl99": pct(t_itl, 99),
+    }
 
 
 def main() -> None:
@@ -168,15 +183,20 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="gb-vllm-cap-")
     server = VllmServer(tmp, a.chunk).start()
     print(f"vLLM at {server.base_url} (chunked prefill, budget {a.chunk}); truth: loopback capture, kernel times")
-    print(f"{'case':5} {'ok':>4} {'failed':>6} {'captured':>8} {'TTFT p50 err':>12} {'TTFT p99 err':>12} "
-          f"{'ITL p50 err':>11} {'ITL p99 err':>11} {'true TTFT p50':>13} {'true ITL p50/p99':>17} valid")
+    print(
+        f"{'case':5} {'ok':>4} {'failed':>6} {'captured':>8} {'TTFT p50 err':>12} {'TTFT p99 err':>12} "
+        f"{'ITL p50 err':>11} {'ITL p99 err':>11} {'true TTFT p50':>13} {'true ITL p50/p99':>17} valid"
+    )
     try:
         for name in a.cases:
             for _ in range(a.repeat):
                 r = run_case(name, server.base_url, server.port, tmp)
-                print(f"{r['case']:5} {r['requests']:4d} {r['failed']:6d} {r['captured']:8d} {r['ttft50']:+9.2f} ms "
-                      f"{r['ttft99']:+9.2f} ms {r['itl50']:+8.2f} ms {r['itl99']:+8.2f} ms {r['true_ttft50']:10.1f} ms "
-                      f"{r['true_itl50']:7.1f}/{r['true_itl99']:6.1f} ms {'yes' if r['valid'] else 'NO'}", flush=True)
+                print(
+                    f"{r['case']:5} {r['requests']:4d} {r['failed']:6d} {r['captured']:8d} {r['ttft50']:+9.2f} ms "
+                    f"{r['ttft99']:+9.2f} ms {r['itl50']:+8.2f} ms {r['itl99']:+8.2f} ms {r['true_ttft50']:10.1f} ms "
+                    f"{r['true_itl50']:7.1f}/{r['true_itl99']:6.1f} ms {'yes' if r['valid'] else 'NO'}",
+                    flush=True,
+                )
     finally:
         server.stop()
 

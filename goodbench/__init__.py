@@ -18,15 +18,36 @@ from .version import __version__
 
 _EXPORTS = {
     # functions (goodbench.api)
-    "load_workload": "api", "run": "api", "run_via_locust": "api", "simulate": "api", "load_run": "api",
-    "summarize": "api", "gate": "api", "compare": "api", "prepare_sweep": "api", "sweep": "api",
-    "max_rate": "api", "advise": "api", "check_advice": "api",
+    "load_workload": "api",
+    "run": "api",
+    "run_via_locust": "api",
+    "simulate": "api",
+    "load_run": "api",
+    "summarize": "api",
+    "gate": "api",
+    "compare": "api",
+    "prepare_sweep": "api",
+    "sweep": "api",
+    "max_rate": "api",
+    "advise": "api",
+    "check_advice": "api",
     # types
-    "Run": "api", "Target": "api", "SweepOutcome": "api", "EngineConfig": "engine.config",
-    "WorkloadSpec": "workloads", "WorkloadOptions": "workloads", "GateSpec": "gating", "GateResult": "gating",
-    "RunMeta": "records", "RequestRecord": "records", "RequestSpec": "records",
+    "Run": "api",
+    "Target": "api",
+    "SweepOutcome": "api",
+    "EngineConfig": "engine.config",
+    "WorkloadSpec": "workloads",
+    "WorkloadOptions": "workloads",
+    "GateSpec": "gating",
+    "GateResult": "gating",
+    "RunMeta": "records",
+    "RequestRecord": "records",
+    "RequestSpec": "records",
     # errors
-    "GoodbenchError": "errors", "UsageError": "errors", "InputError": "errors", "RunDirError": "errors",
+    "GoodbenchError": "errors",
+    "UsageError": "errors",
+    "InputError": "errors",
+    "RunDirError": "errors",
     "TargetError": "errors",
 }
 

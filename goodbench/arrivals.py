@@ -44,8 +44,9 @@ class ArrivalSpec:
             raise UsageError("burstiness must be > 0")
         if self.ramp_up_s < 0:
             raise UsageError("ramp_up_s must be >= 0")
-        if self.kind == "onoff" and not (self.on_rate > 0 and self.off_rate >= 0
-                                         and self.on_mean_s > 0 and self.off_mean_s > 0):
+        if self.kind == "onoff" and not (
+            self.on_rate > 0 and self.off_rate >= 0 and self.on_mean_s > 0 and self.off_mean_s > 0
+        ):
             raise UsageError("on/off arrivals need on_rate > 0, off_rate >= 0 and positive phase means")
         if self.kind == "closed" and self.concurrency < 1:
             raise UsageError("closed-loop arrivals need concurrency >= 1")
@@ -71,7 +72,8 @@ class ArrivalSpec:
             return self.rate
         if self.kind == "onoff":
             return (self.on_rate * self.on_mean_s + self.off_rate * self.off_mean_s) / (
-                self.on_mean_s + self.off_mean_s)
+                self.on_mean_s + self.off_mean_s
+            )
         return None
 
 
@@ -92,8 +94,7 @@ def _ramp_inverse(u: np.ndarray, rate: float, ramp: float) -> np.ndarray:
     return np.where(u < knee, np.sqrt(2.0 * ramp * np.maximum(u, 0.0) / rate), u / rate + ramp / 2.0)
 
 
-def offsets(spec: ArrivalSpec, n: int | None = None, duration_s: float | None = None,
-            seed: int = 0) -> np.ndarray:
+def offsets(spec: ArrivalSpec, n: int | None = None, duration_s: float | None = None, seed: int = 0) -> np.ndarray:
     """Send offsets (seconds from start, sorted) for `n` requests and/or within `duration_s`.
 
     At least one of n / duration_s must be given; with both, whichever ends first wins."""
@@ -174,8 +175,11 @@ def parse_trace(text: str, fmt: str) -> tuple[float, ...]:
                 continue
             try:
                 obj = json.loads(line)
-                v = obj if isinstance(obj, (int, float)) else next(
-                    obj[k] for k in ("timestamp", "t", "time", "arrival_s") if k in obj)
+                v = (
+                    obj
+                    if isinstance(obj, (int, float))
+                    else next(obj[k] for k in ("timestamp", "t", "time", "arrival_s") if k in obj)
+                )
                 ts.append(float(v))
             except (ValueError, StopIteration, TypeError) as e:
                 raise InputError(f"line {i}: expected a timestamp, got {line[:80]!r} ({e})") from None

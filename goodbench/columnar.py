@@ -22,39 +22,62 @@ class RecordArrays:
     array (what records.jsonl holds, without a Python object per request or per chunk). Nothing here is
     derived: metrics.RequestMetrics derives TTFT, ITL, ... from it."""
 
-    ids: np.ndarray            # str
-    cls: np.ndarray            # int32 code into cls_names
+    ids: np.ndarray  # str
+    cls: np.ndarray  # int32 code into cls_names
     cls_names: list
-    origin: np.ndarray         # int32 code into origin_names (one clock per origin)
+    origin: np.ndarray  # int32 code into origin_names (one clock per origin)
     origin_names: list
     session_names: list
-    status: np.ndarray         # int8 code into records.STATUSES
-    scheduled: np.ndarray      # float64 seconds since run start
-    sent: np.ndarray           # float64, NaN = never sent
-    first: np.ndarray          # float64, NaN = no content chunk
-    finished: np.ndarray       # float64, NaN = never finished
-    out_tokens: np.ndarray     # int64
-    out_source: np.ndarray     # int8 code into records.TOKEN_SOURCES
+    status: np.ndarray  # int8 code into records.STATUSES
+    scheduled: np.ndarray  # float64 seconds since run start
+    sent: np.ndarray  # float64, NaN = never sent
+    first: np.ndarray  # float64, NaN = no content chunk
+    finished: np.ndarray  # float64, NaN = never finished
+    out_tokens: np.ndarray  # int64
+    out_source: np.ndarray  # int8 code into records.TOKEN_SOURCES
     prompt_tokens: np.ndarray  # int64
-    http_status: np.ndarray    # int32, 0 = none
-    warmup: np.ndarray         # bool
+    http_status: np.ndarray  # int32, 0 = none
+    warmup: np.ndarray  # bool
     chunk_tok_sum: np.ndarray  # int64: tokens the stream's content chunks carried
-    nchunks: np.ndarray        # int64
-    retries: np.ndarray        # int8: sent again on a fresh connection
-    first_answer: np.ndarray   # float64, NaN = no answer chunk (or not recorded: see RequestMetrics.ttfo)
+    nchunks: np.ndarray  # int64
+    retries: np.ndarray  # int8: sent again on a fresh connection
+    first_answer: np.ndarray  # float64, NaN = no answer chunk (or not recorded: see RequestMetrics.ttfo)
     reasoning_tokens: np.ndarray  # int64
-    out_local: np.ndarray      # int64, -1 = not counted locally
-    priority: np.ndarray       # float64 priority lane, NaN = none
-    session: np.ndarray        # int64 code into session_names, -1 = not part of a session
-    turn: np.ndarray           # int32, 0 = not a session turn
+    out_local: np.ndarray  # int64, -1 = not counted locally
+    priority: np.ndarray  # float64 priority lane, NaN = none
+    session: np.ndarray  # int64 code into session_names, -1 = not part of a session
+    turn: np.ndarray  # int32, 0 = not a session turn
     session_turns: np.ndarray  # int32: the session's planned turns (0 = none)
-    tokens: np.ndarray         # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
-    chunk_times: np.ndarray    # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
+    tokens: np.ndarray  # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
+    chunk_times: np.ndarray  # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
 
-    ARRAYS = ("ids", "cls", "origin", "status", "scheduled", "sent", "first", "finished", "out_tokens",
-              "out_source", "prompt_tokens", "http_status", "warmup", "chunk_tok_sum", "nchunks", "retries",
-              "first_answer", "reasoning_tokens", "out_local", "priority", "session", "turn", "session_turns",
-              "tokens", "chunk_times")
+    ARRAYS = (
+        "ids",
+        "cls",
+        "origin",
+        "status",
+        "scheduled",
+        "sent",
+        "first",
+        "finished",
+        "out_tokens",
+        "out_source",
+        "prompt_tokens",
+        "http_status",
+        "warmup",
+        "chunk_tok_sum",
+        "nchunks",
+        "retries",
+        "first_answer",
+        "reasoning_tokens",
+        "out_local",
+        "priority",
+        "session",
+        "turn",
+        "session_turns",
+        "tokens",
+        "chunk_times",
+    )
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -79,9 +102,14 @@ class RecordArrays:
             return self
         chunk_mask = np.repeat(mask, self.nchunks)
         kw = {f: getattr(self, f)[mask] for f in self.ARRAYS if f not in ("chunk_times", "tokens")}
-        return RecordArrays(cls_names=self.cls_names, origin_names=self.origin_names, session_names=self.session_names,
-                          chunk_times=self.chunk_times[chunk_mask],
-                          tokens=self.tokens[chunk_mask] if self.tokens.size else self.tokens, **kw)
+        return RecordArrays(
+            cls_names=self.cls_names,
+            origin_names=self.origin_names,
+            session_names=self.session_names,
+            chunk_times=self.chunk_times[chunk_mask],
+            tokens=self.tokens[chunk_mask] if self.tokens.size else self.tokens,
+            **kw,
+        )
 
     def chunk_tokens(self) -> np.ndarray:
         """Tokens per chunk, aligned with chunk_times (ones when the run stored none)."""
@@ -108,10 +136,15 @@ class RecordArrays:
         nchunks = np.fromiter((len(r.chunk_times) for r in recs), np.int64, n)
         return cls(
             ids=np.array([r.id for r in recs], dtype=str) if n else np.array([], dtype=str),
-            cls=cls_codes, cls_names=cls_names, origin=org_codes, origin_names=org_names,
+            cls=cls_codes,
+            cls_names=cls_names,
+            origin=org_codes,
+            origin_names=org_names,
             status=np.fromiter((STATUSES.index(r.status) for r in recs), np.int8, n),
             scheduled=np.fromiter((r.scheduled_at for r in recs), float, n),
-            sent=opt("sent_at"), first=opt("first_token_at"), finished=opt("finished_at"),
+            sent=opt("sent_at"),
+            first=opt("first_token_at"),
+            finished=opt("finished_at"),
             out_tokens=np.fromiter((r.output_tokens for r in recs), np.int64, n),
             out_source=np.fromiter((TOKEN_SOURCES.index(r.output_tokens_source) for r in recs), np.int8, n),
             prompt_tokens=np.fromiter((r.prompt_tokens_server or r.prompt_tokens for r in recs), np.int64, n),
@@ -122,14 +155,18 @@ class RecordArrays:
             retries=np.fromiter((r.retries for r in recs), np.int8, n),
             first_answer=opt("first_answer_at"),
             reasoning_tokens=np.fromiter((r.reasoning_tokens for r in recs), np.int64, n),
-            out_local=np.fromiter((-1 if r.output_tokens_local is None else r.output_tokens_local for r in recs),
-                                  np.int64, n),
-            priority=opt("priority"), session=sess_codes, session_names=sess_names,
+            out_local=np.fromiter(
+                (-1 if r.output_tokens_local is None else r.output_tokens_local for r in recs), np.int64, n
+            ),
+            priority=opt("priority"),
+            session=sess_codes,
+            session_names=sess_names,
             turn=np.fromiter((r.turn or 0 for r in recs), np.int32, n),
             session_turns=np.fromiter((r.session_turns or 0 for r in recs), np.int32, n),
             tokens=_chunk_tokens(recs, int(nchunks.sum())),
-            chunk_times=np.fromiter(itertools.chain.from_iterable(r.chunk_times for r in recs), float,
-                                    int(nchunks.sum())),
+            chunk_times=np.fromiter(
+                itertools.chain.from_iterable(r.chunk_times for r in recs), float, int(nchunks.sum())
+            ),
         )
 
     def to_records(self) -> list[RequestRecord]:
@@ -141,20 +178,34 @@ class RecordArrays:
             return None if np.isnan(v) else float(v)
 
         toks = self.chunk_tokens()
-        return [RequestRecord(
-            id=str(self.ids[i]), cls=str(names[i]), scheduled_at=float(self.scheduled[i]), sent_at=opt(self.sent[i]),
-            first_token_at=opt(self.first[i]), finished_at=opt(self.finished[i]),
-            chunk_times=tuple(self.chunk_times[off[i]:off[i + 1]].tolist()), output_tokens=int(self.out_tokens[i]),
-            output_tokens_source=TOKEN_SOURCES[self.out_source[i]], prompt_tokens=int(self.prompt_tokens[i]),
-            status=STATUSES[self.status[i]], http_status=int(self.http_status[i]) or None,
-            warmup=bool(self.warmup[i]), origin=self.origin_names[self.origin[i]],
-            retries=int(self.retries[i]), first_answer_at=opt(self.first_answer[i]),
-            reasoning_tokens=int(self.reasoning_tokens[i]),
-            output_tokens_local=None if self.out_local[i] < 0 else int(self.out_local[i]),
-            priority=None if np.isnan(self.priority[i]) else int(self.priority[i]),
-            session=self.session_names[self.session[i]] if self.session[i] >= 0 else None,
-            turn=int(self.turn[i]) or None, session_turns=int(self.session_turns[i]) or None,
-            chunk_tokens=tuple(toks[off[i]:off[i + 1]].tolist())) for i in range(len(self))]
+        return [
+            RequestRecord(
+                id=str(self.ids[i]),
+                cls=str(names[i]),
+                scheduled_at=float(self.scheduled[i]),
+                sent_at=opt(self.sent[i]),
+                first_token_at=opt(self.first[i]),
+                finished_at=opt(self.finished[i]),
+                chunk_times=tuple(self.chunk_times[off[i] : off[i + 1]].tolist()),
+                output_tokens=int(self.out_tokens[i]),
+                output_tokens_source=TOKEN_SOURCES[self.out_source[i]],
+                prompt_tokens=int(self.prompt_tokens[i]),
+                status=STATUSES[self.status[i]],
+                http_status=int(self.http_status[i]) or None,
+                warmup=bool(self.warmup[i]),
+                origin=self.origin_names[self.origin[i]],
+                retries=int(self.retries[i]),
+                first_answer_at=opt(self.first_answer[i]),
+                reasoning_tokens=int(self.reasoning_tokens[i]),
+                output_tokens_local=None if self.out_local[i] < 0 else int(self.out_local[i]),
+                priority=None if np.isnan(self.priority[i]) else int(self.priority[i]),
+                session=self.session_names[self.session[i]] if self.session[i] >= 0 else None,
+                turn=int(self.turn[i]) or None,
+                session_turns=int(self.session_turns[i]) or None,
+                chunk_tokens=tuple(toks[off[i] : off[i + 1]].tolist()),
+            )
+            for i in range(len(self))
+        ]
 
 
 FIELDS = tuple(f.name for f in fields(RecordArrays))
@@ -194,9 +245,9 @@ def gaps_of(cols: RecordArrays, block: int = 1 << 22, dtype=np.float32) -> np.nd
     pos = 0
     for s in range(0, t.size - 1, block):
         e = min(s + block, t.size - 1)
-        d = t[s + 1:e + 1] - t[s:e]
+        d = t[s + 1 : e + 1] - t[s:e]
         d = d[~boundary[s:e]]
-        out[pos:pos + d.size] = d
+        out[pos : pos + d.size] = d
         pos += d.size
     return out
 

@@ -33,9 +33,13 @@ class GateSpec:
         unknown = set(t) - {"min_attainment", "max_failed", "min_goodput", "max_regression", "p50", "p90", "p95", "p99"}
         if unknown:
             raise UsageError(f"gate: unknown keys {', '.join(sorted(unknown))}")
-        return cls(min_attainment=float(t.get("min_attainment", 0.95)), percentiles=pct,
-                   max_failed=t.get("max_failed"), min_goodput=t.get("min_goodput"),
-                   max_regression=t.get("max_regression"))
+        return cls(
+            min_attainment=float(t.get("min_attainment", 0.95)),
+            percentiles=pct,
+            max_failed=t.get("max_failed"),
+            min_goodput=t.get("min_goodput"),
+            max_regression=t.get("max_regression"),
+        )
 
 
 def parse_fraction(text, flag: str) -> float:
@@ -61,10 +65,16 @@ def parse_ceilings(pname: str, items) -> dict[str, float]:
     return out
 
 
-def spec_from_options(table: dict | None = None, *, min_attainment: float | None = None,
-                      percentiles: dict | None = None, max_failed: float | None = None,
-                      min_goodput: float | None = None, max_regression: str | float | None = None,
-                      baseline: bool = False) -> GateSpec:
+def spec_from_options(
+    table: dict | None = None,
+    *,
+    min_attainment: float | None = None,
+    percentiles: dict | None = None,
+    max_failed: float | None = None,
+    min_goodput: float | None = None,
+    max_regression: str | float | None = None,
+    baseline: bool = False,
+) -> GateSpec:
     """A workload file's [gate] table overridden by command-line options. percentiles: {"p99":
     ["itl:100"], ...} as typed. With a baseline and no max_regression, the table's or 5%."""
     spec = GateSpec.from_table(table) if table else GateSpec()
@@ -75,9 +85,13 @@ def spec_from_options(table: dict | None = None, *, min_attainment: float | None
     reg = parse_fraction(max_regression, "--max-regression") if max_regression is not None else None
     if reg is None and baseline:
         reg = spec.max_regression if spec.max_regression is not None else 0.05
-    return GateSpec(min_attainment=min_attainment if min_attainment is not None else spec.min_attainment,
-                    percentiles=pct, max_failed=max_failed if max_failed is not None else spec.max_failed,
-                    min_goodput=min_goodput if min_goodput is not None else spec.min_goodput, max_regression=reg)
+    return GateSpec(
+        min_attainment=min_attainment if min_attainment is not None else spec.min_attainment,
+        percentiles=pct,
+        max_failed=max_failed if max_failed is not None else spec.max_failed,
+        min_goodput=min_goodput if min_goodput is not None else spec.min_goodput,
+        max_regression=reg,
+    )
 
 
 @dataclass
@@ -127,23 +141,43 @@ def evaluate(summary: dict, spec: GateSpec, baseline: dict | None = None) -> Gat
     slo = summary.get("slo")
     if slo:
         att = summary.get("slo_attainment") or 0.0
-        clauses.append(Clause(f"slo_attainment ({_fmt_slo(slo)})", f">= {spec.min_attainment:.1%}", f"{att:.1%}",
-                              att >= spec.min_attainment))
+        clauses.append(
+            Clause(
+                f"slo_attainment ({_fmt_slo(slo)})",
+                f">= {spec.min_attainment:.1%}",
+                f"{att:.1%}",
+                att >= spec.min_attainment,
+            )
+        )
     for pname, metrics in spec.percentiles.items():
         for m, limit in metrics.items():
             d = summary.get(METRIC_KEYS[m]) or {}
             v = d.get(pname)
-            clauses.append(Clause(f"{pname} {m}", f"<= {float(limit):g} ms",
-                                  "no samples" if v is None else f"{v:.1f} ms (n={d.get('n', 0)})",
-                                  v is not None and v <= float(limit)))
+            clauses.append(
+                Clause(
+                    f"{pname} {m}",
+                    f"<= {float(limit):g} ms",
+                    "no samples" if v is None else f"{v:.1f} ms (n={d.get('n', 0)})",
+                    v is not None and v <= float(limit),
+                )
+            )
     if spec.max_failed is not None:
         frac = req["failed"] / req["issued"]
-        clauses.append(Clause("failed requests", f"<= {spec.max_failed:.1%}", f"{frac:.1%} ({req['failed']})",
-                              frac <= spec.max_failed))
+        clauses.append(
+            Clause(
+                "failed requests", f"<= {spec.max_failed:.1%}", f"{frac:.1%} ({req['failed']})", frac <= spec.max_failed
+            )
+        )
     if spec.min_goodput is not None:
         g = summary.get("goodput")
-        clauses.append(Clause("goodput", f">= {spec.min_goodput:g} req/s",
-                              "no SLO" if g is None else f"{g:.2f} req/s", g is not None and g >= spec.min_goodput))
+        clauses.append(
+            Clause(
+                "goodput",
+                f">= {spec.min_goodput:g} req/s",
+                "no SLO" if g is None else f"{g:.2f} req/s",
+                g is not None and g >= spec.min_goodput,
+            )
+        )
     if baseline is not None and spec.max_regression is not None:
         clauses += _regressions(summary, baseline, spec.max_regression)
     if not clauses:
@@ -156,14 +190,26 @@ def _regressions(cur: dict, base: dict, margin: float) -> list[Clause]:
     out = []
     g0, g1 = base.get("goodput"), cur.get("goodput")
     if g0 and g1 is not None:
-        out.append(Clause("goodput vs baseline", f">= {1 - margin:.0%} of {g0:.2f} req/s",
-                          f"{g1:.2f} req/s ({fmt_num(g1 / g0 - 1, '+.1%')})", g1 >= g0 * (1 - margin)))
+        out.append(
+            Clause(
+                "goodput vs baseline",
+                f">= {1 - margin:.0%} of {g0:.2f} req/s",
+                f"{g1:.2f} req/s ({fmt_num(g1 / g0 - 1, '+.1%')})",
+                g1 >= g0 * (1 - margin),
+            )
+        )
     for m in ("ttft", "tpot", "itl"):
         k = METRIC_KEYS[m]
         b, c = (base.get(k) or {}).get("p99"), (cur.get(k) or {}).get("p99")
         if b and c is not None:
-            out.append(Clause(f"p99 {m} vs baseline", f"<= {1 + margin:.0%} of {b:.1f} ms",
-                              f"{c:.1f} ms ({fmt_num(c / b - 1, '+.1%')})", c <= b * (1 + margin)))
+            out.append(
+                Clause(
+                    f"p99 {m} vs baseline",
+                    f"<= {1 + margin:.0%} of {b:.1f} ms",
+                    f"{c:.1f} ms ({fmt_num(c / b - 1, '+.1%')})",
+                    c <= b * (1 + margin),
+                )
+            )
     return out
 
 
@@ -171,13 +217,17 @@ def to_junit(result: GateResult, suite: str = "goodbench gate") -> str:
     cases = []
     for c in result.clauses:
         body = "" if c.passed else f"<failure message={quoteattr(f'{c.observed} (needs {c.threshold})')}/>"
-        cases.append(f"  <testcase classname=\"goodbench.gate\" name={quoteattr(c.name)}>{body}</testcase>")
+        cases.append(f'  <testcase classname="goodbench.gate" name={quoteattr(c.name)}>{body}</testcase>')
     if not result.judgeable:
-        cases.append(f"  <testcase classname=\"goodbench.gate\" name=\"run can be judged\">"
-                     f"<error message={quoteattr(result.reason)}/></testcase>")
+        cases.append(
+            f'  <testcase classname="goodbench.gate" name="run can be judged">'
+            f"<error message={quoteattr(result.reason)}/></testcase>"
+        )
     failures = sum(not c.passed for c in result.clauses)
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr(suite)} tests="{len(cases)}" '
-            f'failures="{failures}" errors="{0 if result.judgeable else 1}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr(suite)} tests="{len(cases)}" '
+        f'failures="{failures}" errors="{0 if result.judgeable else 1}">\n' + "\n".join(cases) + "\n</testsuite>\n"
+    )
 
 
 def to_markdown(result: GateResult, title: str = "goodbench gate") -> str:

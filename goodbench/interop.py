@@ -39,21 +39,43 @@ def _write_run(records: list[RequestRecord], meta: RunMeta, result_dir: str) -> 
     return rd.dir
 
 
-def import_vllm(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
-    """vLLM's detailed result: ttfts (s), itls (list of gaps in s per request), start_times (perf_counter
-    s), input_lens, output_lens, errors. Chunk times are rebuilt as start + ttft + cumsum(itls)."""
-    d = _read_json(path)
-    if not isinstance(d, dict) or "ttfts" not in d or "itls" not in d:
-        raise InputError(f"{path}: no per-request 'ttfts'/'itls': save it with "
-                           "`vllm bench serve --save-result --save-detailed`")
+def _record(
+    rid: str,
+    tool: str,
+    sent: float,
+    chunks,
+    finished: float,
+    out: int,
+    prompt: int = 0,
+    source: str = "usage",
+    status: str = "ok",
+    error: str | None = None,
+    http: int | None = None,
+):
+    """One imported request: sent at `sent` (also its scheduled time: other tools keep none), its content
+    chunk times, one token each unless the tool said otherwise."""
+    chunks = tuple(chunks)
+    return RequestRecord(
+        id=rid,
+        cls=tool,
+        scheduled_at=sent,
+        sent_at=sent,
+        first_token_at=chunks[0] if chunks else None,
+        finished_at=finished,
+        chunk_times=chunks,
+        chunk_tokens=(1,) * len(chunks),
+        output_tokens=out,
+        output_tokens_source=source,
+        prompt_tokens=prompt,
+        status=status,
+        http_status=http,
+        error=error,
+        origin=tool,
+    )
+
+
+def _vllm_records(d: dict, starts: list) -> list[RequestRecord]:
     n = len(d["ttfts"])
-    starts = d.get("start_times")
-    caveats = ["imported from vllm bench serve: no scheduled times, so schedule lag reads 0 and validity "
-               "(generator lag) cannot be judged"]
-    if not starts or len(starts) != n:
-        caveats.append("no start_times in this vLLM result (older vLLM): every request is placed at t=0, "
-                       "so duration, throughput, goodput and time plots are not meaningful")
-        starts = [0.0] * n
     t0 = min(starts) if n else 0.0
     errors = d.get("errors") or [""] * n
     out_lens = d.get("output_lens") or [0] * n
@@ -62,26 +84,60 @@ def import_vllm(path: str, result_dir: str, run_id: str | None = None, slo: dict
     for i in range(n):
         sent = float(starts[i]) - t0
         err = errors[i] if i < len(errors) else ""
-        ttft = d["ttfts"][i]
-        itl = d["itls"][i] or []
+        ttft, itl = d["ttfts"][i], d["itls"][i] or []
         ok = not err and ttft is not None and ttft > 0
-        chunks = ()
-        if ok:
-            first = sent + float(ttft)
-            chunks = tuple((first + np.concatenate([[0.0], np.cumsum(np.asarray(itl, float))])).tolist())
-        recs.append(RequestRecord(
-            id=f"vllm-{i}", cls="vllm", scheduled_at=sent, sent_at=sent, first_token_at=chunks[0] if chunks else None,
-            finished_at=chunks[-1] if chunks else sent, chunk_times=chunks, chunk_tokens=(1,) * len(chunks),
-            output_tokens=int(out_lens[i] or 0) if ok else 0, output_tokens_source="usage",
-            prompt_tokens=int(in_lens[i] or 0), status="ok" if ok else "http_error",
-            error=str(err)[:500] if err else None, origin="vllm"))
+        chunks = (
+            (sent + float(ttft) + np.concatenate([[0.0], np.cumsum(np.asarray(itl, float))])).tolist() if ok else []
+        )
+        recs.append(
+            _record(
+                f"vllm-{i}",
+                "vllm",
+                sent,
+                chunks,
+                chunks[-1] if chunks else sent,
+                int(out_lens[i] or 0) if ok else 0,
+                int(in_lens[i] or 0),
+                status="ok" if ok else "http_error",
+                error=str(err)[:500] if err else None,
+            )
+        )
+    return recs
+
+
+def import_vllm(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
+    """vLLM's detailed result: ttfts (s), itls (list of gaps in s per request), start_times (perf_counter
+    s), input_lens, output_lens, errors. Chunk times are rebuilt as start + ttft + cumsum(itls)."""
+    d = _read_json(path)
+    if not isinstance(d, dict) or "ttfts" not in d or "itls" not in d:
+        raise InputError(
+            f"{path}: no per-request 'ttfts'/'itls': save it with `vllm bench serve --save-result --save-detailed`"
+        )
+    n = len(d["ttfts"])
+    starts = d.get("start_times")
+    caveats = [
+        "imported from vllm bench serve: no scheduled times, so schedule lag reads 0 and validity "
+        "(generator lag) cannot be judged"
+    ]
+    if not starts or len(starts) != n:
+        caveats.append(
+            "no start_times in this vLLM result (older vLLM): every request is placed at t=0, "
+            "so duration, throughput, goodput and time plots are not meaningful"
+        )
+        starts = [0.0] * n
+    recs = _vllm_records(d, starts)
     rid = run_id or new_run_id("vllm")
     rate = d.get("request_rate")
-    meta = RunMeta(run_id=rid, label=f"imported vllm {d.get('backend', '')}".strip(),
-                   target={"base_url": "imported", "endpoint": d.get("endpoint_type") or "", "model": d.get("model_id") or ""},
-                   workload={"name": "vllm-import", "source": os.path.basename(path), "caveats": caveats},
-                   slo=slo, mode="imported", requested_rate=float(rate) if isinstance(rate, (int, float)) else None,
-                   max_concurrency=d.get("max_concurrency"))
+    meta = RunMeta(
+        run_id=rid,
+        label=f"imported vllm {d.get('backend', '')}".strip(),
+        target={"base_url": "imported", "endpoint": d.get("endpoint_type") or "", "model": d.get("model_id") or ""},
+        workload={"name": "vllm-import", "source": os.path.basename(path), "caveats": caveats},
+        slo=slo,
+        mode="imported",
+        requested_rate=float(rate) if isinstance(rate, (int, float)) else None,
+        max_concurrency=d.get("max_concurrency"),
+    )
     return _write_run(recs, meta, result_dir)
 
 
@@ -99,12 +155,8 @@ def _metric(m: dict, name: str):
     return [x * scale for x in val] if isinstance(val, list) else val * scale
 
 
-def import_aiperf(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
-    """AIPerf's profile_export.jsonl (one record per request: metadata with request_start_ns /
-    request_end_ns, metrics with units, error). Chunk times come from time_to_first_token and
-    inter_chunk_latency when present; without the latter only TTFT and the end are known."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "profile_export.jsonl")
+def _aiperf_rows(path: str) -> list[dict]:
+    """The profiling phase's per-request records of an AIPerf profile_export.jsonl."""
     rows = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -116,48 +168,75 @@ def import_aiperf(path: str, result_dir: str, run_id: str | None = None, slo: di
                         raise InputError(f"{path}:{i}: not JSON: {e}") from None
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror}") from None
-    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("metadata"), dict)
-            and r["metadata"].get("benchmark_phase", "profiling") == "profiling"]
+    rows = [
+        r
+        for r in rows
+        if isinstance(r, dict)
+        and isinstance(r.get("metadata"), dict)
+        and r["metadata"].get("benchmark_phase", "profiling") == "profiling"
+    ]
     if not rows:
         raise InputError(f"{path}: no AIPerf per-request records (expected JSON lines with 'metadata' and 'metrics')")
+    return rows
+
+
+def _aiperf_record(i: int, r: dict, t0: int) -> RequestRecord:
+    """One AIPerf record; marks r["_no_icl"] when it has no inter-chunk latencies."""
+    md, m = r["metadata"], r.get("metrics") or {}
+    sent = ((md.get("request_start_ns") or t0) - t0) * 1e-9
+    end = ((md.get("request_end_ns") or md.get("request_start_ns") or t0) - t0) * 1e-9
+    ttft, icl, err = _metric(m, "time_to_first_token"), _metric(m, "inter_chunk_latency"), r.get("error")
+    ok = not err and not md.get("was_cancelled") and ttft is not None
+    chunks: list = []
+    if ok:
+        first = sent + ttft
+        if isinstance(icl, list):
+            chunks = (first + np.concatenate([[0.0], np.cumsum(icl)])).tolist()
+        else:
+            r["_no_icl"] = True
+            chunks = [first, end] if end > first else [first]
+    osl = _metric(m, "output_sequence_length") or _metric(m, "output_token_count") or 0
+    isl = _metric(m, "input_sequence_length") or _metric(m, "error_isl") or 0
+    code = err.get("code") if isinstance(err, dict) else None
+    text = f"{err.get('type', '')}: {err.get('message', '')}" if isinstance(err, dict) else (str(err) if err else None)
+    return _record(
+        str(md.get("x_request_id") or f"aiperf-{i}"),
+        "aiperf",
+        sent,
+        chunks,
+        end,
+        int(osl) if ok else 0,
+        int(isl),
+        status="ok" if ok else ("cancelled" if md.get("was_cancelled") else "http_error"),
+        error=text[:500] if text else None,
+        http=int(code) if isinstance(code, int) else None,
+    )
+
+
+def import_aiperf(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
+    """AIPerf's profile_export.jsonl (one record per request: metadata with request_start_ns /
+    request_end_ns, metrics with units, error). Chunk times come from time_to_first_token and
+    inter_chunk_latency when present; without the latter only TTFT and the end are known."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "profile_export.jsonl")
+    rows = _aiperf_rows(path)
     t0 = min(r["metadata"].get("request_start_ns") or 0 for r in rows)
     caveats = ["imported from AIPerf: no scheduled times, so schedule lag reads 0"]
-    missing_chunks = 0
-    recs = []
-    for i, r in enumerate(rows):
-        md, m = r["metadata"], r.get("metrics") or {}
-        sent = ((md.get("request_start_ns") or t0) - t0) * 1e-9
-        end = ((md.get("request_end_ns") or md.get("request_start_ns") or t0) - t0) * 1e-9
-        ttft = _metric(m, "time_to_first_token")
-        icl = _metric(m, "inter_chunk_latency")
-        err = r.get("error")
-        ok = not err and not md.get("was_cancelled") and ttft is not None
-        chunks: tuple = ()
-        if ok:
-            first = sent + ttft
-            if isinstance(icl, list):
-                chunks = tuple((first + np.concatenate([[0.0], np.cumsum(icl)])).tolist())
-            else:
-                missing_chunks += 1
-                chunks = (first, end) if end > first else (first,)
-        osl = _metric(m, "output_sequence_length") or _metric(m, "output_token_count") or 0
-        isl = _metric(m, "input_sequence_length") or _metric(m, "error_isl") or 0
-        status = "ok" if ok else ("cancelled" if md.get("was_cancelled") else "http_error")
-        code = err.get("code") if isinstance(err, dict) else None
-        recs.append(RequestRecord(
-            id=str(md.get("x_request_id") or f"aiperf-{i}"), cls="aiperf", scheduled_at=sent, sent_at=sent,
-            first_token_at=chunks[0] if chunks else None, finished_at=end, chunk_times=chunks,
-            chunk_tokens=(1,) * len(chunks), output_tokens=int(osl) if ok else 0, output_tokens_source="usage",
-            prompt_tokens=int(isl), status=status, http_status=int(code) if isinstance(code, int) else None,
-            error=(f"{err.get('type', '')}: {err.get('message', '')}"[:500] if isinstance(err, dict) else
-                   (str(err)[:500] if err else None)), origin="aiperf"))
+    recs = [_aiperf_record(i, r, t0) for i, r in enumerate(rows)]
+    missing_chunks = sum(1 for r in rows if r.get("_no_icl"))
     if missing_chunks:
-        caveats.append(f"{missing_chunks} records have no inter_chunk_latency: ITL for them is one gap "
-                       "from first token to end")
+        caveats.append(
+            f"{missing_chunks} records have no inter_chunk_latency: ITL for them is one gap from first token to end"
+        )
     rid = run_id or new_run_id("aiperf")
-    meta = RunMeta(run_id=rid, label="imported aiperf", target={"base_url": "imported", "endpoint": "", "model": ""},
-                   workload={"name": "aiperf-import", "source": os.path.basename(path), "caveats": caveats},
-                   slo=slo, mode="imported")
+    meta = RunMeta(
+        run_id=rid,
+        label="imported aiperf",
+        target={"base_url": "imported", "endpoint": "", "model": ""},
+        workload={"name": "aiperf-import", "source": os.path.basename(path), "caveats": caveats},
+        slo=slo,
+        mode="imported",
+    )
     return _write_run(recs, meta, result_dir)
 
 
@@ -187,6 +266,36 @@ def _sse_content(raw) -> tuple[bool, int | None]:
     return content, usage
 
 
+def _genai_record(i: int, r: dict, t0: int) -> tuple[RequestRecord, bool]:
+    """One perf_analyzer request, and whether its response outputs could be parsed (else every
+    response counts as a content chunk)."""
+    sent = (r["timestamp"] - t0) * 1e-9
+    ts = [(t - t0) * 1e-9 for t in r.get("response_timestamps") or []]
+    outs = r.get("response_outputs") or []
+    chunks, usage, parsed = [], None, bool(outs) and len(outs) == len(ts)
+    if parsed:
+        for t, o in zip(ts, outs):
+            has, u = _sse_content(o)
+            usage = u if u is not None else usage
+            if has:
+                chunks.append(t)
+    else:
+        chunks = ts
+    ok = bool(chunks)
+    rec = _record(
+        f"genai-perf-{i}",
+        "genai-perf",
+        sent,
+        chunks,
+        ts[-1] if ts else sent,
+        usage if usage is not None else len(chunks),
+        source="usage" if usage is not None else "chunks",
+        status="ok" if ok else "bad_stream",
+        error=None if ok else "no content in any response",
+    )
+    return rec, parsed
+
+
 def import_genai_perf(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
     """GenAI-Perf's profile_export.json (perf_analyzer's export: experiments[].requests[] with a
     `timestamp` and `response_timestamps` in ns, and the raw SSE `response_outputs`). Responses that
@@ -196,50 +305,37 @@ def import_genai_perf(path: str, result_dir: str, run_id: str | None = None, slo
     d = _read_json(path)
     exps = d.get("experiments") if isinstance(d, dict) else None
     if not exps or not isinstance(exps, list) or not all(isinstance(e, dict) and "requests" in e for e in exps):
-        raise InputError(f"{path}: no experiments[].requests[] (expected GenAI-Perf's profile_export.json; "
-                                "profile_export_genai_perf.json holds only aggregates)")
+        raise InputError(
+            f"{path}: no experiments[].requests[] (expected GenAI-Perf's profile_export.json; "
+            "profile_export_genai_perf.json holds only aggregates)"
+        )
     if len(exps) > 1:
-        raise InputError(f"{path} holds {len(exps)} experiments (load levels); goodbench imports one run "
-                                "per file: split it, or profile one level per run")
+        raise InputError(
+            f"{path} holds {len(exps)} experiments (load levels); goodbench imports one run "
+            "per file: split it, or profile one level per run"
+        )
     reqs = [r for r in exps[0]["requests"] if isinstance(r, dict) and "timestamp" in r]
     if not reqs:
         raise InputError(f"{path}: the experiment has no requests")
     t0 = min(r["timestamp"] for r in reqs)
     caveats = ["imported from GenAI-Perf: no scheduled times, so schedule lag reads 0"]
-    unparsed = 0
-    recs = []
-    for i, r in enumerate(reqs):
-        sent = (r["timestamp"] - t0) * 1e-9
-        ts = [(t - t0) * 1e-9 for t in r.get("response_timestamps") or []]
-        outs = r.get("response_outputs") or []
-        chunks, usage = [], None
-        if len(outs) == len(ts) and outs:
-            for t, o in zip(ts, outs):
-                has, u = _sse_content(o)
-                usage = u if u is not None else usage
-                if has:
-                    chunks.append(t)
-        else:
-            unparsed += 1
-            chunks = ts
-        ok = bool(chunks)
-        recs.append(RequestRecord(
-            id=f"genai-perf-{i}", cls="genai-perf", scheduled_at=sent, sent_at=sent,
-            first_token_at=chunks[0] if chunks else None, finished_at=ts[-1] if ts else sent,
-            chunk_times=tuple(chunks), chunk_tokens=(1,) * len(chunks),
-            output_tokens=usage if usage is not None else len(chunks),
-            output_tokens_source="usage" if usage is not None else "chunks",
-            status="ok" if ok else "bad_stream", error=None if ok else "no content in any response", origin="genai-perf"))
+    pairs = [_genai_record(i, r, t0) for i, r in enumerate(reqs)]
+    recs, parsed = [p[0] for p in pairs], [p[1] for p in pairs]
+    unparsed = sum(1 for ok in parsed if not ok)
     if unparsed:
         caveats.append(f"{unparsed} requests had no parseable response_outputs: every response counted as a chunk")
     exp = exps[0].get("experiment") or {}
     rid = run_id or new_run_id("genai-perf")
-    meta = RunMeta(run_id=rid, label=f"imported genai-perf {exp.get('mode', '')}@{exp.get('value', '')}",
-                   target={"base_url": "imported", "endpoint": d.get("endpoint") or "", "model": ""},
-                   workload={"name": "genai-perf-import", "source": os.path.basename(path), "caveats": caveats},
-                   slo=slo, mode="imported",
-                   max_concurrency=exp.get("value") if exp.get("mode") == "concurrency" else None,
-                   requested_rate=float(exp["value"]) if exp.get("mode") == "request_rate" else None)
+    meta = RunMeta(
+        run_id=rid,
+        label=f"imported genai-perf {exp.get('mode', '')}@{exp.get('value', '')}",
+        target={"base_url": "imported", "endpoint": d.get("endpoint") or "", "model": ""},
+        workload={"name": "genai-perf-import", "source": os.path.basename(path), "caveats": caveats},
+        slo=slo,
+        mode="imported",
+        max_concurrency=exp.get("value") if exp.get("mode") == "concurrency" else None,
+        requested_rate=float(exp["value"]) if exp.get("mode") == "request_rate" else None,
+    )
     return _write_run(recs, meta, result_dir)
 
 
@@ -257,19 +353,32 @@ def per_request_table(run: RunArrays, slo: dict | None = None):
     c = RequestMetrics(cols)
     slo = slo if slo is not None else run.meta.slo
     meets = c.meets(slo)
-    df = pd.DataFrame({
-        "id": cols.ids, "class": cols.class_of(), "status": np.asarray(STATUSES, dtype=object)[cols.status],
-        # an integer column with blanks where there was no response (not 200.000000)
-        "http_status": pd.Series(cols.http_status, dtype="Int64").mask(cols.http_status == 0),
-        "warmup": cols.warmup,
-        "origin": np.asarray(cols.origin_names, dtype=object)[cols.origin] if len(cols) else [],
-        "scheduled_s": c.sched, "sent_s": c.sent, "first_chunk_s": c.first, "last_chunk_s": c.last,
-        "finished_s": c.fin, "prompt_tokens": cols.prompt_tokens, "output_tokens": cols.out_tokens,
-        "output_tokens_source": np.asarray(TOKEN_SOURCES, dtype=object)[cols.out_source], "chunks": cols.nchunks,
-        "ttft_ms": c.ttft * 1000, "tpot_ms": c.tpot * 1000, "e2el_ms": c.e2e * 1000,
-        "itl_mean_ms": c.chunk_mean_itl * 1000, "itl_max_ms": np.where(c.gap_count > 0, c.max_itl * 1000, np.nan),
-        "schedule_lag_ms": c.lag * 1000,
-    })
+    df = pd.DataFrame(
+        {
+            "id": cols.ids,
+            "class": cols.class_of(),
+            "status": np.asarray(STATUSES, dtype=object)[cols.status],
+            # an integer column with blanks where there was no response (not 200.000000)
+            "http_status": pd.Series(cols.http_status, dtype="Int64").mask(cols.http_status == 0),
+            "warmup": cols.warmup,
+            "origin": np.asarray(cols.origin_names, dtype=object)[cols.origin] if len(cols) else [],
+            "scheduled_s": c.sched,
+            "sent_s": c.sent,
+            "first_chunk_s": c.first,
+            "last_chunk_s": c.last,
+            "finished_s": c.fin,
+            "prompt_tokens": cols.prompt_tokens,
+            "output_tokens": cols.out_tokens,
+            "output_tokens_source": np.asarray(TOKEN_SOURCES, dtype=object)[cols.out_source],
+            "chunks": cols.nchunks,
+            "ttft_ms": c.ttft * 1000,
+            "tpot_ms": c.tpot * 1000,
+            "e2el_ms": c.e2e * 1000,
+            "itl_mean_ms": c.chunk_mean_itl * 1000,
+            "itl_max_ms": np.where(c.gap_count > 0, c.max_itl * 1000, np.nan),
+            "schedule_lag_ms": c.lag * 1000,
+        }
+    )
     if meets is not None:
         df["met_slo"] = meets
     return df
@@ -298,17 +407,27 @@ def export_vllm(run: RunArrays, summary: dict, out: str) -> str:
     c = RequestMetrics(cols)
     off = cols.offsets
     ok = c.ok & ~np.isnan(c.first)
-    itls = [np.diff(cols.chunk_times[off[i]:off[i + 1]]).tolist() if ok[i] else [] for i in range(len(cols))]
+    itls = [np.diff(cols.chunk_times[off[i] : off[i + 1]]).tolist() if ok[i] else [] for i in range(len(cols))]
     s = summary
     res = {
-        "date": run.meta.started_wall, "backend": "goodbench", "model_id": (run.meta.target or {}).get("model"),
-        "num_prompts": len(cols), "request_rate": s.get("requested_rate"), "max_concurrency": run.meta.max_concurrency,
-        "duration": s["duration_s"], "completed": s["requests"]["completed"],
-        "total_input_tokens": int(cols.prompt_tokens[c.ok].sum()), "total_output_tokens": int(cols.out_tokens[c.ok].sum()),
-        "request_throughput": s["request_throughput"], "request_goodput": s.get("goodput"),
+        "date": run.meta.started_wall,
+        "backend": "goodbench",
+        "model_id": (run.meta.target or {}).get("model"),
+        "num_prompts": len(cols),
+        "request_rate": s.get("requested_rate"),
+        "max_concurrency": run.meta.max_concurrency,
+        "duration": s["duration_s"],
+        "completed": s["requests"]["completed"],
+        "total_input_tokens": int(cols.prompt_tokens[c.ok].sum()),
+        "total_output_tokens": int(cols.out_tokens[c.ok].sum()),
+        "request_throughput": s["request_throughput"],
+        "request_goodput": s.get("goodput"),
         "output_throughput": s["output_throughput"],
-        "input_lens": cols.prompt_tokens.tolist(), "output_lens": np.where(ok, cols.out_tokens, 0).tolist(),
-        "ttfts": np.where(ok, c.ttft, 0.0).tolist(), "itls": itls, "start_times": np.nan_to_num(c.sent).tolist(),
+        "input_lens": cols.prompt_tokens.tolist(),
+        "output_lens": np.where(ok, cols.out_tokens, 0).tolist(),
+        "ttfts": np.where(ok, c.ttft, 0.0).tolist(),
+        "itls": itls,
+        "start_times": np.nan_to_num(c.sent).tolist(),
         "errors": ["" if ok[i] else STATUSES[cols.status[i]] for i in range(len(cols))],
     }
     for key, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"), ("e2el_ms", "e2el")):

@@ -13,28 +13,51 @@ MAX_UPFRONT_REQUESTS = 10_000_000  # a schedule built up front; a duration bound
 
 @dataclass(frozen=True)
 class Limit:
-    lo: float | None = None        # inclusive
-    hi: float | None = None        # inclusive
-    lo_open: bool = False          # lo itself is not allowed (> lo)
-    inf_ok: bool = False           # "inf" is a value (an arrival rate)
+    lo: float | None = None  # inclusive
+    hi: float | None = None  # inclusive
+    lo_open: bool = False  # lo itself is not allowed (> lo)
+    inf_ok: bool = False  # "inf" is a value (an arrival rate)
 
 
 LIMITS = {
     # workload
-    "num_prompts": Limit(1), "duration": Limit(0, lo_open=True), "warmup": Limit(0),
-    "random_input_len": Limit(1), "random_output_len": Limit(1), "request_rate": Limit(0, lo_open=True, inf_ok=True),
-    "burstiness": Limit(0, lo_open=True), "ramp_up": Limit(0), "concurrency": Limit(1), "think_time": Limit(0),
+    "num_prompts": Limit(1),
+    "duration": Limit(0, lo_open=True),
+    "warmup": Limit(0),
+    "random_input_len": Limit(1),
+    "random_output_len": Limit(1),
+    "request_rate": Limit(0, lo_open=True, inf_ok=True),
+    "burstiness": Limit(0, lo_open=True),
+    "ramp_up": Limit(0),
+    "concurrency": Limit(1),
+    "think_time": Limit(0),
     # run
-    "max_concurrency": Limit(1), "workers": Limit(1), "timeout": Limit(0, lo_open=True),
-    "idle_timeout": Limit(0, lo_open=True), "keepalive": Limit(0, lo_open=True), "grace_period": Limit(0), "target_attainment": Limit(0, 1),
-    "users": Limit(1), "spawn_rate": Limit(0, lo_open=True), "locust_workers": Limit(0),
+    "max_concurrency": Limit(1),
+    "workers": Limit(1),
+    "timeout": Limit(0, lo_open=True),
+    "idle_timeout": Limit(0, lo_open=True),
+    "keepalive": Limit(0, lo_open=True),
+    "grace_period": Limit(0),
+    "target_attainment": Limit(0, 1),
+    "users": Limit(1),
+    "spawn_rate": Limit(0, lo_open=True),
+    "locust_workers": Limit(0),
     # gate
-    "min_attainment": Limit(0, 1), "max_failed": Limit(0, 1), "min_goodput": Limit(0),
+    "min_attainment": Limit(0, 1),
+    "max_failed": Limit(0, 1),
+    "min_goodput": Limit(0),
     # sweep / advise
-    "jobs": Limit(0), "max_probes": Limit(1), "server_timeout": Limit(0, lo_open=True),
-    "ttft_slo": Limit(0, lo_open=True), "tpot_slo": Limit(0, lo_open=True), "p95_input": Limit(1),
-    "context": Limit(1), "min_chunk": Limit(1), "time_per_chunk_ms": Limit(0, lo_open=True),
-    "port": Limit(0, 65535), "trace_speedup": Limit(0, lo_open=True),
+    "jobs": Limit(0),
+    "max_probes": Limit(1),
+    "server_timeout": Limit(0, lo_open=True),
+    "ttft_slo": Limit(0, lo_open=True),
+    "tpot_slo": Limit(0, lo_open=True),
+    "p95_input": Limit(1),
+    "context": Limit(1),
+    "min_chunk": Limit(1),
+    "time_per_chunk_ms": Limit(0, lo_open=True),
+    "port": Limit(0, 65535),
+    "trace_speedup": Limit(0, lo_open=True),
 }
 
 
@@ -72,5 +95,7 @@ def check_all(values: dict) -> None:
 def check_upfront(num_prompts: int | None, duration: float | None) -> None:
     """A request count with no duration is built up front: refuse counts no machine can hold."""
     if num_prompts is not None and duration is None and num_prompts > MAX_UPFRONT_REQUESTS:
-        raise UsageError(f"--num-prompts {num_prompts} is more than {MAX_UPFRONT_REQUESTS:,} requests to build up "
-                         "front; give --duration too (arrivals are then drawn only as far as it reaches)")
+        raise UsageError(
+            f"--num-prompts {num_prompts} is more than {MAX_UPFRONT_REQUESTS:,} requests to build up "
+            "front; give --duration too (arrivals are then drawn only as far as it reaches)"
+        )

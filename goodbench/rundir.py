@@ -13,6 +13,7 @@ from .errors import RunDirError
 from .metrics.compose import compose
 from .records import RequestRecord, RunMeta, RunResult
 from .store import RunStore, error_samples, load_arrays, load_server_metrics, new_run_id
+from .workloads import Plan, WorkloadSpec
 
 
 class RunDir:
@@ -57,8 +58,9 @@ class RunDir:
     def close(self) -> None:
         self.store.close()
 
-    def finish(self, *, records: list[RequestRecord] | None = None, ci: bool = True,
-               summarized: bool = True) -> dict | None:
+    def finish(
+        self, *, records: list[RequestRecord] | None = None, ci: bool = True, summarized: bool = True
+    ) -> dict | None:
         """Close the records, summarize (metrics/compose.py, from self.meta, the records and the scraped
         server metrics) and complete run.json (finished_wall) and summary.json. records: summarize these
         in memory (simulations, sweep cells: the same records were appended); else the run is read back
@@ -75,8 +77,15 @@ class RunDir:
         return summary
 
 
-def summarize_dir(run_dir: str, *, slo: dict | None = None, ci: bool = True, meta: RunMeta | None = None,
-                  prepared=None, run: RunArrays | None = None) -> dict:
+def summarize_dir(
+    run_dir: str,
+    *,
+    slo: dict | None = None,
+    ci: bool = True,
+    meta: RunMeta | None = None,
+    prepared=None,
+    run: RunArrays | None = None,
+) -> dict:
     """A run directory's summary, composed from what the directory holds (records as columns, run.json,
     server_metrics.jsonl). slo: judge against this SLO instead of the run's. meta: the run's metadata
     when the caller holds a newer copy than run.json (a run finishing); prepared/run: RequestMetrics and
@@ -85,5 +94,28 @@ def summarize_dir(run_dir: str, *, slo: dict | None = None, ci: bool = True, met
     if meta is not None:
         run = RunArrays(meta, run.cols)
     failed = bool((run.cols.status != 0).any())
-    return compose(run, rows=load_server_metrics(run_dir), slo=slo, ci=ci, prepared=prepared,
-                   errors=error_samples(run_dir) if failed else None)
+    return compose(
+        run,
+        rows=load_server_metrics(run_dir),
+        slo=slo,
+        ci=ci,
+        prepared=prepared,
+        errors=error_samples(run_dir) if failed else None,
+    )
+
+
+def plan_meta(spec: WorkloadSpec, plan: Plan, mode: str, **kw) -> RunMeta:
+    """A run's metadata from its workload and plan (the label, rate, planned count and prefix reuse
+    every run directory states the same way); kw: the rest (run_id, target, engine, tokenizer, ...)."""
+    closed = plan.closed
+    return RunMeta(
+        **{"label": ("sessions:" if plan.sessions else "") + plan.arrival.label} | kw,
+        workload=spec.to_dict(),
+        workload_hash=spec.hash(),
+        slo=spec.slo,
+        seed=spec.seed,
+        mode=mode,
+        requested_rate=None if closed else plan.arrival.mean_rate,
+        planned_requests=plan.planned,
+        expected_prefix_reuse=plan.expected_reuse(),
+    )

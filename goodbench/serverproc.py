@@ -36,8 +36,7 @@ class ServerProcess:
     """log_path: where the child's output goes. anonymous=True unlinks it once the child has it open,
     so that nothing is left behind if this process is killed; copy_log() keeps it where it is wanted."""
 
-    def __init__(self, cmd: list[str], port: int, log_path: str, cpus: set[int] | None = None,
-                 anonymous: bool = False):
+    def __init__(self, cmd: list[str], port: int, log_path: str, cpus: set[int] | None = None, anonymous: bool = False):
         self.port = port
         self.base_url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
@@ -49,9 +48,14 @@ class ServerProcess:
             die_with_parent()
 
         try:
-            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         preexec_fn=child_setup if os.name == "posix" else None,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=child_setup if os.name == "posix" else None,
+                start_new_session=True,
+            )
         except OSError as e:
             self.log.close()
             raise TargetError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None

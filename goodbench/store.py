@@ -130,7 +130,6 @@ def load(run_dir: str) -> RunResult:
     return RunResult(meta, records)
 
 
-
 def error_samples(run_dir: str, limit: int = 3, scan: int = 2000) -> tuple[str, ...]:
     """The first `limit` distinct error texts in records.jsonl (looking at no more than `scan` failed
     records), for the summary's failure hazards: columns do not keep error texts."""
@@ -176,9 +175,17 @@ def save_arrays(run_dir: str, cols: RecordArrays) -> str:
     for name in RecordArrays.ARRAYS:
         np.save(os.path.join(tmp, name + ".npy"), getattr(cols, name), allow_pickle=False)
     with open(os.path.join(tmp, "columns.json"), "w", encoding="utf-8") as f:
-        json.dump({"version": COLUMNS_VERSION, "requests": len(cols), "cls_names": cols.cls_names,
-                   "origin_names": cols.origin_names, "session_names": cols.session_names,
-                   "records_bytes": _records_bytes(run_dir)}, f)
+        json.dump(
+            {
+                "version": COLUMNS_VERSION,
+                "requests": len(cols),
+                "cls_names": cols.cls_names,
+                "origin_names": cols.origin_names,
+                "session_names": cols.session_names,
+                "records_bytes": _records_bytes(run_dir),
+            },
+            f,
+        )
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final
@@ -196,8 +203,12 @@ def _read_arrays(run_dir: str) -> RecordArrays | None:
         arrays = {name: np.load(os.path.join(d, name + ".npy"), allow_pickle=False) for name in RecordArrays.ARRAYS}
     except (OSError, ValueError, KeyError):
         return None
-    return RecordArrays(cls_names=list(info["cls_names"]), origin_names=list(info["origin_names"]),
-                      session_names=list(info["session_names"]), **arrays)
+    return RecordArrays(
+        cls_names=list(info["cls_names"]),
+        origin_names=list(info["origin_names"]),
+        session_names=list(info["session_names"]),
+        **arrays,
+    )
 
 
 def load_arrays(run_dir: str, write_sidecar: bool = True) -> RunArrays:
@@ -242,8 +253,9 @@ def incomplete(run_dir: str) -> str | None:
     if meta.mode == "imported":
         return None
     if meta.finished_wall is None or not os.path.exists(os.path.join(run_dir, "summary.json")):
-        return (f"the run did not finish (no summary; {count_records(run_dir)} records): it was killed or "
-                "is still running")
+        return (
+            f"the run did not finish (no summary; {count_records(run_dir)} records): it was killed or is still running"
+        )
     if meta.interrupted:
         return f"the run was interrupted (Ctrl-C) with {count_records(run_dir)} records"
     if meta.planned_requests and count_records(run_dir) < meta.planned_requests:

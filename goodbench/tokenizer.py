@@ -79,8 +79,9 @@ def default_tokenizer_json() -> str:
     try:
         return gzip.decompress(data.read_bytes()).decode("utf-8")
     except (OSError, EOFError) as e:  # a broken install: the package data is missing or truncated
-        raise InputError(f"the bundled tokenizer ({DEFAULT_FILE}) cannot be read: {e}; reinstall goodbench "
-                         "or pass --tokenizer PATH") from None
+        raise InputError(
+            f"the bundled tokenizer ({DEFAULT_FILE}) cannot be read: {e}; reinstall goodbench or pass --tokenizer PATH"
+        ) from None
 
 
 def load(name: str | None = None, lazy: bool = False) -> Tok:
@@ -112,5 +113,7 @@ def _load(name: str | None) -> Tok:
     try:
         return Tok(name, Tokenizer.from_pretrained(name))
     except Exception as e:
-        raise InputError(f"cannot load tokenizer {name!r} (not a local file/folder; hub download "
-                             f"failed: {str(e)[:200]}). Pass a local tokenizer.json or folder.") from None
+        raise InputError(
+            f"cannot load tokenizer {name!r} (not a local file/folder; hub download "
+            f"failed: {str(e)[:200]}). Pass a local tokenizer.json or folder."
+        ) from None

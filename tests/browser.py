@@ -35,8 +35,14 @@ def _port() -> int:
 async def _inspect(ws_url: str, file_url: str, timeout: float) -> dict:
     import aiohttp
 
-    out = {"console_errors": [], "exceptions": [], "failed_requests": [], "images": None, "title": None,
-           "network_requests": []}
+    out = {
+        "console_errors": [],
+        "exceptions": [],
+        "failed_requests": [],
+        "images": None,
+        "title": None,
+        "network_requests": [],
+    }
     async with aiohttp.ClientSession() as s, s.ws_connect(ws_url, max_msg_size=0) as ws:
         ids = iter(range(1, 10_000))
         pending: dict[int, asyncio.Future] = {}
@@ -50,8 +56,9 @@ async def _inspect(ws_url: str, file_url: str, timeout: float) -> dict:
                     continue
                 meth, p = m.get("method"), m.get("params", {})
                 if meth == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                    out["console_errors"].append(" ".join(str(a.get("value", a.get("description")))
-                                                          for a in p.get("args", [])))
+                    out["console_errors"].append(
+                        " ".join(str(a.get("value", a.get("description"))) for a in p.get("args", []))
+                    )
                 elif meth == "Runtime.exceptionThrown":
                     out["exceptions"].append(p.get("exceptionDetails", {}).get("text"))
                 elif meth == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
@@ -78,8 +85,10 @@ async def _inspect(ws_url: str, file_url: str, timeout: float) -> dict:
             await call(f"{dom}.enable")
         await call("Page.navigate", url=file_url)
         await asyncio.wait_for(loaded.wait(), timeout)
-        expr = ("JSON.stringify({title: document.title, text: document.body.innerText, images: Array.from(document.images).map(i => "
-                "({alt: i.alt, complete: i.complete, w: i.naturalWidth, h: i.naturalHeight}))})")
+        expr = (
+            "JSON.stringify({title: document.title, text: document.body.innerText, images: Array.from(document.images).map(i => "
+            "({alt: i.alt, complete: i.complete, w: i.naturalWidth, h: i.naturalHeight}))})"
+        )
         r = await call("Runtime.evaluate", expression=expr, returnByValue=True)
         val = json.loads(r["result"]["result"]["value"])
         out["title"], out["images"], out["text"] = val["title"], val["images"], val["text"]
@@ -93,11 +102,25 @@ def inspect_page(path: str, chromium: str, timeout: float = 60.0) -> dict:
 
     port = _port()
     profile = tempfile.mkdtemp(prefix="gb-chromium-")
-    proc = subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                             "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-                             f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            f"--remote-debugging-port={port}",
+            "--remote-debugging-address=127.0.0.1",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + timeout
         ws_url = None

@@ -47,8 +47,14 @@ def run_cli(*args, cwd=None, timeout=120, env=None):
     e = dict(os.environ)
     e.update(env or {})
     e.setdefault("GOODBENCH_CACHE_DIR", os.path.join(cwd or ROOT, ".cache-test"))
-    return subprocess.run([sys.executable, "-m", "goodbench", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout, env=e)
+    return subprocess.run(
+        [sys.executable, "-m", "goodbench", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+        env=e,
+    )
 
 
 # Fuzz tests (tests/test_fuzz.py) run a bounded number of examples in CI; for a long local run:
@@ -73,4 +79,5 @@ def pytest_terminal_summary(terminalreporter):
     if _DESELECTED_REAL_VLLM:
         terminalreporter.write_line(
             f"note: {len(_DESELECTED_REAL_VLLM)} real_vllm tests deselected (they need vLLM): "
-            "bash ci/real_vllm/setup.sh && python -m pytest -q -m real_vllm (docs/real-vllm.md)")
+            "bash ci/real_vllm/setup.sh && python -m pytest -q -m real_vllm (docs/real-vllm.md)"
+        )

@@ -21,16 +21,32 @@ MODEL = os.environ.get("GOODBENCH_VLLM_MODEL") or os.path.join(_CACHE, "tiny-lla
 CHAT_TEMPLATE = os.path.join(ROOT, "ci", "real_vllm", "chatml.jinja")
 SERVED_NAME = "tiny-llama"
 STARTUP_DEADLINE_S = 240.0  # ~45 s alone with --enforce-eager; more while the machine is busy
-ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_TARGET_DEVICE": "cpu",
-       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "2",
+    "VLLM_TARGET_DEVICE": "cpu",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
 
 
 def require_installed() -> None:
-    missing = [p for p in (os.path.join(VENV, ".goodbench-stamp"), os.path.join(VENV, "bin", "vllm"),
-                           os.path.join(MODEL, ".goodbench-stamp")) if not os.path.exists(p)]
+    missing = [
+        p
+        for p in (
+            os.path.join(VENV, ".goodbench-stamp"),
+            os.path.join(VENV, "bin", "vllm"),
+            os.path.join(MODEL, ".goodbench-stamp"),
+        )
+        if not os.path.exists(p)
+    ]
     if missing:
-        pytest.fail(f"real_vllm tests need vLLM and the tiny model: run `bash ci/real_vllm/setup.sh` "
-                    f"(missing: {', '.join(missing)})", pytrace=False)
+        pytest.fail(
+            f"real_vllm tests need vLLM and the tiny model: run `bash ci/real_vllm/setup.sh` "
+            f"(missing: {', '.join(missing)})",
+            pytrace=False,
+        )
 
 
 def free_port() -> int:
@@ -50,11 +66,32 @@ class VllmServer:
         self.proc: subprocess.Popen | None = None
 
     def argv(self) -> list[str]:
-        chunk = (["--enable-chunked-prefill", "--max-num-batched-tokens", str(self.chunked_budget)]
-                 if self.chunked_budget else ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"])
-        return [os.path.join(VENV, "bin", "vllm"), "serve", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
-                "--served-model-name", SERVED_NAME, "--max-model-len", "8192", "--max-num-seqs", "16",
-                "--dtype", "float32", "--enforce-eager", "--chat-template", CHAT_TEMPLATE, *chunk]
+        chunk = (
+            ["--enable-chunked-prefill", "--max-num-batched-tokens", str(self.chunked_budget)]
+            if self.chunked_budget
+            else ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"]
+        )
+        return [
+            os.path.join(VENV, "bin", "vllm"),
+            "serve",
+            MODEL,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            SERVED_NAME,
+            "--max-model-len",
+            "8192",
+            "--max-num-seqs",
+            "16",
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--chat-template",
+            CHAT_TEMPLATE,
+            *chunk,
+        ]
 
     def start(self) -> VllmServer:
         require_installed()
@@ -62,8 +99,9 @@ class VllmServer:
         env.pop("VIRTUAL_ENV", None)
         env["PATH"] = os.path.join(VENV, "bin") + os.pathsep + env.get("PATH", "")
         log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
         log.close()
         self._wait_healthy()
         return self
@@ -73,8 +111,9 @@ class VllmServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.stop()
-                pytest.fail(f"vllm serve exited with {self.proc.returncode} while starting:\n{self.log_tail()}",
-                            pytrace=False)
+                pytest.fail(
+                    f"vllm serve exited with {self.proc.returncode} while starting:\n{self.log_tail()}", pytrace=False
+                )
             try:
                 with urllib.request.urlopen(self.base_url + "/health", timeout=2) as r:
                     if r.status == 200:

@@ -20,7 +20,7 @@ def event(obj) -> bytes:
 
 
 DONE = b"data: [DONE]\n\n"
-USAGE_DONE = (b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%d}}\n\ndata: [DONE]\n\n')
+USAGE_DONE = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%d}}\n\ndata: [DONE]\n\n'
 
 # steps: (delay_s, bytes) written in order; ("status", code, body[, content type]) answers at once;
 # ("close",) drops the connection; ("forever", delay_s, bytes) writes bytes every delay_s until the
@@ -35,8 +35,12 @@ MODES = {
     "choices-is-an-object": [(0.0, chunk("a")), (0.0, event({"choices": {"text": "b"}})), (0.0, DONE)],
     "choice-is-a-string": [(0.0, event({"choices": ["b"]})), (0.0, DONE)],
     "usage-is-a-list": [(0.0, chunk("a")), (0.0, event({"choices": [], "usage": [7]})), (0.0, DONE)],
-    "tokens-as-a-string": [(0.0, chunk("a")), (0.0, chunk("b")),
-                           (0.0, event({"choices": [], "usage": {"completion_tokens": "7"}})), (0.0, DONE)],
+    "tokens-as-a-string": [
+        (0.0, chunk("a")),
+        (0.0, chunk("b")),
+        (0.0, event({"choices": [], "usage": {"completion_tokens": "7"}})),
+        (0.0, DONE),
+    ],
 }
 
 SENT_LOG = web.AppKey("sent_log", dict)
@@ -150,20 +154,43 @@ def delta(**kw) -> bytes:
     return event({"choices": [{"index": 0, "delta": kw, "finish_reason": None}]})
 
 
-MODES.update({
-    # a reasoning model: two thinking chunks, then the answer; usage says how many tokens were reasoning
-    "reasoning": [(0.0, delta(role="assistant", content="")), (0.05, delta(reasoning_content="hmm")),
-                  (0.02, delta(reasoning_content=" well")), (0.10, delta(content="Yes")),
-                  (0.02, delta(content=".")),
-                  (0.0, event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4,
-                                                        "completion_tokens_details": {"reasoning_tokens": 2}}})),
-                  (0.0, DONE)],
-    # a tool call streamed as argument fragments: output like any other
-    "tool-call": [(0.0, delta(role="assistant", content="")),
-                  (0.01, delta(tool_calls=[{"index": 0, "function": {"name": "get_weather", "arguments": ""}}])),
-                  (0.01, delta(tool_calls=[{"index": 0, "function": {"arguments": '{"city": "Paris"}'}}])),
-                  (0.0, DONE)],
-    # several tokens per chunk and no usage at all (speculative decoding, coalescing servers)
-    "packed-no-usage": [(0.0, chunk(" the quick brown")), (0.02, chunk(" fox jumps over")), (0.02, chunk(" it")),
-                        (0.0, DONE)],
-})
+MODES.update(
+    {
+        # a reasoning model: two thinking chunks, then the answer; usage says how many tokens were reasoning
+        "reasoning": [
+            (0.0, delta(role="assistant", content="")),
+            (0.05, delta(reasoning_content="hmm")),
+            (0.02, delta(reasoning_content=" well")),
+            (0.10, delta(content="Yes")),
+            (0.02, delta(content=".")),
+            (
+                0.0,
+                event(
+                    {
+                        "choices": [],
+                        "usage": {
+                            "prompt_tokens": 3,
+                            "completion_tokens": 4,
+                            "completion_tokens_details": {"reasoning_tokens": 2},
+                        },
+                    }
+                ),
+            ),
+            (0.0, DONE),
+        ],
+        # a tool call streamed as argument fragments: output like any other
+        "tool-call": [
+            (0.0, delta(role="assistant", content="")),
+            (0.01, delta(tool_calls=[{"index": 0, "function": {"name": "get_weather", "arguments": ""}}])),
+            (0.01, delta(tool_calls=[{"index": 0, "function": {"arguments": '{"city": "Paris"}'}}])),
+            (0.0, DONE),
+        ],
+        # several tokens per chunk and no usage at all (speculative decoding, coalescing servers)
+        "packed-no-usage": [
+            (0.0, chunk(" the quick brown")),
+            (0.02, chunk(" fox jumps over")),
+            (0.02, chunk(" it")),
+            (0.0, DONE),
+        ],
+    }
+)

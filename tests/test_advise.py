@@ -24,8 +24,22 @@ def test_advise_memory_ceiling_shrinks_with_decode_reserve():
 
 
 def test_advise_cli(tmp_path):
-    r = run_cli("advise", "--gpu", "l40s", "--engine-model", "llama-3.1-8b", "--ttft-slo", "500", "--p95-input", "6000",
-                "--num-prompts", "120", "--jobs", "2", timeout=180)
+    r = run_cli(
+        "advise",
+        "--gpu",
+        "l40s",
+        "--engine-model",
+        "llama-3.1-8b",
+        "--ttft-slo",
+        "500",
+        "--p95-input",
+        "6000",
+        "--num-prompts",
+        "120",
+        "--jobs",
+        "2",
+        timeout=180,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "memory ceiling" in r.stdout and "SLO bound" in r.stdout and "(advised)" in r.stdout
 
@@ -42,8 +56,14 @@ def test_the_check_reports_the_long_class_per_chunk_size(tok):
 
 
 def _row(chunk, ttft99, itl99, itl_max, att=1.0, goodput=3.5):
-    return {"max_num_batched_tokens": chunk, "long_ttft_p99_ms": ttft99, "itl_p99_ms": itl99, "itl_max_ms": itl_max,
-            "slo_attainment": att, "goodput": goodput}
+    return {
+        "max_num_batched_tokens": chunk,
+        "long_ttft_p99_ms": ttft99,
+        "itl_p99_ms": itl99,
+        "itl_max_ms": itl_max,
+        "slo_attainment": att,
+        "goodput": goodput,
+    }
 
 
 def test_advice_and_its_check_never_disagree_silently():

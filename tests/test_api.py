@@ -11,11 +11,38 @@ from conftest import ROOT
 
 import goodbench as gb
 
-EXPORTS = ["__version__", "load_workload", "run", "run_via_locust", "simulate", "load_run", "summarize", "gate",
-           "compare", "prepare_sweep", "sweep", "max_rate", "advise", "check_advice", "Run", "Target",
-           "SweepOutcome", "EngineConfig", "WorkloadSpec", "WorkloadOptions", "GateSpec", "GateResult", "RunMeta",
-           "RequestRecord", "RequestSpec", "GoodbenchError", "UsageError", "InputError", "RunDirError",
-           "TargetError"]
+EXPORTS = [
+    "__version__",
+    "load_workload",
+    "run",
+    "run_via_locust",
+    "simulate",
+    "load_run",
+    "summarize",
+    "gate",
+    "compare",
+    "prepare_sweep",
+    "sweep",
+    "max_rate",
+    "advise",
+    "check_advice",
+    "Run",
+    "Target",
+    "SweepOutcome",
+    "EngineConfig",
+    "WorkloadSpec",
+    "WorkloadOptions",
+    "GateSpec",
+    "GateResult",
+    "RunMeta",
+    "RequestRecord",
+    "RequestSpec",
+    "GoodbenchError",
+    "UsageError",
+    "InputError",
+    "RunDirError",
+    "TargetError",
+]
 HOL = os.path.join(ROOT, "workloads", "hol-stress.toml")
 
 
@@ -66,8 +93,14 @@ def test_gate_on_an_unreadable_run_cannot_judge(tmp_path):
 
 
 def test_run_against_the_auto_started_engine(tmp_path):
-    wl = gb.load_workload(dataset_name="random", random_input_len=16, random_output_len=4, num_prompts=5,
-                          request_rate="inf", goodput="ttft:2000")
+    wl = gb.load_workload(
+        dataset_name="random",
+        random_input_len=16,
+        random_output_len=4,
+        num_prompts=5,
+        request_rate="inf",
+        goodput="ttft:2000",
+    )
     run = gb.run(wl, engine=gb.EngineConfig(fixed_step_ms=2), result_dir=str(tmp_path), pin=False)
     assert run.summary["requests"]["completed"] == 5 and not run.interrupted
     assert os.path.exists(os.path.join(run.dir, "engine.log")) and run.meta.engine["fixed_step_ms"] == 2
@@ -87,8 +120,14 @@ def readme_blocks(heading: str) -> list[str]:
 
 def test_the_readme_python_api_example_runs_as_is(tmp_path):
     code = readme_blocks("Python API")[0]
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
     assert out.returncode == 0, out.stderr
     assert "PASS" in out.stdout and "FAIL" in out.stdout  # the example contrasts a passing and a failing config
 
@@ -100,15 +139,18 @@ def test_failed_runs_name_the_likely_cause(tmp_path):
 
     proc = start_engine(gb.EngineConfig(fixed_step_ms=1.0), str(tmp_path / "engine.log"))
     try:
-        wl = gb.load_workload(dataset_name="random", random_input_len=8, random_output_len=2, num_prompts=4,
-                              request_rate="inf")
+        wl = gb.load_workload(
+            dataset_name="random", random_input_len=8, random_output_len=2, num_prompts=4, request_rate="inf"
+        )
         v1 = gb.run(wl, proc.base_url + "/v1", result_dir=str(tmp_path), pin=False).summary
-        model = gb.run(wl, gb.Target(base_url=proc.base_url, model="no-such-model"), result_dir=str(tmp_path),
-                       pin=False).summary
+        model = gb.run(
+            wl, gb.Target(base_url=proc.base_url, model="no-such-model"), result_dir=str(tmp_path), pin=False
+        ).summary
     finally:
         proc.close()
-    assert v1["requests"]["failed"] == 4 and any("ends in /v1" in w and "/v1/v1/completions" in w
-                                                 for w in v1["warnings"])
+    assert v1["requests"]["failed"] == 4 and any(
+        "ends in /v1" in w and "/v1/v1/completions" in w for w in v1["warnings"]
+    )
     said = [w for w in model["warnings"] if "the server said" in w]
     assert said and "The model `no-such-model` does not exist." in said[0] and "'no-such-model'" in said[0]
 
@@ -137,8 +179,12 @@ def test_every_path_composes_the_same_summary(tmp_path):
     from goodbench.report.view import load_view
 
     sim = gb.simulate(gb.load_workload("shared-documents", num_prompts=60), result_dir=str(tmp_path))
-    live = gb.run(gb.load_workload("shared-documents", num_prompts=8, request_rate="inf"),
-                  engine=gb.EngineConfig(fixed_step_ms=2), result_dir=str(tmp_path), pin=False)
+    live = gb.run(
+        gb.load_workload("shared-documents", num_prompts=8, request_rate="inf"),
+        engine=gb.EngineConfig(fixed_step_ms=2),
+        result_dir=str(tmp_path),
+        pin=False,
+    )
     for run in (sim, live):
         with open(os.path.join(run.dir, "summary.json")) as f:
             written = json.load(f)

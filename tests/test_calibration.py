@@ -30,7 +30,9 @@ def test_documented_tables_match_the_data(fitted):
     begin, end = "<!-- calibration:begin -->\n", "\n<!-- calibration:end -->"
     assert begin in doc and end in doc
     block = doc.split(begin, 1)[1].split(end, 1)[0]
-    assert block == cal.markdown(*fitted), "docs/engine.md drifted: paste `python -m goodbench.engine.virtual.calibration`"
+    assert block == cal.markdown(*fitted), (
+        "docs/engine.md drifted: paste `python -m goodbench.engine.virtual.calibration`"
+    )
 
 
 def test_every_point_is_sourced():
@@ -49,8 +51,10 @@ def test_metrics_are_affine_in_the_overheads():
 def test_leave_one_out_is_out_of_sample():
     """A hand-made table: two points that agree and one that does not; the outlier's LOO error is its
     error under the other two's fit, not its (smaller) in-sample error."""
-    pts = [cal.Point(str(k), "h100-sxm", "llama-3.1-8b", 1, "bf16", "closed", 1, 8, 8, 1, "tpot_p50_ms", v, "https://x")
-           for k, v in enumerate((6.0, 7.0, 9.0))]
+    pts = [
+        cal.Point(str(k), "h100-sxm", "llama-3.1-8b", 1, "bf16", "closed", 1, 8, 8, 1, "tpot_p50_ms", v, "https://x")
+        for k, v in enumerate((6.0, 7.0, 9.0))
+    ]
     # metric = 5 + 1000 * t_fixed (ms): the first two imply t_fixed = 1 and 2 ms
     table = {0.78: np.array([[5.0, 1000.0, 0.0]] * 3)}
     f, rows = cal.error_table(pts, table)

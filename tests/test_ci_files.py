@@ -11,7 +11,10 @@ from conftest import ROOT
 from goodbench.cli import make_parser
 from goodbench.workloads.catalog import load_workload
 
-FILES = [os.path.join(ROOT, "ci", "github-actions", "goodput-gate.yml"), os.path.join(ROOT, "ci", "gitlab", ".gitlab-ci.yml")]
+FILES = [
+    os.path.join(ROOT, "ci", "github-actions", "goodput-gate.yml"),
+    os.path.join(ROOT, "ci", "gitlab", ".gitlab-ci.yml"),
+]
 TESTS = os.path.join(ROOT, "ci", "github-actions", "tests.yml")
 
 
@@ -70,8 +73,10 @@ def test_ci_run_installs_vllm_and_runs_the_real_vllm_tests():
     """The real_vllm tests are deselected by default; .ci/run must run them (after the README's command)."""
     with open(os.path.join(ROOT, ".ci", "run")) as f:
         text = f.read()
-    main, setup, real = (text.index(s) for s in ("python -m pytest -q\n", "bash ci/real_vllm/setup.sh",
-                                                    "python -m pytest -q -m real_vllm"))
+    main, setup, real = (
+        text.index(s)
+        for s in ("python -m pytest -q\n", "bash ci/real_vllm/setup.sh", "python -m pytest -q -m real_vllm")
+    )
     assert main < setup < real
     with open(os.path.join(ROOT, "README.md")) as f:
         assert "bash ci/real_vllm/setup.sh && python -m pytest -q -m real_vllm" in f.read()
@@ -80,7 +85,7 @@ def test_ci_run_installs_vllm_and_runs_the_real_vllm_tests():
 
 
 def test_the_test_workflow_covers_every_supported_python():
-    from goodbench.workloads.spec import tomllib
+    from goodbench.workloads.parse import tomllib
 
     with open(TESTS) as f:
         doc = yaml.safe_load(f)
@@ -92,7 +97,14 @@ def test_the_test_workflow_covers_every_supported_python():
     assert steps.split() == ["bash", ".ci/run"]  # the workflow runs what the project's own CI runs
     with open(os.path.join(ROOT, ".ci", "run")) as f:
         ci = f.read()
-    for step in ("ruff check", "ruff format --check", "python -m pytest -q", "ci/real_vllm/setup.sh",
-                 "-m real_vllm", "ci/check_install.sh", "--gate"):
+    for step in (
+        "ruff check",
+        "ruff format --check",
+        "python -m pytest -q",
+        "ci/real_vllm/setup.sh",
+        "-m real_vllm",
+        "ci/check_install.sh",
+        "--gate",
+    ):
         assert step in ci, step
     assert os.access(os.path.join(ROOT, "ci", "check_install.sh"), os.X_OK)

@@ -30,9 +30,28 @@ def load_summary(result_dir):
 
 
 def test_simulate_fixed_step_exact_numbers(tmp_path):
-    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "100", "--random-output-len", "20",
-                "--num-prompts", "5", "--request-rate", "1", "--arrival", "constant", "--fixed-step-ms", "10",
-                "--goodput", "ttft:15", "tpot:10.5", "--result-dir", str(tmp_path))
+    r = run_cli(
+        "simulate",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "100",
+        "--random-output-len",
+        "20",
+        "--num-prompts",
+        "5",
+        "--request-rate",
+        "1",
+        "--arrival",
+        "constant",
+        "--fixed-step-ms",
+        "10",
+        "--goodput",
+        "ttft:15",
+        "tpot:10.5",
+        "--result-dir",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     run_dir, s = load_summary(tmp_path)
     assert s["ttft_ms"]["p50"] == pytest.approx(10.0) and s["ttft_ms"]["max"] == pytest.approx(10.0)
@@ -50,16 +69,40 @@ def test_simulate_gate_passes_and_fails_with_exit_codes(tmp_path):
     ok = run_cli("simulate", "--workload", wl, "--gate", "--result-dir", str(tmp_path / "a"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "✓ slo_attainment" in ok.stdout
-    bad = run_cli("simulate", "--workload", wl, "--no-enable-chunked-prefill", "--gate",
-                  "--result-dir", str(tmp_path / "b"), "--junit", str(tmp_path / "j.xml"))
+    bad = run_cli(
+        "simulate",
+        "--workload",
+        wl,
+        "--no-enable-chunked-prefill",
+        "--gate",
+        "--result-dir",
+        str(tmp_path / "b"),
+        "--junit",
+        str(tmp_path / "j.xml"),
+    )
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "✗ slo_attainment" in bad.stdout and "FAIL" in bad.stdout
     assert "<failure" in (tmp_path / "j.xml").read_text()
 
 
 def test_gate_command(tmp_path):
-    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "50", "--random-output-len", "10",
-                "--num-prompts", "20", "--request-rate", "5", "--fixed-step-ms", "10", "--result-dir", str(tmp_path))
+    r = run_cli(
+        "simulate",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "50",
+        "--random-output-len",
+        "10",
+        "--num-prompts",
+        "20",
+        "--request-rate",
+        "5",
+        "--fixed-step-ms",
+        "10",
+        "--result-dir",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     run_dir, _ = load_summary(tmp_path)
     assert run_cli("gate", run_dir, "--goodput", "ttft:1000", "tpot:100").returncode == 0
@@ -120,9 +163,28 @@ def test_model_means_the_served_model_everywhere(cmd):
 
 
 def test_run_starts_the_reference_engine_and_records_everything(tmp_path):
-    r = run_cli("run", "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "16",
-                "--num-prompts", "30", "--request-rate", "20", "--fixed-step-ms", "5", "--goodput", "ttft:200",
-                "tpot:50", "--result-dir", str(tmp_path), "--quiet", timeout=180)
+    r = run_cli(
+        "run",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "30",
+        "--request-rate",
+        "20",
+        "--fixed-step-ms",
+        "5",
+        "--goodput",
+        "ttft:200",
+        "tpot:50",
+        "--result-dir",
+        str(tmp_path),
+        "--quiet",
+        timeout=180,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir, s = load_summary(tmp_path)
     assert s["requests"]["completed"] == 30 and s["slo_attainment"] == 1.0
@@ -141,9 +203,26 @@ def test_run_starts_the_reference_engine_and_records_everything(tmp_path):
 
 
 def test_api_key_is_never_written(tmp_path):
-    r = run_cli("run", "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", "2",
-                "--num-prompts", "3", "--request-rate", "inf", "--fixed-step-ms", "2", "--result-dir", str(tmp_path),
-                "--quiet", env={"OPENAI_API_KEY": "sk-very-secret-123"}, timeout=120)
+    r = run_cli(
+        "run",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+        "--num-prompts",
+        "3",
+        "--request-rate",
+        "inf",
+        "--fixed-step-ms",
+        "2",
+        "--result-dir",
+        str(tmp_path),
+        "--quiet",
+        env={"OPENAI_API_KEY": "sk-very-secret-123"},
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     for dirpath, _, files in os.walk(tmp_path):
         for f in files:
@@ -153,10 +232,36 @@ def test_api_key_is_never_written(tmp_path):
 
 def test_ctrl_c_keeps_records_and_writes_summary(tmp_path):
     env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
-    p = subprocess.Popen([sys.executable, "-m", "goodbench", "run", "--dataset-name", "random",
-                          "--random-input-len", "16", "--random-output-len", "400", "--num-prompts", "40",
-                          "--request-rate", "10", "--fixed-step-ms", "10", "--result-dir", str(tmp_path / "r"),
-                          "--quiet", "--grace-period", "0.5"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "goodbench",
+            "run",
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "400",
+            "--num-prompts",
+            "40",
+            "--request-rate",
+            "10",
+            "--fixed-step-ms",
+            "10",
+            "--result-dir",
+            str(tmp_path / "r"),
+            "--quiet",
+            "--grace-period",
+            "0.5",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait for the run to start (each request needs 4 s)
         d = tmp_path / "r"
@@ -175,19 +280,53 @@ def test_ctrl_c_keeps_records_and_writes_summary(tmp_path):
 
 
 def test_gate_table_in_the_workload_file_gates_the_run(tmp_path):
-    r = run_cli("simulate", "--workload", os.path.join(ROOT, "ci", "gate.toml"), "--num-prompts", "60",
-                "--result-dir", str(tmp_path))
+    r = run_cli(
+        "simulate",
+        "--workload",
+        os.path.join(ROOT, "ci", "gate.toml"),
+        "--num-prompts",
+        "60",
+        "--result-dir",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "✓ goodput" in r.stdout and "PASS: every clause holds" in r.stdout
-    r = run_cli("simulate", "--workload", os.path.join(ROOT, "ci", "gate.toml"), "--num-prompts", "60",
-                "--gpu", "l4", "--result-dir", str(tmp_path / "l4"))
+    r = run_cli(
+        "simulate",
+        "--workload",
+        os.path.join(ROOT, "ci", "gate.toml"),
+        "--num-prompts",
+        "60",
+        "--gpu",
+        "l4",
+        "--result-dir",
+        str(tmp_path / "l4"),
+    )
     assert r.returncode == 1 and "FAIL" in r.stdout  # a slow GPU misses the same gate
 
 
 def test_workers_split_the_schedule_and_merge_records(tmp_path):
-    r = run_cli("run", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "8",
-                "--num-prompts", "40", "--request-rate", "40", "--fixed-step-ms", "5", "--workers", "2",
-                "--result-dir", str(tmp_path), "--quiet", timeout=180)
+    r = run_cli(
+        "run",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "40",
+        "--request-rate",
+        "40",
+        "--fixed-step-ms",
+        "5",
+        "--workers",
+        "2",
+        "--result-dir",
+        str(tmp_path),
+        "--quiet",
+        timeout=180,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir, s = load_summary(tmp_path)
     recs = read_lines(os.path.join(run_dir, "records.jsonl"))
@@ -197,10 +336,33 @@ def test_workers_split_the_schedule_and_merge_records(tmp_path):
 
 def test_killed_run_keeps_every_finished_request(tmp_path):
     env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
-    p = subprocess.Popen([sys.executable, "-m", "goodbench", "run", "--dataset-name", "random",
-                          "--random-input-len", "16", "--random-output-len", "20", "--num-prompts", "400",
-                          "--request-rate", "20", "--fixed-step-ms", "10", "--result-dir", str(tmp_path / "r"),
-                          "--quiet"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "goodbench",
+            "run",
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "20",
+            "--num-prompts",
+            "400",
+            "--request-rate",
+            "20",
+            "--fixed-step-ms",
+            "10",
+            "--result-dir",
+            str(tmp_path / "r"),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     recs_path = None
     while time.monotonic() < deadline:
@@ -221,10 +383,33 @@ def test_killed_run_keeps_every_finished_request(tmp_path):
 
 def test_simulate_disaggregated_with_cost(tmp_path):
     """1:1 on H100s with fixed 10 ms steps and a $3/h price: TTFT is two steps plus the KV transfer."""
-    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "100", "--random-output-len", "20",
-                "--num-prompts", "5", "--request-rate", "1", "--arrival", "constant", "--fixed-step-ms", "10",
-                "--disaggregate", "1:1", "--kv-link", "nvlink4", "--gpu-price", "h100-sxm=3",
-                "--goodput", "ttft:25", "--result-dir", str(tmp_path))
+    r = run_cli(
+        "simulate",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "100",
+        "--random-output-len",
+        "20",
+        "--num-prompts",
+        "5",
+        "--request-rate",
+        "1",
+        "--arrival",
+        "constant",
+        "--fixed-step-ms",
+        "10",
+        "--disaggregate",
+        "1:1",
+        "--kv-link",
+        "nvlink4",
+        "--gpu-price",
+        "h100-sxm=3",
+        "--goodput",
+        "ttft:25",
+        "--result-dir",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     _, s = load_summary(tmp_path)
     assert 20.0 < s["ttft_ms"]["p50"] < 20.1
@@ -235,14 +420,46 @@ def test_simulate_disaggregated_with_cost(tmp_path):
 
 
 def test_sweep_min_gpus_and_bad_layouts(tmp_path):
-    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "2000", "--random-output-len", "20",
-                "--num-prompts", "40", "--request-rate", "20", "--gpu", "l40s", "--goodput", "ttft:300",
-                "--min-gpus", "--max-replicas", "6", "--result-dir", str(tmp_path), "--sweep-id", "m")
+    r = run_cli(
+        "sweep",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "2000",
+        "--random-output-len",
+        "20",
+        "--num-prompts",
+        "40",
+        "--request-rate",
+        "20",
+        "--gpu",
+        "l40s",
+        "--goodput",
+        "ttft:300",
+        "--min-gpus",
+        "--max-replicas",
+        "6",
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "m",
+    )
     assert r.returncode == 0, r.stderr
     rows = read_json(os.path.join(tmp_path, "m", "min_gpus.json"))["cells"]
     assert rows[0]["replicas"] is not None and rows[0]["replicas"] > 1 and rows[0]["slo_attainment"] >= 0.9
-    bad = run_cli("sweep", "--dataset-name", "random", "--num-prompts", "5", "--goodput", "ttft:300",
-                  "--layouts", "2y", "--result-dir", str(tmp_path))
+    bad = run_cli(
+        "sweep",
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "5",
+        "--goodput",
+        "ttft:300",
+        "--layouts",
+        "2y",
+        "--result-dir",
+        str(tmp_path),
+    )
     assert bad.returncode == 2 and "--layouts" in bad.stderr
     engine = run_cli("engine", "prices")
     assert engine.returncode == 0 and "h100-sxm" in engine.stdout
@@ -265,10 +482,14 @@ def test_every_option_with_a_default_says_it_in_help():
 
     from goodbench.cli import make_parser
 
-    hidden = [f"{name} {'/'.join(a.option_strings)}" for name, a in _actions(make_parser())
-              if a.help != argparse.SUPPRESS and a.default not in (None, False, argparse.SUPPRESS)
-              and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
-              and "default" not in (a.help or "").lower()]
+    hidden = [
+        f"{name} {'/'.join(a.option_strings)}"
+        for name, a in _actions(make_parser())
+        if a.help != argparse.SUPPRESS
+        and a.default not in (None, False, argparse.SUPPRESS)
+        and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+        and "default" not in (a.help or "").lower()
+    ]
     assert hidden == []
     serve = run_cli("serve", "--help")
     assert "(default 8000)" in serve.stdout
@@ -305,14 +526,32 @@ def test_workloads_and_locustfile_commands_need_no_checkout(tmp_path):
     r = run_cli("locustfile", cwd=str(tmp_path))
     with open(r.stdout.strip(), encoding="utf-8") as f:
         assert r.returncode == 0 and "GoodputUser" in f.read()
-    r = run_cli("simulate", "--workload", "mixed-long-short", "--num-prompts", "20", "--quiet", "--result-dir",
-                str(tmp_path / "res"), cwd=str(tmp_path))
+    r = run_cli(
+        "simulate",
+        "--workload",
+        "mixed-long-short",
+        "--num-prompts",
+        "20",
+        "--quiet",
+        "--result-dir",
+        str(tmp_path / "res"),
+        cwd=str(tmp_path),
+    )
     assert r.returncode == 0 and "mixed-long-short" in r.stdout
 
 
-@pytest.mark.parametrize("argv", [["report", "results/a"], ["compare", "results/a", "results/b"],
-                                  ["import", "vllm", "x.json"], ["export", "results/a"], ["gate", "results/a"],
-                                  ["run"], ["simulate"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "results/a"],
+        ["compare", "results/a", "results/b"],
+        ["import", "vllm", "x.json"],
+        ["export", "results/a"],
+        ["gate", "results/a"],
+        ["run"],
+        ["simulate"],
+    ],
+)
 def test_one_slo_syntax_everywhere(argv):
     """The README's `goodbench import vllm ... --goodput ttft:500 tpot:50` once failed: every command takes
     the SLO as words, and still as one quoted string."""

@@ -91,8 +91,7 @@ def test_in_stream_error_object():
 
 
 def test_idle_timeout():
-    rec, _ = run_one({"p": [(0.0, chunk("a")), (1.5, chunk("b")), (0.0, b"data: [DONE]\n\n")]}, "p",
-                     idle_timeout_s=0.3)
+    rec, _ = run_one({"p": [(0.0, chunk("a")), (1.5, chunk("b")), (0.0, b"data: [DONE]\n\n")]}, "p", idle_timeout_s=0.3)
     assert rec.status == "timeout" and "idle" in rec.error and len(rec.chunk_times) == 1
 
 
@@ -120,10 +119,13 @@ def test_chat_payload_and_api_key_not_in_record():
     assert "sk-secret" not in str(body)
 
 
-@pytest.mark.parametrize("mode,needle", [
-    ("html", "an HTML page: is the base URL the API server's?"),
-    ("json", "a non-streaming body: does the server ignore stream=true?"),
-])
+@pytest.mark.parametrize(
+    "mode,needle",
+    [
+        ("html", "an HTML page: is the base URL the API server's?"),
+        ("json", "a non-streaming body: does the server ignore stream=true?"),
+    ],
+)
 def test_a_200_that_is_not_an_event_stream_says_what_it_was(mode, needle):
     rec, _ = run_one({}, mode)
     assert rec.status == "bad_stream" and rec.http_status == 200 and needle in rec.error
@@ -137,13 +139,16 @@ def test_the_total_timeout_ends_a_stream_that_never_stops(mode):
     assert rec.status == "timeout" and "total timeout" in rec.error and len(rec.chunk_times) >= 1
 
 
-@pytest.mark.parametrize("mode,status,needle", [
-    ("text-is-a-number", "bad_stream", "choices[0] is not an OpenAI choice"),
-    ("choices-is-an-object", "bad_stream", "'choices' is not a list"),
-    ("choice-is-a-string", "bad_stream", "choices[0] is not an OpenAI choice"),
-    ("usage-is-a-list", "ok", None),            # usage of the wrong type is ignored
-    ("tokens-as-a-string", "ok", None),
-])
+@pytest.mark.parametrize(
+    "mode,status,needle",
+    [
+        ("text-is-a-number", "bad_stream", "choices[0] is not an OpenAI choice"),
+        ("choices-is-an-object", "bad_stream", "'choices' is not a list"),
+        ("choice-is-a-string", "bad_stream", "choices[0] is not an OpenAI choice"),
+        ("usage-is-a-list", "ok", None),  # usage of the wrong type is ignored
+        ("tokens-as-a-string", "ok", None),
+    ],
+)
 def test_valid_json_of_unexpected_types_is_one_record_with_a_reason(mode, status, needle):
     rec, _ = run_one({}, mode)
     assert rec.status == status

@@ -151,8 +151,9 @@ def test_adaptive_budget_cuts_the_decode_stall_of_a_long_prompt():
     offs = np.array([0.0] * 8 + [0.5])
     worst = {}
     for target in (None, 50.0):
-        cfg = EngineConfig(gpu="l40s", max_num_batched_tokens=8192, adaptive_chunk_target_ms=target,
-                           enable_prefix_caching=False).resolved()
+        cfg = EngineConfig(
+            gpu="l40s", max_num_batched_tokens=8192, adaptive_chunk_target_ms=target, enable_prefix_caching=False
+        ).resolved()
         recs = simulate(cfg, Plan.at(reqs, offs)).records
         worst[target] = max(np.diff(r.chunk_times).max() for r in recs[:8])
     assert worst[50.0] < worst[None] / 3
@@ -168,8 +169,9 @@ def test_sessions_on_replicas_the_session_router_keeps_their_cache(tmp_path):
     wl = gb.load_workload("sessions", num_prompts=40, request_rate=4.0)
     hit = {}
     for router in ("session", "round-robin"):
-        run = gb.simulate(wl, gb.EngineConfig(gpu="l40s"), result_dir=str(tmp_path),
-                          cluster=ClusterSpec(replicas=4, router=router))
+        run = gb.simulate(
+            wl, gb.EngineConfig(gpu="l40s"), result_dir=str(tmp_path), cluster=ClusterSpec(replicas=4, router=router)
+        )
         assert run.summary["sessions"]["completed"] == 40
         hit[router] = run.summary["prefix_cache"]["hit_rate"]
     assert hit["session"] > hit["round-robin"] + 0.2, hit

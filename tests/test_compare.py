@@ -44,17 +44,29 @@ def test_compare_flags_a_slower_run_and_respects_the_margin():
     assert lenient["regressions"] == []
 
 
-W = {"name": "a", "generator": "mixed", "classes": [{"name": "short", "input": {"value": 50}}], "hol": None,
-     "endpoint": "completions", "num_requests": 300, "seed": 0, "arrival": {"rate": 4.0}, "slo": {"ttft": 500}}
+W = {
+    "name": "a",
+    "generator": "mixed",
+    "classes": [{"name": "short", "input": {"value": 50}}],
+    "hol": None,
+    "endpoint": "completions",
+    "num_requests": 300,
+    "seed": 0,
+    "arrival": {"rate": 4.0},
+    "slo": {"ttft": 500},
+}
 
 
-@pytest.mark.parametrize("other,differs", [
-    ({**W, "name": "renamed", "num_requests": 50, "seed": 7, "arrival": {"rate": 9.0}, "slo": None}, None),
-    ({**W, "classes": [{"name": "short", "input": {"value": 60}}]}, "different classes"),
-    ({**W, "generator": "hol", "hol": {"long_input": 8000}}, "different generator, hol"),
-    ({**W, "endpoint": "chat"}, "different endpoint"),
-    ({"name": "vllm-import", "source": "x.json"}, None),   # an import does not say: cannot refuse
-])
+@pytest.mark.parametrize(
+    "other,differs",
+    [
+        ({**W, "name": "renamed", "num_requests": 50, "seed": 7, "arrival": {"rate": 9.0}, "slo": None}, None),
+        ({**W, "classes": [{"name": "short", "input": {"value": 60}}]}, "different classes"),
+        ({**W, "generator": "hol", "hol": {"long_input": 8000}}, "different generator, hol"),
+        ({**W, "endpoint": "chat"}, "different endpoint"),
+        ({"name": "vllm-import", "source": "x.json"}, None),  # an import does not say: cannot refuse
+    ],
+)
 def test_workload_identity(other, differs):
     from goodbench.workloads.identity import difference
 

@@ -14,11 +14,18 @@ def render(summary, meta, width=100):
 
 
 def test_summary_render_leads_with_the_verdict():
-    recs = [RequestRecord(f"r{i}", "short" if i % 2 else "long", 0.0, 0.0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 3,
-                          "usage") for i in range(10)]
-    meta = RunMeta("x", label="poisson@2.00", slo={"ttft": 150.0, "tpot": 120.0}, requested_rate=2.0,
-                   target={"base_url": "http://127.0.0.1:8000", "endpoint": "/v1/completions", "model": "m"},
-                   workload={"name": "mixed"})
+    recs = [
+        RequestRecord(f"r{i}", "short" if i % 2 else "long", 0.0, 0.0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 3, "usage")
+        for i in range(10)
+    ]
+    meta = RunMeta(
+        "x",
+        label="poisson@2.00",
+        slo={"ttft": 150.0, "tpot": 120.0},
+        requested_rate=2.0,
+        target={"base_url": "http://127.0.0.1:8000", "endpoint": "/v1/completions", "model": "m"},
+        workload={"name": "mixed"},
+    )
     out = render(summarize(RunResult(meta, recs)), meta.to_dict())
     lines = out.splitlines()
     assert lines[0].startswith("PASS  100.0% of 10 requests met the SLO (target 95%); goodput")
@@ -45,29 +52,60 @@ def test_no_slo_hint_names_the_flag_of_the_tool_in_use():
     assert "pass --goodput ttft:MS tpot:MS for goodput" in render(s, meta.to_dict())
     buf = io.StringIO()
     Console(file=buf, width=100, color_system=None).print(
-        render_summary(s, meta.to_dict(), slo_hint='--goodbench-slo "ttft:MS tpot:MS"'))
+        render_summary(s, meta.to_dict(), slo_hint='--goodbench-slo "ttft:MS tpot:MS"')
+    )
     assert 'pass --goodbench-slo "ttft:MS tpot:MS" for goodput' in buf.getvalue() and "--goodput" not in buf.getvalue()
 
 
 def test_numbers_that_print_as_zero_carry_no_minus_sign():
     from goodbench.records import fmt_num
 
-    assert [fmt_num(-0.0001, ".2f"), fmt_num(-0.0001, "+.1%"), fmt_num(-0.0, ".1f"), fmt_num(-0.02, ".2f"),
-            fmt_num(0.0004, "+.1%")] == ["0.00", "+0.0%", "0.0", "-0.02", "+0.0%"]
+    assert [
+        fmt_num(-0.0001, ".2f"),
+        fmt_num(-0.0001, "+.1%"),
+        fmt_num(-0.0, ".1f"),
+        fmt_num(-0.02, ".2f"),
+        fmt_num(0.0004, "+.1%"),
+    ] == ["0.00", "+0.0%", "0.0", "-0.02", "+0.0%"]
 
 
 def test_compare_and_sweep_lines_print_no_negative_zero():
     from goodbench.report.tables import best_lines, compare_table
 
-    d = {"metric": "goodput", "unit": "req/s", "base": 3.4301, "new": 3.4300, "delta": -0.0001, "rel": -0.00003,
-         "ci": (-0.004, 0.0), "p_value": None, "verdict": "no significant change", "regression": False}
-    res = {"base": "a", "new": "b", "level": 0.95, "metrics": [d, {**d, "metric": "slo_attainment",
-                                                                   "unit": "fraction", "delta": -0.00001}]}
+    d = {
+        "metric": "goodput",
+        "unit": "req/s",
+        "base": 3.4301,
+        "new": 3.4300,
+        "delta": -0.0001,
+        "rel": -0.00003,
+        "ci": (-0.004, 0.0),
+        "p_value": None,
+        "verdict": "no significant change",
+        "regression": False,
+    }
+    res = {
+        "base": "a",
+        "new": "b",
+        "level": 0.95,
+        "metrics": [d, {**d, "metric": "slo_attainment", "unit": "fraction", "delta": -0.00001}],
+    }
     buf = io.StringIO()
     Console(file=buf, width=160, color_system=None).print(compare_table(res))
-    line = " ".join(best_lines({"h100": {"cell": "h100,max_num_batched_tokens=512", "goodput": 3.0, "itl_p99_ms": 9.0,
-                                         "next": "h100,max_num_batched_tokens=1024", "margin_goodput": -0.001,
-                                         "separated": False}}))
+    line = " ".join(
+        best_lines(
+            {
+                "h100": {
+                    "cell": "h100,max_num_batched_tokens=512",
+                    "goodput": 3.0,
+                    "itl_p99_ms": 9.0,
+                    "next": "h100,max_num_batched_tokens=1024",
+                    "margin_goodput": -0.001,
+                    "separated": False,
+                }
+            }
+        )
+    )
     for text in (buf.getvalue(), line):
         assert "-0.00" not in text and "-0.0%" not in text and ("0.00" in text or "+0.0%" in text)
 
@@ -88,7 +126,8 @@ def test_the_readme_sample_output_is_what_the_console_prints():
         meta = json.load(f)
     buf = io.StringIO()
     Console(file=buf, width=100, color_system=None).print(
-        render_summary(summary, meta, 0.95, f"results/{meta['run_id']}"))
+        render_summary(summary, meta, 0.95, f"results/{meta['run_id']}")
+    )
     rendered = "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
@@ -100,14 +139,27 @@ def test_server_timing_line_splits_ttft_beside_goodbench():
     recs = [RequestRecord(f"r{i}", "a", 0.0, 0.0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 3, "usage") for i in range(4)]
     meta = RunMeta("x")
     s = summarize(RunResult(meta, recs))
-    s["server_timing"] = {"ttft_ms": {"mean": 90.0, "n": 4}, "queue_ms": {"mean": 20.0, "n": 4},
-                          "prefill_ms": {"mean": 60.0, "n": 4}, "other_ms": 10.0,
-                          "client_ttft_ms": {"mean": 100.0, "n": 4}, "client_minus_server_ms": 10.0}
+    s["server_timing"] = {
+        "ttft_ms": {"mean": 90.0, "n": 4},
+        "queue_ms": {"mean": 20.0, "n": 4},
+        "prefill_ms": {"mean": 60.0, "n": 4},
+        "other_ms": 10.0,
+        "client_ttft_ms": {"mean": 100.0, "n": 4},
+        "client_minus_server_ms": 10.0,
+    }
     out = render(s, meta.to_dict(), width=200)
-    assert ("  server's view (means of 4): TTFT 90.0 = queue 20.0 + prefill 60.0 + other 10.0 ms · "
-            "goodbench TTFT 100.0 ms (+10.0 outside the server)") in out
-    s["server_timing"] = {"ttft_ms": None, "queue_ms": {"mean": 5.0, "n": 3}, "prefill_ms": None, "other_ms": None,
-                          "client_ttft_ms": None, "client_minus_server_ms": None}
+    assert (
+        "  server's view (means of 4): TTFT 90.0 = queue 20.0 + prefill 60.0 + other 10.0 ms · "
+        "goodbench TTFT 100.0 ms (+10.0 outside the server)"
+    ) in out
+    s["server_timing"] = {
+        "ttft_ms": None,
+        "queue_ms": {"mean": 5.0, "n": 3},
+        "prefill_ms": None,
+        "other_ms": None,
+        "client_ttft_ms": None,
+        "client_minus_server_ms": None,
+    }
     assert "  server's view (means of 3): queue 5.0 ms" in render(s, meta.to_dict())
     s["server_timing"] = None
     assert "server's view" not in render(s, meta.to_dict())

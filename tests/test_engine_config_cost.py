@@ -7,8 +7,10 @@ from goodbench.errors import InputError, UsageError as ConfigError
 
 
 def test_vllm_defaults_by_gpu():
-    assert (EngineConfig(gpu="h100-sxm").resolved().max_num_batched_tokens,
-            EngineConfig(gpu="h100-sxm").resolved().max_num_seqs) == (8192, 1024)
+    assert (
+        EngineConfig(gpu="h100-sxm").resolved().max_num_batched_tokens,
+        EngineConfig(gpu="h100-sxm").resolved().max_num_seqs,
+    ) == (8192, 1024)
     for g in ("a100-80g-sxm", "a100-80g-pcie", "l40s", "l4"):
         c = EngineConfig(gpu=g).resolved()
         assert (c.max_num_batched_tokens, c.max_num_seqs) == (2048, 256), g
@@ -30,9 +32,17 @@ def test_model_that_does_not_fit_names_the_memory():
     EngineConfig(gpu="h100-sxm", model="llama-3.1-70b", tensor_parallel_size=4).resolved()
 
 
-@pytest.mark.parametrize("kw,msg", [({"tensor_parallel_size": 3}, "divide"), ({"dtype": "fp8", "gpu": "a100-40g"}, "FP8"),
-                                    ({"gpu": "tpu"}, "unknown GPU"), ({"model": "gpt-9"}, "unknown model"),
-                                    ({"max_model_len": 10_000_000}, "exceeds"), ({"scheduler": "magic"}, "scheduler")])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"tensor_parallel_size": 3}, "divide"),
+        ({"dtype": "fp8", "gpu": "a100-40g"}, "FP8"),
+        ({"gpu": "tpu"}, "unknown GPU"),
+        ({"model": "gpt-9"}, "unknown model"),
+        ({"max_model_len": 10_000_000}, "exceeds"),
+        ({"scheduler": "magic"}, "scheduler"),
+    ],
+)
 def test_invalid_configs(kw, msg):
     with pytest.raises(ConfigError, match=msg):
         EngineConfig(**kw).resolved()
@@ -97,15 +107,19 @@ def test_decode_attention_scales_with_context_and_tp_adds_allreduce():
 def test_scalar_and_vector_paths_agree():
     import numpy as np
 
-    cm = CostModel.for_config(EngineConfig(gpu="a100-80g-sxm", model="llama-3.1-70b", tensor_parallel_size=4).resolved())
+    cm = CostModel.for_config(
+        EngineConfig(gpu="a100-80g-sxm", model="llama-3.1-70b", tensor_parallel_size=4).resolved()
+    )
     for args in [(0, 64, 64000, 0, 0, 64), (512, 10, 5000, 512 * 256.5, 512, 11), (0, 1, 10, 0, 0, 1)]:
         v = sum(cm.breakdown(*[np.float64(x) for x in args]).values())
         assert cm.step_time(*args) == pytest.approx(float(v), rel=1e-12)
 
 
 def test_memory_bound_decode_orders_gpu_tiers_by_bandwidth():
-    t = {g: explain(EngineConfig(gpu=g).resolved(), [], [(32, 1000)])["total_s"]
-         for g in ("b200", "h100-sxm", "a100-80g-sxm", "l40s", "l4")}
+    t = {
+        g: explain(EngineConfig(gpu=g).resolved(), [], [(32, 1000)])["total_s"]
+        for g in ("b200", "h100-sxm", "a100-80g-sxm", "l40s", "l4")
+    }
     assert t["b200"] < t["h100-sxm"] < t["a100-80g-sxm"] < t["l40s"] < t["l4"]
 
 
@@ -121,7 +135,12 @@ def test_a_user_kv_size_is_a_knob_not_a_resolved_config():
 
 
 def test_resolution_is_idempotent():
-    for cfg in (EngineConfig(), EngineConfig(num_gpu_blocks=500), EngineConfig(enable_chunked_prefill=False),
-                EngineConfig(gpu="a100-80g-pcie", max_model_len=8192), EngineConfig(kv_cache_dtype="fp8")):
+    for cfg in (
+        EngineConfig(),
+        EngineConfig(num_gpu_blocks=500),
+        EngineConfig(enable_chunked_prefill=False),
+        EngineConfig(gpu="a100-80g-pcie", max_model_len=8192),
+        EngineConfig(kv_cache_dtype="fp8"),
+    ):
         once = cfg.resolved()
         assert once.resolved() == once

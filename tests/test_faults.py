@@ -12,8 +12,20 @@ import urllib.request
 import pytest
 from conftest import ROOT, run_cli
 
-RUN = ["run", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "40",
-       "--request-rate", "20", "--fixed-step-ms", "10", "--quiet"]
+RUN = [
+    "run",
+    "--dataset-name",
+    "random",
+    "--random-input-len",
+    "16",
+    "--random-output-len",
+    "40",
+    "--request-rate",
+    "20",
+    "--fixed-step-ms",
+    "10",
+    "--quiet",
+]
 
 
 def children(pid: int) -> set[int]:
@@ -48,8 +60,14 @@ def read(path) -> str:
 
 def start(tmp_path, *extra):
     env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
-    return subprocess.Popen([sys.executable, "-m", "goodbench", *RUN, "--result-dir", str(tmp_path / "r"), *extra],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "goodbench", *RUN, "--result-dir", str(tmp_path / "r"), *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_records(tmp_path, n: int, timeout: float = 60) -> str:
@@ -117,9 +135,25 @@ def test_a_killed_run_leaves_no_engine_log_in_the_temp_directory(tmp_path):
 
 def test_a_huge_count_with_a_duration_builds_only_what_the_duration_needs(tmp_path):
     t = time.monotonic()
-    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", "2",
-                "--num-prompts", "10000000000", "--duration", "2", "--request-rate", "5", "--fixed-step-ms", "1",
-                "--result-dir", str(tmp_path))
+    r = run_cli(
+        "simulate",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+        "--num-prompts",
+        "10000000000",
+        "--duration",
+        "2",
+        "--request-rate",
+        "5",
+        "--fixed-step-ms",
+        "1",
+        "--result-dir",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - t < 30
     (run,) = os.listdir(tmp_path)
@@ -127,20 +161,23 @@ def test_a_huge_count_with_a_duration_builds_only_what_the_duration_needs(tmp_pa
     assert 3 <= s["requests"]["issued"] <= 25  # Poisson at 5/s for 2 s
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--num-prompts", "0"], "--num-prompts must be >= 1, got 0"),
-    (["--num-prompts", "-3"], "--num-prompts must be >= 1"),
-    (["--duration", "-5"], "--duration must be > 0"),
-    (["--max-concurrency", "0"], "--max-concurrency must be >= 1"),
-    (["--max-concurrency", "-2"], "--max-concurrency must be >= 1"),
-    (["--random-output-len", "0"], "--random-output-len must be >= 1"),
-    (["--random-input-len", "-5"], "--random-input-len must be >= 1"),
-    (["--timeout", "0"], "--timeout must be > 0"),
-    (["--request-rate", "-1"], "--request-rate must be > 0"),
-    (["--request-rate", "fast"], "--request-rate 'fast' is not a number"),
-    (["--num-prompts", "100000000"], "give --duration too"),
-    (["--warmup", "5", "--num-prompts", "5"], "leaves none of the 5 requests"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--num-prompts", "0"], "--num-prompts must be >= 1, got 0"),
+        (["--num-prompts", "-3"], "--num-prompts must be >= 1"),
+        (["--duration", "-5"], "--duration must be > 0"),
+        (["--max-concurrency", "0"], "--max-concurrency must be >= 1"),
+        (["--max-concurrency", "-2"], "--max-concurrency must be >= 1"),
+        (["--random-output-len", "0"], "--random-output-len must be >= 1"),
+        (["--random-input-len", "-5"], "--random-input-len must be >= 1"),
+        (["--timeout", "0"], "--timeout must be > 0"),
+        (["--request-rate", "-1"], "--request-rate must be > 0"),
+        (["--request-rate", "fast"], "--request-rate 'fast' is not a number"),
+        (["--num-prompts", "100000000"], "give --duration too"),
+        (["--warmup", "5", "--num-prompts", "5"], "leaves none of the 5 requests"),
+    ],
+)
 def test_bad_numbers_are_one_line_exit_2_and_leave_nothing_behind(tmp_path, args, needle):
     r = run_cli("run", "--dataset-name", "random", "--result-dir", str(tmp_path / "r"), *args)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -155,8 +192,17 @@ def test_a_result_dir_that_is_a_file_is_one_line_exit_2(tmp_path):
 
 
 def test_a_run_where_every_request_fails_exits_2_and_is_invalid(tmp_path):
-    r = run_cli("simulate", "--dataset-name", "random", "--random-input-len", "200000", "--num-prompts", "3",
-                "--result-dir", str(tmp_path))
+    r = run_cli(
+        "simulate",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "200000",
+        "--num-prompts",
+        "3",
+        "--result-dir",
+        str(tmp_path),
+    )
     assert r.returncode == 2 and "no request succeeded" in r.stdout
     (run,) = os.listdir(tmp_path)
     s = json.loads((tmp_path / run / "summary.json").read_text())
@@ -166,8 +212,17 @@ def test_a_run_where_every_request_fails_exits_2_and_is_invalid(tmp_path):
 def test_a_dataset_file_that_is_not_json_says_so(tmp_path):
     f = tmp_path / "data.json"
     f.write_text("id,text\n1,[hello]\n")
-    r = run_cli("simulate", "--dataset-name", "sharegpt", "--dataset-path", str(f), "--num-prompts", "2",
-                "--result-dir", str(tmp_path / "r"))
+    r = run_cli(
+        "simulate",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(f),
+        "--num-prompts",
+        "2",
+        "--result-dir",
+        str(tmp_path / "r"),
+    )
     assert r.returncode == 2 and "not a JSON array of conversations" in r.stderr and str(f) in r.stderr
 
 
@@ -178,8 +233,12 @@ def test_early_client_disconnects_leave_no_tracebacks_in_the_engine_log(tmp_path
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        p = subprocess.Popen([sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
-                             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -193,8 +252,10 @@ def test_early_client_disconnects_leave_no_tracebacks_in_the_engine_log(tmp_path
         for stream in (True, False) * 3:
             body = json.dumps({"prompt": "x", "max_tokens": 500, "stream": stream}).encode()
             with socket.create_connection(("127.0.0.1", port)) as s:
-                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                s.sendall(
+                    b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
                 time.sleep(0.05)  # then hang up mid-response
         time.sleep(0.5)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:

@@ -16,17 +16,33 @@ from goodbench.engine.costmodel import CostModel
 from goodbench.engine.serve.server import RUNNER_OPTIONS, EngineServer, ServeOptions
 from goodbench.records import STATUSES, RequestSpec
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
-                    max_leaves=12)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
+    max_leaves=12,
+)
 # events shaped like OpenAI chunks whose values are anything JSON can hold
 CHUNK = st.one_of(
     JSON,
     st.fixed_dictionaries({"choices": JSON}),
-    st.fixed_dictionaries({"choices": st.lists(st.fixed_dictionaries({}, optional={
-        "text": JSON, "delta": JSON | st.fixed_dictionaries({}, optional={"content": JSON, "reasoning": JSON}),
-        "finish_reason": JSON}), max_size=2)}, optional={"usage": JSON | st.fixed_dictionaries(
-            {}, optional={"completion_tokens": JSON, "prompt_tokens": JSON})}),
+    st.fixed_dictionaries(
+        {
+            "choices": st.lists(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "text": JSON,
+                        "delta": JSON | st.fixed_dictionaries({}, optional={"content": JSON, "reasoning": JSON}),
+                        "finish_reason": JSON,
+                    },
+                ),
+                max_size=2,
+            )
+        },
+        optional={
+            "usage": JSON | st.fixed_dictionaries({}, optional={"completion_tokens": JSON, "prompt_tokens": JSON})
+        },
+    ),
     st.fixed_dictionaries({"error": JSON}),
 )
 
@@ -37,8 +53,12 @@ def stream_bytes(events, done: bool) -> bytes:
 
 
 @FUZZ
-@given(events=st.lists(CHUNK, max_size=6), done=st.booleans(), cuts=st.lists(st.integers(0, 4000), max_size=10),
-       junk=st.binary(max_size=40))
+@given(
+    events=st.lists(CHUNK, max_size=6),
+    done=st.booleans(),
+    cuts=st.lists(st.integers(0, 4000), max_size=10),
+    junk=st.binary(max_size=40),
+)
 def test_any_stream_split_anywhere_gives_exactly_one_record(events, done, cuts, junk):
     data = stream_bytes(events, done) + junk
     pos = sorted({c % (len(data) + 1) for c in cuts})
@@ -54,18 +74,33 @@ def test_any_stream_split_anywhere_gives_exactly_one_record(events, done, cuts, 
         assert rec.error
 
 
-FIELDS = {"model": st.sampled_from(["llama-3.1-8b", "nope"]) | JSON, "prompt": st.text(max_size=20) | JSON,
-          "messages": JSON | st.lists(st.fixed_dictionaries({"role": st.just("user"), "content": JSON}), max_size=2),
-          "max_tokens": st.integers(-2, 6) | JSON, "max_completion_tokens": st.integers(-2, 6) | JSON,
-          "stream": st.booleans() | JSON, "stream_options": JSON | st.fixed_dictionaries(
-              {}, optional={"include_usage": JSON, "continuous_usage_stats": JSON}),
-          "priority": st.integers() | st.floats() | JSON, "n": st.integers(-1, 3) | JSON, "ignore_eos": JSON}
+FIELDS = {
+    "model": st.sampled_from(["llama-3.1-8b", "nope"]) | JSON,
+    "prompt": st.text(max_size=20) | JSON,
+    "messages": JSON | st.lists(st.fixed_dictionaries({"role": st.just("user"), "content": JSON}), max_size=2),
+    "max_tokens": st.integers(-2, 6) | JSON,
+    "max_completion_tokens": st.integers(-2, 6) | JSON,
+    "stream": st.booleans() | JSON,
+    "stream_options": JSON
+    | st.fixed_dictionaries({}, optional={"include_usage": JSON, "continuous_usage_stats": JSON}),
+    "priority": st.integers() | st.floats() | JSON,
+    "n": st.integers(-1, 3) | JSON,
+    "ignore_eos": JSON,
+}
 VALID = {"prompt": "hi there", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
 # anything at all; or a valid request with a few fields replaced by anything (reaches deep validation)
-BODY = st.one_of(JSON, st.fixed_dictionaries({}, optional=FIELDS),
-                 st.fixed_dictionaries({}, optional=FIELDS).map(lambda d: {**VALID, **d}),
-                 st.fixed_dictionaries({}, optional={"stream": st.booleans(), "stream_options": st.fixed_dictionaries(
-                     {}, optional={"include_usage": st.booleans()})}).map(lambda d: {**VALID, **d}))
+BODY = st.one_of(
+    JSON,
+    st.fixed_dictionaries({}, optional=FIELDS),
+    st.fixed_dictionaries({}, optional=FIELDS).map(lambda d: {**VALID, **d}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "stream": st.booleans(),
+            "stream_options": st.fixed_dictionaries({}, optional={"include_usage": st.booleans()}),
+        },
+    ).map(lambda d: {**VALID, **d}),
+)
 
 
 def _serve(tok):
@@ -105,8 +140,11 @@ def test_the_engine_server_answers_any_body_and_keeps_serving(tok):
                         seen["error"] += 1
 
                 await loop.run_in_executor(None, one)  # hypothesis drives from a thread; requests run here
-                status, _, text = await _post(s, "/v1/completions", json.dumps(
-                    {"prompt": "still there?", "max_tokens": 3, "stream": True}).encode())
+                status, _, text = await _post(
+                    s,
+                    "/v1/completions",
+                    json.dumps({"prompt": "still there?", "max_tokens": 3, "stream": True}).encode(),
+                )
                 return status, text
         finally:
             await server.close()

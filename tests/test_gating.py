@@ -7,18 +7,26 @@ from goodbench.gating import GateSpec, evaluate, parse_fraction, spec_from_optio
 
 
 def summary(**kw):
-    s = {"requests": {"issued": 100, "completed": 98, "failed": 2}, "valid": True, "warnings": [],
-         "slo": {"ttft": 500.0, "tpot": 50.0}, "slo_attainment": 0.96, "goodput": 4.2,
-         "ttft_ms": {"p50": 100.0, "p95": 300.0, "p99": 450.0, "n": 98},
-         "tpot_ms": {"p50": 20.0, "p95": 30.0, "p99": 40.0, "n": 98},
-         "itl_ms": {"p50": 20.0, "p95": 25.0, "p99": 120.0, "n": 5000}, "e2el_ms": {"p99": 3000.0, "n": 98}}
+    s = {
+        "requests": {"issued": 100, "completed": 98, "failed": 2},
+        "valid": True,
+        "warnings": [],
+        "slo": {"ttft": 500.0, "tpot": 50.0},
+        "slo_attainment": 0.96,
+        "goodput": 4.2,
+        "ttft_ms": {"p50": 100.0, "p95": 300.0, "p99": 450.0, "n": 98},
+        "tpot_ms": {"p50": 20.0, "p95": 30.0, "p99": 40.0, "n": 98},
+        "itl_ms": {"p50": 20.0, "p95": 25.0, "p99": 120.0, "n": 5000},
+        "e2el_ms": {"p99": 3000.0, "n": 98},
+    }
     s.update(kw)
     return s
 
 
 def test_all_clauses_pass():
-    r = evaluate(summary(), GateSpec(min_attainment=0.95, percentiles={"p95": {"ttft": 500}}, max_failed=0.05,
-                                     min_goodput=4.0))
+    r = evaluate(
+        summary(), GateSpec(min_attainment=0.95, percentiles={"p95": {"ttft": 500}}, max_failed=0.05, min_goodput=4.0)
+    )
     assert r.passed and r.exit_code == 0 and len(r.clauses) == 4
     assert r.clauses[0].observed == "96.0%" and r.clauses[0].threshold == ">= 95.0%"
 
@@ -30,12 +38,15 @@ def test_a_failing_clause_fails_the_gate():
     assert r.verdict == "FAIL: 1 of 2 clauses failed"
 
 
-@pytest.mark.parametrize("kw,reason", [
-    ({"valid": False, "warnings": ["load generator fell behind: lag"]}, "invalid"),
-    ({"requests": {"issued": 10, "completed": 0, "failed": 10}}, "no request completed"),
-    ({"requests": {"issued": 0, "completed": 0, "failed": 0}}, "no requests"),
-    ({"slo": None, "slo_attainment": None}, "nothing to check"),
-])
+@pytest.mark.parametrize(
+    "kw,reason",
+    [
+        ({"valid": False, "warnings": ["load generator fell behind: lag"]}, "invalid"),
+        ({"requests": {"issued": 10, "completed": 0, "failed": 10}}, "no request completed"),
+        ({"requests": {"issued": 0, "completed": 0, "failed": 0}}, "no requests"),
+        ({"slo": None, "slo_attainment": None}, "nothing to check"),
+    ],
+)
 def test_cannot_judge_is_exit_2(kw, reason):
     r = evaluate(summary(**kw), GateSpec())
     assert not r.judgeable and r.exit_code == 2 and reason in r.reason
@@ -71,26 +82,40 @@ def test_junit_and_markdown():
 TABLE = {"min_attainment": 0.9, "p99": {"itl": 150}, "max_failed": 0.01, "min_goodput": 2.0, "max_regression": 0.1}
 
 
-@pytest.mark.parametrize("table,kw,want", [
-    (None, {}, GateSpec()),
-    (TABLE, {}, GateSpec(0.9, {"p99": {"itl": 150}}, 0.01, 2.0, None)),  # a table's regression needs a baseline
-    (TABLE, {"baseline": True}, GateSpec(0.9, {"p99": {"itl": 150}}, 0.01, 2.0, 0.1)),
-    (None, {"baseline": True}, GateSpec(max_regression=0.05)),
-    (None, {"max_regression": "5%"}, GateSpec(max_regression=0.05)),
-    (TABLE, {"min_attainment": 0.99, "max_failed": 0.0, "min_goodput": 3.0},
-     GateSpec(0.99, {"p99": {"itl": 150}}, 0.0, 3.0, None)),
-    (TABLE, {"percentiles": {"p99": ["ttft:500", "itl:100"], "p50": ["tpot:20,e2el:900"]}},
-     GateSpec(0.9, {"p99": {"itl": 100.0, "ttft": 500.0}, "p50": {"tpot": 20.0, "e2el": 900.0}}, 0.01, 2.0, None)),
-])
+@pytest.mark.parametrize(
+    "table,kw,want",
+    [
+        (None, {}, GateSpec()),
+        (TABLE, {}, GateSpec(0.9, {"p99": {"itl": 150}}, 0.01, 2.0, None)),  # a table's regression needs a baseline
+        (TABLE, {"baseline": True}, GateSpec(0.9, {"p99": {"itl": 150}}, 0.01, 2.0, 0.1)),
+        (None, {"baseline": True}, GateSpec(max_regression=0.05)),
+        (None, {"max_regression": "5%"}, GateSpec(max_regression=0.05)),
+        (
+            TABLE,
+            {"min_attainment": 0.99, "max_failed": 0.0, "min_goodput": 3.0},
+            GateSpec(0.99, {"p99": {"itl": 150}}, 0.0, 3.0, None),
+        ),
+        (
+            TABLE,
+            {"percentiles": {"p99": ["ttft:500", "itl:100"], "p50": ["tpot:20,e2el:900"]}},
+            GateSpec(
+                0.9, {"p99": {"itl": 100.0, "ttft": 500.0}, "p50": {"tpot": 20.0, "e2el": 900.0}}, 0.01, 2.0, None
+            ),
+        ),
+    ],
+)
 def test_spec_from_a_table_and_flags(table, kw, want):
     assert spec_from_options(table, **kw) == want
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"percentiles": {"p99": ["latency:5"]}}, "metric must be one of"),
-    ({"percentiles": {"p95": ["ttft:fast"]}}, "expected METRIC:MS"),
-    ({"max_regression": "lots"}, "expected e.g. 5%"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"percentiles": {"p99": ["latency:5"]}}, "metric must be one of"),
+        ({"percentiles": {"p95": ["ttft:fast"]}}, "expected METRIC:MS"),
+        ({"max_regression": "lots"}, "expected e.g. 5%"),
+    ],
+)
 def test_bad_gate_flags_are_usage_errors(kw, needle):
     with pytest.raises(UsageError, match=needle):
         spec_from_options(None, **kw)

@@ -13,15 +13,27 @@ def evidence(recs, target=None, **kw):
     """The summary and the Evidence the hazard checks read, for hand-built records."""
     meta_kw = {k: kw.pop(k) for k in ("mode", "max_concurrency") if k in kw}
     s = summarize(RunResult(RunMeta("t", **meta_kw), recs), ci=False, **kw)
-    return hz.Evidence(s, RequestMetrics([r for r in recs if not r.warmup]), mode=meta_kw.get("mode", "open"),
-                       max_concurrency=meta_kw.get("max_concurrency"), target=target,
-                       errors=tuple(dict.fromkeys(r.error for r in recs if r.error))[:3])
+    return hz.Evidence(
+        s,
+        RequestMetrics([r for r in recs if not r.warmup]),
+        mode=meta_kw.get("mode", "open"),
+        max_concurrency=meta_kw.get("max_concurrency"),
+        target=target,
+        errors=tuple(dict.fromkeys(r.error for r in recs if r.error))[:3],
+    )
 
 
-def http_failures(n_ok, n_bad, code=404, body='{"object":"error","message":"The model `gpt-x` does not exist.",'
-                                                '"type":"NotFoundError","param":null,"code":404}'):
-    bad = [replace(rec(1000 + i, status="http_error"), http_status=code, error=f"HTTP {code}: {body}")
-           for i in range(n_bad)]
+def http_failures(
+    n_ok,
+    n_bad,
+    code=404,
+    body='{"object":"error","message":"The model `gpt-x` does not exist.",'
+    '"type":"NotFoundError","param":null,"code":404}',
+):
+    bad = [
+        replace(rec(1000 + i, status="http_error"), http_status=code, error=f"HTTP {code}: {body}")
+        for i in range(n_bad)
+    ]
     return steady(n=n_ok) + bad
 
 
@@ -30,8 +42,9 @@ ROOT_URL = {"base_url": "http://127.0.0.1:8000", "endpoint": "/v1/completions", 
 
 
 def steady(n=200, lag=0.0005, spacing=0.01, **kw):
-    return [rec(i, sched=i * spacing, sent=i * spacing + lag, chunks=(i * spacing + lag + 0.1,), **kw)
-            for i in range(n)]
+    return [
+        rec(i, sched=i * spacing, sent=i * spacing + lag, chunks=(i * spacing + lag + 0.1,), **kw) for i in range(n)
+    ]
 
 
 def texts(found):
@@ -89,13 +102,21 @@ def test_nothing_completed():
     assert hz.nothing_completed(evidence(steady(n=3))) == []
 
 
-@pytest.mark.parametrize("error,said", [
-    ('HTTP 404: {"object":"error","message":"The model `x` does not exist.","code":404}', "The model `x` does not exist."),
-    ('HTTP 401: {"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}',
-     "Incorrect API key provided"),
-    ("HTTP 502: <html>Bad Gateway</html>", "<html>Bad Gateway</html>"),
-    ("cannot connect to http://x: refused", "cannot connect to http://x: refused"),
-])
+@pytest.mark.parametrize(
+    "error,said",
+    [
+        (
+            'HTTP 404: {"object":"error","message":"The model `x` does not exist.","code":404}',
+            "The model `x` does not exist.",
+        ),
+        (
+            'HTTP 401: {"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}',
+            "Incorrect API key provided",
+        ),
+        ("HTTP 502: <html>Bad Gateway</html>", "<html>Bad Gateway</html>"),
+        ("cannot connect to http://x: refused", "cannot connect to http://x: refused"),
+    ],
+)
 def test_server_message_is_the_servers_own_words(error, said):
     assert hz.server_message(error) == said
 
@@ -103,9 +124,13 @@ def test_server_message_is_the_servers_own_words(error, said):
 def test_base_url_ending_in_v1_is_named_when_most_requests_fail():
     e = evidence(http_failures(2, 8), target=V1)
     found = hz.base_url_v1(e)
-    assert found and "8 of 10 requests failed" in found[0].text and "http://127.0.0.1:8000/v1/v1/completions" in found[0].text
+    assert (
+        found
+        and "8 of 10 requests failed" in found[0].text
+        and "http://127.0.0.1:8000/v1/v1/completions" in found[0].text
+    )
     assert "without /v1" in found[0].text and hz.server_rejected(e) == []  # one cause named, not two
-    assert hz.base_url_v1(evidence(http_failures(8, 2), target=V1)) == []       # most succeeded
+    assert hz.base_url_v1(evidence(http_failures(8, 2), target=V1)) == []  # most succeeded
     assert hz.base_url_v1(evidence(http_failures(2, 8), target=ROOT_URL)) == []  # the URL is fine
 
 
@@ -113,8 +138,9 @@ def test_server_rejection_quotes_the_server_and_names_the_model():
     found = hz.server_rejected(evidence(http_failures(1, 9), target=ROOT_URL))
     assert found and "9 of 10 requests failed, 9 with an HTTP error (most often 404)" in found[0].text
     assert "the server said: The model `gpt-x` does not exist." in found[0].text and "'gpt-x'" in found[0].text
-    other = hz.server_rejected(evidence(http_failures(0, 5, code=401, body='{"error":{"message":"bad key"}}'),
-                                        target=ROOT_URL))
+    other = hz.server_rejected(
+        evidence(http_failures(0, 5, code=401, body='{"error":{"message":"bad key"}}'), target=ROOT_URL)
+    )
     assert other and "the server said: bad key" in other[0].text and "model name" not in other[0].text
     assert hz.server_rejected(evidence(http_failures(9, 1), target=ROOT_URL)) == []
     timeouts = [rec(i, status="timeout") for i in range(5)]
@@ -142,8 +168,10 @@ def test_packed_chunks_by_the_tokenizer_when_the_server_sends_no_usage():
 
 
 def test_tokenizer_mismatch_names_the_tokenizer_to_pass():
-    recs = [RequestRecord(f"r{i}", "a", 0, 0, 0.1, 0.2, (0.1, 0.2), (1, 1), 100, "usage", output_tokens_local=80)
-            for i in range(5)]
+    recs = [
+        RequestRecord(f"r{i}", "a", 0, 0, 0.1, 0.2, (0.1, 0.2), (1, 1), 100, "usage", output_tokens_local=80)
+        for i in range(5)
+    ]
     e = evidence(recs)
     e.model, e.tokenizer = "Qwen/Qwen2.5-7B-Instruct", "llama-3"
     found = hz.tokenizer_mismatch(e)

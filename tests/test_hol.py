@@ -9,9 +9,9 @@ from goodbench.records import RunMeta, RunResult
 
 def test_hol_attribution_splits_short_requests_by_overlap_with_long_prefills():
     recs = [
-        rec(0, "long", sent=1.0, chunks=(2.0, 2.01), prompt=4000),        # long prefill in flight 1.0-2.0
-        rec(1, "short", sent=1.5, chunks=(1.9, 1.91), prompt=50),         # TTFT 400 ms, during
-        rec(2, "short", sent=3.0, chunks=(3.1, 3.11), prompt=50),         # TTFT 100 ms, clear
+        rec(0, "long", sent=1.0, chunks=(2.0, 2.01), prompt=4000),  # long prefill in flight 1.0-2.0
+        rec(1, "short", sent=1.5, chunks=(1.9, 1.91), prompt=50),  # TTFT 400 ms, during
+        rec(2, "short", sent=3.0, chunks=(3.1, 3.11), prompt=50),  # TTFT 100 ms, clear
         rec(3, "short", sent=0.0, chunks=(0.1, 0.2, 1.2, 2.5), prompt=50),  # gaps 100 clear, 1000 during, 1300 during
     ]
     s = summarize(RunResult(RunMeta("t"), recs))
@@ -33,7 +33,9 @@ def test_no_hol_block_without_a_clearly_longer_class():
 
 
 def test_hol_never_compares_times_across_origins():
-    recs = [rec(0, "long", sent=1.0, chunks=(2.0,), prompt=4000, origin="w0"),
-            rec(1, "short", sent=1.5, chunks=(1.9,), prompt=50, origin="w1")]
+    recs = [
+        rec(0, "long", sent=1.0, chunks=(2.0,), prompt=4000, origin="w0"),
+        rec(1, "short", sent=1.5, chunks=(1.9,), prompt=50, origin="w1"),
+    ]
     h = summarize(RunResult(RunMeta("t"), recs))["hol"]
     assert h["ttft_ms"]["during_long_prefill"]["n"] == 0 and h["ttft_ms"]["clear"]["n"] == 1

@@ -5,19 +5,22 @@ import pytest
 import goodbench as gb
 from goodbench.analysis.knobs import chunked_prefill_note
 
-ON = gb.EngineConfig().resolved()                                    # h100-sxm: budget 8192
-OFF = gb.EngineConfig(enable_chunked_prefill=False).resolved()      # budget = max_model_len
+ON = gb.EngineConfig().resolved()  # h100-sxm: budget 8192
+OFF = gb.EngineConfig(enable_chunked_prefill=False).resolved()  # budget = max_model_len
 L40S_OFF = gb.EngineConfig(gpu="l40s", enable_chunked_prefill=False).resolved()  # chunked default: 2048
 
 
-@pytest.mark.parametrize("cfg,max_step,note", [
-    (ON, 3055, "no step reached the 8,192-token budget"),
-    (ON, 8192, None),                  # the budget bound: prompts were split or held back
-    (OFF, 3055, "within the 8,192-token budget it would use on h100-sxm"),
-    (OFF, 20040, None),                # an unchunked 20,000-token step: chunking would have split it
-    (L40S_OFF, 3055, None),            # over L40S's 2048 default budget
-    (ON, 0, None),                     # nothing ran
-])
+@pytest.mark.parametrize(
+    "cfg,max_step,note",
+    [
+        (ON, 3055, "no step reached the 8,192-token budget"),
+        (ON, 8192, None),  # the budget bound: prompts were split or held back
+        (OFF, 3055, "within the 8,192-token budget it would use on h100-sxm"),
+        (OFF, 20040, None),  # an unchunked 20,000-token step: chunking would have split it
+        (L40S_OFF, 3055, None),  # over L40S's 2048 default budget
+        (ON, 0, None),  # nothing ran
+    ],
+)
 def test_chunked_prefill_note(cfg, max_step, note):
     got = chunked_prefill_note(cfg, max_step, 3000)
     assert got is None if note is None else note in got

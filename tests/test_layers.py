@@ -11,24 +11,56 @@ from conftest import ROOT
 PKG = os.path.join(ROOT, "goodbench")
 # lower number = lower layer; docs/architecture.md draws the same picture
 LAYERS = {
-    "version": 0, "errors": 0,                                                       # stdlib only
-    "records": 1,                                                                   # the record types
-    "arrivals": 2, "columnar": 2, "client.sse": 2, "eventloop": 2, "gcquiet": 2, "pacing": 2, "tokenizer": 2, "limits": 2,
-    "prometheus": 2, "client": 2, "client.config": 2,                               # pure building blocks
-    "engine": 2, "engine.hardware": 2, "engine.knobs": 2, "engine.config": 2, "engine.kvcache": 2,
-    "engine.scheduler": 2, "engine.costmodel": 2, "engine.core": 2, "engine.links": 2, "engine.prices": 2,
-    "engine.router": 2, "engine.adaptive": 2, "engine.layout": 2,                   # the engine's pure core
-    "engine.serve.openai_api": 2, "engine.serve.promtext": 2,                       # request/response shapes
-    "metrics": 3, "gating": 3, "client.stream": 3,                                  # pure, above the columns
-    "client.aiohttp_client": 4, "client.lean": 4, "client.target": 4, "store": 4, "workloads": 4,
-    "serverproc": 4,                                                                # I/O edges
-    "rundir": 5, "engine.serve.launch": 5,                                          # a run directory; a child engine
-    "runner": 6, "interop": 6,                                                      # drive one run: real clock
-    "engine.virtual": 6,                                                            # virtual clock (and calibration)
-    "engine.serve": 6,                                                              # the engine server: real clock
-    "analysis": 7, "report": 7,                                                     # compose runs, render
-    "api": 8, "": 8,                                                                # the public API (and its facade)
-    "cli": 9, "integrations": 9,                                                    # nothing imports them
+    "version": 0,
+    "errors": 0,  # stdlib only
+    "records": 1,  # the record types
+    "arrivals": 2,
+    "columnar": 2,
+    "client.sse": 2,
+    "eventloop": 2,
+    "gcquiet": 2,
+    "pacing": 2,
+    "tokenizer": 2,
+    "limits": 2,
+    "prometheus": 2,
+    "client": 2,
+    "client.config": 2,  # pure building blocks
+    "engine": 2,
+    "engine.hardware": 2,
+    "engine.knobs": 2,
+    "engine.config": 2,
+    "engine.kvcache": 2,
+    "engine.scheduler": 2,
+    "engine.costmodel": 2,
+    "engine.core": 2,
+    "engine.links": 2,
+    "engine.prices": 2,
+    "engine.router": 2,
+    "engine.adaptive": 2,
+    "engine.layout": 2,  # the engine's pure core
+    "engine.serve.openai_api": 2,
+    "engine.serve.promtext": 2,  # request/response shapes
+    "metrics": 3,
+    "gating": 3,
+    "client.stream": 3,  # pure, above the columns
+    "client.aiohttp_client": 4,
+    "client.lean": 4,
+    "client.target": 4,
+    "store": 4,
+    "workloads": 4,
+    "serverproc": 4,  # I/O edges
+    "rundir": 5,
+    "engine.serve.launch": 5,  # a run directory; a child engine
+    "runner": 6,
+    "interop": 6,  # drive one run: real clock
+    "engine.virtual": 6,  # virtual clock (and calibration)
+    "engine.serve": 6,  # the engine server: real clock
+    "analysis": 7,
+    "report": 7,  # compose runs, render
+    "api": 8,
+    "": 8,  # the public API (and its facade)
+    "cli": 9,
+    "integrations": 9,  # nothing imports them
     "__main__": 10,
 }
 
@@ -92,9 +124,11 @@ def test_nothing_imports_cli():
 
 
 def test_import_goodbench_is_light():
-    code = ("import sys, goodbench, goodbench.metrics, goodbench.runner, goodbench.engine.core; "
-            "heavy = [m for m in ('locust', 'gevent', 'matplotlib', 'datasets', 'torch', 'transformers') "
-            "if m in sys.modules]; print(heavy)")
+    code = (
+        "import sys, goodbench, goodbench.metrics, goodbench.runner, goodbench.engine.core; "
+        "heavy = [m for m in ('locust', 'gevent', 'matplotlib', 'datasets', 'torch', 'transformers') "
+        "if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -108,8 +142,9 @@ def _graph() -> dict[str, set[str]]:
     for mod, path in mods.items():
         out = set()
         for target in imports(path, mod):
-            out.add(target if target in mods else target.rsplit(".", 1)[0] if target.rsplit(".", 1)[0] in mods
-                    else target)
+            out.add(
+                target if target in mods else target.rsplit(".", 1)[0] if target.rsplit(".", 1)[0] in mods else target
+            )
         graph[mod] = {t for t in out if t in mods and t != mod}
     return graph
 

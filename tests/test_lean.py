@@ -16,6 +16,7 @@ from goodbench.records import RequestSpec
 
 def sequential(cls, n: int, gap_s: float, **server_kw):
     """n requests `gap_s` apart, one at a time, to a RacyKeepAlive server; its records."""
+
     async def go():
         server, port = await racy_server(**server_kw)
         try:
@@ -68,10 +69,22 @@ def run_open_loop(n: int, gap_s: float, **server_kw):
         sink = Sink()
         sink.records = []
         try:
-            plan = Plan([RequestSpec(f"r{i}", "c", "p", 1, 3) for i in range(n)], np.arange(n) * gap_s,
-                        ArrivalSpec("constant", rate=1 / gap_s))
-            await run_share(Share(plan, np.arange(n), 0, ClientConfig(base_url=f"http://127.0.0.1:{port}"), sink,
-                                  Progress(), RunOptions(scrape_metrics=False, prewarm=2)))
+            plan = Plan(
+                [RequestSpec(f"r{i}", "c", "p", 1, 3) for i in range(n)],
+                np.arange(n) * gap_s,
+                ArrivalSpec("constant", rate=1 / gap_s),
+            )
+            await run_share(
+                Share(
+                    plan,
+                    np.arange(n),
+                    0,
+                    ClientConfig(base_url=f"http://127.0.0.1:{port}"),
+                    sink,
+                    Progress(),
+                    RunOptions(scrape_metrics=False, prewarm=2),
+                )
+            )
             return sink.records
         finally:
             server.close()
@@ -128,9 +141,28 @@ def test_tls_with_a_verified_certificate(tmp_path, monkeypatch):
     if shutil.which("openssl") is None:
         pytest.fail("the TLS test needs the openssl command (Debian: openssl)")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the client verifies against the default trust store
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(cert, key)

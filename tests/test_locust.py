@@ -40,8 +40,12 @@ def engine():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
-                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -66,9 +70,29 @@ def results(d):
 def locust(tmp_path, url, slo, *extra):
     w = tmp_path / "w.toml"
     w.write_text(WORKLOAD)
-    cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"), "--headless",
-           "-u", "4", "-r", "4", "-t", "60s", "--host", url, "--goodbench-workload", str(w),
-           "--goodbench-result-dir", str(tmp_path / "r"), "--goodbench-slo", slo, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(ROOT, "locustfiles", "goodput.py"),
+        "--headless",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "60s",
+        "--host",
+        url,
+        "--goodbench-workload",
+        str(w),
+        "--goodbench-result-dir",
+        str(tmp_path / "r"),
+        "--goodbench-slo",
+        slo,
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
@@ -91,9 +115,22 @@ def test_failing_slo_sets_exit_code_1(engine, tmp_path):
 def test_custom_arguments_go_through_locusts_parser():
     # (locust 2.39 prints --help before it loads the locustfile, so they are not listed there;
     # a bad value shows they are real locust options)
-    p = subprocess.run([sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"),
-                        "--headless", "--goodbench-min-attainment", "lots"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            os.path.join(ROOT, "locustfiles", "goodput.py"),
+            "--headless",
+            "--goodbench-min-attainment",
+            "lots",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode != 0 and "--goodbench-min-attainment" in p.stderr and "invalid float" in p.stderr
 
 
@@ -101,9 +138,32 @@ def test_custom_arguments_go_through_locusts_parser():
 def test_master_and_two_workers_merge_records(engine, tmp_path, slo, code):
     w = tmp_path / "w.toml"
     w.write_text(WORKLOAD)
-    p = subprocess.run([sys.executable, "-m", "goodbench", "run", "--via", "locust", "--locust-workers", "2",
-                        "--users", "4", "--base-url", engine, "--workload", str(w), "--goodput", *slo.split(),
-                        "--result-dir", str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "goodbench",
+            "run",
+            "--via",
+            "locust",
+            "--locust-workers",
+            "2",
+            "--users",
+            "4",
+            "--base-url",
+            engine,
+            "--workload",
+            str(w),
+            "--goodput",
+            *slo.split(),
+            "--result-dir",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == code, p.stdout[-2000:] + p.stderr[-2000:]
     summary, recs = results(tmp_path / "r")
     assert len(recs) == 40 and len({r["id"] for r in recs}) == 40  # each worker took its share
@@ -114,9 +174,29 @@ def test_master_and_two_workers_merge_records(engine, tmp_path, slo, code):
 def test_open_loop_follows_the_arrival_schedule(engine, tmp_path):
     w = tmp_path / "w.toml"
     w.write_text(WORKLOAD + '\n[arrival]\nprocess = "poisson"\nrate = 20.0\n')
-    cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"), "--headless",
-           "-u", "16", "-r", "100", "-t", "60s", "--host", engine, "--goodbench-workload", str(w), "--goodbench-open-loop",
-           "--goodbench-result-dir", str(tmp_path / "r"), "--goodbench-slo", "ttft:2000"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(ROOT, "locustfiles", "goodput.py"),
+        "--headless",
+        "-u",
+        "16",
+        "-r",
+        "100",
+        "-t",
+        "60s",
+        "--host",
+        engine,
+        "--goodbench-workload",
+        str(w),
+        "--goodbench-open-loop",
+        "--goodbench-result-dir",
+        str(tmp_path / "r"),
+        "--goodbench-slo",
+        "ttft:2000",
+    ]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     summary, recs = results(tmp_path / "r")
@@ -129,8 +209,20 @@ def test_open_loop_follows_the_arrival_schedule(engine, tmp_path):
     assert lags[0] >= -0.01 and lags[20] < 0.2
 
 
-TRACE = "\n".join(json.dumps({"timestamp": 100 * k, "input_length": 64 + 64 * (k % 3), "output_length": 3 + k % 4,
-                              "hash_ids": [k % 2, 10 + k]}) for k in range(12)) + "\n"
+TRACE = (
+    "\n".join(
+        json.dumps(
+            {
+                "timestamp": 100 * k,
+                "input_length": 64 + 64 * (k % 3),
+                "output_length": 3 + k % 4,
+                "hash_ids": [k % 2, 10 + k],
+            }
+        )
+        for k in range(12)
+    )
+    + "\n"
+)
 SESSIONS = """
 name = "tiny-sessions"
 generator = "sessions"
@@ -153,24 +245,57 @@ def test_trace_and_session_workloads_replay_their_own_plan_under_locust(engine, 
     """--via locust builds the same plan as `goodbench run` (it used to replay traces and sessions as
     the plain mixture): trace rows keep their lengths and times, sessions their turns."""
     (tmp_path / "t.jsonl").write_text(TRACE)
-    (tmp_path / "trace.toml").write_text('name = "t"\ngenerator = "trace"\n[trace]\npath = "t.jsonl"\n'
-                                         'format = "mooncake"\n')
+    (tmp_path / "trace.toml").write_text(
+        'name = "t"\ngenerator = "trace"\n[trace]\npath = "t.jsonl"\nformat = "mooncake"\n'
+    )
     (tmp_path / "s.toml").write_text(SESSIONS)
-    base = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "goodput.py"), "--headless",
-            "-u", "4", "-r", "4", "-t", "60s", "--host", engine, "--goodbench-slo", "ttft:5000"]
-    p = subprocess.run(base + ["--goodbench-workload", str(tmp_path / "trace.toml"), "--goodbench-open-loop",
-                               "--goodbench-result-dir", str(tmp_path / "t")], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    base = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(ROOT, "locustfiles", "goodput.py"),
+        "--headless",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "60s",
+        "--host",
+        engine,
+        "--goodbench-slo",
+        "ttft:5000",
+    ]
+    p = subprocess.run(
+        base
+        + [
+            "--goodbench-workload",
+            str(tmp_path / "trace.toml"),
+            "--goodbench-open-loop",
+            "--goodbench-result-dir",
+            str(tmp_path / "t"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     _, recs = results(tmp_path / "t")
     assert len(recs) == 12
     assert sorted(r["prompt_tokens"] for r in recs) == sorted(64 + 64 * (k % 3) for k in range(12))
     assert sorted(r["scheduled_at"] for r in recs) == pytest.approx([0.1 * k for k in range(12)], abs=1e-6)
-    p = subprocess.run(base + ["--goodbench-workload", str(tmp_path / "s.toml"),
-                               "--goodbench-result-dir", str(tmp_path / "s")], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        base + ["--goodbench-workload", str(tmp_path / "s.toml"), "--goodbench-result-dir", str(tmp_path / "s")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     summary, recs = results(tmp_path / "s")
     assert len(recs) == 12 and summary["sessions"]["completed"] == 4
-    assert sorted((r["session"], r["turn"]) for r in recs) == sorted((s, t) for s in {r["session"] for r in recs}
-                                                                       for t in (1, 2, 3))
+    assert sorted((r["session"], r["turn"]) for r in recs) == sorted(
+        (s, t) for s in {r["session"] for r in recs} for t in (1, 2, 3)
+    )

@@ -30,6 +30,7 @@ def test_a_disproved_passing_end_searches_lower_rates():
     """At 300 requests rates up to 2.1 pass by a hair (91.7%); with more requests only <= 1.85 passes.
     When the recheck disproves the passing end and no lower rate was probed, the search halves again
     at the larger scale instead of reporting that nothing passes."""
+
     def evaluate(rate, scale=1):
         n = 300 * scale
         att = 0.95 if rate <= 1.85 else 0.917 if scale == 1 and rate <= 2.1 else 0.85
@@ -41,9 +42,30 @@ def test_a_disproved_passing_end_searches_lower_rates():
 
 
 def test_sweep_max_rate_cli(tmp_path):
-    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
-                "--num-prompts", "300", "--request-rate", "4", "--goodput", "ttft:300", "tpot:80", "--gpu", "l4",
-                "--find-max-rate", "--result-dir", str(tmp_path), "--sweep-id", "m", timeout=240)
+    r = run_cli(
+        "sweep",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "512",
+        "--random-output-len",
+        "64",
+        "--num-prompts",
+        "300",
+        "--request-rate",
+        "4",
+        "--goodput",
+        "ttft:300",
+        "tpot:80",
+        "--gpu",
+        "l4",
+        "--find-max-rate",
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "m",
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads((tmp_path / "m" / "max_rate.json").read_text())
     res = data["results"][0]
@@ -55,10 +77,36 @@ def test_sweep_max_rate_cli(tmp_path):
 
 def test_max_rate_against_a_live_engine(tmp_path):
     # 4 sequences at a time, 16 tokens at 5 ms per step: about 50 req/s of capacity, after which TTFT queues
-    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "16",
-                "--num-prompts", "40", "--request-rate", "20", "--goodput", "ttft:60", "--gpu", "l40s",
-                "--max-num-seqs", "4", "--fixed-step-ms", "5", "--live", "--find-max-rate", "--max-probes", "7",
-                "--result-dir", str(tmp_path), "--sweep-id", "live", timeout=300)
+    r = run_cli(
+        "sweep",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "40",
+        "--request-rate",
+        "20",
+        "--goodput",
+        "ttft:60",
+        "--gpu",
+        "l40s",
+        "--max-num-seqs",
+        "4",
+        "--fixed-step-ms",
+        "5",
+        "--live",
+        "--find-max-rate",
+        "--max-probes",
+        "7",
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "live",
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "live" / "max_rate.json").read_text())["results"][0]
     assert res["max_rate"] is not None and 10 < res["max_rate"] < 120
@@ -70,11 +118,39 @@ def test_max_rate_against_a_live_engine(tmp_path):
 def test_max_rate_honours_instance_layouts(tmp_path):
     """Two replicas (round-robin) serve about twice the rate of one at the same SLO, so the max rate per
     GPU stays about equal; each result carries its layout and GPU count, and the figure is drawn."""
-    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "16",
-                "--num-prompts", "200", "--request-rate", "20", "--goodput", "ttft:60", "--gpu", "l40s",
-                "--max-num-seqs", "4", "--fixed-step-ms", "5", "--router", "round-robin", "--layouts", "1x,2x",
-                "--find-max-rate", "--max-probes", "10", "--result-dir", str(tmp_path), "--sweep-id", "lay",
-                timeout=240)
+    r = run_cli(
+        "sweep",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "200",
+        "--request-rate",
+        "20",
+        "--goodput",
+        "ttft:60",
+        "--gpu",
+        "l40s",
+        "--max-num-seqs",
+        "4",
+        "--fixed-step-ms",
+        "5",
+        "--router",
+        "round-robin",
+        "--layouts",
+        "1x,2x",
+        "--find-max-rate",
+        "--max-probes",
+        "10",
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "lay",
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     res = {x["layout"]: x for x in json.loads((tmp_path / "lay" / "max_rate.json").read_text())["results"]}
     one, two = res["1x"], res["2x"]

@@ -32,13 +32,20 @@ def test_tpot_uses_output_tokens_and_skips_single_token():
 
 
 def test_slo_attainment_goodput_and_failures():
-    recs = [rec(0, sent=0, chunks=(0.1, 0.15, 0.2)),          # meets ttft:150 tpot:60
-            rec(1, sent=0, chunks=(0.3, 0.35)),               # ttft 300: misses
-            rec(2, sent=0, chunks=(0.1, 0.5)),                # tpot 400: misses
-            rec(3, sent=0, chunks=(), status="http_error")]   # failed never meets
+    recs = [
+        rec(0, sent=0, chunks=(0.1, 0.15, 0.2)),  # meets ttft:150 tpot:60
+        rec(1, sent=0, chunks=(0.3, 0.35)),  # ttft 300: misses
+        rec(2, sent=0, chunks=(0.1, 0.5)),  # tpot 400: misses
+        rec(3, sent=0, chunks=(), status="http_error"),
+    ]  # failed never meets
     s = summary(recs, slo={"ttft": 150, "tpot": 60})
-    assert s["requests"] == {"issued": 4, "completed": 3, "failed": 1, "by_status": {"ok": 3, "http_error": 1},
-                             "retried": 0}
+    assert s["requests"] == {
+        "issued": 4,
+        "completed": 3,
+        "failed": 1,
+        "by_status": {"ok": 3, "http_error": 1},
+        "retried": 0,
+    }
     assert s["slo_met"] == 1 and s["slo_attainment"] == pytest.approx(0.25)
     assert s["duration_s"] == pytest.approx(0.5)
     assert s["goodput"] == pytest.approx(1 / 0.5)
@@ -95,8 +102,20 @@ def test_few_samples_warning_and_chunk_count_warning():
 
 def test_ttfo_is_the_first_answer_token_and_an_slo_key():
     # reasoning model: first token at 0.1 s, first answer at 0.5 s; a plain model answers at once
-    think = RequestRecord("r0", "a", 0, 0, 0.1, 0.6, (0.1, 0.3, 0.5, 0.6), (1, 1, 1, 1), 4, "usage",
-                          first_answer_at=0.5, reasoning_tokens=2)
+    think = RequestRecord(
+        "r0",
+        "a",
+        0,
+        0,
+        0.1,
+        0.6,
+        (0.1, 0.3, 0.5, 0.6),
+        (1, 1, 1, 1),
+        4,
+        "usage",
+        first_answer_at=0.5,
+        reasoning_tokens=2,
+    )
     plain = RequestRecord("r1", "a", 0, 0, 0.2, 0.3, (0.2, 0.3), (1, 1), 2, "usage")
     s = summary([think, plain], slo={"ttfo": 300})
     assert s["ttft_ms"]["max"] == pytest.approx(200) and s["ttfo_ms"]["max"] == pytest.approx(500)

@@ -7,7 +7,7 @@ from goodbench import api
 from goodbench.engine.config import EngineConfig
 from goodbench.workloads import build_plan
 
-SYSTEM = '''num_requests = 300
+SYSTEM = """num_requests = 300
 seed = 2
 [arrival]
 rate = 8
@@ -18,8 +18,8 @@ output = 20
 system_prompts = 3
 prefix_tokens = 1000
 prefix_share = {share}
-'''
-DOCS = '''num_requests = 300
+"""
+DOCS = """num_requests = 300
 [arrival]
 rate = 8
 [[class]]
@@ -29,7 +29,7 @@ output = 20
 documents = 10
 document_tokens = 2000
 document_skew = 1.0
-'''
+"""
 
 
 def plan(tmp_path, text, tok):
@@ -76,6 +76,9 @@ def test_the_console_line_says_off_or_the_hit_rate_and_stays_quiet_on_unique_pro
         return t.plain if t is not None else None
 
     assert line(prefix_block(None, 0.82, "sim", enabled=False)) == "  prefix cache: off (the workload allows 82.0%)"
-    assert line(prefix_block(0.8, 0.82, "sim", enabled=True)) == "  prefix cache: hit rate 80.0% (the workload allows 82.0%)"
+    assert (
+        line(prefix_block(0.8, 0.82, "sim", enabled=True))
+        == "  prefix cache: hit rate 80.0% (the workload allows 82.0%)"
+    )
     assert line(prefix_block(0.0, None, "sim", enabled=True)) is None  # unique prompts: nothing worth a line
     assert prefix_block(None, None, "sim") is None

@@ -17,7 +17,9 @@ def test_cost_arithmetic_by_hand():
     assert c["usd_per_million_output_tokens"] == pytest.approx(3.5 / 2.1)
     assert c["goodput_per_gpu"] == 1.5 and c["goodput_per_usd_hour"] == pytest.approx(6 / 7)
     none = cost_block({"b200": 8}, price_table(), 1000, 1.0, 10.0)
-    assert none["usd_per_hour"] is None and none["usd_per_million_output_tokens"] is None and none["unpriced"] == ["b200"]
+    assert (
+        none["usd_per_hour"] is None and none["usd_per_million_output_tokens"] is None and none["unpriced"] == ["b200"]
+    )
     assert cost_block({"l40s": 1}, price_table(), 0, 0.0, 10.0)["usd_per_million_output_tokens"] is None
 
 
@@ -43,7 +45,7 @@ def test_overrides_and_files(tmp_path):
         with pytest.raises(UsageError):
             parse_overrides(bad)
     t = tmp_path / "p.toml"
-    t.write_text('l4 = 0.7\n[h200]\nusd_per_hour = 3.1\n')
+    t.write_text("l4 = 0.7\n[h200]\nusd_per_hour = 3.1\n")
     assert load_price_file(str(t)) == {"l4": 0.7, "h200": 3.1}
     c = tmp_path / "p.csv"
     c.write_text("gpu,usd_per_hour\nA10G,1.01\n")

@@ -104,9 +104,11 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
         long2 = next(r for r in recs if r["id"] == "r5")
         out[budget] = (worst_gaps(recs, {"r1", "r2", "r3", "r4"}), long2["first_token_at"] - long2["sent_at"])
     (gaps_off, prefill_off), (gaps_512, ttft_512) = out[None], out[512]
-    print(f"\nHOL worst gap per short stream: unchunked {[round(g, 3) for g in gaps_off]} s "
-          f"(second long TTFT {prefill_off:.2f} s); chunked 512 {[round(g, 3) for g in gaps_512]} s "
-          f"(second long TTFT {ttft_512:.2f} s)")
+    print(
+        f"\nHOL worst gap per short stream: unchunked {[round(g, 3) for g in gaps_off]} s "
+        f"(second long TTFT {prefill_off:.2f} s); chunked 512 {[round(g, 3) for g in gaps_512]} s "
+        f"(second long TTFT {ttft_512:.2f} s)"
+    )
     # without chunked prefill each decoding short stream waits out the whole 4,096-token prefill step
     assert min(gaps_off) >= 0.7 * prefill_off and min(gaps_off) >= 0.8
     # with a 512-token budget the same prefill is cut into >= 8 steps: no stall near its full length
@@ -116,9 +118,26 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
 
 def test_completions_through_the_cli_records_usage_metrics_and_server_timing(pool, tmp_path):
     srv = pool.get(512)
-    r = run_cli("run", "--base-url", srv.base_url, "--dataset-name", "random", "--random-input-len", "64",
-                "--random-output-len", "16", "--num-prompts", "12", "--request-rate", "4",
-                "--result-dir", str(tmp_path), "--run-id", "cmpl", timeout=300)
+    r = run_cli(
+        "run",
+        "--base-url",
+        srv.base_url,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "12",
+        "--request-rate",
+        "4",
+        "--result-dir",
+        str(tmp_path),
+        "--run-id",
+        "cmpl",
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir = str(tmp_path / "cmpl")
     s = gb.load_run(run_dir).summary
@@ -126,8 +145,13 @@ def test_completions_through_the_cli_records_usage_metrics_and_server_timing(poo
     assert_usage_matches_records(records(run_dir), 12, 16)
     rows = load_server_metrics(run_dir)
     names = set().union(*(row["metrics"] for row in rows))
-    for want in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:time_to_first_token_seconds_sum", "vllm:request_queue_time_seconds_count"):
+    for want in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:request_queue_time_seconds_count",
+    ):
         assert any(k.startswith(want + "{") for k in names), want
     assert not any("_bucket" in k for k in names)
     # the server's own split of TTFT covers exactly this run's requests and adds up
@@ -143,8 +167,10 @@ def test_completions_through_the_cli_records_usage_metrics_and_server_timing(poo
 def test_chat_sharegpt_streams_with_usage_equal_to_chunks(pool, tmp_path):
     srv = pool.get(512)
     wl = tmp_path / "chat.toml"
-    wl.write_text('name = "chat"\nendpoint = "chat"\nnum_requests = 8\nseed = 1\n[arrival]\nrate = 4\n'
-                  '[[class]]\nname = "sharegpt"\nsource = "sharegpt"\ninput = "dataset"\noutput = 24\n')
+    wl.write_text(
+        'name = "chat"\nendpoint = "chat"\nnum_requests = 8\nseed = 1\n[arrival]\nrate = 4\n'
+        '[[class]]\nname = "sharegpt"\nsource = "sharegpt"\ninput = "dataset"\noutput = 24\n'
+    )
     run = gb.run(gb.load_workload(str(wl)), srv.base_url, result_dir=str(tmp_path), run_id="chat")
     assert run.summary["requests"]["failed"] == 0
     assert run.meta.target["endpoint"] == "/v1/chat/completions"
@@ -154,11 +180,37 @@ def test_chat_sharegpt_streams_with_usage_equal_to_chunks(pool, tmp_path):
 
 def test_ctrl_c_keeps_records_and_the_server_frees_the_cancelled(pool, tmp_path):
     srv = pool.get(512)
-    p = subprocess.Popen([sys.executable, "-m", "goodbench", "run", "--base-url", srv.base_url,
-                          "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "400",
-                          "--num-prompts", "20", "--request-rate", "4", "--grace-period", "0.5",
-                          "--result-dir", str(tmp_path), "--run-id", "cc", "--quiet"],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "goodbench",
+            "run",
+            "--base-url",
+            srv.base_url,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "400",
+            "--num-prompts",
+            "20",
+            "--request-rate",
+            "4",
+            "--grace-period",
+            "0.5",
+            "--result-dir",
+            str(tmp_path),
+            "--run-id",
+            "cc",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (tmp_path / "cc" / "records.jsonl").exists():

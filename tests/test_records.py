@@ -5,10 +5,24 @@ from goodbench.records import RequestRecord, RunMeta, format_slo, parse_slo
 
 
 def test_record_round_trip():
-    r = RequestRecord(id="r1", cls="short", scheduled_at=0.5, sent_at=0.501, first_token_at=0.6, finished_at=0.9,
-                      chunk_times=(0.6, 0.7, 0.9), chunk_tokens=(1, 2, 1), output_tokens=4,
-                      output_tokens_source="usage", prompt_tokens=10, prompt_tokens_server=11, status="ok",
-                      http_status=200, error=None, warmup=True)
+    r = RequestRecord(
+        id="r1",
+        cls="short",
+        scheduled_at=0.5,
+        sent_at=0.501,
+        first_token_at=0.6,
+        finished_at=0.9,
+        chunk_times=(0.6, 0.7, 0.9),
+        chunk_tokens=(1, 2, 1),
+        output_tokens=4,
+        output_tokens_source="usage",
+        prompt_tokens=10,
+        prompt_tokens_server=11,
+        status="ok",
+        http_status=200,
+        error=None,
+        warmup=True,
+    )
     assert RequestRecord.from_dict(r.to_dict()) == r
 
 
@@ -19,12 +33,15 @@ def test_meta_round_trip_ignores_unknown_keys():
     assert RunMeta.from_dict(d) == m
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("ttft:500 tpot:50", {"ttft": 500.0, "tpot": 50.0}),
-    (["ttft:500", "e2el:3000"], {"ttft": 500.0, "e2el": 3000.0}),
-    ("ttft=200,max_itl:150", {"ttft": 200.0, "max_itl": 150.0}),
-    ("e2e:100", {"e2el": 100.0}),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("ttft:500 tpot:50", {"ttft": 500.0, "tpot": 50.0}),
+        (["ttft:500", "e2el:3000"], {"ttft": 500.0, "e2el": 3000.0}),
+        ("ttft=200,max_itl:150", {"ttft": 200.0, "max_itl": 150.0}),
+        ("e2e:100", {"e2el": 100.0}),
+    ],
+)
 def test_parse_slo(text, expected):
     assert parse_slo(text) == expected
 

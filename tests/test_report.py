@@ -12,16 +12,34 @@ from goodbench.records import RequestRecord, RunMeta
 from goodbench.store import RunStore
 
 HOSTILE = "<script>console.error('xss')</script>"
-FIGS = ("latency_cdfs.png", "itl_timeline.png", "latency_vs_prompt.png", "throughput_goodput_inflight.png",
-        "attainment_by_class.png", "schedule_lag.png", "engine_and_server.png")
+FIGS = (
+    "latency_cdfs.png",
+    "itl_timeline.png",
+    "latency_vs_prompt.png",
+    "throughput_goodput_inflight.png",
+    "attainment_by_class.png",
+    "schedule_lag.png",
+    "engine_and_server.png",
+)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("runs")
     for rid, extra in (("a", []), ("b", ["--no-enable-chunked-prefill"])):
-        r = run_cli("simulate", "--workload", "workloads/mixed-long-short.toml", "--num-prompts", "150",
-                    "--result-dir", str(d), "--run-id", rid, "--step-trace", *extra)
+        r = run_cli(
+            "simulate",
+            "--workload",
+            "workloads/mixed-long-short.toml",
+            "--num-prompts",
+            "150",
+            "--result-dir",
+            str(d),
+            "--run-id",
+            rid,
+            "--step-trace",
+            *extra,
+        )
         assert r.returncode in (0, 1), r.stderr
     return d
 
@@ -30,30 +48,58 @@ def runs(tmp_path_factory):
 def hostile(tmp_path_factory):
     """A run whose every dataset/server-supplied string tries to inject markup."""
     d = tmp_path_factory.mktemp("hostile")
-    meta = RunMeta(run_id="evil", label=HOSTILE, target={"base_url": "http://x/\"><img src=x onerror=alert(1)>",
-                                                          "endpoint": HOSTILE, "model": HOSTILE},
-                   workload={"name": HOSTILE}, slo={"ttft": 100})
+    meta = RunMeta(
+        run_id="evil",
+        label=HOSTILE,
+        target={"base_url": 'http://x/"><img src=x onerror=alert(1)>', "endpoint": HOSTILE, "model": HOSTILE},
+        workload={"name": HOSTILE},
+        slo={"ttft": 100},
+    )
     st = RunStore(str(d), "evil")
     st.start(meta)
     recs = []
     for i in range(30):
         cls = HOSTILE if i % 2 else "short"
         t = i * 0.1
-        recs.append(RequestRecord(id=f"{HOSTILE}{i}", cls=cls, scheduled_at=t, sent_at=t, first_token_at=t + 0.05,
-                                  finished_at=t + 0.1, chunk_times=(t + 0.05, t + 0.07, t + 0.1), chunk_tokens=(1, 1, 1),
-                                  output_tokens=3, output_tokens_source="usage", prompt_tokens=4000 if i % 2 else 20,
-                                  status="ok" if i % 5 else "http_error", error=HOSTILE))
+        recs.append(
+            RequestRecord(
+                id=f"{HOSTILE}{i}",
+                cls=cls,
+                scheduled_at=t,
+                sent_at=t,
+                first_token_at=t + 0.05,
+                finished_at=t + 0.1,
+                chunk_times=(t + 0.05, t + 0.07, t + 0.1),
+                chunk_tokens=(1, 1, 1),
+                output_tokens=3,
+                output_tokens_source="usage",
+                prompt_tokens=4000 if i % 2 else 20,
+                status="ok" if i % 5 else "http_error",
+                error=HOSTILE,
+            )
+        )
     st.append_many(recs)
     st.finish(meta, None)
     # the server's histograms, as scraped (labels from the server are data too)
     lab = '{model_name="' + HOSTILE + '"}'
     with open(os.path.join(st.dir, "server_metrics.jsonl"), "w", encoding="utf-8") as f:
         for t, k in ((0.0, 0), (3.0, 30)):
-            f.write(json.dumps({"t": t, "metrics": {
-                "vllm:time_to_first_token_seconds_sum" + lab: 0.05 * k, "vllm:time_to_first_token_seconds_count" + lab: k,
-                "vllm:request_queue_time_seconds_sum" + lab: 0.01 * k, "vllm:request_queue_time_seconds_count" + lab: k,
-                "vllm:request_prefill_time_seconds_sum" + lab: 0.03 * k,
-                "vllm:request_prefill_time_seconds_count" + lab: k}}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "t": t,
+                        "metrics": {
+                            "vllm:time_to_first_token_seconds_sum" + lab: 0.05 * k,
+                            "vllm:time_to_first_token_seconds_count" + lab: k,
+                            "vllm:request_queue_time_seconds_sum" + lab: 0.01 * k,
+                            "vllm:request_queue_time_seconds_count" + lab: k,
+                            "vllm:request_prefill_time_seconds_sum" + lab: 0.03 * k,
+                            "vllm:request_prefill_time_seconds_count" + lab: k,
+                        },
+                    }
+                )
+                + "\n"
+            )
     return st.dir
 
 
@@ -65,8 +111,15 @@ def test_single_run_report_has_every_figure_and_the_tables(runs):
         png = runs / "a" / f
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f
     assert html.count("data:image/png;base64,") == len(FIGS)
-    for text in ("Head-of-line attribution", "Other tools' definitions", "95% CI", "class short", "class long",
-                 "itl_per_request_ms", "GenAI-Perf"):
+    for text in (
+        "Head-of-line attribution",
+        "Other tools' definitions",
+        "95% CI",
+        "class short",
+        "class long",
+        "itl_per_request_ms",
+        "GenAI-Perf",
+    ):
         assert text in html, text
     # self-contained: nothing fetched from anywhere
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
@@ -104,9 +157,13 @@ def test_reports_render_in_a_real_browser(runs, hostile, tmp_path):
     chromium = find_chromium()
     if chromium is None:
         if os.environ.get("CI"):  # .ci/run installs Chromium: there, a missing browser is a failure
-            pytest.fail(f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM)", pytrace=False)
-        pytest.skip(f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM); "
-                    "install Debian's `chromium` package to run the browser check")
+            pytest.fail(
+                f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM)", pytrace=False
+            )
+        pytest.skip(
+            f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM); "
+            "install Debian's `chromium` package to run the browser check"
+        )
     out = tmp_path / "both"
     assert run_cli("report", str(runs / "a"), str(runs / "b"), "--out", str(out)).returncode == 0
     assert run_cli("report", hostile).returncode == 0
@@ -125,8 +182,12 @@ def test_summary_json_written_by_simulate_holds_the_new_blocks(runs):
     s = json.loads((runs / "a" / "summary.json").read_text())
     assert s["ttft_ms"]["ci"]["p99"][0] <= s["ttft_ms"]["p99"] <= s["ttft_ms"]["ci"]["p99"][1]
     assert s["hol"]["long_class"] == "long"
-    assert set(s["metric_variants"]) == {"itl_per_request_ms", "itl_per_request_chunk_mean_ms",
-                                         "itl_chunk_pooled_ms", "tpot_incl_ttft_ms"}
+    assert set(s["metric_variants"]) == {
+        "itl_per_request_ms",
+        "itl_per_request_chunk_mean_ms",
+        "itl_chunk_pooled_ms",
+        "tpot_incl_ttft_ms",
+    }
 
 
 def test_log_axis_tick_labels_never_overlap(runs, tmp_path, monkeypatch):
@@ -142,9 +203,14 @@ def test_log_axis_tick_labels_never_overlap(runs, tmp_path, monkeypatch):
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
-        boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels(which="both")
-                        if t.get_visible() and t.get_text() and ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]),
-                       key=lambda b: b.x0)
+        boxes = sorted(
+            (
+                t.get_window_extent(renderer)
+                for t in ax.get_xticklabels(which="both")
+                if t.get_visible() and t.get_text() and ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]
+            ),
+            key=lambda b: b.x0,
+        )
         assert len(boxes) >= 2, ax.get_xlabel()
         assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:])), f"overlapping tick labels on {ax.get_xlabel()}"
 
@@ -153,18 +219,44 @@ def test_sessions_lanes_prefix_cache_and_reasoning_reach_the_report(tmp_path):
     """Multi-turn sessions (per turn, session goodput, the prefix cache's hit rate kept from summary.json)
     and priority lanes get their tables; a reasoning workload gets a TTFO row in the report and console."""
     w = tmp_path / "w.toml"
-    w.write_text('name = "mix"\nendpoint = "chat"\nnum_requests = 60\nseed = 1\n[arrival]\nrate = 20\n'
-                 '[slo]\nttft = 500\n[[class]]\nname = "q"\npriority = 0\ninput = 50\noutput = 20\nreasoning = 0.5\n'
-                 '[[class]]\nname = "b"\npriority = 2\ninput = 3000\noutput = 20\n')
-    r = run_cli("simulate", "--workload", str(w), "--fixed-step-ms", "5", "--scheduling-policy", "priority",
-                "--result-dir", str(tmp_path), "--run-id", "lanes")
+    w.write_text(
+        'name = "mix"\nendpoint = "chat"\nnum_requests = 60\nseed = 1\n[arrival]\nrate = 20\n'
+        '[slo]\nttft = 500\n[[class]]\nname = "q"\npriority = 0\ninput = 50\noutput = 20\nreasoning = 0.5\n'
+        '[[class]]\nname = "b"\npriority = 2\ninput = 3000\noutput = 20\n'
+    )
+    r = run_cli(
+        "simulate",
+        "--workload",
+        str(w),
+        "--fixed-step-ms",
+        "5",
+        "--scheduling-policy",
+        "priority",
+        "--result-dir",
+        str(tmp_path),
+        "--run-id",
+        "lanes",
+    )
     assert r.returncode in (0, 1), r.stderr
     assert "TTFO (first answer)" in r.stdout
-    r = run_cli("simulate", "--workload", "workloads/sessions.toml", "--num-prompts", "20", "--gpu", "l40s",
-                "--result-dir", str(tmp_path), "--run-id", "sess")
+    r = run_cli(
+        "simulate",
+        "--workload",
+        "workloads/sessions.toml",
+        "--num-prompts",
+        "20",
+        "--gpu",
+        "l40s",
+        "--result-dir",
+        str(tmp_path),
+        "--run-id",
+        "sess",
+    )
     assert r.returncode in (0, 1), r.stderr
-    for rid, needles in (("lanes", ("Priority lanes", "TTFO (first answer)")),
-                         ("sess", ("Sessions", "session goodput", "prefix cache: hit rate", "the workload allows"))):
+    for rid, needles in (
+        ("lanes", ("Priority lanes", "TTFO (first answer)")),
+        ("sess", ("Sessions", "session goodput", "prefix cache: hit rate", "the workload allows")),
+    ):
         r = run_cli("report", str(tmp_path / rid))
         assert r.returncode == 0, r.stderr
         html = (tmp_path / rid / "report.html").read_text()

@@ -124,6 +124,13 @@ def test_a_ttfo_clause_counts_in_the_live_progress(server, tmp_path):
     sink = Sink(tmp_path)
     cfg = ClientConfig(base_url=f"http://127.0.0.1:{server.port}", model="m")
     p = Progress()
-    run_plan(Plan(requests(6), np.zeros(6), ArrivalSpec(rate=float("inf"))), cfg, sink,
-             RunOptions(scrape_metrics=False, slo={"ttfo": 5000, "tpot": 5000}), None, None, p)
+    run_plan(
+        Plan(requests(6), np.zeros(6), ArrivalSpec(rate=float("inf"))),
+        cfg,
+        sink,
+        RunOptions(scrape_metrics=False, slo={"ttfo": 5000, "tpot": 5000}),
+        None,
+        None,
+        p,
+    )
     assert len(sink.records) == 6 and p.good == 6

@@ -30,7 +30,9 @@ def queueing(n, rate, service_rate, e2e_floor=0.05):
 
 
 def test_backlog_counts_sent_but_unfinished():
-    c = RequestMetrics([rec(0, sent=0.0, chunks=(0.5, 1.0)), rec(1, sent=0.2, chunks=(0.3,)), rec(2, sent=2.0, chunks=(2.1,))])
+    c = RequestMetrics(
+        [rec(0, sent=0.0, chunks=(0.5, 1.0)), rec(1, sent=0.2, chunks=(0.3,)), rec(2, sent=2.0, chunks=(2.1,))]
+    )
     assert list(backlog(c, [0.1, 0.25, 0.4, 1.5, 2.05])) == [1, 2, 1, 0, 1]
 
 
@@ -48,8 +50,10 @@ def test_the_steady_window_ends_where_the_backlog_starts_to_grow():
     # keeps up for 10 s (20/s < 40/s), then 80/s for 5 s
     early = queueing(200, 20, 40)
     t_end = early[-1].sent_at
-    late = [rec(200 + i, sent=t_end + i / 80, chunks=(t_end + 0.1 + i / 40 + 0.05, t_end + 0.1 + i / 40 + 0.06))
-            for i in range(400)]
+    late = [
+        rec(200 + i, sent=t_end + i / 80, chunks=(t_end + 0.1 + i / 40 + 0.05, t_end + 0.1 + i / 40 + 0.06))
+        for i in range(400)
+    ]
     meets = None
     s = saturation(RequestMetrics(early + late), meets, "open")
     assert s["saturated"] is True
@@ -64,8 +68,16 @@ def test_closed_loops_and_tiny_runs_are_not_judged():
 
 
 def test_the_servers_waiting_queue_is_evidence():
-    rows = [{"t": t, "metrics": {'vllm:num_requests_waiting{engine="0"}': 2.0 * t,
-                                 'vllm:num_requests_waiting{engine="1"}': 1.0 * t}} for t in range(10)]
+    rows = [
+        {
+            "t": t,
+            "metrics": {
+                'vllm:num_requests_waiting{engine="0"}': 2.0 * t,
+                'vllm:num_requests_waiting{engine="1"}': 1.0 * t,
+            },
+        }
+        for t in range(10)
+    ]
     ts, ws = waiting_series(rows)
     assert ws[3] == 9.0
     s = saturation(RequestMetrics(queueing(400, 60, 40)), None, "open", (ts, ws))
@@ -75,17 +87,43 @@ def test_the_servers_waiting_queue_is_evidence():
 
 @pytest.mark.parametrize("rate,saturated", [(CAPACITY / 2, False), (CAPACITY * 1.5, True)])
 def test_the_reference_engine_below_and_above_capacity(tmp_path, rate, saturated):
-    wl = api.load_workload(dataset_name="random", random_input_len=32, random_output_len=10, num_prompts=400,
-                           request_rate=rate, goodput="ttft:300")
+    wl = api.load_workload(
+        dataset_name="random",
+        random_input_len=32,
+        random_output_len=10,
+        num_prompts=400,
+        request_rate=rate,
+        goodput="ttft:300",
+    )
     s = api.simulate(wl, ENGINE, result_dir=str(tmp_path)).summary
     assert s["saturated"] is saturated
     assert any("could not keep up" in w for w in s["warnings"]) is saturated
 
 
 def test_a_live_run_at_one_and_a_half_times_capacity_says_so(tmp_path):
-    r = run_cli("run", "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "10",
-                "--num-prompts", "240", "--request-rate", str(CAPACITY * 1.5), "--fixed-step-ms", "10",
-                "--max-num-seqs", "4", "--goodput", "ttft:300", "--result-dir", str(tmp_path), "--quiet", timeout=180)
+    r = run_cli(
+        "run",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "10",
+        "--num-prompts",
+        "240",
+        "--request-rate",
+        str(CAPACITY * 1.5),
+        "--fixed-step-ms",
+        "10",
+        "--max-num-seqs",
+        "4",
+        "--goodput",
+        "ttft:300",
+        "--result-dir",
+        str(tmp_path),
+        "--quiet",
+        timeout=180,
+    )
     assert r.returncode == 0, r.stderr
     (run,) = os.listdir(tmp_path)
     s = json.loads((tmp_path / run / "summary.json").read_text())
@@ -104,8 +142,9 @@ def test_a_rate_probe_stops_early_when_the_server_cannot_keep_up(tmp_path):
     proc = start_engine(EngineConfig(fixed_step_ms=10, max_num_seqs=4))
     try:
         reqs = [RequestSpec(f"r{i}", "c", "hello there", 2, 10) for i in range(1200)]  # 20 s at 60/s
-        evaluate = live_rate_evaluator(proc.base_url, Plan(reqs, None, ArrivalSpec(rate=60.0)), {"ttft": 300}, 0,
-                                       str(tmp_path))
+        evaluate = live_rate_evaluator(
+            proc.base_url, Plan(reqs, None, ArrivalSpec(rate=60.0)), {"ttft": 300}, 0, str(tmp_path)
+        )
         t = time.monotonic()
         met, issued = evaluate(CAPACITY * 1.5)
         took = time.monotonic() - t

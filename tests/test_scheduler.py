@@ -10,9 +10,18 @@ from goodbench.engine.scheduler import Scheduler
 
 
 def make(budget=10, seqs=8, blocks=1000, chunked=True, policy="fcfs", scheduler="vllm", threshold=0, pc=False):
-    cfg = EngineConfig(max_num_batched_tokens=budget, max_num_seqs=seqs, num_gpu_blocks=blocks, block_size=4,
-                       enable_chunked_prefill=chunked, scheduling_policy=policy, scheduler=scheduler,
-                       long_prefill_token_threshold=threshold, enable_prefix_caching=pc, max_model_len=4096)
+    cfg = EngineConfig(
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        num_gpu_blocks=blocks,
+        block_size=4,
+        enable_chunked_prefill=chunked,
+        scheduling_policy=policy,
+        scheduler=scheduler,
+        long_prefill_token_threshold=threshold,
+        enable_prefix_caching=pc,
+        max_model_len=4096,
+    )
     kv = KVCache(blocks, 4, pc)
     return Scheduler(cfg, kv), kv
 
@@ -35,9 +44,9 @@ def test_running_first_in_admission_order_then_waiting_with_leftover():
     s, _ = make(budget=10)
     a = Seq("A", 5, 10)
     a.num_output = 2
-    running(s, a, 6)                    # decoding: needs 1 token
+    running(s, a, 6)  # decoding: needs 1 token
     b = Seq("B", 30, 5)
-    running(s, b, 10)                   # partial prefill: 20 left, gets the remaining 9
+    running(s, b, 10)  # partial prefill: 20 left, gets the remaining 9
     s.add(Seq("C", 5, 5))
     batch = s.schedule()
     assert entries(batch) == [("A", 1), ("B", 9)]
@@ -165,8 +174,10 @@ def test_prefill_first_runs_prompt_only_steps():
 
 
 def test_static_batching_pads_until_the_longest_finishes():
-    eng = Engine(EngineConfig(scheduler="static", max_num_seqs=2, num_gpu_blocks=1000, max_model_len=4096).resolved(),
-                 CostModel.for_config(EngineConfig().resolved(), fixed_step_ms=1.0))
+    eng = Engine(
+        EngineConfig(scheduler="static", max_num_seqs=2, num_gpu_blocks=1000, max_model_len=4096).resolved(),
+        CostModel.for_config(EngineConfig().resolved(), fixed_step_ms=1.0),
+    )
     eng.add(Seq("short", 10, 2))
     eng.add(Seq("long", 10, 5))
     eng.add(Seq("next", 10, 1))
@@ -214,13 +225,26 @@ def run_engine(reqs, **cfgkw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(reqs=REQS, budget=st.integers(8, 1024), seqs=st.integers(1, 16), blocks=st.integers(400, 2000),
-       sched=st.sampled_from(["vllm", "decode-first", "prefill-first"]), pc=st.booleans(),
-       thr=st.sampled_from([0, 0, 64]))
+@given(
+    reqs=REQS,
+    budget=st.integers(8, 1024),
+    seqs=st.integers(1, 16),
+    blocks=st.integers(400, 2000),
+    sched=st.sampled_from(["vllm", "decode-first", "prefill-first"]),
+    pc=st.booleans(),
+    thr=st.sampled_from([0, 0, 64]),
+)
 def test_engine_invariants(reqs, budget, seqs, blocks, sched, pc, thr):
     # blocks >= 400 x 4 tokens: any single request (<= 640 tokens) fits, so nothing is unschedulable
-    run_engine(reqs, max_num_batched_tokens=budget, max_num_seqs=seqs, num_gpu_blocks=blocks, scheduler=sched,
-               enable_prefix_caching=pc, long_prefill_token_threshold=thr)
+    run_engine(
+        reqs,
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        num_gpu_blocks=blocks,
+        scheduler=sched,
+        enable_prefix_caching=pc,
+        long_prefill_token_threshold=thr,
+    )
 
 
 @settings(max_examples=30, deadline=None)

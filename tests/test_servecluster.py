@@ -127,6 +127,7 @@ def test_a_request_the_decode_side_cannot_hold_is_refused_at_intake(tok):
 def test_session_router_keeps_a_users_requests_on_one_replica(tok):
     """User a's first request is still running on replica 0 when b's first arrives (least outstanding:
     replica 1); later requests stick to their session's replica although replica 2 stays idle."""
+
     async def fn(s, srv):
         first = asyncio.ensure_future(token_times(s, {"prompt": "x", "max_tokens": 100, "user": "a"}))
         for _ in range(100):

@@ -25,8 +25,14 @@ async def sse_events(resp):
 
 def test_streaming_completion_round_trip(tok):
     async def fn(s, srv):
-        body = {"model": "llama-3.1-8b", "prompt": "hello there", "max_tokens": 5, "stream": True,
-                "stream_options": {"include_usage": True}, "ignore_eos": True}
+        body = {
+            "model": "llama-3.1-8b",
+            "prompt": "hello there",
+            "max_tokens": 5,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        }
         async with s.post("/v1/completions", json=body) as r:
             assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
             return await sse_events(r)
@@ -55,13 +61,16 @@ def test_chat_stream_and_unary(tok):
     assert full["usage"]["completion_tokens"] == 3 and full["choices"][0]["message"]["content"]
 
 
-@pytest.mark.parametrize("path,body,needle", [
-    ("/v1/completions", {"max_tokens": 5}, "prompt"),
-    ("/v1/completions", {"prompt": "x", "max_tokens": 0}, "max_tokens"),
-    ("/v1/completions", {"prompt": "x", "max_tokens": 5000}, "maximum context length"),
-    ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, "does not exist"),
-    ("/v1/chat/completions", {"messages": []}, "messages"),
-])
+@pytest.mark.parametrize(
+    "path,body,needle",
+    [
+        ("/v1/completions", {"max_tokens": 5}, "prompt"),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 5000}, "maximum context length"),
+        ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, "does not exist"),
+        ("/v1/chat/completions", {"messages": []}, "messages"),
+    ],
+)
 def test_bad_requests_get_openai_errors(tok, path, body, needle):
     async def fn(s, srv):
         async with s.post(path, json=body) as r:
@@ -83,8 +92,9 @@ def test_api_key(tok):
     async def fn(s, srv):
         async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 1}) as r:
             a = r.status
-        async with s.post("/v1/completions", json={"prompt": "x", "max_tokens": 1},
-                          headers={"Authorization": "Bearer k1"}) as r:
+        async with s.post(
+            "/v1/completions", json={"prompt": "x", "max_tokens": 1}, headers={"Authorization": "Bearer k1"}
+        ) as r:
             b = r.status
         async with s.get("/health") as r:
             c = r.status
@@ -101,11 +111,19 @@ def test_metrics_use_vllm_names(tok):
             return await r.text()
 
     text = serve(fn, tok)
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_count",
-                 "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-                 "vllm:iteration_tokens_total_bucket", "goodbench:step_lateness_seconds_bucket",
-                 "goodbench:step_lateness_p99_seconds"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:num_preemptions_total",
+        "vllm:iteration_tokens_total_bucket",
+        "goodbench:step_lateness_seconds_bucket",
+        "goodbench:step_lateness_p99_seconds",
+    ):
         assert name in text, name
     assert 'vllm:generation_tokens_total{model_name="llama-3.1-8b"} 4' in text
 
@@ -118,8 +136,9 @@ def test_metrics_split_ttft_into_queue_and_prefill_like_vllm(tok):
 
     async def fn(s, srv):
         async def one():
-            async with s.post("/v1/completions", json={"prompt": "a b c", "max_tokens": 3, "stream": True,
-                                                       "ignore_eos": True}) as r:
+            async with s.post(
+                "/v1/completions", json={"prompt": "a b c", "max_tokens": 3, "stream": True, "ignore_eos": True}
+            ) as r:
                 await r.read()
 
         await asyncio.gather(one(), one())
@@ -166,22 +185,28 @@ def test_tokens_arrive_on_step_deadlines(tok):
     assert sum(gaps) / len(gaps) == pytest.approx(0.020, abs=0.002)
 
 
-@pytest.mark.parametrize("body,needle", [
-    ({"prompt": "x", "stream_options": "yes"}, "stream_options"),
-    ({"prompt": "x", "stream_options": 5, "stream": True}, "stream_options"),
-    ({"prompt": "x", "stream_options": [1]}, "stream_options"),
-    ({"prompt": "x", "stream_options": {"include_usage": "yes"}}, "include_usage"),
-    ({"prompt": "x", "priority": float("nan")}, "priority"),
-    ({"prompt": "x", "priority": 1e400}, "priority"),
-    ({"prompt": "x", "n": 3}, "n = 1"),
-    ({"prompt": "x", "stream": "true"}, "stream"),
-    ({"prompt": [1, -5]}, "prompt"),
-    ({"messages": [{"role": "user", "content": 5}]}, "content"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ({"prompt": "x", "stream_options": "yes"}, "stream_options"),
+        ({"prompt": "x", "stream_options": 5, "stream": True}, "stream_options"),
+        ({"prompt": "x", "stream_options": [1]}, "stream_options"),
+        ({"prompt": "x", "stream_options": {"include_usage": "yes"}}, "include_usage"),
+        ({"prompt": "x", "priority": float("nan")}, "priority"),
+        ({"prompt": "x", "priority": 1e400}, "priority"),
+        ({"prompt": "x", "n": 3}, "n = 1"),
+        ({"prompt": "x", "stream": "true"}, "stream"),
+        ({"prompt": [1, -5]}, "prompt"),
+        ({"messages": [{"role": "user", "content": 5}]}, "content"),
+    ],
+)
 def test_a_bad_request_is_refused_before_it_reaches_the_engine(tok, body, needle):
     async def fn(s, srv):
-        async with s.post("/v1/completions" if "prompt" in body else "/v1/chat/completions",
-                          data=json.dumps(body), headers={"Content-Type": "application/json"}) as r:
+        async with s.post(
+            "/v1/completions" if "prompt" in body else "/v1/chat/completions",
+            data=json.dumps(body),
+            headers={"Content-Type": "application/json"},
+        ) as r:
             bad = r.status, await r.json()
         async with s.post("/v1/completions", json={"prompt": "and now", "max_tokens": 2, "stream": True}) as r:
             after = r.status, await sse_events(r)
@@ -245,8 +270,10 @@ def test_serve_stops_instead_of_hanging_when_the_engine_loop_dies(tok):
         serving = asyncio.ensure_future(serve_forever(srv))
         await asyncio.sleep(0.3)
         async with aiohttp.ClientSession() as s:
-            async with s.post(f"http://127.0.0.1:{srv.opts.port}/v1/completions",
-                              json={"prompt": "x", "max_tokens": 2, "stream": True}) as r:
+            async with s.post(
+                f"http://127.0.0.1:{srv.opts.port}/v1/completions",
+                json={"prompt": "x", "max_tokens": 2, "stream": True},
+            ) as r:
                 await r.read()
         await asyncio.wait_for(serving, 10)  # serve_forever returns by itself: run_server then exits 1
 
@@ -256,8 +283,13 @@ def test_serve_stops_instead_of_hanging_when_the_engine_loop_dies(tok):
 
 def test_the_engine_can_think_before_it_answers(tok):
     async def fn(s, srv):
-        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "stream": True,
-                "stream_options": {"include_usage": True}, "goodbench_reasoning_tokens": 3}
+        body = {
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 5,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "goodbench_reasoning_tokens": 3,
+        }
         async with s.post("/v1/chat/completions", json=body) as r:
             return await sse_events(r)
 
@@ -269,9 +301,13 @@ def test_the_engine_can_think_before_it_answers(tok):
 
 def test_request_success_counts_finished_requests_not_submitted_ones(tok):
     """vllm:request_success_total counts requests that finished (it used to count each on arrival)."""
+
     def success(text):
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("vllm:request_success_total{"))
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("vllm:request_success_total{")
+        )
 
     async def fn(s, srv):
         async with s.post("/v1/completions", json={"prompt": "a b c", "max_tokens": 40, "stream": True}) as r:

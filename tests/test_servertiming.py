@@ -26,20 +26,25 @@ def test_totals_add_label_sets_and_skip_other_names():
     assert histogram_totals(m, Q) is None
 
 
-@pytest.mark.parametrize("first,last,want", [
-    ((1.0, 2.0), (4.0, 5.0), {"mean": 1000.0, "n": 3}),       # 3 s over 3 requests
-    ((0.0, 0.0), (0.25, 4.0), {"mean": 62.5, "n": 4}),
-    ((1.0, 2.0), (1.0, 2.0), None),                         # nothing observed during the run
-    ((5.0, 10.0), (1.0, 2.0), None),                        # counters went back: the server restarted
-])
+@pytest.mark.parametrize(
+    "first,last,want",
+    [
+        ((1.0, 2.0), (4.0, 5.0), {"mean": 1000.0, "n": 3}),  # 3 s over 3 requests
+        ((0.0, 0.0), (0.25, 4.0), {"mean": 62.5, "n": 4}),
+        ((1.0, 2.0), (1.0, 2.0), None),  # nothing observed during the run
+        ((5.0, 10.0), (1.0, 2.0), None),  # counters went back: the server restarted
+    ],
+)
 def test_phase_delta(first, last, want):
     assert phase_delta(sample(0, T=first)["metrics"], sample(9, T=last)["metrics"], T) == want
 
 
 def test_server_timing_splits_ttft_and_sits_beside_the_client():
-    rows = [sample(0.0, T=(1.0, 2.0), Q=(0.5, 2.0), P=(0.3, 2.0)),
-            sample(1.0, T=(2.0, 3.0), Q=(1.0, 3.0), P=(0.5, 3.0)),  # mid-run samples do not matter
-            sample(9.5, T=(4.0, 5.0), Q=(2.0, 5.0), P=(0.9, 5.0))]
+    rows = [
+        sample(0.0, T=(1.0, 2.0), Q=(0.5, 2.0), P=(0.3, 2.0)),
+        sample(1.0, T=(2.0, 3.0), Q=(1.0, 3.0), P=(0.5, 3.0)),  # mid-run samples do not matter
+        sample(9.5, T=(4.0, 5.0), Q=(2.0, 5.0), P=(0.9, 5.0)),
+    ]
     st = server_timing(rows, {"mean": 1010.0, "n": 3, "p50": 900.0})
     assert st["ttft_ms"] == {"mean": 1000.0, "n": 3}
     assert st["queue_ms"] == {"mean": 500.0, "n": 3}

@@ -13,7 +13,7 @@ from goodbench.engine.config import EngineConfig
 from goodbench.workloads.segments import block_hashes, reuse_ratio, text_of, tokens_of
 from goodbench.workloads.sessions import turn_request
 
-SESSIONS = '''generator = "sessions"
+SESSIONS = """generator = "sessions"
 endpoint = "chat"
 seed = 3
 [arrival]
@@ -28,7 +28,7 @@ output = {{ dist = "uniform", min = 80, max = 200 }}
 think_s = {think}
 system_tokens = 600
 max_concurrent = {cap}
-'''
+"""
 
 
 def workload(tmp_path, think=3, cap=0):
@@ -63,8 +63,10 @@ def test_each_turn_resends_the_whole_history(tmp_path, tok):
 
 def test_simulated_sessions_with_and_without_prefix_caching(tmp_path):
     w = workload(tmp_path)
-    on, off = (api.simulate(w, EngineConfig(gpu="l40s", enable_prefix_caching=pc), result_dir=str(tmp_path)).summary
-               for pc in (True, False))
+    on, off = (
+        api.simulate(w, EngineConfig(gpu="l40s", enable_prefix_caching=pc), result_dir=str(tmp_path)).summary
+        for pc in (True, False)
+    )
     assert on["sessions"]["started"] == on["sessions"]["completed"] == 60
     assert on["prefix_cache"]["hit_rate"] > 0.6
     assert on["prefix_cache"]["hit_rate"] == pytest.approx(on["prefix_cache"]["expected_hit_rate"], abs=0.05)
@@ -111,8 +113,9 @@ def test_a_live_session_run_sends_the_session_id_and_resends_replies(tmp_path):
         await server.start_server()
         try:
             spec = api.load_workload(workload(tmp_path, think=0.01), num_prompts=3)
-            return await asyncio.get_running_loop().run_in_executor(None, lambda: api.run(
-                spec, f"http://127.0.0.1:{server.port}", result_dir=str(tmp_path / "r")))
+            return await asyncio.get_running_loop().run_in_executor(
+                None, lambda: api.run(spec, f"http://127.0.0.1:{server.port}", result_dir=str(tmp_path / "r"))
+            )
         finally:
             await server.close()
 
@@ -126,8 +129,19 @@ def test_a_live_session_run_sends_the_session_id_and_resends_replies(tmp_path):
 
 
 def test_sharegpt_conversations_replay_as_sessions(tmp_path):
-    r = run_cli("simulate", "--dataset-name", "sharegpt", "--multi-turn", "--num-prompts", "20", "--result-dir",
-                str(tmp_path), "--goodput", "ttft:500", timeout=300)
+    r = run_cli(
+        "simulate",
+        "--dataset-name",
+        "sharegpt",
+        "--multi-turn",
+        "--num-prompts",
+        "20",
+        "--result-dir",
+        str(tmp_path),
+        "--goodput",
+        "ttft:500",
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     (run,) = os.listdir(tmp_path)
     s = json.loads((tmp_path / run / "summary.json").read_text())

@@ -1,4 +1,3 @@
-
 import numpy as np
 import pytest
 
@@ -49,11 +48,16 @@ def test_chunked_prefill_takes_ceil_prompt_over_budget_steps():
 
 def test_fast_decode_path_is_exact():
     rng = np.random.default_rng(0)
-    reqs = [RequestSpec(f"r{i}", "a", "x", int(p), int(o))
-            for i, (p, o) in enumerate(zip(rng.integers(4, 1500, 400), rng.integers(2, 400, 400)))]
+    reqs = [
+        RequestSpec(f"r{i}", "a", "x", int(p), int(o))
+        for i, (p, o) in enumerate(zip(rng.integers(4, 1500, 400), rng.integers(2, 400, 400)))
+    ]
     offs = offsets(ArrivalSpec(rate=15.0), n=400, seed=1)
-    for cfg in (EngineConfig(gpu="h100-sxm"), EngineConfig(gpu="l40s", num_gpu_blocks=500),
-                EngineConfig(gpu="a100-80g-pcie", max_num_batched_tokens=256, scheduler="decode-first")):
+    for cfg in (
+        EngineConfig(gpu="h100-sxm"),
+        EngineConfig(gpu="l40s", num_gpu_blocks=500),
+        EngineConfig(gpu="a100-80g-pcie", max_num_batched_tokens=256, scheduler="decode-first"),
+    ):
         fast = sim(reqs, offs, cfg, fast=True)
         slow = sim(reqs, offs, cfg, fast=False)
         for a, b in zip(fast, slow):
@@ -118,20 +122,22 @@ def test_a_reasoning_share_delays_the_first_answer_token(tmp_path):
     from goodbench import api
 
     w = tmp_path / "r.toml"
-    w.write_text('endpoint = "chat"\nnum_requests = 20\n[arrival]\nrate = 5\n[[class]]\nname = "think"\n'
-                 'input = 64\noutput = 40\nreasoning = 0.5\n')
+    w.write_text(
+        'endpoint = "chat"\nnum_requests = 20\n[arrival]\nrate = 5\n[[class]]\nname = "think"\n'
+        "input = 64\noutput = 40\nreasoning = 0.5\n"
+    )
     s = api.simulate(str(w), EngineConfig(fixed_step_ms=10), result_dir=str(tmp_path)).summary
     assert s["reasoning_tokens"] == 20 * 20
     assert s["ttfo_ms"]["p50"] == pytest.approx(s["ttft_ms"]["p50"] + 20 * 10, abs=1)
     bad = tmp_path / "b.toml"
-    bad.write_text('[[class]]\nreasoning = 0.5\n')
+    bad.write_text("[[class]]\nreasoning = 0.5\n")
     from goodbench.errors import InputError
 
     with pytest.raises(InputError, match="need endpoint"):
         api.load_workload(str(bad))
 
 
-LANES = '''endpoint = "completions"
+LANES = """endpoint = "completions"
 num_requests = 300
 seed = 1
 [arrival]
@@ -150,7 +156,7 @@ weight = 0.3
 input = 12000
 output = 64
 priority = 1
-'''
+"""
 
 
 def test_priority_lanes_protect_the_short_lane_when_the_engine_honours_them(tmp_path):
@@ -158,8 +164,10 @@ def test_priority_lanes_protect_the_short_lane_when_the_engine_honours_them(tmp_
 
     w = tmp_path / "lanes.toml"
     w.write_text(LANES)
-    runs = {policy: api.simulate(str(w), EngineConfig(gpu="l40s", scheduling_policy=policy), result_dir=str(tmp_path))
-            for policy in ("fcfs", "priority")}
+    runs = {
+        policy: api.simulate(str(w), EngineConfig(gpu="l40s", scheduling_policy=policy), result_dir=str(tmp_path))
+        for policy in ("fcfs", "priority")
+    }
     lane = {p: r.summary["per_priority"]["0"]["slo_attainment"] for p, r in runs.items()}
     assert set(runs["fcfs"].summary["per_priority"]) == {"0", "1"}
     assert lane["priority"] > lane["fcfs"] + 0.05, lane

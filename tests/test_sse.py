@@ -54,16 +54,23 @@ def test_classify_variants():
     c = classify(b'{"error":{"message":"boom","code":500}}')
     assert c.kind == "error" and "boom" in c.error
     assert classify(b"{not json").kind == "bad"
-    assert classify(b'[1, 2]').kind == "bad"
+    assert classify(b"[1, 2]").kind == "bad"
 
 
-EVENTS = st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)),
-                          min_size=1, max_size=40), min_size=1, max_size=12)
+EVENTS = st.lists(
+    st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), min_size=1, max_size=40),
+    min_size=1,
+    max_size=12,
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(events=EVENTS, eol=st.sampled_from([b"\n", b"\r\n", b"\r"]), cuts=st.lists(st.integers(0, 10_000), max_size=20),
-       comments=st.booleans())
+@given(
+    events=EVENTS,
+    eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    cuts=st.lists(st.integers(0, 10_000), max_size=20),
+    comments=st.booleans(),
+)
 def test_random_splits_give_the_same_events(events, eol, cuts, comments):
     stream = b""
     for e in events:

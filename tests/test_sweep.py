@@ -11,17 +11,36 @@ from goodbench.analysis.sweep import best_per_tier
 
 
 def test_best_per_tier_breaks_ties_on_itl():
-    rows = [{"gpu": "a", "cell": "a1", "goodput": 5.0, "itl_p99_ms": 40.0, "goodput_lo": 4.8, "goodput_hi": 5.0},
-            {"gpu": "a", "cell": "a2", "goodput": 5.0, "itl_p99_ms": 30.0, "goodput_lo": 4.8, "goodput_hi": 5.0},
-            {"gpu": "a", "cell": "a3", "goodput": 3.0, "itl_p99_ms": 10.0, "goodput_lo": 2.0, "goodput_hi": 3.5}]
+    rows = [
+        {"gpu": "a", "cell": "a1", "goodput": 5.0, "itl_p99_ms": 40.0, "goodput_lo": 4.8, "goodput_hi": 5.0},
+        {"gpu": "a", "cell": "a2", "goodput": 5.0, "itl_p99_ms": 30.0, "goodput_lo": 4.8, "goodput_hi": 5.0},
+        {"gpu": "a", "cell": "a3", "goodput": 3.0, "itl_p99_ms": 10.0, "goodput_lo": 2.0, "goodput_hi": 3.5},
+    ]
     b = best_per_tier(rows)["a"]
     assert b["cell"] == "a2" and b["next"] == "a1" and b["margin_goodput"] == 0.0 and not b["separated"]
 
 
 def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
-    r = run_cli("sweep", "--workload", os.path.join(ROOT, "workloads", "hol-stress.toml"), "--gpu", "h200,h100-sxm",
-                "--param", "max_num_batched_tokens=2048,8192", "--param", "enable_chunked_prefill=false",
-                "--slo-scales", "0.6,1.0", "--result-dir", str(tmp_path), "--sweep-id", "s1", "--jobs", "2", timeout=240)
+    r = run_cli(
+        "sweep",
+        "--workload",
+        os.path.join(ROOT, "workloads", "hol-stress.toml"),
+        "--gpu",
+        "h200,h100-sxm",
+        "--param",
+        "max_num_batched_tokens=2048,8192",
+        "--param",
+        "enable_chunked_prefill=false",
+        "--slo-scales",
+        "0.6,1.0",
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "s1",
+        "--jobs",
+        "2",
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     out = tmp_path / "s1"
     with open(out / "sweep.csv") as f:
@@ -59,21 +78,64 @@ def test_sweep_needs_an_slo(tmp_path):
 def test_live_sweep_with_server_cmd_records_failed_cells(tmp_path):
     import sys
 
-    ok_cmd = (f"{sys.executable} -m goodbench serve --port {{port}} --fixed-step-ms 5 "
-              f"--max-num-batched-tokens {{max_num_batched_tokens}}")
-    r = run_cli("sweep", "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "8",
-                "--num-prompts", "16", "--request-rate", "20", "--goodput", "ttft:500", "--gpu", "l40s",
-                "--param", "max_num_batched_tokens=256,1024", "--server-cmd", ok_cmd, "--result-dir", str(tmp_path),
-                "--sweep-id", "ok", timeout=240)
+    ok_cmd = (
+        f"{sys.executable} -m goodbench serve --port {{port}} --fixed-step-ms 5 "
+        f"--max-num-batched-tokens {{max_num_batched_tokens}}"
+    )
+    r = run_cli(
+        "sweep",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "16",
+        "--request-rate",
+        "20",
+        "--goodput",
+        "ttft:500",
+        "--gpu",
+        "l40s",
+        "--param",
+        "max_num_batched_tokens=256,1024",
+        "--server-cmd",
+        ok_cmd,
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "ok",
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads((tmp_path / "ok" / "sweep.json").read_text())
     assert [c["issued"] for c in data["cells"]] == [16, 16]
     run_dirs = [c["run_dir"] for c in data["cells"]]
     assert all(os.path.exists(os.path.join(d, "server.log")) for d in run_dirs)
     bad_cmd = f"{sys.executable} -c \"import sys; print('boom: no GPU here'); sys.exit(3)\" {{port}}"
-    r = run_cli("sweep", "--dataset-name", "random", "--num-prompts", "4", "--request-rate", "20", "--goodput",
-                "ttft:500", "--gpu", "l40s", "--param", "max_num_batched_tokens=256,512", "--server-cmd", bad_cmd,
-                "--result-dir", str(tmp_path), "--sweep-id", "bad", timeout=240)
+    r = run_cli(
+        "sweep",
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "4",
+        "--request-rate",
+        "20",
+        "--goodput",
+        "ttft:500",
+        "--gpu",
+        "l40s",
+        "--param",
+        "max_num_batched_tokens=256,512",
+        "--server-cmd",
+        bad_cmd,
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "bad",
+        timeout=240,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     data = json.loads((tmp_path / "bad" / "sweep.json").read_text())
     assert len(data["cells"]) == 2 and all("boom: no GPU here" in c["error"] for c in data["cells"])
@@ -81,11 +143,25 @@ def test_live_sweep_with_server_cmd_records_failed_cells(tmp_path):
 
 def test_reports_are_self_contained_and_escape_their_inputs(tmp_path):
     w = tmp_path / "w.toml"
-    w.write_text('name = "<script>alert(1)</script>"\nnum_requests = 30\n[slo]\nttft = 500\n'
-                 '[[class]]\nname = "<b>evil</b>"\ninput = 32\noutput = 8\n'
-                 '[[class]]\nname = "plain"\ninput = 16\noutput = 4\n')
-    r = run_cli("sweep", "--workload", str(w), "--gpu", "l40s", "--param", "max_num_batched_tokens=256,512",
-                "--result-dir", str(tmp_path), "--sweep-id", "x", timeout=180)
+    w.write_text(
+        'name = "<script>alert(1)</script>"\nnum_requests = 30\n[slo]\nttft = 500\n'
+        '[[class]]\nname = "<b>evil</b>"\ninput = 32\noutput = 8\n'
+        '[[class]]\nname = "plain"\ninput = 16\noutput = 4\n'
+    )
+    r = run_cli(
+        "sweep",
+        "--workload",
+        str(w),
+        "--gpu",
+        "l40s",
+        "--param",
+        "max_num_batched_tokens=256,512",
+        "--result-dir",
+        str(tmp_path),
+        "--sweep-id",
+        "x",
+        timeout=180,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     html = (tmp_path / "x" / "report.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -25,12 +25,15 @@ def test_licence_notice_ships_with_it():
         assert f.read() == notice
 
 
-@pytest.mark.parametrize("text,n", [
-    ("Hello world", 2),            # hand-checked against Qwen3's vocabulary: "Hello", "Ġworld"
-    (" hello", 1),
-    ("12345", 5),                  # Qwen splits digits one by one (Llama-3 groups up to three)
-    ("", 0),
-])
+@pytest.mark.parametrize(
+    "text,n",
+    [
+        ("Hello world", 2),  # hand-checked against Qwen3's vocabulary: "Hello", "Ġworld"
+        (" hello", 1),
+        ("12345", 5),  # Qwen splits digits one by one (Llama-3 groups up to three)
+        ("", 0),
+    ],
+)
 def test_default_counts(tok, text, n):
     assert tok.name == tokenizer.DEFAULT_NAME and tok.count(text) == n and tok.count_batch([text]) == [n]
 
@@ -54,7 +57,7 @@ def test_local_file_and_folder(tmp_path):
 def test_no_dependency_is_pinned_to_one_version():
     """An exact pin (==) in goodbench's requirements would downgrade what users already have; the old
     default tokenizer's package pinned pytest and regex and is gone."""
-    from goodbench.workloads.spec import tomllib
+    from goodbench.workloads.parse import tomllib
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]

@@ -20,18 +20,21 @@ def test_ready_workloads_parse_and_have_a_comment(path):
         assert f.readline().startswith("#"), "each ready workload starts with a comment saying what it models"
 
 
-@pytest.mark.parametrize("text,key", [
-    ('generator = "nope"', "generator"),
-    ('num_requests = "ten"', "num_requests"),
-    ('[arrival]\nprocess = "poison"', "arrival.process"),
-    ('[arrival]\nrate = -1', "arrival.rate"),
-    ('[[class]]\nname = "a"\ninput = { dist = "weird" }', "class[0].input.dist"),
-    ('[[class]]\nname = "a"\ninput = { dist = "uniform", min = 10 }', "class[0].input"),
-    ('[[class]]\nname = "a"\ninpt = 5', "class[0].inpt"),
-    ('[slo]\nttft = -5', "slo"),
-    ('bogus = 1', "bogus"),
-    ('this is not toml', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        ('generator = "nope"', "generator"),
+        ('num_requests = "ten"', "num_requests"),
+        ('[arrival]\nprocess = "poison"', "arrival.process"),
+        ("[arrival]\nrate = -1", "arrival.rate"),
+        ('[[class]]\nname = "a"\ninput = { dist = "weird" }', "class[0].input.dist"),
+        ('[[class]]\nname = "a"\ninput = { dist = "uniform", min = 10 }', "class[0].input"),
+        ('[[class]]\nname = "a"\ninpt = 5', "class[0].inpt"),
+        ("[slo]\nttft = -5", "slo"),
+        ("bogus = 1", "bogus"),
+        ("this is not toml", "not valid TOML"),
+    ],
+)
 def test_errors_name_file_and_key(text, key):
     with pytest.raises(WorkloadError) as e:
         parse_workload(text, "my.toml")
@@ -56,8 +59,10 @@ def test_packaged_workloads_are_the_repository_files():
     traces = sorted(os.listdir(os.path.join(ROOT, "workloads", "traces")))
     assert traces == sorted(os.listdir(os.path.join(ROOT, "goodbench", "data", "workloads", "traces")))
     for name in traces:  # the files a workload names (trace-sample's trace), next to it in both places
-        with open(os.path.join(ROOT, "workloads", "traces", name), "rb") as a, \
-                open(os.path.join(ROOT, "goodbench", "data", "workloads", "traces", name), "rb") as b:
+        with (
+            open(os.path.join(ROOT, "workloads", "traces", name), "rb") as a,
+            open(os.path.join(ROOT, "goodbench", "data", "workloads", "traces", name), "rb") as b,
+        ):
             assert a.read() == b.read(), name
 
 
@@ -80,8 +85,10 @@ def test_packaged_workloads_load_by_name_and_a_file_wins(tmp_path, monkeypatch):
 
 
 def test_synthetic_prompts_have_exact_token_counts(tok):
-    spec = parse_workload('generator = "synthetic"\n[[class]]\nname="r"\n'
-                          'input = { dist = "uniform", min = 5, max = 3000 }\noutput = 7', "w.toml")
+    spec = parse_workload(
+        'generator = "synthetic"\n[[class]]\nname="r"\ninput = { dist = "uniform", min = 5, max = 3000 }\noutput = 7',
+        "w.toml",
+    )
     reqs = build_requests(spec, tok, 40)
     counts = tok.count_batch([r.prompt for r in reqs])
     for r, c in zip(reqs, counts):
@@ -100,8 +107,9 @@ def test_mixed_weights_and_reproducibility(tok):
 
 
 def test_hol_schedule(tok):
-    spec = parse_workload('generator = "hol"\n[hol]\nlong_input = 100\nshorts = 3\nstagger_ms = 50\n'
-                          'repeats = 2\nperiod_s = 1.0', "h.toml")
+    spec = parse_workload(
+        'generator = "hol"\n[hol]\nlong_input = 100\nshorts = 3\nstagger_ms = 50\nrepeats = 2\nperiod_s = 1.0', "h.toml"
+    )
     reqs = build_requests(spec, tok, 8)
     assert [r.cls for r in reqs] == ["long", "short", "short", "short"] * 2
     assert [round(r.arrival_s, 3) for r in reqs] == [0, 0.05, 0.1, 0.15, 1.0, 1.05, 1.1, 1.15]
@@ -120,8 +128,10 @@ def test_warmup_marked(tok):
 
 
 def test_truncated_json_recovers_complete_records():
-    items = [{"id": str(i), "conversations": [{"from": "human", "value": "q" * i}, {"from": "gpt", "value": "a"}]}
-             for i in range(5)]
+    items = [
+        {"id": str(i), "conversations": [{"from": "human", "value": "q" * i}, {"from": "gpt", "value": "a"}]}
+        for i in range(5)
+    ]
     full = json.dumps(items)
     recs, truncated = parse_conversations(full)
     assert len(recs) == 5 and not truncated
@@ -139,10 +149,19 @@ def test_sharegpt_filters_as_vllm(tok, tmp_path):
 
     convs = [
         {"id": "ok", "conversations": [{"from": "human", "value": text(50)}, {"from": "gpt", "value": text(60)}]},
-        {"id": "short-prompt", "conversations": [{"from": "human", "value": text(2)}, {"from": "gpt", "value": text(60)}]},
+        {
+            "id": "short-prompt",
+            "conversations": [{"from": "human", "value": text(2)}, {"from": "gpt", "value": text(60)}],
+        },
         {"id": "short-out", "conversations": [{"from": "human", "value": text(50)}, {"from": "gpt", "value": text(2)}]},
-        {"id": "long-prompt", "conversations": [{"from": "human", "value": text(1100)}, {"from": "gpt", "value": text(9)}]},
-        {"id": "too-long-total", "conversations": [{"from": "human", "value": text(1000)}, {"from": "gpt", "value": text(1100)}]},
+        {
+            "id": "long-prompt",
+            "conversations": [{"from": "human", "value": text(1100)}, {"from": "gpt", "value": text(9)}],
+        },
+        {
+            "id": "too-long-total",
+            "conversations": [{"from": "human", "value": text(1000)}, {"from": "gpt", "value": text(1100)}],
+        },
         {"id": "one-turn", "conversations": [{"from": "human", "value": text(50)}]},
     ]
     rows = sample(convs, tok, 3, seed=0)
@@ -173,8 +192,9 @@ def test_shipped_sharegpt_lengths_match_the_tokenizer(tok):
     key = f"{sharegpt.source_key(report)}|{tok.name}|{len(pairs)}|1024|2048|4"
     import importlib.resources
 
-    shipped = sharegpt._read_lengths(importlib.resources.files("goodbench").joinpath("data", sharegpt.cache_name(key)),
-                                     (len(pairs), 2))
+    shipped = sharegpt._read_lengths(
+        importlib.resources.files("goodbench").joinpath("data", sharegpt.cache_name(key)), (len(pairs), 2)
+    )
     assert shipped is not None and (shipped[:, 0] >= 0).all(), "no shipped table for this dataset and tokenizer"
     idx = random.Random(0).sample(range(len(pairs)), 300)
     fresh = np.full_like(shipped, -1)

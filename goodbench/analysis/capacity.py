@@ -36,13 +36,19 @@ def min_gpus(s: SweepSetup, target: float = 0.9, max_replicas: int = 16, on_prob
                 on_probe(c.label, n, att)
             if att >= target:
                 cost = sm["cost"]
-                row.update(replicas=n, gpus=cost["gpus"], slo_attainment=att, goodput=sm["goodput"],
-                           usd_per_hour=cost["usd_per_hour"],
-                           usd_per_million_output_tokens=cost["usd_per_million_output_tokens"])
+                row.update(
+                    replicas=n,
+                    gpus=cost["gpus"],
+                    slo_attainment=att,
+                    goodput=sm["goodput"],
+                    usd_per_hour=cost["usd_per_hour"],
+                    usd_per_million_output_tokens=cost["usd_per_million_output_tokens"],
+                )
                 break
             row["slo_attainment"] = att
         rows.append(row)
     with open(os.path.join(s.out_dir, "min_gpus.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": s.meta, "target": target, "max_replicas": max_replicas, "cells": rows}, f, indent=2,
-                  default=str)
+        json.dump(
+            {"meta": s.meta, "target": target, "max_replicas": max_replicas, "cells": rows}, f, indent=2, default=str
+        )
     return rows

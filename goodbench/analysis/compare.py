@@ -18,8 +18,7 @@ from ..metrics.stats import cluster_replicates
 RESAMPLES = 500
 MAX_BOOT = 50_000  # samples per run resampled exactly; above, a normal approximation from order statistics
 
-LATENCY = (("ttft", 50), ("ttft", 99), ("tpot", 50), ("tpot", 99), ("itl", 50), ("itl", 99), ("e2el", 50),
-           ("e2el", 99))
+LATENCY = (("ttft", 50), ("ttft", 99), ("tpot", 50), ("tpot", 99), ("itl", 50), ("itl", 99), ("e2el", 50), ("e2el", 99))
 
 
 @dataclass
@@ -31,8 +30,8 @@ class Delta:
     delta: float | None
     rel: float | None
     ci: tuple[float, float] | None
-    p_value: float | None       # Mann-Whitney U, two-sided (per-request metrics only)
-    verdict: str                # better | worse | no significant change | not comparable
+    p_value: float | None  # Mann-Whitney U, two-sided (per-request metrics only)
+    verdict: str  # better | worse | no significant change | not comparable
     regression: bool = False
 
     def to_dict(self) -> dict:
@@ -85,7 +84,9 @@ def compare_latency(base: RequestMetrics, new: RequestMetrics, level: float = 0.
         pb, pn = float(np.percentile(vb, pct)) * 1000, float(np.percentile(vn, pct)) * 1000
         if vb.size <= MAX_BOOT and vn.size <= MAX_BOOT:
             if key not in reps:
-                reps[key] = (cluster_replicates(vn, gn, pcts, rng, RESAMPLES) - cluster_replicates(vb, gb, pcts, rng, RESAMPLES)) * 1000
+                reps[key] = (
+                    cluster_replicates(vn, gn, pcts, rng, RESAMPLES) - cluster_replicates(vb, gb, pcts, rng, RESAMPLES)
+                ) * 1000
             d = reps[key][:, list(pcts).index(q)]
             lo, hi = np.nanpercentile(d, [a * 100, 100 - a * 100])
         else:
@@ -95,8 +96,19 @@ def compare_latency(base: RequestMetrics, new: RequestMetrics, level: float = 0.
         p = None
         if key != "itl":  # gaps within a request are not independent: no rank test on pooled ITL
             p = float(mannwhitneyu(vb, vn, alternative="two-sided").pvalue)
-        out.append(Delta(name, "ms", pb, pn, pn - pb, (pn - pb) / pb if pb else None, (float(lo), float(hi)), p,
-                         _verdict(lo, hi, lower_is_better=True)))
+        out.append(
+            Delta(
+                name,
+                "ms",
+                pb,
+                pn,
+                pn - pb,
+                (pn - pb) / pb if pb else None,
+                (float(lo), float(hi)),
+                p,
+                _verdict(lo, hi, lower_is_better=True),
+            )
+        )
     return out
 
 
@@ -113,31 +125,61 @@ def compare_rates(sb: dict, sn: dict, level: float = 0.95, seed: int = 0) -> lis
     rb = rng.binomial(nb, (kb + 1) / (nb + 2), RESAMPLES) if nb else np.zeros(RESAMPLES)
     rn = rng.binomial(nn, (kn + 1) / (nn + 2), RESAMPLES) if nn else np.zeros(RESAMPLES)
     for name, unit, f_b, f_n, scale in (
-            ("slo_attainment", "fraction", sb["slo_attainment"], sn["slo_attainment"], (nb, nn)),
-            ("goodput", "req/s", sb["goodput"], sn["goodput"], (sb["duration_s"], sn["duration_s"]))):
+        ("slo_attainment", "fraction", sb["slo_attainment"], sn["slo_attainment"], (nb, nn)),
+        ("goodput", "req/s", sb["goodput"], sn["goodput"], (sb["duration_s"], sn["duration_s"])),
+    ):
         if not (scale[0] and scale[1]) or f_b is None or f_n is None:
             continue
         d = rn / scale[1] - rb / scale[0]
         lo, hi = np.percentile(d, [a * 100, 100 - a * 100])
-        out.append(Delta(name, unit, f_b, f_n, f_n - f_b, (f_n - f_b) / f_b if f_b else None,
-                         (float(lo), float(hi)), None, _verdict(lo, hi, lower_is_better=False)))
+        out.append(
+            Delta(
+                name,
+                unit,
+                f_b,
+                f_n,
+                f_n - f_b,
+                (f_n - f_b) / f_b if f_b else None,
+                (float(lo), float(hi)),
+                None,
+                _verdict(lo, hi, lower_is_better=False),
+            )
+        )
     return out
 
 
-def compare(base_c: RequestMetrics, new_c: RequestMetrics, base_s: dict, new_s: dict, level: float = 0.95,
-            margin: float = 0.0, seed: int = 0) -> dict:
+def compare(
+    base_c: RequestMetrics,
+    new_c: RequestMetrics,
+    base_s: dict,
+    new_s: dict,
+    level: float = 0.95,
+    margin: float = 0.0,
+    seed: int = 0,
+) -> dict:
     deltas = compare_rates(base_s, new_s, level, seed) + compare_latency(base_c, new_c, level, seed)
     for d in deltas:
         d.regression = d.verdict == "worse" and d.rel is not None and abs(d.rel) > margin
-    warnings = [f"{w} ({which})" for which, s in (("base", base_s), ("new", new_s)) for w in s.get("warnings", [])
-                if "fell behind" in w or "under the schedule" in w]
+    warnings = [
+        f"{w} ({which})"
+        for which, s in (("base", base_s), ("new", new_s))
+        for w in s.get("warnings", [])
+        if "fell behind" in w or "under the schedule" in w
+    ]
     rb, rn = base_s.get("achieved_rate"), new_s.get("achieved_rate")
     if rb and rn and abs(rn - rb) > 0.05 * max(rb, rn):
-        warnings.append(f"the runs offered different loads ({rb:.2f} vs {rn:.2f} req/s achieved): goodput and "
-                        "latency deltas mix the server's change with the load's")
-    return {"base": base_s.get("run_id"), "new": new_s.get("run_id"), "level": level, "margin": margin,
-            "method": "bootstrap of the difference (requests resampled; ITL by whole request), "
-                      "Mann-Whitney U p-value for per-request metrics",
-            "metrics": [d.to_dict() for d in deltas],
-            "regressions": [d.metric for d in deltas if d.regression],
-            "warnings": warnings}
+        warnings.append(
+            f"the runs offered different loads ({rb:.2f} vs {rn:.2f} req/s achieved): goodput and "
+            "latency deltas mix the server's change with the load's"
+        )
+    return {
+        "base": base_s.get("run_id"),
+        "new": new_s.get("run_id"),
+        "level": level,
+        "margin": margin,
+        "method": "bootstrap of the difference (requests resampled; ITL by whole request), "
+        "Mann-Whitney U p-value for per-request metrics",
+        "metrics": [d.to_dict() for d in deltas],
+        "regressions": [d.metric for d in deltas if d.regression],
+        "warnings": warnings,
+    }

@@ -20,7 +20,9 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return ",".join([self.gpu] + [f"{k}={_fmt(v)}" for k, v in self.params] + ([self.layout] if self.layout else []))
+        return ",".join(
+            [self.gpu] + [f"{k}={_fmt(v)}" for k, v in self.params] + ([self.layout] if self.layout else [])
+        )
 
     @property
     def slug(self) -> str:

@@ -18,14 +18,21 @@ def chunked_prefill_note(cfg: EngineConfig, max_step_tokens: int, largest_prompt
         budget = cfg.max_num_batched_tokens
         if max_step_tokens >= budget:
             return None
-        return (f"chunked prefill had nothing to do: no step reached the {budget:,}-token budget (the largest "
-                f"prompt has {largest_prompt:,} tokens), so no prompt was split, and --no-enable-chunked-prefill "
-                "gives the same schedule unless the KV cache runs short. Longer prompts (--workload hol-stress) "
-                "or a smaller --max-num-batched-tokens make the knob matter.")
-    chunked = replace(cfg, enable_chunked_prefill=True, max_num_batched_tokens=None, num_gpu_blocks=None,
-                      max_model_len=None).resolved().max_num_batched_tokens
+        return (
+            f"chunked prefill had nothing to do: no step reached the {budget:,}-token budget (the largest "
+            f"prompt has {largest_prompt:,} tokens), so no prompt was split, and --no-enable-chunked-prefill "
+            "gives the same schedule unless the KV cache runs short. Longer prompts (--workload hol-stress) "
+            "or a smaller --max-num-batched-tokens make the knob matter."
+        )
+    chunked = (
+        replace(cfg, enable_chunked_prefill=True, max_num_batched_tokens=None, num_gpu_blocks=None, max_model_len=None)
+        .resolved()
+        .max_num_batched_tokens
+    )
     if max_step_tokens > chunked:
         return None
-    return (f"chunked prefill is off, but no step carried more than {max_step_tokens:,} tokens, within the "
-            f"{chunked:,}-token budget it would use on {cfg.gpu}: turning it on would split nothing, so the schedule "
-            "would be the same unless the KV cache runs short.")
+    return (
+        f"chunked prefill is off, but no step carried more than {max_step_tokens:,} tokens, within the "
+        f"{chunked:,}-token budget it would use on {cfg.gpu}: turning it on would split nothing, so the schedule "
+        "would be the same unless the KV cache runs short."
+    )

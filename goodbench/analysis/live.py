@@ -26,7 +26,9 @@ from .rates import at_rate, scaled
 from .sweep import SweepSetup, cell_meta, config_row, start_row, summary_row
 
 
-def server_command(cfg: EngineConfig, port: int, server_cmd: str | None, cluster: ClusterSpec | None = None) -> list[str]:
+def server_command(
+    cfg: EngineConfig, port: int, server_cmd: str | None, cluster: ClusterSpec | None = None
+) -> list[str]:
     """The cell's server: `server_cmd` with {port}, {gpu}, {model} and every knob filled in, else the
     reference engine (with the cell's instances: replicas or prefill/decode)."""
     if not server_cmd:
@@ -37,8 +39,9 @@ def server_command(cfg: EngineConfig, port: int, server_cmd: str | None, cluster
         raise UsageError(f"--server-cmd: cannot fill the placeholders ({e})") from None
 
 
-def start_server(cfg: EngineConfig, server_cmd: str | None, log_path: str, timeout: float,
-                 cluster: ClusterSpec | None = None) -> ServerProcess:
+def start_server(
+    cfg: EngineConfig, server_cmd: str | None, log_path: str, timeout: float, cluster: ClusterSpec | None = None
+) -> ServerProcess:
     port = free_port()
     proc = ServerProcess(server_command(cfg, port, server_cmd, cluster), port, log_path)
     proc.wait_ready(timeout)
@@ -61,8 +64,15 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
         model = asyncio.run(resolve_model(proc.base_url, None))
         endpoint = resolve_endpoint(None, s.spec.endpoint)
         rd.meta.target = {"base_url": proc.base_url, "endpoint": endpoint, "model": model}
-        run_plan(s.plan, ClientConfig(base_url=proc.base_url, endpoint=endpoint, model=model), rd,
-                 RunOptions(slo=s.slo), None, None, Progress())
+        run_plan(
+            s.plan,
+            ClientConfig(base_url=proc.base_url, endpoint=endpoint, model=model),
+            rd,
+            RunOptions(slo=s.slo),
+            None,
+            None,
+            Progress(),
+        )
         died = not proc.alive
     finally:
         proc.stop()
@@ -75,7 +85,9 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
     return row
 
 
-def live_cells(s: SweepSetup, server_cmd: str | None = None, startup_timeout: float = 600.0, on_done=None) -> list[dict]:
+def live_cells(
+    s: SweepSetup, server_cmd: str | None = None, startup_timeout: float = 600.0, on_done=None
+) -> list[dict]:
     """Cells in turn: start the server, wait for /health, run the workload, stop it (SIGINT, then SIGKILL
     after a grace). A server that fails to start or dies makes a failed row with its log tail."""
     rows = []
@@ -86,8 +98,16 @@ def live_cells(s: SweepSetup, server_cmd: str | None = None, startup_timeout: fl
     return rows
 
 
-def live_rate_evaluator(base_url: str, plan: Plan, slo: dict, seed: int, out_dir: str,
-                        endpoint: str = "/v1/completions", model: str | None = None, api_key: str | None = None):
+def live_rate_evaluator(
+    base_url: str,
+    plan: Plan,
+    slo: dict,
+    seed: int,
+    out_dir: str,
+    endpoint: str = "/v1/completions",
+    model: str | None = None,
+    api_key: str | None = None,
+):
     """evaluate(rate, scale) for maxrate.find_max_rate against a running endpoint: each probe is a
     real-time run of the plan's requests at that rate, kept as a run directory under out_dir."""
     name = model or asyncio.run(resolve_model(base_url, api_key))
@@ -98,11 +118,27 @@ def live_rate_evaluator(base_url: str, plan: Plan, slo: dict, seed: int, out_dir
         reqs = scaled(plan.requests, scale)
         probe = Plan(reqs, arrival_offsets(a, n=len(reqs), seed=seed), a)
         run_id = f"probe-{rate:.4f}" + (f"-x{scale}" if scale > 1 else "")
-        rd = RunDir.open(out_dir, RunMeta(run_id=run_id, label=a.label, slo=slo, mode="open", requested_rate=rate,
-                                          target={"base_url": base_url, "endpoint": endpoint, "model": name}))
+        rd = RunDir.open(
+            out_dir,
+            RunMeta(
+                run_id=run_id,
+                label=a.label,
+                slo=slo,
+                mode="open",
+                requested_rate=rate,
+                target={"base_url": base_url, "endpoint": endpoint, "model": name},
+            ),
+        )
         # a probe the server clearly cannot keep up with stops early: what it did not send counts as missed
-        run_plan(probe, ccfg, rd, RunOptions(slo=slo, scrape_metrics=False, stop_when_saturated=True, grace_s=1.0),
-                 None, None, Progress())
+        run_plan(
+            probe,
+            ccfg,
+            rd,
+            RunOptions(slo=slo, scrape_metrics=False, stop_when_saturated=True, grace_s=1.0),
+            None,
+            None,
+            Progress(),
+        )
         s = rd.finish(ci=False)
         return s.get("slo_met") or 0, max(s["requests"]["issued"], len(reqs))
 

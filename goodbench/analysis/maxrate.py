@@ -30,8 +30,14 @@ class _Search:
     def probe(self, rate: float, scale: int = 1) -> dict:
         k, n = self.evaluate(rate, scale)
         lo, hi = wilson(k, n)
-        p = {"rate": rate, "requests": n, "attainment": k / n if n else 0.0, "lo": lo, "hi": hi,
-             "pass": n > 0 and k / n >= self.target}
+        p = {
+            "rate": rate,
+            "requests": n,
+            "attainment": k / n if n else 0.0,
+            "lo": lo,
+            "hi": hi,
+            "pass": n > 0 and k / n >= self.target,
+        }
         self.probes.append(p)
         if self.on_probe:
             self.on_probe(p)
@@ -95,8 +101,15 @@ class _Search:
         return good, bad
 
 
-def find_max_rate(evaluate, target: float = 0.9, start: float = 1.0, rel_tol: float = 0.05,
-                  max_probes: int = 24, on_probe=None, max_scale: int = 4) -> dict:
+def find_max_rate(
+    evaluate,
+    target: float = 0.9,
+    start: float = 1.0,
+    rel_tol: float = 0.05,
+    max_probes: int = 24,
+    on_probe=None,
+    max_scale: int = 4,
+) -> dict:
     """Highest arrival rate whose SLO attainment stays >= target.
 
     evaluate(rate, scale) -> (met, issued), scale multiplying the number of requests. Bracket by
@@ -114,9 +127,13 @@ def find_max_rate(evaluate, target: float = 0.9, start: float = 1.0, rel_tol: fl
         if good is None and bad is not None:  # the passing end was disproved and nothing below passed: look lower
             good, bad = s.halve(bad, scale, start / 64)
         good, bad = s.bisect(good, bad, scale, rel_tol)
-    return {"target": target, "max_rate": good["rate"] if good else None,
-            "bracket": [good["rate"] if good else 0.0, bad["rate"] if bad else None],
-            "conclusive": bool(good and bad and s.clear(good, bad)), "probes": s.probes}
+    return {
+        "target": target,
+        "max_rate": good["rate"] if good else None,
+        "bracket": [good["rate"] if good else 0.0, bad["rate"] if bad else None],
+        "conclusive": bool(good and bad and s.clear(good, bad)),
+        "probes": s.probes,
+    }
 
 
 def per_gpu(r: dict, layout: ClusterSpec, cfg: EngineConfig) -> dict:
@@ -126,13 +143,16 @@ def per_gpu(r: dict, layout: ClusterSpec, cfg: EngineConfig) -> dict:
     return {"layout": layout.label(), "gpus": gpus, "max_rate_per_gpu": mr / gpus if mr else None}
 
 
-def search_max_rates(s: SweepSetup, backend, target: float, max_probes: int, on_start=None, on_probe=None,
-                     on_result=None) -> list[dict]:
+def search_max_rates(
+    s: SweepSetup, backend, target: float, max_probes: int, on_start=None, on_probe=None, on_result=None
+) -> list[dict]:
     """Per cell (or once, for a backends.External server): the max goodput rate on the backend; writes
     max_rate.json in s.out_dir."""
     if s.plan.sessions or s.spec.generator == "trace":
-        raise UsageError("--find-max-rate scales an arrival rate: sessions and traces keep their own timing "
-                         "(use --trace-speedup or the session arrival rate instead)")
+        raise UsageError(
+            "--find-max-rate scales an arrival rate: sessions and traces keep their own timing "
+            "(use --trace-speedup or the session arrival rate instead)"
+        )
     os.makedirs(s.out_dir)
     external = getattr(backend, "base_url", None)
     results = []
@@ -143,8 +163,13 @@ def search_max_rates(s: SweepSetup, backend, target: float, max_probes: int, on_
         probes_dir = os.path.join(s.out_dir, "probes", label.replace("/", "_").replace(":", "_").replace(",", "_"))
         try:
             with backend.evaluator(s, c, probes_dir) as evaluate:
-                r = find_max_rate(evaluate, target=target, start=s.plan.arrival.mean_rate or 1.0, on_probe=on_probe,
-                                  max_probes=max_probes)
+                r = find_max_rate(
+                    evaluate,
+                    target=target,
+                    start=s.plan.arrival.mean_rate or 1.0,
+                    on_probe=on_probe,
+                    max_probes=max_probes,
+                )
         except TargetError as e:
             r = {"error": f"server failed to start: {e}"}
         r["cell"] = label

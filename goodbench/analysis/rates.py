@@ -24,8 +24,9 @@ def scaled(requests, scale: int):
 
 def at_rate(arrival: ArrivalSpec, rate: float) -> ArrivalSpec:
     """The workload's process at another rate (Poisson for processes without a rate)."""
-    return replace(arrival, kind="poisson" if arrival.kind in ("closed", "workload", "trace") else arrival.kind,
-                   rate=rate)
+    return replace(
+        arrival, kind="poisson" if arrival.kind in ("closed", "workload", "trace") else arrival.kind, rate=rate
+    )
 
 
 def rate_evaluator(engine_cfg: EngineConfig, plan: Plan, slo: dict, seed: int, layout: ClusterSpec | None = None):

@@ -29,8 +29,15 @@ def run_cell(cell: Cell) -> dict:
     t = time.perf_counter()
     out = simulate(cfg, s.plan, layout)
     wall = time.perf_counter() - t
-    meta = cell_meta(s, cell, cfg, "simulate", gpus=layout.gpus(cfg), prices=price_table(s.prices),
-                     engine_stats=out.stats | {"wall_s": wall})
+    meta = cell_meta(
+        s,
+        cell,
+        cfg,
+        "simulate",
+        gpus=layout.gpus(cfg),
+        prices=price_table(s.prices),
+        engine_stats=out.stats | {"wall_s": wall},
+    )
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), meta)
     rd.append_many(out.records)
     summary = rd.finish(records=out.records, ci=False)

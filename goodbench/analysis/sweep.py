@@ -52,11 +52,21 @@ class SweepSetup:
     def meta(self) -> dict:
         """sweep.json's meta block."""
         spec, plan = self.spec, self.plan
-        return {"sweep_id": self.sweep_id, "label": plan.arrival.label, "workload": spec.to_dict(),
-                "workload_hash": spec.hash(), "seed": spec.seed, "slo": spec.slo, "rate": plan.arrival.mean_rate,
-                "gpus": self.gpus, "params": dict(self.params), "base_engine": self.base.to_dict(),
-                "endpoint": spec.endpoint, "cluster": self.cluster.to_dict() if self.cluster is not None else None,
-                "prices": price_table(self.prices)}
+        return {
+            "sweep_id": self.sweep_id,
+            "label": plan.arrival.label,
+            "workload": spec.to_dict(),
+            "workload_hash": spec.hash(),
+            "seed": spec.seed,
+            "slo": spec.slo,
+            "rate": plan.arrival.mean_rate,
+            "gpus": self.gpus,
+            "params": dict(self.params),
+            "base_engine": self.base.to_dict(),
+            "endpoint": spec.endpoint,
+            "cluster": self.cluster.to_dict() if self.cluster is not None else None,
+            "prices": price_table(self.prices),
+        }
 
 
 @dataclass
@@ -70,13 +80,23 @@ class SweepResult:
 
 def require_slo(spec: WorkloadSpec) -> None:
     if not spec.slo:
-        raise UsageError("a sweep ranks cells by goodput: give an SLO (--goodput ttft:MS tpot:MS) or use a "
-                         "workload with [slo]")
+        raise UsageError(
+            "a sweep ranks cells by goodput: give an SLO (--goodput ttft:MS tpot:MS) or use a workload with [slo]"
+        )
 
 
-def setup(spec: WorkloadSpec, plan: Plan, base: EngineConfig, cells: list[Cell], result_dir: str,
-          sweep_id: str, gpus: list[str], params: dict, cluster: ClusterSpec | None = None,
-          prices: dict | None = None) -> SweepSetup:
+def setup(
+    spec: WorkloadSpec,
+    plan: Plan,
+    base: EngineConfig,
+    cells: list[Cell],
+    result_dir: str,
+    sweep_id: str,
+    gpus: list[str],
+    params: dict,
+    cluster: ClusterSpec | None = None,
+    prices: dict | None = None,
+) -> SweepSetup:
     require_slo(spec)
     if plan.closed:
         raise UsageError("sweeps need open-loop arrivals (a rate), not --concurrency")
@@ -89,11 +109,21 @@ def setup(spec: WorkloadSpec, plan: Plan, base: EngineConfig, cells: list[Cell],
 def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str, **kw) -> RunMeta:
     """A cell's run.json: the sweep's workload and schedule, the cell's engine (None: an external server)."""
     spec = s.spec
-    return RunMeta(run_id=cell.slug, label=s.plan.arrival.label,
-                   target={"base_url": "simulated", "endpoint": "", "model": cfg.model if cfg else ""},
-                   engine=cfg.to_dict() if cfg else None, workload=spec.to_dict(), workload_hash=spec.hash(),
-                   slo=s.slo, seed=spec.seed, mode=mode, requested_rate=s.plan.arrival.mean_rate,
-                   planned_requests=len(s.plan.requests), expected_prefix_reuse=s.plan.expected_reuse(), **kw)
+    return RunMeta(
+        run_id=cell.slug,
+        label=s.plan.arrival.label,
+        target={"base_url": "simulated", "endpoint": "", "model": cfg.model if cfg else ""},
+        engine=cfg.to_dict() if cfg else None,
+        workload=spec.to_dict(),
+        workload_hash=spec.hash(),
+        slo=s.slo,
+        seed=spec.seed,
+        mode=mode,
+        requested_rate=s.plan.arrival.mean_rate,
+        planned_requests=len(s.plan.requests),
+        expected_prefix_reuse=s.plan.expected_reuse(),
+        **kw,
+    )
 
 
 def start_row(s: SweepSetup, cell: Cell) -> tuple[dict, EngineConfig | None]:
@@ -110,10 +140,19 @@ def summary_row(s: dict) -> dict:
     """A cell's numbers for the table and CSV, with Wilson intervals of attainment and goodput."""
     n = s["requests"]["issued"]
     k = s.get("slo_met") or 0
-    row = {"ttft_p50_ms": s["ttft_ms"]["p50"], "ttft_p99_ms": s["ttft_ms"]["p99"], "itl_p50_ms": s["itl_ms"]["p50"],
-           "itl_p99_ms": s["itl_ms"]["p99"], "itl_p99_over_p50": s["itl_p99_over_p50"], "tpot_p99_ms": s["tpot_ms"]["p99"],
-           "request_throughput": s["request_throughput"], "output_throughput": s["output_throughput"],
-           "goodput": s["goodput"], "slo_attainment": s["slo_attainment"], "issued": n}
+    row = {
+        "ttft_p50_ms": s["ttft_ms"]["p50"],
+        "ttft_p99_ms": s["ttft_ms"]["p99"],
+        "itl_p50_ms": s["itl_ms"]["p50"],
+        "itl_p99_ms": s["itl_ms"]["p99"],
+        "itl_p99_over_p50": s["itl_p99_over_p50"],
+        "tpot_p99_ms": s["tpot_ms"]["p99"],
+        "request_throughput": s["request_throughput"],
+        "output_throughput": s["output_throughput"],
+        "goodput": s["goodput"],
+        "slo_attainment": s["slo_attainment"],
+        "issued": n,
+    }
     if s.get("slo_attainment") is not None:
         row["attainment_lo"], row["attainment_hi"] = wilson(k, n)
         row["goodput_lo"], row["goodput_hi"] = goodput_interval(k, n, s["duration_s"])
@@ -121,14 +160,23 @@ def summary_row(s: dict) -> dict:
 
 
 def config_row(cfg: EngineConfig, run_dir: str) -> dict:
-    return {"max_num_batched_tokens": cfg.max_num_batched_tokens, "enable_chunked_prefill": cfg.enable_chunked_prefill,
-            "model": cfg.model, "run_dir": run_dir}
+    return {
+        "max_num_batched_tokens": cfg.max_num_batched_tokens,
+        "enable_chunked_prefill": cfg.enable_chunked_prefill,
+        "model": cfg.model,
+        "run_dir": run_dir,
+    }
 
 
 def cost_row(c: dict, layout: str) -> dict:
-    return {"layout": layout, "gpus": c["gpus"], "usd_per_hour": c["usd_per_hour"],
-            "usd_per_million_output_tokens": c["usd_per_million_output_tokens"],
-            "goodput_per_gpu": c["goodput_per_gpu"], "goodput_per_usd_hour": c["goodput_per_usd_hour"]}
+    return {
+        "layout": layout,
+        "gpus": c["gpus"],
+        "usd_per_hour": c["usd_per_hour"],
+        "usd_per_million_output_tokens": c["usd_per_million_output_tokens"],
+        "goodput_per_gpu": c["goodput_per_gpu"],
+        "goodput_per_usd_hour": c["goodput_per_usd_hour"],
+    }
 
 
 def slo_scale_row(recs, slo: dict | None, scales) -> dict:
@@ -163,8 +211,9 @@ def write_results(rows: list[dict], out_dir: str, meta: dict) -> SweepResult:
         w.writerows(written)
     result = SweepResult(rows, best_per_tier(written), cheapest(written))
     with open(os.path.join(out_dir, "sweep.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "cells": written, "best": result.best, "cheapest": result.cheapest}, f, indent=2,
-                  default=str)
+        json.dump(
+            {"meta": meta, "cells": written, "best": result.best, "cheapest": result.cheapest}, f, indent=2, default=str
+        )
     return result
 
 
@@ -176,9 +225,14 @@ def cheapest(rows: list[dict]) -> dict | None:
         return None
     top = min(priced, key=lambda r: r["usd_per_million_output_tokens"])
     per_gpu = max((r for r in rows if r.get("goodput_per_gpu") is not None), key=lambda r: r["goodput_per_gpu"])
-    return {"cell": top["cell"], "usd_per_million_output_tokens": top["usd_per_million_output_tokens"],
-            "goodput_per_usd_hour": top.get("goodput_per_usd_hour"), "slo_attainment": top.get("slo_attainment"),
-            "most_goodput_per_gpu": per_gpu["cell"], "goodput_per_gpu": per_gpu["goodput_per_gpu"]}
+    return {
+        "cell": top["cell"],
+        "usd_per_million_output_tokens": top["usd_per_million_output_tokens"],
+        "goodput_per_usd_hour": top.get("goodput_per_usd_hour"),
+        "slo_attainment": top.get("slo_attainment"),
+        "most_goodput_per_gpu": per_gpu["cell"],
+        "goodput_per_gpu": per_gpu["goodput_per_gpu"],
+    }
 
 
 def best_per_tier(rows: list[dict]) -> dict:
@@ -190,18 +244,28 @@ def best_per_tier(rows: list[dict]) -> dict:
             continue
         top = max(r["goodput"] for r in ok)
         # goodputs within TIE_TOLERANCE of the best count as tied: the lower ITL p99 wins among them
-        tied = sorted((r for r in ok if r["goodput"] >= top * (1 - TIE_TOLERANCE)),
-                      key=lambda r: r.get("itl_p99_ms") or math.inf)
-        rest = sorted((r for r in ok if r["goodput"] < top * (1 - TIE_TOLERANCE)),
-                      key=lambda r: (-r["goodput"], r.get("itl_p99_ms") or math.inf))
+        tied = sorted(
+            (r for r in ok if r["goodput"] >= top * (1 - TIE_TOLERANCE)), key=lambda r: r.get("itl_p99_ms") or math.inf
+        )
+        rest = sorted(
+            (r for r in ok if r["goodput"] < top * (1 - TIE_TOLERANCE)),
+            key=lambda r: (-r["goodput"], r.get("itl_p99_ms") or math.inf),
+        )
         ranked = tied + rest
         b = ranked[0]
         nxt = ranked[1] if len(ranked) > 1 else None
-        out[gpu] = {"cell": b["cell"], "max_num_batched_tokens": b.get("max_num_batched_tokens"),
-                    "enable_chunked_prefill": b.get("enable_chunked_prefill"), "goodput": b["goodput"],
-                    "itl_p99_ms": b.get("itl_p99_ms"),
-                    "next": nxt["cell"] if nxt else None,
-                    "margin_goodput": (b["goodput"] - nxt["goodput"]) if nxt else None,
-                    "separated": (nxt is not None and b.get("goodput_lo") is not None
-                                  and b["goodput_lo"] > nxt.get("goodput_hi", math.inf))}
+        out[gpu] = {
+            "cell": b["cell"],
+            "max_num_batched_tokens": b.get("max_num_batched_tokens"),
+            "enable_chunked_prefill": b.get("enable_chunked_prefill"),
+            "goodput": b["goodput"],
+            "itl_p99_ms": b.get("itl_p99_ms"),
+            "next": nxt["cell"] if nxt else None,
+            "margin_goodput": (b["goodput"] - nxt["goodput"]) if nxt else None,
+            "separated": (
+                nxt is not None
+                and b.get("goodput_lo") is not None
+                and b["goodput_lo"] > nxt.get("goodput_hi", math.inf)
+            ),
+        }
     return out

@@ -20,15 +20,21 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         usage = self.format_usage()
-        self.exit(2, (usage if usage.count("\n") <= 4 else f"usage: {self.prog} ... (see {self.prog} --help)\n")
-                  + f"{self.prog}: error: {message}\n")
+        self.exit(
+            2,
+            (usage if usage.count("\n") <= 4 else f"usage: {self.prog} ... (see {self.prog} --help)\n")
+            + f"{self.prog}: error: {message}\n",
+        )
 
 
 def make_parser() -> argparse.ArgumentParser:
     from ..version import __version__
 
-    p = Parser(prog="goodbench", description="Goodput benchmarking for LLM serving: how many "
-                                "requests per second a server delivers inside its latency SLO.")
+    p = Parser(
+        prog="goodbench",
+        description="Goodput benchmarking for LLM serving: how many "
+        "requests per second a server delivers inside its latency SLO.",
+    )
     p.add_argument("--version", action="version", version=f"goodbench {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     run.add_parser(sub)

@@ -8,39 +8,64 @@ from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, console
 
 
 def add_parsers(sub) -> None:
-    rep = sub.add_parser("report", help="report.html with figures for run directories (combined for several) "
-                         "or sweep directories",
-                         description="Self-contained HTML (inline CSS, embedded PNGs, escaped text). One run: written "
-                         "into the run directory. Several runs: one combined report with overlaid figures.")
+    for add in (_add_report, _add_compare, _add_import, _add_export):
+        add(sub)
+
+
+def _add_report(sub) -> None:
+    rep = sub.add_parser(
+        "report",
+        help="report.html with figures for run directories (combined for several) or sweep directories",
+        description="Self-contained HTML (inline CSS, embedded PNGs, escaped text). One run: written "
+        "into the run directory. Several runs: one combined report with overlaid figures.",
+    )
     rep.add_argument("paths", nargs="+", metavar="DIR")
-    rep.add_argument("--out", metavar="DIR", help="where to write (default: the run directory, or "
-                     "combined-<hash> beside the first run)")
+    rep.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where to write (default: the run directory, or combined-<hash> beside the first run)",
+    )
     add_goodput_arg(rep, "each run's own")
     rep.add_argument("--no-figures", action="store_true", help="tables only (fast on huge runs)")
     rep.set_defaults(fn=cmd_report)
 
-    cmp_ = sub.add_parser("compare", help="BASE vs NEW: deltas with confidence intervals and a verdict",
-                          description="Per-metric deltas with a bootstrap CI of the difference and Mann-Whitney U "
-                          "p-values. Exit 1 with --fail-on-regression when a metric got significantly worse by "
-                          "more than --margin.")
+
+def _add_compare(sub) -> None:
+    cmp_ = sub.add_parser(
+        "compare",
+        help="BASE vs NEW: deltas with confidence intervals and a verdict",
+        description="Per-metric deltas with a bootstrap CI of the difference and Mann-Whitney U "
+        "p-values. Exit 1 with --fail-on-regression when a metric got significantly worse by "
+        "more than --margin.",
+    )
     cmp_.add_argument("base", metavar="BASE_RUN_DIR")
     cmp_.add_argument("new", metavar="NEW_RUN_DIR")
     cmp_.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
-    cmp_.add_argument("--margin", default="0%", help="relative change a significant worsening must exceed to "
-                      "count as a regression (default 0%%), e.g. 5%%")
+    cmp_.add_argument(
+        "--margin",
+        default="0%",
+        help="relative change a significant worsening must exceed to count as a regression (default 0%%), e.g. 5%%",
+    )
     cmp_.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression (for CI)")
     cmp_.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
     add_goodput_arg(cmp_, "BASE's")
     cmp_.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    cmp_.add_argument("--allow-different-workloads", action="store_true",
-                      help="compare runs of different workloads (refused by default: their deltas mean little)")
+    cmp_.add_argument(
+        "--allow-different-workloads",
+        action="store_true",
+        help="compare runs of different workloads (refused by default: their deltas mean little)",
+    )
     cmp_.set_defaults(fn=cmd_compare)
 
-    imp = sub.add_parser("import", help="turn a vllm bench serve, AIPerf or GenAI-Perf result into a goodbench "
-                         "run directory",
-                         description="vllm: the JSON of `vllm bench serve --save-result --save-detailed`. "
-                         "aiperf: profile_export.jsonl (or its artifact directory). genai-perf: "
-                         "profile_export.json (perf_analyzer's per-request export, or its directory).")
+
+def _add_import(sub) -> None:
+    imp = sub.add_parser(
+        "import",
+        help="turn a vllm bench serve, AIPerf or GenAI-Perf result into a goodbench run directory",
+        description="vllm: the JSON of `vllm bench serve --save-result --save-detailed`. "
+        "aiperf: profile_export.jsonl (or its artifact directory). genai-perf: "
+        "profile_export.json (perf_analyzer's per-request export, or its directory).",
+    )
     imp.add_argument("tool", choices=("vllm", "aiperf", "genai-perf"))
     imp.add_argument("file", metavar="FILE")
     imp.add_argument("--result-dir", default="results", help="parent directory (default results/)")
@@ -48,13 +73,22 @@ def add_parsers(sub) -> None:
     add_goodput_arg(imp, "none (the tool's files carry no SLO)")
     imp.set_defaults(fn=cmd_import)
 
-    exp = sub.add_parser("export", help="per-request CSV / Parquet, or a vLLM-shaped result JSON",
-                         description="csv/parquet: one row per request with derived metrics (ms). vllm: the shape "
-                         "of `vllm bench serve --save-detailed` output.")
+
+def _add_export(sub) -> None:
+    exp = sub.add_parser(
+        "export",
+        help="per-request CSV / Parquet, or a vLLM-shaped result JSON",
+        description="csv/parquet: one row per request with derived metrics (ms). vllm: the shape "
+        "of `vllm bench serve --save-detailed` output.",
+    )
     exp.add_argument("run_dir", metavar="RUN_DIR")
     exp.add_argument("--format", choices=("csv", "parquet", "vllm"), default="csv", help="default csv")
-    exp.add_argument("-o", "--output", metavar="FILE", help="default: requests.csv / requests.parquet / "
-                     "vllm_result.json in the run directory")
+    exp.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="default: requests.csv / requests.parquet / vllm_result.json in the run directory",
+    )
     add_goodput_arg(exp, "the run's own, for the met_slo column")
     exp.set_defaults(fn=cmd_export)
 
@@ -71,8 +105,14 @@ def cmd_report(args) -> int:
     con = console()
     notes: list[str] = []
     with con.status("loading runs ...") as status:
-        written = write_reports(args.paths, out=args.out, slo=_slo(args.goodput), figures=not args.no_figures,
-                                on_stage=status.update, notes=notes)
+        written = write_reports(
+            args.paths,
+            out=args.out,
+            slo=_slo(args.goodput),
+            figures=not args.no_figures,
+            on_stage=status.update,
+            notes=notes,
+        )
     for note in notes:
         con.print(f"[yellow]! {note}[/]")
     for path, n in written:
@@ -91,11 +131,21 @@ def cmd_compare(args) -> int:
     con = console()
     margin = parse_fraction(args.margin, "--margin") if args.margin is not None else 0.0
     with con.status("bootstrapping differences ..."):
-        res = api.compare(args.base, args.new, slo=_slo(args.goodput), level=args.level, margin=margin,
-                          seed=args.seed, allow_different_workloads=args.allow_different_workloads)
+        res = api.compare(
+            args.base,
+            args.new,
+            slo=_slo(args.goodput),
+            level=args.level,
+            margin=margin,
+            seed=args.seed,
+            allow_different_workloads=args.allow_different_workloads,
+        )
     con.print(compare_table(res))
-    con.print("  ~ same: the interval of the difference contains 0. p MWU: Mann-Whitney U on the whole "
-              "per-request distribution.", style="dim")
+    con.print(
+        "  ~ same: the interval of the difference contains 0. p MWU: Mann-Whitney U on the whole "
+        "per-request distribution.",
+        style="dim",
+    )
     for w in res["warnings"]:
         con.print(f"[yellow]! {w}[/]")
     if args.json:
@@ -103,8 +153,9 @@ def cmd_compare(args) -> int:
             json.dump(json_safe(res), fh, indent=2)
         con.print(f"wrote {args.json}")
     if res["regressions"]:
-        msg = (f"{len(res['regressions'])} significant regression(s) beyond {margin:.0%}: "
-               f"{', '.join(res['regressions'])}")
+        msg = (
+            f"{len(res['regressions'])} significant regression(s) beyond {margin:.0%}: {', '.join(res['regressions'])}"
+        )
         con.print(Text(("FAIL  " if args.fail_on_regression else "") + msg, style="bold red"))
         return EXIT_GATE if args.fail_on_regression else EXIT_OK
     con.print(Text(f"no significant regression beyond {margin:.0%}", style="bold green"))

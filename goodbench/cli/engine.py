@@ -10,19 +10,28 @@ from .scale import add_cluster_args, cluster_spec
 
 
 def add_serve_parser(sub) -> None:
-    p = sub.add_parser("serve", help="start the reference engine as an OpenAI-compatible server",
-                       description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "
-                       "step times come from the GPU/model cost model.")
+    p = sub.add_parser(
+        "serve",
+        help="start the reference engine as an OpenAI-compatible server",
+        description="OpenAI-compatible streaming server whose scheduler is vLLM v1's and whose "
+        "step times come from the GPU/model cost model.",
+    )
     add_engine_args(p)
     add_cluster_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--served-model-name", help="model name clients use (default: the --engine-model shape name)")
-    p.add_argument("--api-key", default=os.environ.get("GOODBENCH_API_KEY"),
-                   help="require this bearer token (default: $GOODBENCH_API_KEY; none = open)")
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("GOODBENCH_API_KEY"),
+        help="require this bearer token (default: $GOODBENCH_API_KEY; none = open)",
+    )
     p.add_argument("--step-trace", metavar="FILE", help="write one JSON line per engine step")
-    p.add_argument("--eos-length-dist", help="without ignore_eos, cap outputs by uniform:MIN:MAX or "
-                   "lognormal:MEDIAN:SIGMA (default: always max_tokens)")
+    p.add_argument(
+        "--eos-length-dist",
+        help="without ignore_eos, cap outputs by uniform:MIN:MAX or "
+        "lognormal:MEDIAN:SIGMA (default: always max_tokens)",
+    )
     p.add_argument("--tokenizer", help="tokenizer for prompt token counts (default: the bundled Qwen3 tokenizer)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=cmd_serve)
@@ -32,9 +41,15 @@ def cmd_serve(args) -> int:
     from ..engine.serve.main import run_server
     from ..engine.serve.server import ServeOptions
 
-    opts = ServeOptions(host=args.host, port=args.port, served_model_name=args.served_model_name,
-                        api_key=args.api_key, step_trace=args.step_trace, eos_dist=args.eos_length_dist,
-                        seed=args.seed)
+    opts = ServeOptions(
+        host=args.host,
+        port=args.port,
+        served_model_name=args.served_model_name,
+        api_key=args.api_key,
+        step_trace=args.step_trace,
+        eos_dist=args.eos_length_dist,
+        seed=args.seed,
+    )
     return run_server(engine_config(args), opts, args.tokenizer, cluster_spec(args))
 
 
@@ -44,14 +59,27 @@ def add_engine_parser(sub) -> None:
     esub.add_parser("gpus", help="list GPU tiers with their datasheet figures").set_defaults(fn=cmd_gpus)
     esub.add_parser("models", help="list model shapes").set_defaults(fn=cmd_models)
     esub.add_parser("prices", help="list the $ per GPU-hour table with dates and sources").set_defaults(fn=cmd_prices)
-    ex = esub.add_parser("explain", help="price one step and show its breakdown",
-                         description="e.g. goodbench engine explain --gpu h100-sxm --engine-model llama-3.1-8b "
-                         "--prefill 4096 --decode 32x1000")
+    ex = esub.add_parser(
+        "explain",
+        help="price one step and show its breakdown",
+        description="e.g. goodbench engine explain --gpu h100-sxm --engine-model llama-3.1-8b "
+        "--prefill 4096 --decode 32x1000",
+    )
     add_engine_args(ex)
-    ex.add_argument("--prefill", action="append", default=None, metavar="N[@CTX]",
-                    help="a prefill chunk of N new tokens after CTX computed ones (repeatable)")
-    ex.add_argument("--decode", action="append", default=None, metavar="COUNTxCTX",
-                    help="COUNT decoding requests at context CTX (repeatable)")
+    ex.add_argument(
+        "--prefill",
+        action="append",
+        default=None,
+        metavar="N[@CTX]",
+        help="a prefill chunk of N new tokens after CTX computed ones (repeatable)",
+    )
+    ex.add_argument(
+        "--decode",
+        action="append",
+        default=None,
+        metavar="COUNTxCTX",
+        help="COUNT decoding requests at context CTX (repeatable)",
+    )
     ex.set_defaults(fn=cmd_explain)
 
 

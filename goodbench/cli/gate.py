@@ -8,10 +8,13 @@ from .common import EXIT_USAGE, add_gate_args, add_goodput_arg, console, judge
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("gate", help="pass/fail a run against SLO clauses (exit 0 pass, 1 fail, 2 cannot judge)",
-                       description="Judge a results directory: exit 0 when every clause holds, 1 when any "
-                       "fails, 2 when the run cannot be judged (missing/corrupt files, invalid run, nothing "
-                       "completed).")
+    p = sub.add_parser(
+        "gate",
+        help="pass/fail a run against SLO clauses (exit 0 pass, 1 fail, 2 cannot judge)",
+        description="Judge a results directory: exit 0 when every clause holds, 1 when any "
+        "fails, 2 when the run cannot be judged (missing/corrupt files, invalid run, nothing "
+        "completed).",
+    )
     p.add_argument("run_dir", metavar="RUN_DIR")
     add_goodput_arg(p, "the run's own")
     add_gate_args(p, False)

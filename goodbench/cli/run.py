@@ -17,51 +17,90 @@ from .common import (
 
 def add_target_args(p) -> None:
     g = p.add_argument_group("target")
-    g.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000 "
-                   "(default: start the reference engine on a free loopback port)")
+    g.add_argument(
+        "--base-url",
+        help="OpenAI-compatible server, e.g. http://127.0.0.1:8000 "
+        "(default: start the reference engine on a free loopback port)",
+    )
     g.add_argument("--endpoint", help="API path, e.g. /v1/completions or /v1/chat/completions")
     g.add_argument("--model", help="model name sent in requests (default: the server's first /v1/models entry)")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
-                   help="environment variable holding the API key (default OPENAI_API_KEY; never written anywhere)")
+    g.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the API key (default OPENAI_API_KEY; never written anywhere)",
+    )
     g.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (for servers that reject it)")
     g.add_argument("--min-tokens", action="store_true", help="also send min_tokens = max_tokens")
     g.add_argument("--timeout", type=float, default=600.0, help="per-request total timeout, s (default 600)")
     g.add_argument("--idle-timeout", type=float, default=60.0, help="per-stream idle timeout, s (default 60)")
-    g.add_argument("--client", choices=["lean", "aiohttp"], default="lean",
-                   help="load-generator client: lean (asyncio + httptools, default) or aiohttp (the baseline)")
-    g.add_argument("--keepalive", type=float, default=4.0, metavar="S",
-                   help="never reuse a connection idle longer than this (default 4 s; uvicorn closes after 5)")
+    g.add_argument(
+        "--client",
+        choices=["lean", "aiohttp"],
+        default="lean",
+        help="load-generator client: lean (asyncio + httptools, default) or aiohttp (the baseline)",
+    )
+    g.add_argument(
+        "--keepalive",
+        type=float,
+        default=4.0,
+        metavar="S",
+        help="never reuse a connection idle longer than this (default 4 s; uvicorn closes after 5)",
+    )
 
 
 def add_run_args(p) -> None:
     r = p.add_argument_group("run")
     r.add_argument("--max-concurrency", type=int, help="cap on in-flight requests (waiting shows as schedule lag)")
     r.add_argument("--workers", type=int, default=1, help="load-generator processes (default 1)")
-    r.add_argument("--scrape-metrics", dest="scrape", action="store_true", default=None,
-                   help="scrape the target's /metrics every second (default: on when it serves it)")
-    r.add_argument("--no-scrape-metrics", dest="scrape", action="store_false",
-                   help="do not scrape /metrics (default: scrape when the target serves it)")
+    r.add_argument(
+        "--scrape-metrics",
+        dest="scrape",
+        action="store_true",
+        default=None,
+        help="scrape the target's /metrics every second (default: on when it serves it)",
+    )
+    r.add_argument(
+        "--no-scrape-metrics",
+        dest="scrape",
+        action="store_false",
+        help="do not scrape /metrics (default: scrape when the target serves it)",
+    )
     r.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
     r.add_argument("--run-id", help="name of the run directory (default: run-DATE-TIME-PID)")
     r.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
     r.add_argument("--quiet", action="store_true", help="no live progress")
     r.add_argument("--no-pin", action="store_true", help="do not pin the auto-started engine to CPU 0")
-    r.add_argument("--grace-period", type=float, default=5.0,
-                   help="after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default 5)")
+    r.add_argument(
+        "--grace-period",
+        type=float,
+        default=5.0,
+        help="after Ctrl-C, seconds in-flight requests may finish before they are cancelled (default 5)",
+    )
     lg = p.add_argument_group("locust (--via locust)")
-    lg.add_argument("--via", choices=["native", "locust"], default="native",
-                    help="load generator: goodbench's own (default) or locust (needs the [locust] extra)")
+    lg.add_argument(
+        "--via",
+        choices=["native", "locust"],
+        default="native",
+        help="load generator: goodbench's own (default) or locust (needs the [locust] extra)",
+    )
     lg.add_argument("--users", type=int, default=16, help="locust users (concurrent requests), default 16")
     lg.add_argument("--spawn-rate", type=float, default=16.0, help="locust users started per second (default 16)")
     lg.add_argument("--locust-workers", type=int, default=0, help="start a local master and N workers")
-    lg.add_argument("--open-loop", action="store_true",
-                    help="locust users take send times from the workload's arrival schedule (default: closed loop)")
+    lg.add_argument(
+        "--open-loop",
+        action="store_true",
+        help="locust users take send times from the workload's arrival schedule (default: closed loop)",
+    )
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("run", help="drive a workload at a server (default: the reference engine) and summarise",
-                       description="Drive a workload at an OpenAI-compatible streaming server and write "
-                       "results/<run-id>/ with per-request records and summary.json.")
+    p = sub.add_parser(
+        "run",
+        help="drive a workload at a server (default: the reference engine) and summarise",
+        description="Drive a workload at an OpenAI-compatible streaming server and write "
+        "results/<run-id>/ with per-request records and summary.json.",
+    )
     add_workload_args(p)
     add_target_args(p)
     add_run_args(p)
@@ -74,10 +113,18 @@ def _target(args):
     from ..api import Target
     from ..client.config import api_key_from_env
 
-    return Target(base_url=args.base_url, endpoint=args.endpoint, model=args.model,
-                  api_key=api_key_from_env(args.api_key_env), ignore_eos=not args.no_ignore_eos,
-                  min_tokens=args.min_tokens, timeout_s=args.timeout, idle_timeout_s=args.idle_timeout,
-                  client=args.client, keepalive_s=args.keepalive)
+    return Target(
+        base_url=args.base_url,
+        endpoint=args.endpoint,
+        model=args.model,
+        api_key=api_key_from_env(args.api_key_env),
+        ignore_eos=not args.no_ignore_eos,
+        min_tokens=args.min_tokens,
+        timeout_s=args.timeout,
+        idle_timeout_s=args.idle_timeout,
+        client=args.client,
+        keepalive_s=args.keepalive,
+    )
 
 
 def _live(con, quiet: bool, slo_given: bool, stages):
@@ -106,17 +153,37 @@ def cmd_run(args) -> int:
     spec = workload(args)
     engine = engine_config(args, resolve=False)
     if args.via == "locust":
-        return api.run_via_locust(spec, _target(args), engine=engine, result_dir=args.result_dir,
-                                  run_id=args.run_id, users=args.users, spawn_rate=args.spawn_rate,
-                                  locust_workers=args.locust_workers, open_loop=args.open_loop,
-                                  min_attainment=args.target_attainment, api_key_env=args.api_key_env,
-                                  pin=not args.no_pin)
+        return api.run_via_locust(
+            spec,
+            _target(args),
+            engine=engine,
+            result_dir=args.result_dir,
+            run_id=args.run_id,
+            users=args.users,
+            spawn_rate=args.spawn_rate,
+            locust_workers=args.locust_workers,
+            open_loop=args.open_loop,
+            min_attainment=args.target_attainment,
+            api_key_env=args.api_key_env,
+            pin=not args.no_pin,
+        )
     install_uvloop()
     with Stages(con, quiet=args.quiet) as stages:
-        run = api.run(spec, _target(args), engine=engine, result_dir=args.result_dir, run_id=args.run_id,
-                      tokenizer=args.tokenizer, max_concurrency=args.max_concurrency, workers=args.workers,
-                      scrape_metrics=args.scrape, grace_s=args.grace_period, pin=not args.no_pin, on_stage=stages,
-                      live=_live(con, args.quiet, bool(spec.slo), stages))
+        run = api.run(
+            spec,
+            _target(args),
+            engine=engine,
+            result_dir=args.result_dir,
+            run_id=args.run_id,
+            tokenizer=args.tokenizer,
+            max_concurrency=args.max_concurrency,
+            workers=args.workers,
+            scrape_metrics=args.scrape,
+            grace_s=args.grace_period,
+            pin=not args.no_pin,
+            on_stage=stages,
+            live=_live(con, args.quiet, bool(spec.slo), stages),
+        )
     print_summary(con, run.summary, run.meta.to_dict(), args.target_attainment, run.dir)
     if run.interrupted:
         kept = run.summary["requests"]["issued"] + run.summary.get("warmup_excluded", 0)

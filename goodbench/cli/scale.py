@@ -13,16 +13,24 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
     from ..engine.layout import ClusterSpec
 
     g = p.add_argument_group("instances (replicas, prefill/decode disaggregation)")
-    g.add_argument("--disaggregate", metavar="P:D",
-                   help="P prefill-only and D decode-only instances; the KV cache moves between them")
+    g.add_argument(
+        "--disaggregate",
+        metavar="P:D",
+        help="P prefill-only and D decode-only instances; the KV cache moves between them",
+    )
     add_knob_args(g, ClusterSpec)
 
 
 def add_price_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cost")
-    g.add_argument("--gpu-price", metavar="GPU=USD,...", help="$ per GPU-hour, overriding the built-in table "
-                   "(`goodbench engine prices`), e.g. h100-sxm=2.5,l4=0.8")
-    g.add_argument("--price-file", metavar="FILE", help="$ per GPU-hour from a TOML (gpu = usd) or CSV (gpu,usd_per_hour) file")
+    g.add_argument(
+        "--gpu-price",
+        metavar="GPU=USD,...",
+        help="$ per GPU-hour, overriding the built-in table (`goodbench engine prices`), e.g. h100-sxm=2.5,l4=0.8",
+    )
+    g.add_argument(
+        "--price-file", metavar="FILE", help="$ per GPU-hour from a TOML (gpu = usd) or CSV (gpu,usd_per_hour) file"
+    )
 
 
 def cluster_spec(args):

@@ -16,9 +16,12 @@ from .scale import add_cluster_args, add_price_args, cluster_spec, prices
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("simulate", help="run a workload through the reference engine in virtual time",
-                       description="The reference engine in virtual time: same workloads, arrival flags and "
-                       "results directory as `goodbench run`, orders of magnitude faster than real time.")
+    p = sub.add_parser(
+        "simulate",
+        help="run a workload through the reference engine in virtual time",
+        description="The reference engine in virtual time: same workloads, arrival flags and "
+        "results directory as `goodbench run`, orders of magnitude faster than real time.",
+    )
     add_workload_args(p)
     add_engine_args(p)
     add_cluster_args(p)
@@ -40,15 +43,26 @@ def cmd_simulate(args) -> int:
     con = console()
     spec = workload(args)
     with Stages(con, quiet=args.quiet) as stages:
-        run = api.simulate(spec, engine_config(args), result_dir=args.result_dir, run_id=args.run_id,
-                           tokenizer=args.tokenizer, step_trace=args.step_trace, cluster=cluster_spec(args),
-                           prices=prices(args), on_stage=stages)
+        run = api.simulate(
+            spec,
+            engine_config(args),
+            result_dir=args.result_dir,
+            run_id=args.run_id,
+            tokenizer=args.tokenizer,
+            step_trace=args.step_trace,
+            cluster=cluster_spec(args),
+            prices=prices(args),
+            on_stage=stages,
+        )
     s = run.summary
     print_summary(con, s, run.meta.to_dict(), args.target_attainment, run.dir)
     sim = s["simulation"]
-    con.print(f"  simulated {s['duration_s']:.1f} s in {sim['wall_s']:.2f} s wall "
-              f"({sim['speedup_vs_real_time'] or 0:,.0f}x real time), {sim['steps']} steps, "
-              f"{sim['preemptions']} preemptions", style="dim")
+    con.print(
+        f"  simulated {s['duration_s']:.1f} s in {sim['wall_s']:.2f} s wall "
+        f"({sim['speedup_vs_real_time'] or 0:,.0f}x real time), {sim['steps']} steps, "
+        f"{sim['preemptions']} preemptions",
+        style="dim",
+    )
     for line in instances_line(sim) + [cost_line(s["cost"])]:
         con.print(line)
     for note in sim.get("notes", []):

@@ -7,47 +7,84 @@ from .scale import add_cluster_args, add_price_args, cluster_spec, prices
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sweep", help="simulate a grid of GPU tiers x engine knobs and rank cells by goodput",
-                       description="Which chunk size (max_num_batched_tokens) maximises goodput for this "
-                       "traffic on each GPU tier? Cells run on the simulated engine in parallel processes. "
-                       "Example: goodbench sweep --workload workloads/mixed-long-short.toml --request-rate 6 "
-                       "--goodput ttft:500 tpot:50 --gpu h100-sxm,a100-80g-pcie,l40s "
-                       "--param max_num_batched_tokens=256,512,1024,2048,4096 --param enable_chunked_prefill=false")
+    p = sub.add_parser(
+        "sweep",
+        help="simulate a grid of GPU tiers x engine knobs and rank cells by goodput",
+        description="Which chunk size (max_num_batched_tokens) maximises goodput for this "
+        "traffic on each GPU tier? Cells run on the simulated engine in parallel processes. "
+        "Example: goodbench sweep --workload workloads/mixed-long-short.toml --request-rate 6 "
+        "--goodput ttft:500 tpot:50 --gpu h100-sxm,a100-80g-pcie,l40s "
+        "--param max_num_batched_tokens=256,512,1024,2048,4096 --param enable_chunked_prefill=false",
+    )
     add_workload_args(p)
     add_engine_args(p)
     add_cluster_args(p)
     add_price_args(p)
-    p.add_argument("--compare-disaggregation", type=int, metavar="N",
-                   help="DistServe's comparison: every cell also as N colocated replicas and as each P:D split with "
-                   "P + D = N (equal GPU count), ranked by goodput per GPU")
+    p.add_argument(
+        "--compare-disaggregation",
+        type=int,
+        metavar="N",
+        help="DistServe's comparison: every cell also as N colocated replicas and as each P:D split with "
+        "P + D = N (equal GPU count), ranked by goodput per GPU",
+    )
     p.add_argument("--layouts", metavar="L1,L2,...", help="instance layouts to sweep, e.g. 2x,1P:1D (replicas or P:D)")
-    p.add_argument("--min-gpus", action="store_true",
-                   help="per cell, the fewest replicas whose SLO attainment at the workload's rate reaches "
-                   "--target-attainment (GPUs = replicas x TP), with their cost")
+    p.add_argument(
+        "--min-gpus",
+        action="store_true",
+        help="per cell, the fewest replicas whose SLO attainment at the workload's rate reaches "
+        "--target-attainment (GPUs = replicas x TP), with their cost",
+    )
     p.add_argument("--max-replicas", type=int, default=16, help="for --min-gpus: most replicas tried (default 16)")
-    p.add_argument("--param", action="append", metavar="KNOB=V1,V2,...",
-                   help="an axis of the grid (repeatable; --gpu takes a comma list too). "
-                   "enable_chunked_prefill=false alone adds one unchunked baseline cell per tier")
+    _add_grid_args(p)
+    _add_backend_args(p)
+    p.set_defaults(fn=cmd_sweep)
+
+
+def _add_grid_args(p) -> None:
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="KNOB=V1,V2,...",
+        help="an axis of the grid (repeatable; --gpu takes a comma list too). "
+        "enable_chunked_prefill=false alone adds one unchunked baseline cell per tier",
+    )
     p.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
     p.add_argument("--result-dir", default="results", help="parent folder of the sweep directory (default results/)")
     p.add_argument("--sweep-id", help="name of the sweep directory (default sweep-DATE-TIME-PID)")
     p.add_argument("--no-plots", action="store_true", help="do not write the sweep PNGs")
     p.add_argument("--quiet", action="store_true", help="no progress line while the cells run")
-    p.add_argument("--slo-scales", metavar="S1,S2,...",
-                   help="also report attainment with both SLO thresholds multiplied by each scale, e.g. 0.4,0.6,0.8,1.0,1.2")
-    p.add_argument("--live", action="store_true",
-                   help="run each cell against a real-time `goodbench serve` with the cell's config (cells in turn)")
-    p.add_argument("--server-cmd", metavar="CMD",
-                   help="start this server for each cell, e.g. 'vllm serve MODEL --max-num-batched-tokens "
-                   "{max_num_batched_tokens} --port {port}' ({port}, {gpu}, {model} and any knob are filled in); "
-                   "it must answer /health on 127.0.0.1:{port}")
+    p.add_argument(
+        "--slo-scales",
+        metavar="S1,S2,...",
+        help="also report attainment with both SLO thresholds multiplied by each scale, e.g. 0.4,0.6,0.8,1.0,1.2",
+    )
+
+
+def _add_backend_args(p) -> None:
+    """Where cells or rate probes run (analysis/backends.py), and the max-rate search."""
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="run each cell against a real-time `goodbench serve` with the cell's config (cells in turn)",
+    )
+    p.add_argument(
+        "--server-cmd",
+        metavar="CMD",
+        help="start this server for each cell, e.g. 'vllm serve MODEL --max-num-batched-tokens "
+        "{max_num_batched_tokens} --port {port}' ({port}, {gpu}, {model} and any knob are filled in); "
+        "it must answer /health on 127.0.0.1:{port}",
+    )
     p.add_argument("--server-timeout", type=float, default=600.0, help="seconds to wait for /health (default 600)")
-    p.add_argument("--find-max-rate", action="store_true",
-                   help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment")
-    p.add_argument("--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)")
+    p.add_argument(
+        "--find-max-rate",
+        action="store_true",
+        help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment",
+    )
+    p.add_argument(
+        "--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)"
+    )
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
-    p.set_defaults(fn=cmd_sweep)
 
 
 def _scales(text: str | None) -> list[float]:
@@ -63,15 +100,24 @@ def cmd_sweep(args) -> int:
     from .. import api
     from ..analysis.grid import parse_params
     from ..engine.config import EngineConfig
-    from ..report import tables
 
     con = console()
     spec, scales = workload(args), _scales(args.slo_scales)
     gpus = [g.strip() for g in (args.gpu or EngineConfig().gpu).split(",") if g.strip()]
     with Stages(con, quiet=args.quiet) as stages:
-        s = api.prepare_sweep(spec, gpus, parse_params(args.param or []), engine=engine_config(args, resolve=False),
-                              result_dir=args.result_dir, sweep_id=args.sweep_id, tokenizer=args.tokenizer,
-                              cluster=cluster_spec(args), prices=prices(args), layouts=_layouts(args), on_stage=stages)
+        s = api.prepare_sweep(
+            spec,
+            gpus,
+            parse_params(args.param or []),
+            engine=engine_config(args, resolve=False),
+            result_dir=args.result_dir,
+            sweep_id=args.sweep_id,
+            tokenizer=args.tokenizer,
+            cluster=cluster_spec(args),
+            prices=prices(args),
+            layouts=_layouts(args),
+            on_stage=stages,
+        )
     if args.find_max_rate:
         return _max_rate(args, con, s)
     if args.min_gpus:
@@ -79,13 +125,24 @@ def cmd_sweep(args) -> int:
     backend, done = _backend(args, scales), []
     with Stages(con, quiet=args.quiet) as st:
         st(f"{'running' if backend.live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} requests ...")
-        out = api.sweep(s, backend, plots=not args.no_plots,
-                        on_done=lambda row: (done.append(row), st(f"{len(done)}/{len(s.cells)} cells done ...")))
-    from ..metrics.summary import span_rate
+        out = api.sweep(
+            s,
+            backend,
+            plots=not args.no_plots,
+            on_done=lambda row: (done.append(row), st(f"{len(done)}/{len(s.cells)} cells done ...")),
+        )
+    return _print_sweep(con, s, out, scales, backend)
 
+
+def _print_sweep(con, s, out, scales, backend) -> int:
+    """The table, the best cell per tier, the cheapest, where things went; exit 1 when a cell failed."""
+    from ..metrics.summary import span_rate
+    from ..report import tables
+
+    spec = s.spec
     offered = span_rate(s.plan.offsets) if s.plan.offsets is not None else None
-    con.print(tables.sweep_table(tables.sweep_title(s.meta["sweep_id"], spec.name, s.plan.arrival.label,
-                                                    len(s.plan.requests), spec.slo, offered), out.rows))
+    title = tables.sweep_title(s.sweep_id, spec.name, s.plan.arrival.label, len(s.plan.requests), spec.slo, offered)
+    con.print(tables.sweep_table(title, out.rows))
     for line in tables.best_lines(out.best):
         con.print(line)
     con.print(tables.cheapest_line(out.cheapest))
@@ -96,8 +153,10 @@ def cmd_sweep(args) -> int:
     con.print(f"  report: {out.report}", style="dim")
     if scales and not backend.live:
         con.print(tables.slo_scale_table(out.rows, scales))
-    con.print(f"  {len(s.cells)} cells in {out.wall_s:.1f} s · results: {out.dir} (sweep.csv, sweep.json, cells/)",
-              style="dim")
+    con.print(
+        f"  {len(s.cells)} cells in {out.wall_s:.1f} s · results: {out.dir} (sweep.csv, sweep.json, cells/)",
+        style="dim",
+    )
     failed = [r for r in out.rows if r.get("error")]
     for r in failed:
         con.print(f"  [red]✗ {r['cell']}: {r['error'][:300]}[/]")
@@ -108,8 +167,14 @@ def _backend(args, scales=()):
     """Where the cells (or rate probes) run, from the flags, chosen once."""
     from ..analysis.backends import backend_for
 
-    return backend_for(live=args.live, server_cmd=args.server_cmd, startup_timeout_s=args.server_timeout,
-                       base_url=args.base_url, jobs=args.jobs, slo_scales=scales)
+    return backend_for(
+        live=args.live,
+        server_cmd=args.server_cmd,
+        startup_timeout_s=args.server_timeout,
+        base_url=args.base_url,
+        jobs=args.jobs,
+        slo_scales=scales,
+    )
 
 
 def _layouts(args) -> list[str] | None:
@@ -127,8 +192,12 @@ def _min_gpus(args, con, s) -> int:
     from .. import api
     from ..report import tables
 
-    rows = api.min_gpus(s, target=args.target_attainment, max_replicas=args.max_replicas,
-                        on_probe=lambda label, n, att: con.print(f"    {label}: {n} replicas -> attainment {att:.1%}"))
+    rows = api.min_gpus(
+        s,
+        target=args.target_attainment,
+        max_replicas=args.max_replicas,
+        on_probe=lambda label, n, att: con.print(f"    {label}: {n} replicas -> attainment {att:.1%}"),
+    )
     con.print(tables.min_gpus_table(rows, args.target_attainment))
     con.print(f"  results: {s.out_dir}/min_gpus.json", style="dim")
     return EXIT_OK
@@ -138,25 +207,36 @@ def _max_rate(args, con, s) -> int:
     from .. import api
     from ..report import tables
 
-    results = api.max_rate(s, _backend(args), target=args.target_attainment, max_probes=args.max_probes,
-                           on_start=lambda label: con.print(f"[bold]{label}[/]: searching the max rate with "
-                                                            f"attainment >= {args.target_attainment:.0%}"),
-                           on_probe=lambda p: con.print(tables.probe_line(p)),
-                           on_result=lambda r: con.print(tables.max_rate_line(r)), plots=not args.no_plots)
+    results = api.max_rate(
+        s,
+        _backend(args),
+        target=args.target_attainment,
+        max_probes=args.max_probes,
+        on_start=lambda label: con.print(
+            f"[bold]{label}[/]: searching the max rate with attainment >= {args.target_attainment:.0%}"
+        ),
+        on_probe=lambda p: con.print(tables.probe_line(p)),
+        on_result=lambda r: con.print(tables.max_rate_line(r)),
+        plots=not args.no_plots,
+    )
     if len({r.get("layout") for r in results}) > 1:
         con.print(tables.max_rate_table(results, args.target_attainment))
     import os
 
     figure = os.path.join(s.out_dir, "max_rate_per_gpu.png")
-    con.print(f"  results: {s.out_dir}/max_rate.json" + (", max_rate_per_gpu.png" if os.path.exists(figure) else ""),
-              style="dim")
+    con.print(
+        f"  results: {s.out_dir}/max_rate.json" + (", max_rate_per_gpu.png" if os.path.exists(figure) else ""),
+        style="dim",
+    )
     return EXIT_OK
 
 
 def add_advise_parser(sub) -> None:
-    p = sub.add_parser("advise", help="chunk-size advice from first principles, checked on the simulator",
-                       description="e.g. goodbench advise --gpu h100-sxm --engine-model llama-3.1-8b --ttft-slo 500 "
-                       "--p95-input 6000")
+    p = sub.add_parser(
+        "advise",
+        help="chunk-size advice from first principles, checked on the simulator",
+        description="e.g. goodbench advise --gpu h100-sxm --engine-model llama-3.1-8b --ttft-slo 500 --p95-input 6000",
+    )
     add_engine_args(p)
     p.add_argument("--ttft-slo", type=float, required=True, help="TTFT SLO, ms")
     p.add_argument("--tpot-slo", type=float, help="TPOT SLO for the simulated check, ms (optional)")
@@ -178,15 +258,29 @@ def cmd_advise(args) -> int:
 
     con = console()
     base = engine_config(args, resolve=False)
-    a = api.advise(base, args.ttft_slo, args.p95_input, concurrency=args.concurrency, context=args.context,
-                   min_chunk=args.min_chunk, time_per_chunk_ms=args.time_per_chunk_ms)
+    a = api.advise(
+        base,
+        args.ttft_slo,
+        args.p95_input,
+        concurrency=args.concurrency,
+        context=args.context,
+        min_chunk=args.min_chunk,
+        time_per_chunk_ms=args.time_per_chunk_ms,
+    )
     for line in tables.advice_lines(a):
         con.print(line)
     if args.no_check:
         return EXIT_OK
     with con.status("checking the chunk sizes on the simulator ..."):
-        rows = api.check_advice(a, base, args.ttft_slo, args.tpot_slo, num_prompts=args.num_prompts,
-                                request_rate=args.request_rate, jobs=args.jobs)
+        rows = api.check_advice(
+            a,
+            base,
+            args.ttft_slo,
+            args.tpot_slo,
+            num_prompts=args.num_prompts,
+            request_rate=args.request_rate,
+            jobs=args.jobs,
+        )
     from ..analysis.advise import reconcile
 
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))

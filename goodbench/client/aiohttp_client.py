@@ -98,10 +98,14 @@ class AiohttpClient:
         trace = aiohttp.TraceConfig()
         trace.on_request_chunk_sent.append(_on_chunk_sent)
         self.session = aiohttp.ClientSession(
-            connector=conn, headers=self._headers, cookie_jar=aiohttp.DummyCookieJar(), trace_configs=[trace],
-            auto_decompress=False, read_bufsize=1 << 18,
-            timeout=aiohttp.ClientTimeout(total=self.cfg.timeout_s, sock_connect=10,
-                                          sock_read=self.cfg.idle_timeout_s))
+            connector=conn,
+            headers=self._headers,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trace_configs=[trace],
+            auto_decompress=False,
+            read_bufsize=1 << 18,
+            timeout=aiohttp.ClientTimeout(total=self.cfg.timeout_s, sock_connect=10, sock_read=self.cfg.idle_timeout_s),
+        )
         return self
 
     async def __aexit__(self, *exc):
@@ -147,8 +151,12 @@ class AiohttpClient:
             st.fail("timeout", f"{which} timeout after {elapsed:.1f}s ({type(e).__name__})")
         except aiohttp.ClientConnectorError as e:
             st.fail("disconnected", f"cannot connect to {self.cfg.base_url}: {e.os_error or e}")
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError,
-                ConnectionResetError) as e:
+        except (
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientPayloadError,
+            aiohttp.ClientOSError,
+            ConnectionResetError,
+        ) as e:
             st.fail("disconnected", f"connection lost: {type(e).__name__}: {str(e)[:200]}")
         except aiohttp.ClientError as e:
             st.fail("disconnected", f"{type(e).__name__}: {str(e)[:200]}")
@@ -157,14 +165,24 @@ class AiohttpClient:
         self.finished += 1
         if on_text is not None:
             on_text(st.answer_text())
-        return st.record(spec, scheduled_at, res["sent"], clock() - t0, st.status, res["http"], st.error, self.tok,
-                         local_count=local_count_due(self.finished - 1))
+        return st.record(
+            spec,
+            scheduled_at,
+            res["sent"],
+            clock() - t0,
+            st.status,
+            res["http"],
+            st.error,
+            self.tok,
+            local_count=local_count_due(self.finished - 1),
+        )
 
     async def _exchange(self, spec: RequestSpec, st: StreamState, mark: _Sent, res: dict) -> None:
         """POST, then read the stream into st (or the error body); under send's total deadline."""
         headers = {self.cfg.session_header: spec.session} if spec.session is not None else None
-        async with self.session.post(self.cfg.url, json=self.payload(spec), trace_request_ctx=mark,
-                                     headers=headers) as resp:
+        async with self.session.post(
+            self.cfg.url, json=self.payload(spec), trace_request_ctx=mark, headers=headers
+        ) as resp:
             if mark.t is not None:
                 res["sent"] = mark.t - self.t0
             res["http"] = resp.status

@@ -50,8 +50,7 @@ def api_key_from_env(var: str | None) -> str | None:
 
 def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
     """The OpenAI request for a RequestSpec: streaming, usage requested, greedy."""
-    body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True},
-                  "temperature": 0.0}
+    body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.0}
     if cfg.is_chat:
         prompt = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
         body["messages"] = prompt
@@ -80,7 +79,11 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
 def not_a_stream(ctype: str, body: bytes) -> str:
     """The error for a 200 that is not an event stream: what the server sent instead, and the likely cause."""
     text = body.decode("utf-8", "replace")[:200].strip()
-    why = ("an HTML page: is the base URL the API server's?" if "html" in ctype or text.lower().startswith("<")
-           else "a non-streaming body: does the server ignore stream=true?" if "json" in ctype
-           else "not an event stream")
+    why = (
+        "an HTML page: is the base URL the API server's?"
+        if "html" in ctype or text.lower().startswith("<")
+        else "a non-streaming body: does the server ignore stream=true?"
+        if "json" in ctype
+        else "not an event stream"
+    )
     return f"expected text/event-stream, got {ctype or 'no content type'} ({why}): {text}"

@@ -162,8 +162,13 @@ class LeanClient:
         self.host, self.port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
         self.ssl = ssl.create_default_context() if u.scheme == "https" else None
         path = (u.path.rstrip("/") + cfg.endpoint) or "/"
-        head = [f"POST {path} HTTP/1.1", f"Host: {u.netloc}", f"User-Agent: goodbench/{__version__}",
-                "Accept: text/event-stream", "Content-Type: application/json"]
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {u.netloc}",
+            f"User-Agent: goodbench/{__version__}",
+            "Accept: text/event-stream",
+            "Content-Type: application/json",
+        ]
         if cfg.api_key:
             head.append(f"Authorization: Bearer {cfg.api_key}")
         self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
@@ -201,8 +206,9 @@ class LeanClient:
     # ---------------------------------------------------------------- pool
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
-        coro = loop.create_connection(lambda: _Conn(self), self.host, self.port, ssl=self.ssl,
-                                      server_hostname=self.host if self.ssl else None)
+        coro = loop.create_connection(
+            lambda: _Conn(self), self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
+        )
         try:
             _, conn = await asyncio.wait_for(coro, CONNECT_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -257,8 +263,10 @@ class LeanClient:
                 if now >= ex.deadline:
                     ex.st.fail("timeout", f"total timeout after {now - ex.sent:.1f}s")
                 elif now - max(ex.last, ex.sent) >= cfg.idle_timeout_s:
-                    ex.st.fail("timeout", f"idle timeout after {now - ex.sent:.1f}s (nothing for "
-                                          f"{now - max(ex.last, ex.sent):.1f}s)")
+                    ex.st.fail(
+                        "timeout",
+                        f"idle timeout after {now - ex.sent:.1f}s (nothing for {now - max(ex.last, ex.sent):.1f}s)",
+                    )
                 else:
                     continue
                 c.ex = None
@@ -308,5 +316,15 @@ class LeanClient:
         self.finished += 1
         if on_text is not None:
             on_text(st.answer_text())
-        return st.record(spec, scheduled_at, sent_at, clock() - t0, st.status, http, st.error, self.tok,
-                         retries=retries, local_count=local_count_due(self.finished - 1))
+        return st.record(
+            spec,
+            scheduled_at,
+            sent_at,
+            clock() - t0,
+            st.status,
+            http,
+            st.error,
+            self.tok,
+            retries=retries,
+            local_count=local_count_due(self.finished - 1),
+        )

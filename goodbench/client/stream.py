@@ -12,8 +12,22 @@ from .sse import SSEParser, classify
 class StreamState:
     """Everything one response stream has told us so far; fed bytes as they arrive."""
 
-    __slots__ = ("clock", "t0", "parser", "times", "toks", "texts", "thinking", "usage_ct", "usage_rt",
-                 "prompt_srv", "last_ct", "status", "error", "done")
+    __slots__ = (
+        "clock",
+        "t0",
+        "parser",
+        "times",
+        "toks",
+        "texts",
+        "thinking",
+        "usage_ct",
+        "usage_rt",
+        "prompt_srv",
+        "last_ct",
+        "status",
+        "error",
+        "done",
+    )
 
     def __init__(self, clock, t0: float):
         self.clock, self.t0 = clock, t0
@@ -81,8 +95,9 @@ class StreamState:
         n = len(self.times)
         toks = self.toks
         if n and min(toks) == 0:  # no per-chunk usage
-            toks = array("i", [max(1, k) for k in tok.count_batch(self.texts)]) if tok is not None else \
-                array("i", [1] * n)
+            toks = (
+                array("i", [max(1, k) for k in tok.count_batch(self.texts)]) if tok is not None else array("i", [1] * n)
+            )
         if self.usage_ct is not None:
             return toks, int(self.usage_ct), "usage"
         if tok is not None and self.texts:
@@ -98,9 +113,20 @@ class StreamState:
             return first, int(self.usage_rt)
         return first, sum(k for k, th in zip(toks, self.thinking) if th)
 
-    def record(self, spec: RequestSpec, scheduled_at: float, sent_at: float, finished_at: float, status: str,
-               http_status: int | None, error: str | None, tok=None, origin: str = "", retries: int = 0,
-               local_count: bool = False) -> RequestRecord:
+    def record(
+        self,
+        spec: RequestSpec,
+        scheduled_at: float,
+        sent_at: float,
+        finished_at: float,
+        status: str,
+        http_status: int | None,
+        error: str | None,
+        tok=None,
+        origin: str = "",
+        retries: int = 0,
+        local_count: bool = False,
+    ) -> RequestRecord:
         """Token counts: the server's usage when sent, else the tokenizer over the streamed text, else
         one per content chunk (and the source says which). local_count: also count the streamed text
         with the tokenizer when the server sent usage (the tokenizer-mismatch check samples requests)."""
@@ -110,13 +136,32 @@ class StreamState:
         first_answer, reasoning = self._reasoning(tok, toks) if n else (None, 0)
         local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
         return RequestRecord(
-            id=spec.id, cls=spec.cls, scheduled_at=scheduled_at, sent_at=sent_at,
-            first_token_at=times[0] if n else None, finished_at=finished_at, chunk_times=tuple(times),
-            chunk_tokens=tuple(toks), output_tokens=out, output_tokens_source=source,
-            prompt_tokens=spec.prompt_tokens, prompt_tokens_server=self.prompt_srv, status=status,
-            http_status=http_status, error=error, warmup=spec.warmup, origin=origin, retries=retries,
-            first_answer_at=first_answer, reasoning_tokens=reasoning, output_tokens_local=local,
-            priority=spec.priority, session=spec.session, turn=spec.turn, session_turns=spec.session_turns)
+            id=spec.id,
+            cls=spec.cls,
+            scheduled_at=scheduled_at,
+            sent_at=sent_at,
+            first_token_at=times[0] if n else None,
+            finished_at=finished_at,
+            chunk_times=tuple(times),
+            chunk_tokens=tuple(toks),
+            output_tokens=out,
+            output_tokens_source=source,
+            prompt_tokens=spec.prompt_tokens,
+            prompt_tokens_server=self.prompt_srv,
+            status=status,
+            http_status=http_status,
+            error=error,
+            warmup=spec.warmup,
+            origin=origin,
+            retries=retries,
+            first_answer_at=first_answer,
+            reasoning_tokens=reasoning,
+            output_tokens_local=local,
+            priority=spec.priority,
+            session=spec.session,
+            turn=spec.turn,
+            session_turns=spec.session_turns,
+        )
 
 
 def local_count_due(n: int) -> bool:

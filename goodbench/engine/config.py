@@ -18,13 +18,17 @@ NON_TORCH_GIB = 1.0  # CUDA context, cuBLAS workspaces, CUDA graphs (vLLM profil
 @dataclass(frozen=True)
 class EngineConfig:
     gpu: str = knob("h100-sxm", f"GPU tier: {', '.join(GPUS)}")
-    model: str = knob("llama-3.1-8b", "the engine's model shape: see `goodbench engine models`, or a .toml file "
-                      "(--model is the served model name)", flags=("--engine-model",))
+    model: str = knob(
+        "llama-3.1-8b",
+        "the engine's model shape: see `goodbench engine models`, or a .toml file (--model is the served model name)",
+        flags=("--engine-model",),
+    )
     dtype: str = knob("bf16", "weights and compute", ("bf16", "fp8"))
     kv_cache_dtype: str = knob("auto", "KV cache (auto = bf16)", ("auto", "bf16", "fp8"))
     tensor_parallel_size: int = knob(1, "GPUs per replica", flags=("--tensor-parallel-size", "-tp"))
-    max_num_batched_tokens: int | None = knob(None, "token budget per step, the chunk size (default 8192 on "
-                                              ">= 70 GiB non-A100 GPUs, else 2048)")
+    max_num_batched_tokens: int | None = knob(
+        None, "token budget per step, the chunk size (default 8192 on >= 70 GiB non-A100 GPUs, else 2048)"
+    )
     max_num_seqs: int | None = knob(None, "max running requests (default 1024 / 256 by the same split, as vLLM)")
     enable_chunked_prefill: bool = knob(True, "split long prefills across steps")
     long_prefill_token_threshold: int = knob(0, "cap on one request's prefill tokens per step (0 = none)")
@@ -33,11 +37,15 @@ class EngineConfig:
     max_model_len: int | None = knob(None, "longest prompt + output (default: the model's, clamped to the KV cache)")
     scheduling_policy: str = knob("fcfs", "waiting-queue order", POLICIES)
     enable_prefix_caching: bool = knob(True, "reuse KV blocks of shared prompt prefixes")
-    scheduler: str = knob("vllm", "vllm (v1), decode-first (Sarathi), prefill-first (v0/Orca) or static batching",
-                          SCHEDULERS)
+    scheduler: str = knob(
+        "vllm", "vllm (v1), decode-first (Sarathi), prefill-first (v0/Orca) or static batching", SCHEDULERS
+    )
     num_gpu_blocks: int | None = knob(None, "override the memory-derived KV-cache size")
-    adaptive_chunk_target_ms: float | None = knob(None, "adapt the token budget (AIMD) so steps that carry decodes "
-                                                  "stay under this many ms, e.g. the TPOT SLO (off by default)")
+    adaptive_chunk_target_ms: float | None = knob(
+        None,
+        "adapt the token budget (AIMD) so steps that carry decodes "
+        "stay under this many ms, e.g. the TPOT SLO (off by default)",
+    )
     adaptive_chunk_floor: int = knob(128, "smallest budget the adaptive policy goes down to")
     step_overhead_ms: float | None = knob(None, "override the cost model's fixed per-step time")
     fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
@@ -76,8 +84,13 @@ class EngineConfig:
         # activations of the profiling pass (hidden + qkv + gate/up per token) and sampler logits
         act = budget * (4 * model.hidden + 2 * model.ffn / tp) * 2 + seqs * model.vocab * 4 / tp
         usable = gpu.mem_gib * GIB * self.gpu_memory_utilization
-        return {"usable": usable, "weights": weights, "activations": act, "non_torch": NON_TORCH_GIB * GIB,
-                "kv": usable - weights - act - NON_TORCH_GIB * GIB}
+        return {
+            "usable": usable,
+            "weights": weights,
+            "activations": act,
+            "non_torch": NON_TORCH_GIB * GIB,
+            "kv": usable - weights - act - NON_TORCH_GIB * GIB,
+        }
 
     def kv_bytes_per_token(self) -> float:
         """Per GPU: KV heads split over TP ranks (replicated when fewer heads than ranks)."""
@@ -126,8 +139,9 @@ class EngineConfig:
             raise UsageError("long_prefill_token_threshold must be >= 0")
         if budget < 1 or seqs < 1:
             raise UsageError("max_num_batched_tokens and max_num_seqs must be >= 1")
-        if self.adaptive_chunk_target_ms is not None and (self.adaptive_chunk_target_ms <= 0
-                                                          or self.adaptive_chunk_floor < 1):
+        if self.adaptive_chunk_target_ms is not None and (
+            self.adaptive_chunk_target_ms <= 0 or self.adaptive_chunk_floor < 1
+        ):
             raise UsageError("adaptive_chunk_target_ms must be > 0 and adaptive_chunk_floor >= 1")
         cfg = replace(self, max_num_seqs=seqs, max_num_batched_tokens=budget)
         mem = cfg.memory()
@@ -142,14 +156,17 @@ class EngineConfig:
                     f"{model.name} does not fit on {gpu.name} at tp={tp}: weights {mem['weights'] / GIB:.1f} GiB + "
                     f"activations {mem['activations'] / GIB:.1f} GiB + runtime {NON_TORCH_GIB:.1f} GiB = {need:.1f} GiB "
                     f"> {mem['usable'] / GIB:.1f} GiB usable ({gpu.mem_gib:g} GiB x {self.gpu_memory_utilization:g}). "
-                    "Raise --tensor-parallel-size, use --dtype fp8, or a bigger GPU.")
+                    "Raise --tensor-parallel-size, use --dtype fp8, or a bigger GPU."
+                )
         capacity = blocks * self.block_size
         if self.max_model_len is not None:
             if self.max_model_len > model.max_position:
                 raise UsageError(f"max_model_len {self.max_model_len} exceeds {model.name}'s {model.max_position}")
             if self.max_model_len > capacity:
-                raise UsageError(f"max_model_len {self.max_model_len} needs more KV cache than fits "
-                                  f"({capacity} tokens in {blocks} blocks); lower it or add memory")
+                raise UsageError(
+                    f"max_model_len {self.max_model_len} needs more KV cache than fits "
+                    f"({capacity} tokens in {blocks} blocks); lower it or add memory"
+                )
             mml = self.max_model_len
         else:
             mml = min(model.max_position, capacity)
@@ -157,8 +174,14 @@ class EngineConfig:
             if not budget_given:
                 budget = mml
             elif budget < mml:
-                raise UsageError(f"with chunked prefill off, max_num_batched_tokens ({budget}) must be >= "
-                                  f"max_model_len ({mml}), as in vLLM; raise it or lower --max-model-len")
-        return replace(cfg, max_num_batched_tokens=budget, num_gpu_blocks=blocks, max_model_len=mml,
-                       kv_cache_dtype="fp8" if self.kv_cache_dtype == "fp8" else "bf16")
-
+                raise UsageError(
+                    f"with chunked prefill off, max_num_batched_tokens ({budget}) must be >= "
+                    f"max_model_len ({mml}), as in vLLM; raise it or lower --max-model-len"
+                )
+        return replace(
+            cfg,
+            max_num_batched_tokens=budget,
+            num_gpu_blocks=blocks,
+            max_model_len=mml,
+            kv_cache_dtype="fp8" if self.kv_cache_dtype == "fp8" else "bf16",
+        )

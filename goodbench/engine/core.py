@@ -44,8 +44,9 @@ class Engine:
         self.sched = Scheduler(self.cfg, self.kv)
         self.stats = EngineStats()
         t = self.cfg.adaptive_chunk_target_ms
-        self.adaptive = None if t is None else AimdBudget(t / 1000, self.cfg.adaptive_chunk_floor,
-                                                          self.cfg.max_num_batched_tokens)
+        self.adaptive = (
+            None if t is None else AimdBudget(t / 1000, self.cfg.adaptive_chunk_floor, self.cfg.max_num_batched_tokens)
+        )
         if self.adaptive is not None:
             self.sched.budget = self.adaptive.budget
 
@@ -53,8 +54,10 @@ class Engine:
         if prompt_len < 1:
             raise RequestTooLong("the prompt must have at least one token")
         if prompt_len + max_tokens > self.cfg.max_model_len:
-            raise RequestTooLong(f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) = "
-                                 f"{prompt_len + max_tokens} exceeds max_model_len {self.cfg.max_model_len}")
+            raise RequestTooLong(
+                f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) = "
+                f"{prompt_len + max_tokens} exceeds max_model_len {self.cfg.max_model_len}"
+            )
 
     def add(self, seq: Seq) -> None:
         self.check_fits(seq.prompt_len, seq.max_tokens)

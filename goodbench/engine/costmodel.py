@@ -88,15 +88,23 @@ class CostModel:
             comm_fixed = 2 * m.layers * alpha
             comm_tok = 2 * m.layers * (2 * (tp - 1) / tp) * m.hidden * 2 / link
         overhead = cfg.step_overhead_ms / 1000 if cfg.step_overhead_ms is not None else STEP_FIXED_S
-        return cls(peak=peak, bw=bw, eta_m=ETA_MEM_HBM if gpu.hbm else ETA_MEM_GDDR,
-                   n_half=N_HALF_PER_RIDGE * ridge,
-                   lin_flops_per_token=2 * m.layers * m.params_per_layer / tp,
-                   weight_bytes=wb * m.layers * m.params_per_layer / tp,
-                   head_flops_per_row=2 * m.vocab * m.hidden / tp, head_bytes=wb * m.vocab * m.hidden / tp,
-                   attn_flops_coef=4 * (m.heads // tp) * m.head_dim * m.layers,
-                   kv_bytes_per_token=cfg.kv_bytes_per_token(), comm_per_token_s=comm_tok,
-                   comm_fixed_s=comm_fixed, fixed_s=overhead, per_seq_s=PER_SEQ_S,
-                   fixed_step_s=fixed_step_ms / 1000 if fixed_step_ms is not None else None)
+        return cls(
+            peak=peak,
+            bw=bw,
+            eta_m=ETA_MEM_HBM if gpu.hbm else ETA_MEM_GDDR,
+            n_half=N_HALF_PER_RIDGE * ridge,
+            lin_flops_per_token=2 * m.layers * m.params_per_layer / tp,
+            weight_bytes=wb * m.layers * m.params_per_layer / tp,
+            head_flops_per_row=2 * m.vocab * m.hidden / tp,
+            head_bytes=wb * m.vocab * m.hidden / tp,
+            attn_flops_coef=4 * (m.heads // tp) * m.head_dim * m.layers,
+            kv_bytes_per_token=cfg.kv_bytes_per_token(),
+            comm_per_token_s=comm_tok,
+            comm_fixed_s=comm_fixed,
+            fixed_s=overhead,
+            per_seq_s=PER_SEQ_S,
+            fixed_step_s=fixed_step_ms / 1000 if fixed_step_ms is not None else None,
+        )
 
     def _eta_c(self, n):
         return ETA_COMPUTE_MAX * n / (n + self.n_half)
@@ -105,18 +113,28 @@ class CostModel:
         """Seconds per op group. Works on scalars and on numpy arrays (vectorised decode runs)."""
         n = prefill_tokens + decode_tokens
         nn = np.maximum(n, 1)
-        lin = np.maximum(self.lin_flops_per_token * n / (self.peak * self._eta_c(nn)),
-                         self.weight_bytes / (self.bw * self.eta_m))
+        lin = np.maximum(
+            self.lin_flops_per_token * n / (self.peak * self._eta_c(nn)), self.weight_bytes / (self.bw * self.eta_m)
+        )
         rows = np.maximum(num_seqs, 1)
-        head = np.maximum(self.head_flops_per_row * rows / (self.peak * self._eta_c(rows)),
-                          self.head_bytes / (self.bw * self.eta_m))
-        attn_pf = np.maximum(self.attn_flops_coef * prefill_attn / (self.peak * ETA_ATTN),
-                             self.kv_bytes_per_token * prefill_ctx / (self.bw * self.eta_m))
+        head = np.maximum(
+            self.head_flops_per_row * rows / (self.peak * self._eta_c(rows)), self.head_bytes / (self.bw * self.eta_m)
+        )
+        attn_pf = np.maximum(
+            self.attn_flops_coef * prefill_attn / (self.peak * ETA_ATTN),
+            self.kv_bytes_per_token * prefill_ctx / (self.bw * self.eta_m),
+        )
         attn_dec = self.kv_bytes_per_token * decode_ctx / (self.bw * ETA_KV)
         comm = np.where(n > 0, self.comm_fixed_s + self.comm_per_token_s * n, 0.0)
         fixed = self.fixed_s + self.per_seq_s * num_seqs
-        return {"linear": lin, "lm_head": head, "attention_prefill": attn_pf, "attention_decode": attn_dec,
-                "allreduce": comm, "overhead": fixed}
+        return {
+            "linear": lin,
+            "lm_head": head,
+            "attention_prefill": attn_pf,
+            "attention_decode": attn_dec,
+            "allreduce": comm,
+            "overhead": fixed,
+        }
 
     def step_time(self, prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs):
         if self.fixed_step_s is not None:
@@ -126,7 +144,9 @@ class CostModel:
         if np.ndim(decode_ctx) == 0:
             return self._scalar(prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs)
         b = self.breakdown(prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs)
-        total = b["linear"] + b["lm_head"] + b["attention_prefill"] + b["attention_decode"] + b["allreduce"] + b["overhead"]
+        total = (
+            b["linear"] + b["lm_head"] + b["attention_prefill"] + b["attention_decode"] + b["allreduce"] + b["overhead"]
+        )
         return float(total) if np.ndim(total) == 0 else total
 
     def _scalar(self, pt, dt, dctx, pattn, pctx, seqs) -> float:
@@ -151,8 +171,14 @@ class CostModel:
         return total + self.fixed_s + self.per_seq_s * seqs
 
     def batch_time(self, batch) -> float:
-        return self.step_time(batch.prefill_tokens, batch.decode_tokens + batch.padding, batch.decode_ctx,
-                              batch.prefill_attn, batch.prefill_ctx, batch.num_seqs)
+        return self.step_time(
+            batch.prefill_tokens,
+            batch.decode_tokens + batch.padding,
+            batch.decode_ctx,
+            batch.prefill_attn,
+            batch.prefill_ctx,
+            batch.num_seqs,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -169,9 +195,16 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
     dc = sum(c * (ctx + 1) for c, ctx in decodes)
     seqs = len(prefill) + dt
     b = {k: float(v) for k, v in cm.breakdown(pt, dt, dc, pa, pc, seqs).items()}
-    return {"breakdown_s": b, "total_s": sum(b.values()), "tokens": pt + dt, "prefill_tokens": pt,
-            "decode_tokens": dt, "num_seqs": seqs, "eta_compute": float(cm._eta_c(max(pt + dt, 1))),
-            "weight_floor_s": cm.weight_bytes / (cm.bw * cm.eta_m)}
+    return {
+        "breakdown_s": b,
+        "total_s": sum(b.values()),
+        "tokens": pt + dt,
+        "prefill_tokens": pt,
+        "decode_tokens": dt,
+        "num_seqs": seqs,
+        "eta_compute": float(cm._eta_c(max(pt + dt, 1))),
+        "weight_floor_s": cm.weight_bytes / (cm.bw * cm.eta_m),
+    }
 
 
 def parse_step(prefill: list[str], decode: list[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

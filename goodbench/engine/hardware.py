@@ -36,30 +36,123 @@ class GPU:
         return self.bf16_tflops * 1e12 / (self.mem_bw_tbs * 1e12)
 
 
-GPUS: dict[str, GPU] = {g.name: g for g in (
-    GPU("h100-sxm", 989, 1979, 80, 3.35, True, 450, True,
-        "llm-analysis h100-sxm-80gb.json (989 TFLOPS, 3350 GB/s, 450 GB/s intra-node); Lightning 'h100 sxm' 989.4"),
-    GPU("h100-pcie", 756, 1513, 80, 2.0, True, 64, False,
-        "llm-analysis h100-pcie-80gb.json (756, 2000 GB/s); Lightning 'h100 pcie' 756; PCIe5 x16 ~64 GB/s/dir"),
-    GPU("h200", 989, 1979, 141, 4.8, True, 450, True,
-        "NVIDIA H200 datasheet: same compute as H100 SXM, 141 GB HBM3e at 4.8 TB/s"),
-    GPU("a100-80g-sxm", 312, None, 80, 2.039, True, 300, True,
-        "llm-analysis a100-sxm-80gb; LLM-Viewer A100_80G (2039e9 B/s, 312e12)"),
-    GPU("a100-80g-pcie", 312, None, 80, 1.935, True, 32, False,
-        "llm-analysis a100-pcie-80gb.json (312, 1935 GB/s); PCIe4 x16 ~32 GB/s/dir"),
-    GPU("a100-40g", 312, None, 40, 1.555, True, 300, True, "LLM-Viewer A100_40G (1555e9 B/s)"),
-    GPU("l40s", 362, 733, 48, 0.864, False, 32, False,
-        "Lightning 'l40s' 362.05 (nvidia.com/en-us/data-center/l40s); 864 GB/s GDDR6; PCIe4, no NVLink"),
-    GPU("a10g", 70, None, 24, 0.6, False, 32, False,
-        "llm-analysis a10g-pcie-24gb.json (70 TFLOPS, 600 GB/s); UNVERIFIED tensor rate (A10 is 125)"),
-    GPU("l4", 121, 242.5, 24, 0.3, False, 32, False, "Lightning 'l4' 121 (L4 datasheet); 300 GB/s GDDR6"),
-    GPU("rtx-6000-ada", 364, 728, 48, 0.96, False, 32, False,
-        "Ada whitepaper values (UNVERIFIED here): ~364 dense BF16 with FP32 accumulate, 960 GB/s"),
-    GPU("b200", 2250, 4500, 180, 7.7, True, 900, True,
-        "glennklockwood.com B200 (HGX: 2250 dense BF16); NVIDIA table 180 GB, 7.7 TB/s; NVLink5 1.8 TB/s bidir"),
-    GPU("mi300x", 1307, 2615, 192, 5.3, True, 448, False,
-        "AMD MI300X datasheet (1307 dense FP16/BF16, 5.3 TB/s, 192 GB); Infinity Fabric 7x128 GB/s"),
-)}
+GPUS: dict[str, GPU] = {
+    g.name: g
+    for g in (
+        GPU(
+            "h100-sxm",
+            989,
+            1979,
+            80,
+            3.35,
+            True,
+            450,
+            True,
+            "llm-analysis h100-sxm-80gb.json (989 TFLOPS, 3350 GB/s, 450 GB/s intra-node); Lightning 'h100 sxm' 989.4",
+        ),
+        GPU(
+            "h100-pcie",
+            756,
+            1513,
+            80,
+            2.0,
+            True,
+            64,
+            False,
+            "llm-analysis h100-pcie-80gb.json (756, 2000 GB/s); Lightning 'h100 pcie' 756; PCIe5 x16 ~64 GB/s/dir",
+        ),
+        GPU(
+            "h200",
+            989,
+            1979,
+            141,
+            4.8,
+            True,
+            450,
+            True,
+            "NVIDIA H200 datasheet: same compute as H100 SXM, 141 GB HBM3e at 4.8 TB/s",
+        ),
+        GPU(
+            "a100-80g-sxm",
+            312,
+            None,
+            80,
+            2.039,
+            True,
+            300,
+            True,
+            "llm-analysis a100-sxm-80gb; LLM-Viewer A100_80G (2039e9 B/s, 312e12)",
+        ),
+        GPU(
+            "a100-80g-pcie",
+            312,
+            None,
+            80,
+            1.935,
+            True,
+            32,
+            False,
+            "llm-analysis a100-pcie-80gb.json (312, 1935 GB/s); PCIe4 x16 ~32 GB/s/dir",
+        ),
+        GPU("a100-40g", 312, None, 40, 1.555, True, 300, True, "LLM-Viewer A100_40G (1555e9 B/s)"),
+        GPU(
+            "l40s",
+            362,
+            733,
+            48,
+            0.864,
+            False,
+            32,
+            False,
+            "Lightning 'l40s' 362.05 (nvidia.com/en-us/data-center/l40s); 864 GB/s GDDR6; PCIe4, no NVLink",
+        ),
+        GPU(
+            "a10g",
+            70,
+            None,
+            24,
+            0.6,
+            False,
+            32,
+            False,
+            "llm-analysis a10g-pcie-24gb.json (70 TFLOPS, 600 GB/s); UNVERIFIED tensor rate (A10 is 125)",
+        ),
+        GPU("l4", 121, 242.5, 24, 0.3, False, 32, False, "Lightning 'l4' 121 (L4 datasheet); 300 GB/s GDDR6"),
+        GPU(
+            "rtx-6000-ada",
+            364,
+            728,
+            48,
+            0.96,
+            False,
+            32,
+            False,
+            "Ada whitepaper values (UNVERIFIED here): ~364 dense BF16 with FP32 accumulate, 960 GB/s",
+        ),
+        GPU(
+            "b200",
+            2250,
+            4500,
+            180,
+            7.7,
+            True,
+            900,
+            True,
+            "glennklockwood.com B200 (HGX: 2250 dense BF16); NVIDIA table 180 GB, 7.7 TB/s; NVLink5 1.8 TB/s bidir",
+        ),
+        GPU(
+            "mi300x",
+            1307,
+            2615,
+            192,
+            5.3,
+            True,
+            448,
+            False,
+            "AMD MI300X datasheet (1307 dense FP16/BF16, 5.3 TB/s, 192 GB); Infinity Fabric 7x128 GB/s",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -91,20 +184,57 @@ class Model:
         return 2 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
 
 
-MODELS: dict[str, Model] = {m.name: m for m in (
-    Model("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, False, 131072,
-          "meta-llama/Llama-3.1-8B config.json"),
-    Model("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256, False, 131072,
-          "meta-llama/Llama-3.1-70B config.json"),
-    Model("llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, True, 131072,
-          "meta-llama/Llama-3.2-1B config.json (tied embeddings)"),
-    Model("llama-3.2-3b", 28, 3072, 24, 8, 128, 8192, 128256, True, 131072,
-          "meta-llama/Llama-3.2-3B config.json (tied embeddings)"),
-    Model("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 32768,
-          "Qwen/Qwen2.5-7B-Instruct config.json"),
-    Model("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32768, False, 32768,
-          "mistralai/Mistral-7B-Instruct-v0.3 config.json"),
-)}
+MODELS: dict[str, Model] = {
+    m.name: m
+    for m in (
+        Model(
+            "llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, False, 131072, "meta-llama/Llama-3.1-8B config.json"
+        ),
+        Model(
+            "llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256, False, 131072, "meta-llama/Llama-3.1-70B config.json"
+        ),
+        Model(
+            "llama-3.2-1b",
+            16,
+            2048,
+            32,
+            8,
+            64,
+            8192,
+            128256,
+            True,
+            131072,
+            "meta-llama/Llama-3.2-1B config.json (tied embeddings)",
+        ),
+        Model(
+            "llama-3.2-3b",
+            28,
+            3072,
+            24,
+            8,
+            128,
+            8192,
+            128256,
+            True,
+            131072,
+            "meta-llama/Llama-3.2-3B config.json (tied embeddings)",
+        ),
+        Model("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 32768, "Qwen/Qwen2.5-7B-Instruct config.json"),
+        Model(
+            "mistral-7b",
+            32,
+            4096,
+            32,
+            8,
+            128,
+            14336,
+            32768,
+            False,
+            32768,
+            "mistralai/Mistral-7B-Instruct-v0.3 config.json",
+        ),
+    )
+}
 
 
 def get_gpu(name: str) -> GPU:
@@ -128,11 +258,19 @@ def load_model_file(path: str) -> Model:
     for k in need:
         if not isinstance(d.get(k), int) or d[k] <= 0:
             raise InputError(f"{path}: {k}: required positive integer")
-    return Model(name=str(d.get("name", os.path.splitext(os.path.basename(path))[0])), layers=d["layers"],
-                 hidden=d["hidden"], heads=d["heads"], kv_heads=d["kv_heads"],
-                 head_dim=int(d.get("head_dim", d["hidden"] // d["heads"])), ffn=d["ffn"], vocab=d["vocab"],
-                 tied_embeddings=bool(d.get("tied_embeddings", False)),
-                 max_position=int(d.get("max_position", 131072)), source=path)
+    return Model(
+        name=str(d.get("name", os.path.splitext(os.path.basename(path))[0])),
+        layers=d["layers"],
+        hidden=d["hidden"],
+        heads=d["heads"],
+        kv_heads=d["kv_heads"],
+        head_dim=int(d.get("head_dim", d["hidden"] // d["heads"])),
+        ffn=d["ffn"],
+        vocab=d["vocab"],
+        tied_embeddings=bool(d.get("tied_embeddings", False)),
+        max_position=int(d.get("max_position", 131072)),
+        source=path,
+    )
 
 
 def get_model(name: str) -> Model:
@@ -144,4 +282,4 @@ def get_model(name: str) -> Model:
         raise UsageError(f"unknown model {name!r}; known: {', '.join(MODELS)} (or a .toml model file)") from None
 
 
-GIB = 1024 ** 3
+GIB = 1024**3

@@ -12,11 +12,34 @@ from collections import OrderedDict
 class Seq:
     """One request inside the engine."""
 
-    __slots__ = ("id", "prompt_len", "max_tokens", "arrival", "priority", "hashes", "num_computed",
-                 "num_output", "blocks", "cached", "status", "num_preemptions", "payload", "order", "preloaded")
+    __slots__ = (
+        "id",
+        "prompt_len",
+        "max_tokens",
+        "arrival",
+        "priority",
+        "hashes",
+        "num_computed",
+        "num_output",
+        "blocks",
+        "cached",
+        "status",
+        "num_preemptions",
+        "payload",
+        "order",
+        "preloaded",
+    )
 
-    def __init__(self, id, prompt_len: int, max_tokens: int, arrival: float = 0.0, priority: int = 0,
-                 hashes: tuple = (), payload=None):
+    def __init__(
+        self,
+        id,
+        prompt_len: int,
+        max_tokens: int,
+        arrival: float = 0.0,
+        priority: int = 0,
+        hashes: tuple = (),
+        payload=None,
+    ):
         self.id = id
         self.prompt_len = prompt_len
         self.max_tokens = max_tokens
@@ -64,7 +87,7 @@ class KVCache:
         """Full prompt blocks already in the cache; at least one token is always recomputed."""
         if not self.prefix_caching or not seq.hashes:
             return 0
-        return self.cached_blocks_of(seq.hashes[:(seq.num_tokens - 1) // self.block_size])
+        return self.cached_blocks_of(seq.hashes[: (seq.num_tokens - 1) // self.block_size])
 
     def cached_blocks_of(self, hashes) -> int:
         """How many leading blocks of this hash chain are in the cache (a router's prefix probe)."""
@@ -155,6 +178,6 @@ def block_hashes(token_ids, block_size: int) -> tuple:
     out = []
     h = 0
     for i in range(0, len(token_ids) - block_size + 1, block_size):
-        h = hash((h, tuple(token_ids[i:i + block_size])))
+        h = hash((h, tuple(token_ids[i : i + block_size])))
         out.append(h)
     return tuple(out)

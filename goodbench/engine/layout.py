@@ -28,10 +28,17 @@ class ClusterSpec:
     prefill_tp: int | None = knob(None, "tensor parallelism of a prefill instance (default -tp)")
     decode_tp: int | None = knob(None, "tensor parallelism of a decode instance (default -tp)")
     router: str = knob("least-outstanding", "how requests pick a replica or prefill instance", ROUTERS)
-    kv_link: str = knob("auto", "link the KV cache crosses (auto: NVLink within one node of one NVLink tier, "
-                        "else InfiniBand, PCIe between boards without NVLink)", ("auto",) + tuple(LINKS))
-    layerwise: bool = knob(False, "send each layer's KV while the next layers compute (overlaps transfer with "
-                           "prefill)", flags=("--layerwise-kv",))
+    kv_link: str = knob(
+        "auto",
+        "link the KV cache crosses (auto: NVLink within one node of one NVLink tier, "
+        "else InfiniBand, PCIe between boards without NVLink)",
+        ("auto",) + tuple(LINKS),
+    )
+    layerwise: bool = knob(
+        False,
+        "send each layer's KV while the next layers compute (overlaps transfer with prefill)",
+        flags=("--layerwise-kv",),
+    )
 
     @property
     def disaggregated(self) -> bool:
@@ -51,8 +58,12 @@ class ClusterSpec:
         if not self.disaggregated:
             return None, None
         knobs = base.knobs()
-        p = replace(knobs, gpu=self.prefill_gpu or knobs.gpu, tensor_parallel_size=self.prefill_tp or knobs.tensor_parallel_size)
-        d = replace(knobs, gpu=self.decode_gpu or knobs.gpu, tensor_parallel_size=self.decode_tp or knobs.tensor_parallel_size)
+        p = replace(
+            knobs, gpu=self.prefill_gpu or knobs.gpu, tensor_parallel_size=self.prefill_tp or knobs.tensor_parallel_size
+        )
+        d = replace(
+            knobs, gpu=self.decode_gpu or knobs.gpu, tensor_parallel_size=self.decode_tp or knobs.tensor_parallel_size
+        )
         return p.resolved(), d.resolved()
 
     def gpus(self, base: EngineConfig) -> dict[str, int]:
@@ -74,9 +85,13 @@ class ClusterSpec:
     def kv_transfer(self, base: EngineConfig) -> KVTransfer:
         """How long a finished prompt's KV cache takes to reach a decode instance."""
         p, d = self.configs(base)
-        return KVTransfer(self.link(base), d.kv_bytes_per_token() * d.tensor_parallel_size,  # the whole model's KV
-                          min(p.tensor_parallel_size, d.tensor_parallel_size), get_model(base.model).layers,
-                          self.layerwise)
+        return KVTransfer(
+            self.link(base),
+            d.kv_bytes_per_token() * d.tensor_parallel_size,  # the whole model's KV
+            min(p.tensor_parallel_size, d.tensor_parallel_size),
+            get_model(base.model).layers,
+            self.layerwise,
+        )
 
     def to_argv(self) -> list[str]:
         """These instances as `goodbench serve` flags (none for one instance)."""
@@ -85,8 +100,12 @@ class ClusterSpec:
         if not self.disaggregated:
             return ["--replicas", str(self.replicas), "--router", self.router]
         out = ["--disaggregate", f"{self.prefill}:{self.decode}", "--router", self.router, "--kv-link", self.kv_link]
-        for flag, v in (("--prefill-gpu", self.prefill_gpu), ("--decode-gpu", self.decode_gpu),
-                        ("--prefill-tp", self.prefill_tp), ("--decode-tp", self.decode_tp)):
+        for flag, v in (
+            ("--prefill-gpu", self.prefill_gpu),
+            ("--decode-gpu", self.decode_gpu),
+            ("--prefill-tp", self.prefill_tp),
+            ("--decode-tp", self.decode_tp),
+        ):
             if v is not None:
                 out += [flag, str(v)]
         return out + (["--layerwise-kv"] if self.layerwise else [])
@@ -117,8 +136,9 @@ class KVTransfer:
 
     def seconds(self, prompt_len: int, prefill_s: float) -> float:
         """Transfer time of a prompt whose prefill computed for prefill_s (for layer-wise overlap)."""
-        return transfer_s(prompt_len * self.kv_bytes_per_token, self.link, self.tp, self.layers, prefill_s,
-                          self.layerwise)
+        return transfer_s(
+            prompt_len * self.kv_bytes_per_token, self.link, self.tp, self.layers, prefill_s, self.layerwise
+        )
 
 
 def parse_disaggregate(text: str | None) -> tuple[int, int]:

@@ -28,14 +28,17 @@ class Link:
 
 
 LINK_EFFICIENCY = 0.8  # UNVERIFIED: RDMA/NVLink copies of paged KV blocks
-LINKS: dict[str, Link] = {k.name: k for k in (
-    Link("nvlink4", 450, 10e-6, "NVLink 4: 900 GB/s bidirectional per H100/H200 SXM"),
-    Link("nvlink3", 300, 10e-6, "NVLink 3: 600 GB/s bidirectional per A100 SXM"),
-    Link("ib-ndr", 50, 20e-6, "InfiniBand NDR 400 Gb/s, one ConnectX-7 per GPU"),
-    Link("ib-hdr", 25, 20e-6, "InfiniBand HDR 200 Gb/s, one ConnectX-6 per GPU"),
-    Link("pcie5", 64, 30e-6, "PCIe 5.0 x16, per direction"),
-    Link("pcie4", 32, 30e-6, "PCIe 4.0 x16, per direction"),
-)}
+LINKS: dict[str, Link] = {
+    k.name: k
+    for k in (
+        Link("nvlink4", 450, 10e-6, "NVLink 4: 900 GB/s bidirectional per H100/H200 SXM"),
+        Link("nvlink3", 300, 10e-6, "NVLink 3: 600 GB/s bidirectional per A100 SXM"),
+        Link("ib-ndr", 50, 20e-6, "InfiniBand NDR 400 Gb/s, one ConnectX-7 per GPU"),
+        Link("ib-hdr", 25, 20e-6, "InfiniBand HDR 200 Gb/s, one ConnectX-6 per GPU"),
+        Link("pcie5", 64, 30e-6, "PCIe 5.0 x16, per direction"),
+        Link("pcie4", 32, 30e-6, "PCIe 4.0 x16, per direction"),
+    )
+}
 
 
 def default_link(prefill_gpu: str, decode_gpu: str, gpus_total: int) -> Link:
@@ -58,8 +61,9 @@ def get_link(name: str | None, prefill_gpu: str, decode_gpu: str, gpus_total: in
         raise UsageError(f"unknown KV link {name!r}; known: auto, {', '.join(LINKS)}") from None
 
 
-def transfer_s(kv_bytes: float, link: Link, tp: int = 1, layers: int = 1, prefill_s: float = 0.0,
-               layerwise: bool = False) -> float:
+def transfer_s(
+    kv_bytes: float, link: Link, tp: int = 1, layers: int = 1, prefill_s: float = 0.0, layerwise: bool = False
+) -> float:
     """Time from the end of the prefill until the decode instance holds the whole KV cache. Each of the
     TP ranks sends its shard over its own link. With layer-wise pipelining, layer l's KV is sent while
     layers l+1.. are computed: what remains after the prefill is the larger of one layer's share and

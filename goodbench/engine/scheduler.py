@@ -136,8 +136,9 @@ class Scheduler:
         batch = Batch()
         running = self.running
         if decode_first:  # Sarathi: every decode before any prefill chunk
-            order = [s for s in running if s.num_computed >= s.prompt_len] + \
-                    [s for s in running if s.num_computed < s.prompt_len]
+            order = [s for s in running if s.num_computed >= s.prompt_len] + [
+                s for s in running if s.num_computed < s.prompt_len
+            ]
         else:  # vLLM v1: admission order
             order = list(running)
         for seq in order:
@@ -187,7 +188,7 @@ class Scheduler:
     def _unbatch(self, batch: Batch, k: int) -> None:
         """Remove entry k from the batch and roll back its computed tokens; recount the rest."""
         batch.seqs[k].num_computed -= batch.tokens[k]
-        seqs, toks = batch.seqs[:k] + batch.seqs[k + 1:], batch.tokens[:k] + batch.tokens[k + 1:]
+        seqs, toks = batch.seqs[:k] + batch.seqs[k + 1 :], batch.tokens[:k] + batch.tokens[k + 1 :]
         fresh = Batch(preempted=batch.preempted)
         for s, n in zip(seqs, toks):
             s.num_computed -= n

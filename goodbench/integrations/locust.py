@@ -45,25 +45,57 @@ logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reques
 @events.init_command_line_parser.add_listener
 def _arguments(parser) -> None:
     g = parser.add_argument_group("goodbench")
-    g.add_argument("--goodbench-workload", env_var="GOODBENCH_WORKLOAD", default="",
-                   help="a goodbench workload TOML file or a built-in workload's name, e.g. hol-stress "
-                        "(default: 1024-token prompts, 128 out)")
-    g.add_argument("--goodbench-spec-json", env_var="GOODBENCH_SPEC_JSON", default="", help="(internal) workload as JSON")
-    g.add_argument("--goodbench-model", env_var="GOODBENCH_MODEL", default="",
-                   help="model name sent in requests (default: the server's first /v1/models entry)")
-    g.add_argument("--goodbench-endpoint", env_var="GOODBENCH_ENDPOINT", default="",
-                   help="API path (default: the workload's, /v1/completions)")
+    g.add_argument(
+        "--goodbench-workload",
+        env_var="GOODBENCH_WORKLOAD",
+        default="",
+        help="a goodbench workload TOML file or a built-in workload's name, e.g. hol-stress "
+        "(default: 1024-token prompts, 128 out)",
+    )
+    g.add_argument(
+        "--goodbench-spec-json", env_var="GOODBENCH_SPEC_JSON", default="", help="(internal) workload as JSON"
+    )
+    g.add_argument(
+        "--goodbench-model",
+        env_var="GOODBENCH_MODEL",
+        default="",
+        help="model name sent in requests (default: the server's first /v1/models entry)",
+    )
+    g.add_argument(
+        "--goodbench-endpoint",
+        env_var="GOODBENCH_ENDPOINT",
+        default="",
+        help="API path (default: the workload's, /v1/completions)",
+    )
     g.add_argument("--goodbench-slo", env_var="GOODBENCH_SLO", default="", help='SLO, e.g. "ttft:500 tpot:50"')
-    g.add_argument("--goodbench-min-attainment", env_var="GOODBENCH_MIN_ATTAINMENT", type=float, default=0.95,
-                   help="exit 1 when SLO attainment is below this (default 0.95)")
-    g.add_argument("--goodbench-result-dir", env_var="GOODBENCH_RESULT_DIR", default="results",
-                   help="parent folder of the results directory (default results)")
+    g.add_argument(
+        "--goodbench-min-attainment",
+        env_var="GOODBENCH_MIN_ATTAINMENT",
+        type=float,
+        default=0.95,
+        help="exit 1 when SLO attainment is below this (default 0.95)",
+    )
+    g.add_argument(
+        "--goodbench-result-dir",
+        env_var="GOODBENCH_RESULT_DIR",
+        default="results",
+        help="parent folder of the results directory (default results)",
+    )
     g.add_argument("--goodbench-run-id", env_var="GOODBENCH_RUN_ID", default="", help="results directory name")
-    g.add_argument("--goodbench-open-loop", env_var="GOODBENCH_OPEN_LOOP", action="store_true", default=False,
-                   help="take send times from the workload's arrival schedule (default: closed loop, "
-                        "locust's model, which hides queueing)")
-    g.add_argument("--goodbench-api-key-env", env_var="GOODBENCH_API_KEY_ENV", default="OPENAI_API_KEY",
-                   help="environment variable holding the API key")
+    g.add_argument(
+        "--goodbench-open-loop",
+        env_var="GOODBENCH_OPEN_LOOP",
+        action="store_true",
+        default=False,
+        help="take send times from the workload's arrival schedule (default: closed loop, "
+        "locust's model, which hides queueing)",
+    )
+    g.add_argument(
+        "--goodbench-api-key-env",
+        env_var="GOODBENCH_API_KEY_ENV",
+        default="OPENAI_API_KEY",
+        help="environment variable holding the API key",
+    )
 
 
 class _Run:
@@ -94,12 +126,20 @@ class _Run:
             key = os.environ.get(o.goodbench_api_key_env or "OPENAI_API_KEY")
             # one client (and connection pool) per process: each httpx.Client builds its own TLS context,
             # which costs tens of ms per user at spawn time
-            self.http = httpx.Client(base_url=env.host or "", headers={"Authorization": f"Bearer {key}"} if key else {},
-                                     timeout=httpx.Timeout(600.0, connect=10.0, read=60.0),
-                                     limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+            self.http = httpx.Client(
+                base_url=env.host or "",
+                headers={"Authorization": f"Bearer {key}"} if key else {},
+                timeout=httpx.Timeout(600.0, connect=10.0, read=60.0),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+            )
             header = {"session_header": self.spec.session.header} if self.spec.session else {}
-            self.cfg = ClientConfig(**header, base_url=env.host or "", endpoint=self.endpoint, model=_model(env),
-                                    ignore_eos=self.spec.ignore_eos)
+            self.cfg = ClientConfig(
+                **header,
+                base_url=env.host or "",
+                endpoint=self.endpoint,
+                model=_model(env),
+                ignore_eos=self.spec.ignore_eos,
+            )
         self.t0 = time.monotonic()  # after set-up (tokenizer, workload, client): the schedule starts now
         self.deadline = self.t0 + self.duration if getattr(self, "duration", None) else None
         self.ready = True
@@ -168,7 +208,7 @@ class _Run:
         if self.outbox:
             batch, self.outbox = self.outbox, []
             for i in range(0, len(batch), 500):
-                env.runner.send_message(MSG_RECORDS, batch[i:i + 500])
+                env.runner.send_message(MSG_RECORDS, batch[i : i + 500])
 
 
 RUN = _Run()
@@ -188,6 +228,7 @@ def _spec(o) -> WorkloadSpec:
 def _init(environment, **kw) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner):
+
         def on_records(msg, **_):
             RUN.records.extend(RequestRecord.from_dict(d) for d in msg.data)
 
@@ -200,6 +241,7 @@ def _init(environment, **kw) -> None:
         runner.register_message(MSG_RECORDS, on_records)
         runner.register_message(MSG_DONE, on_done)
     elif isinstance(runner, WorkerRunner):
+
         def flusher():
             while True:
                 gevent.sleep(FLUSH_S)
@@ -227,11 +269,18 @@ def _quitting(environment, **kw) -> None:
         return
     o = environment.parsed_options
     mode = "open" if RUN.open_loop else "closed"
-    meta = RunMeta(run_id=o.goodbench_run_id or new_run_id("locust"), label=f"locust-{mode}",
-                   target={"base_url": environment.host, "endpoint": RUN.endpoint, "model": _model(environment)},
-                   workload=RUN.spec.to_dict(), workload_hash=RUN.spec.hash(), slo=RUN.slo, seed=RUN.spec.seed,
-                   mode=mode, requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None,
-                   expected_prefix_reuse=getattr(RUN, "expected_reuse", None))
+    meta = RunMeta(
+        run_id=o.goodbench_run_id or new_run_id("locust"),
+        label=f"locust-{mode}",
+        target={"base_url": environment.host, "endpoint": RUN.endpoint, "model": _model(environment)},
+        workload=RUN.spec.to_dict(),
+        workload_hash=RUN.spec.hash(),
+        slo=RUN.slo,
+        seed=RUN.spec.seed,
+        mode=mode,
+        requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None,
+        expected_prefix_reuse=getattr(RUN, "expected_reuse", None),
+    )
     rd = RunDir.open(o.goodbench_result_dir, meta)
     rd.append_many(RUN.records)
     summary = rd.finish(records=RUN.records)
@@ -239,11 +288,18 @@ def _quitting(environment, **kw) -> None:
 
     from ..report.console import print_summary
 
-    print_summary(Console(width=120, highlight=False), summary, meta.to_dict(), RUN.min_attainment, rd.dir,
-                  slo_hint='--goodbench-slo "ttft:MS tpot:MS"')
+    print_summary(
+        Console(width=120, highlight=False),
+        summary,
+        meta.to_dict(),
+        RUN.min_attainment,
+        rd.dir,
+        slo_hint='--goodbench-slo "ttft:MS tpot:MS"',
+    )
     att = summary.get("slo_attainment")
-    environment.process_exit_code = 1 if (att is not None and att < RUN.min_attainment) or \
-        not summary["requests"]["completed"] else 0
+    environment.process_exit_code = (
+        1 if (att is not None and att < RUN.min_attainment) or not summary["requests"]["completed"] else 0
+    )
 
 
 _MODEL: dict = {}
@@ -350,8 +406,20 @@ class GoodputUser(User):
         ev = self.environment.events.request
         ok = rec.status == "ok"
         e2e = ((rec.chunk_times[-1] if rec.chunk_times else rec.finished_at) - rec.sent_at) * 1000
-        ev.fire(request_type="POST", name=RUN.endpoint, response_time=e2e, response_length=rec.output_tokens,
-                exception=None if ok else RuntimeError(f"{rec.status}: {rec.error}"), context={})
+        ev.fire(
+            request_type="POST",
+            name=RUN.endpoint,
+            response_time=e2e,
+            response_length=rec.output_tokens,
+            exception=None if ok else RuntimeError(f"{rec.status}: {rec.error}"),
+            context={},
+        )
         if rec.first_token_at is not None:
-            ev.fire(request_type="TTFT", name=RUN.endpoint, response_time=(rec.first_token_at - rec.sent_at) * 1000,
-                    response_length=0, exception=None, context={})
+            ev.fire(
+                request_type="TTFT",
+                name=RUN.endpoint,
+                response_time=(rec.first_token_at - rec.sent_at) * 1000,
+                response_length=0,
+                exception=None,
+                context={},
+            )

@@ -21,8 +21,15 @@ from .summary import summarize
 LIVE_MODES = ("open", "closed")
 
 
-def compose(result, *, rows: list[dict] = (), slo: dict | None = None, ci: bool = True,
-            errors: tuple[str, ...] | None = None, prepared: RequestMetrics | None = None) -> dict:
+def compose(
+    result,
+    *,
+    rows: list[dict] = (),
+    slo: dict | None = None,
+    ci: bool = True,
+    errors: tuple[str, ...] | None = None,
+    prepared: RequestMetrics | None = None,
+) -> dict:
     """summary.json for a RunResult or RunArrays (its meta says what kind of run it was). rows: the
     server's scraped metrics (server_metrics.jsonl); slo: judge against this SLO instead of the run's;
     ci=False skips intervals, variants and HOL attribution (sweep cells, rate probes); errors: a few

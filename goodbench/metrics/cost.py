@@ -16,7 +16,9 @@ def delivered_output_tokens(cols: RequestMetrics, slo: dict | None) -> int:
     return int(cols.out[met].sum())
 
 
-def cost_summary(cols: RequestMetrics, slo: dict | None, gpus: dict[str, int], prices: dict[str, float], summary: dict) -> dict:
+def cost_summary(
+    cols: RequestMetrics, slo: dict | None, gpus: dict[str, int], prices: dict[str, float], summary: dict
+) -> dict:
     """{"cost": {...}} for summary.json (engine.prices.cost_block defines every key); cols: the run's
     measured requests (warm-up excluded)."""
     goodput = summary.get("goodput") if slo else summary.get("request_throughput")

@@ -54,8 +54,13 @@ class RequestMetrics:
     def clause(self, key: str, ms: float) -> np.ndarray:
         """Per request: succeeded and this one threshold holds (TPOT holds trivially below 2 tokens; a
         request with no answer token misses a TTFO threshold)."""
-        vals = {"ttft": self.ttft, "ttfo": self.ttfo, "tpot": np.nan_to_num(self.tpot, nan=0.0), "e2el": self.e2e,
-                "max_itl": self.max_itl}[key]
+        vals = {
+            "ttft": self.ttft,
+            "ttfo": self.ttfo,
+            "tpot": np.nan_to_num(self.tpot, nan=0.0),
+            "e2el": self.e2e,
+            "max_itl": self.max_itl,
+        }[key]
         with np.errstate(invalid="ignore"):
             return self.ok & ~np.isnan(self.first) & (vals * 1000.0 <= ms)
 

@@ -32,8 +32,11 @@ def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = Non
             ranks = [order_stat_ranks(n, p) for p in PCTS]
     mean, mx = float(v.mean(dtype=np.float64)) * 1000.0, float(v.max()) * 1000.0
     pos = [q / 100.0 * (n - 1) for q in PCTS]
-    kth = sorted({int(np.floor(x)) for x in pos} | {min(int(np.floor(x)) + 1, n - 1) for x in pos}
-                 | {r for pair in ranks for r in pair})
+    kth = sorted(
+        {int(np.floor(x)) for x in pos}
+        | {min(int(np.floor(x)) + 1, n - 1) for x in pos}
+        | {r for pair in ranks for r in pair}
+    )
     v.partition(kth)
     pct = []
     for x in pos:
@@ -43,8 +46,15 @@ def dist(values_s: np.ndarray, ci: bool = False, groups: np.ndarray | None = Non
         pct.append((a + (x - lo) * (b - a)) * 1000.0)
     if ranks:
         out_ci = order_stat_ci(v, ranks, PCTS, groups)
-    d = {"p50": float(pct[0]), "p90": float(pct[1]), "p95": float(pct[2]), "p99": float(pct[3]),
-         "mean": mean, "max": mx, "n": n}
+    d = {
+        "p50": float(pct[0]),
+        "p90": float(pct[1]),
+        "p95": float(pct[2]),
+        "p99": float(pct[3]),
+        "mean": mean,
+        "max": mx,
+        "n": n,
+    }
     if out_ci:
         d["ci"] = {k: ([x * 1000.0 for x in val] if isinstance(val, list) else val) for k, val in out_ci.items()}
     return d

@@ -26,16 +26,16 @@ class Hazard:
 
 @dataclass
 class Evidence:
-    summary: dict          # the summary so far (overall block, rates, per_class)
-    c: RequestMetrics             # the non-warm-up requests
-    mode: str = "open"     # RunMeta.mode: open | closed | simulate | imported
+    summary: dict  # the summary so far (overall block, rates, per_class)
+    c: RequestMetrics  # the non-warm-up requests
+    mode: str = "open"  # RunMeta.mode: open | closed | simulate | imported
     max_concurrency: int | None = None
-    caveats: tuple = ()    # what an import could not know (RunMeta.workload.caveats)
-    tokenizer: str = ""    # the local tokenizer's name (RunMeta.tokenizer)
-    model: str = ""        # the served model name (RunMeta.target.model)
+    caveats: tuple = ()  # what an import could not know (RunMeta.workload.caveats)
+    tokenizer: str = ""  # the local tokenizer's name (RunMeta.tokenizer)
+    model: str = ""  # the served model name (RunMeta.target.model)
     lag_limit_ms: float = LAG_P99_LIMIT_MS
     target: dict | None = None  # RunMeta.target: base_url, endpoint, model
-    errors: tuple = ()     # a few failed requests' error texts, as recorded ("HTTP 404: {...}")
+    errors: tuple = ()  # a few failed requests' error texts, as recorded ("HTTP 404: {...}")
 
     @property
     def open_loop(self) -> bool:
@@ -47,8 +47,13 @@ def generator_lag(e: Evidence) -> list[Hazard]:
     lag99 = e.summary["schedule_lag_ms"]["p99"]
     if not e.open_loop or e.max_concurrency or lag99 is None or lag99 <= e.lag_limit_ms:
         return []
-    return [Hazard(f"load generator fell behind: schedule lag p99 {lag99:.1f} ms > {e.lag_limit_ms:g} ms; "
-                   "latencies from sent_at are optimistic. Use --workers N or a lower rate.", invalid=True)]
+    return [
+        Hazard(
+            f"load generator fell behind: schedule lag p99 {lag99:.1f} ms > {e.lag_limit_ms:g} ms; "
+            "latencies from sent_at are optimistic. Use --workers N or a lower rate.",
+            invalid=True,
+        )
+    ]
 
 
 def rate_shortfall(e: Evidence) -> list[Hazard]:
@@ -56,8 +61,12 @@ def rate_shortfall(e: Evidence) -> list[Hazard]:
     got, asked = e.summary.get("achieved_rate"), e.summary.get("scheduled_rate")
     if not e.open_loop or e.max_concurrency or not got or not asked or got >= asked * (1 - RATE_SHORTFALL):
         return []
-    return [Hazard(f"achieved rate {got:.2f} req/s is more than {RATE_SHORTFALL:.0%} under the schedule's "
-                   f"{asked:.2f} req/s.", invalid=True)]
+    return [
+        Hazard(
+            f"achieved rate {got:.2f} req/s is more than {RATE_SHORTFALL:.0%} under the schedule's {asked:.2f} req/s.",
+            invalid=True,
+        )
+    ]
 
 
 def concurrency_cap(e: Evidence) -> list[Hazard]:
@@ -65,8 +74,12 @@ def concurrency_cap(e: Evidence) -> list[Hazard]:
     lag99 = e.summary["schedule_lag_ms"]["p99"]
     if not e.open_loop or not e.max_concurrency or lag99 is None or lag99 <= e.lag_limit_ms:
         return []
-    return [Hazard(f"--max-concurrency {e.max_concurrency} held requests back (lag p99 {lag99:.0f} ms); "
-                   "this is a capped open loop, not the requested arrival process.")]
+    return [
+        Hazard(
+            f"--max-concurrency {e.max_concurrency} held requests back (lag p99 {lag99:.0f} ms); "
+            "this is a capped open loop, not the requested arrival process."
+        )
+    ]
 
 
 def thin_percentiles(e: Evidence) -> list[Hazard]:
@@ -75,8 +88,12 @@ def thin_percentiles(e: Evidence) -> list[Hazard]:
     for key in ("ttft_ms", "itl_ms", "tpot_ms"):
         n = e.summary[key]["n"]
         if 0 < n < MIN_P99_SAMPLES:
-            out.append(Hazard(f"{key[:-3].upper()} p99 rests on only {n} samples (< {MIN_P99_SAMPLES}); "
-                              "run more requests before trusting it."))
+            out.append(
+                Hazard(
+                    f"{key[:-3].upper()} p99 rests on only {n} samples (< {MIN_P99_SAMPLES}); "
+                    "run more requests before trusting it."
+                )
+            )
     return out
 
 
@@ -86,8 +103,12 @@ def tokens_from_chunks(e: Evidence) -> list[Hazard]:
     n = int((e.c.ok & (cols.out_source == TOKEN_SOURCES.index("chunks"))).sum())
     if not n:
         return []
-    return [Hazard(f"{n} requests counted output tokens from chunks (server sent no usage and no tokenizer "
-                   "was available): TPOT may be off.")]
+    return [
+        Hazard(
+            f"{n} requests counted output tokens from chunks (server sent no usage and no tokenizer "
+            "was available): TPOT may be off."
+        )
+    ]
 
 
 def packed_chunks(e: Evidence) -> list[Hazard]:
@@ -99,8 +120,12 @@ def packed_chunks(e: Evidence) -> list[Hazard]:
         sel = e.c.ok & (e.c.nchunks > 0) & (cols.out_source == TOKEN_SOURCES.index(source))
         tokens, chunks = int(cols.out_tokens[sel].sum()), int(e.c.nchunks[sel].sum())
         if tokens and abs(tokens - chunks) > 0.02 * tokens:
-            out.append(Hazard(f"{by} {tokens} output tokens but the stream carried {chunks} content chunks: the "
-                              "server packs several tokens per chunk, so ITL is per chunk."))
+            out.append(
+                Hazard(
+                    f"{by} {tokens} output tokens but the stream carried {chunks} content chunks: the "
+                    "server packs several tokens per chunk, so ITL is per chunk."
+                )
+            )
     return out
 
 
@@ -111,13 +136,22 @@ def overloaded(e: Evidence) -> list[Hazard]:
         return []
     trend = sat.get("ttft_trend")
     window = sat.get("steady_window_s")
-    steady = (f"; in the steady window {window[0]:.0f}-{window[1]:.0f} s goodput was {sat['steady_goodput']:.2f} req/s"
-              if window and sat.get("steady_goodput") is not None else "; there was no steady window")
-    return [Hazard(f"the server could not keep up: its backlog grew by {sat['backlog_growth_per_s']:.2f} req/s "
-                   f"(completions {sat['completion_rate']:.2f} vs arrivals {sat['arrival_rate']:.2f} req/s"
-                   + (f", TTFT x{trend:.1f} from first to last fifth" if trend else "") + ")" + steady
-                   + ". Goodput from an overloaded run depends on its length: lower the rate (`goodbench sweep "
-                   "--find-max-rate` finds the highest sustainable one).")]
+    steady = (
+        f"; in the steady window {window[0]:.0f}-{window[1]:.0f} s goodput was {sat['steady_goodput']:.2f} req/s"
+        if window and sat.get("steady_goodput") is not None
+        else "; there was no steady window"
+    )
+    return [
+        Hazard(
+            f"the server could not keep up: its backlog grew by {sat['backlog_growth_per_s']:.2f} req/s "
+            f"(completions {sat['completion_rate']:.2f} vs arrivals {sat['arrival_rate']:.2f} req/s"
+            + (f", TTFT x{trend:.1f} from first to last fifth" if trend else "")
+            + ")"
+            + steady
+            + ". Goodput from an overloaded run depends on its length: lower the rate (`goodbench sweep "
+            "--find-max-rate` finds the highest sustainable one)."
+        )
+    ]
 
 
 def tokenizer_mismatch(e: Evidence) -> list[Hazard]:
@@ -129,9 +163,13 @@ def tokenizer_mismatch(e: Evidence) -> list[Hazard]:
     if not server or abs(server - local) <= 0.02 * server:
         return []
     hint = f"--tokenizer {e.model}" if e.model and e.model not in ("default", "?") else "--tokenizer NAME_OR_FILE"
-    return [Hazard(f"the server counts {server} output tokens in {int(sel.sum())} sampled responses where the local "
-                   f"tokenizer ({e.tokenizer or 'default'}) counts {local} ({local / server - 1:+.1%}): pass the "
-                   f"server's tokenizer ({hint}) so that synthetic prompts have the lengths asked for.")]
+    return [
+        Hazard(
+            f"the server counts {server} output tokens in {int(sel.sum())} sampled responses where the local "
+            f"tokenizer ({e.tokenizer or 'default'}) counts {local} ({local / server - 1:+.1%}): pass the "
+            f"server's tokenizer ({hint}) so that synthetic prompts have the lengths asked for."
+        )
+    ]
 
 
 def retried_requests(e: Evidence) -> list[Hazard]:
@@ -140,9 +178,13 @@ def retried_requests(e: Evidence) -> list[Hazard]:
     n = e.summary["requests"].get("retried", 0)
     if not n:
         return []
-    return [Hazard(f"{n} requests were sent again on a fresh connection after the server closed a reused "
-                   "keep-alive connection under them (the server's idle timeout is near the gaps between "
-                   "requests; --keepalive lowers the reuse limit); their times run from the first send.")]
+    return [
+        Hazard(
+            f"{n} requests were sent again on a fresh connection after the server closed a reused "
+            "keep-alive connection under them (the server's idle timeout is near the gaps between "
+            "requests; --keepalive lowers the reuse limit); their times run from the first send."
+        )
+    ]
 
 
 def import_caveats(e: Evidence) -> list[Hazard]:
@@ -159,12 +201,20 @@ def nothing_completed(e: Evidence) -> list[Hazard]:
 
 def thin_per_class(e: Evidence) -> list[Hazard]:
     """Per-class p99s on few samples: their intervals, not their point values, are the result."""
-    thin = [f"{k} {m[:-3].upper()} ({b[m]['n']})" for k, b in (e.summary.get("per_class") or {}).items()
-            for m in ("ttft_ms", "tpot_ms") if 0 < b[m]["n"] < MIN_P99_SAMPLES]
+    thin = [
+        f"{k} {m[:-3].upper()} ({b[m]['n']})"
+        for k, b in (e.summary.get("per_class") or {}).items()
+        for m in ("ttft_ms", "tpot_ms")
+        if 0 < b[m]["n"] < MIN_P99_SAMPLES
+    ]
     if not thin:
         return []
-    return [Hazard(f"per-class p99s rest on fewer than {MIN_P99_SAMPLES} samples: {', '.join(thin)}; "
-                   "read their intervals, not the point values.")]
+    return [
+        Hazard(
+            f"per-class p99s rest on fewer than {MIN_P99_SAMPLES} samples: {', '.join(thin)}; "
+            "read their intervals, not the point values."
+        )
+    ]
 
 
 def _most_failed(e: Evidence) -> tuple[int, int] | None:
@@ -198,8 +248,12 @@ def base_url_v1(e: Evidence) -> list[Hazard]:
     url, endpoint = (e.target or {}).get("base_url") or "", (e.target or {}).get("endpoint") or ""
     if n is None or not url.rstrip("/").endswith("/v1") or not endpoint.startswith("/v1/"):
         return []
-    return [Hazard(f"{n[0]} of {n[1]} requests failed, and the base URL {url} ends in /v1, so they went to "
-                   f"{url.rstrip('/')}{endpoint}: give --base-url without /v1 (the endpoint adds it).")]
+    return [
+        Hazard(
+            f"{n[0]} of {n[1]} requests failed, and the base URL {url} ends in /v1, so they went to "
+            f"{url.rstrip('/')}{endpoint}: give --base-url without /v1 (the endpoint adds it)."
+        )
+    ]
 
 
 def server_rejected(e: Evidence) -> list[Hazard]:
@@ -216,14 +270,29 @@ def server_rejected(e: Evidence) -> list[Hazard]:
     text += f"; the server said: {said[:300]}" if said else "; see the error column in records.jsonl"
     model = (e.target or {}).get("model")
     if said and "model" in said.lower() and model:
-        text += (f" (the model name sent was {model!r}: pass the name the server lists at /v1/models, or leave "
-                 "--model out to use its first entry)")
+        text += (
+            f" (the model name sent was {model!r}: pass the name the server lists at /v1/models, or leave "
+            "--model out to use its first entry)"
+        )
     return [Hazard(text)]
 
 
-CHECKS = (generator_lag, rate_shortfall, concurrency_cap, overloaded, thin_percentiles, tokens_from_chunks,
-          packed_chunks, tokenizer_mismatch, retried_requests, import_caveats, nothing_completed, base_url_v1,
-          server_rejected, thin_per_class)
+CHECKS = (
+    generator_lag,
+    rate_shortfall,
+    concurrency_cap,
+    overloaded,
+    thin_percentiles,
+    tokens_from_chunks,
+    packed_chunks,
+    tokenizer_mismatch,
+    retried_requests,
+    import_caveats,
+    nothing_completed,
+    base_url_v1,
+    server_rejected,
+    thin_per_class,
+)
 
 
 def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str]]:

@@ -60,15 +60,16 @@ def overlaps(a: np.ndarray, b: np.ndarray, ms: np.ndarray, me: np.ndarray) -> np
 @dataclass
 class HolMasks:
     long_class: str
-    short: np.ndarray        # per request: short class, succeeded, has a first token
+    short: np.ndarray  # per request: short class, succeeded, has a first token
     ttft_during: np.ndarray  # per request: its wait overlapped a long prefill
-    gap_short: np.ndarray    # per pooled gap: belongs to a short request
-    gap_during: np.ndarray   # per pooled gap: overlapped a long prefill
+    gap_short: np.ndarray  # per pooled gap: belongs to a short request
+    gap_during: np.ndarray  # per pooled gap: overlapped a long prefill
     time_share: float | None  # fraction of the run with a long prefill in flight
 
 
-def classify(cols: RecordArrays, gaps: np.ndarray, gap_count: np.ndarray, duration: float,
-             block_gaps: int = 1 << 21) -> HolMasks | None:
+def classify(
+    cols: RecordArrays, gaps: np.ndarray, gap_count: np.ndarray, duration: float, block_gaps: int = 1 << 21
+) -> HolMasks | None:
     """None when the run has no long class. Gaps are classified request block by request block, so no
     full-size array of gap times is built (100M gaps fit in memory once, not three times)."""
     long_name = long_class(cols)
@@ -100,21 +101,22 @@ def classify(cols: RecordArrays, gaps: np.ndarray, gap_count: np.ndarray, durati
     bounds = np.unique(np.concatenate([[0], np.minimum(cuts, len(cols)), [len(cols)]]))
     for i0, i1 in zip(bounds[:-1], bounds[1:]):
         i0, i1 = int(i0), int(i1)
-        t = cols.chunk_times[off[i0]:off[i1]]
+        t = cols.chunk_times[off[i0] : off[i1]]
         nc = cols.nchunks[i0:i1]
         first_local = np.zeros(t.size, bool)
         first_local[(np.cumsum(nc) - nc)[nc > 0]] = True
         ends = t[~first_local]
-        starts = ends - gaps[goff[i0]:goff[i1]]
+        starts = ends - gaps[goff[i0] : goff[i1]]
         org = np.repeat(cols.origin[i0:i1], gap_count[i0:i1])
-        sel = gap_short[goff[i0]:goff[i1]]
-        out = gap_during[goff[i0]:goff[i1]]
+        sel = gap_short[goff[i0] : goff[i1]]
+        out = gap_during[goff[i0] : goff[i1]]
         for o, (ms, me) in enumerate(merged):
             m = sel & (org == o)
             out[m] = overlaps(starts[m], ends[m], ms, me)
 
-    return HolMasks(long_name, short, ttft_during, gap_short, gap_during,
-                    min(1.0, covered / duration) if duration > 0 else None)
+    return HolMasks(
+        long_name, short, ttft_during, gap_short, gap_during, min(1.0, covered / duration) if duration > 0 else None
+    )
 
 
 def hol_block(cols: RecordArrays, c, duration: float) -> dict | None:
@@ -127,11 +129,18 @@ def hol_block(cols: RecordArrays, c, duration: float) -> dict | None:
     def split(values: np.ndarray, sel: np.ndarray, during: np.ndarray) -> dict:
         d_in, d_out = dist(values[sel & during]), dist(values[sel & ~during])
         both = d_in["n"] and d_out["n"]
-        return {"during_long_prefill": d_in, "clear": d_out,
-                "p50_ratio": d_in["p50"] / d_out["p50"] if both and d_out["p50"] else None,
-                "p99_ratio": d_in["p99"] / d_out["p99"] if both and d_out["p99"] else None}
+        return {
+            "during_long_prefill": d_in,
+            "clear": d_out,
+            "p50_ratio": d_in["p50"] / d_out["p50"] if both and d_out["p50"] else None,
+            "p99_ratio": d_in["p99"] / d_out["p99"] if both and d_out["p99"] else None,
+        }
 
-    return {"long_class": h.long_class, "short_classes": [k for k in cols.cls_names if k != h.long_class],
-            "long_prefill_window": "a long request's send to its first token",
-            "long_prefill_time_share": h.time_share,
-            "ttft_ms": split(c.ttft, h.short, h.ttft_during), "itl_ms": split(c.gaps, h.gap_short, h.gap_during)}
+    return {
+        "long_class": h.long_class,
+        "short_classes": [k for k in cols.cls_names if k != h.long_class],
+        "long_prefill_window": "a long request's send to its first token",
+        "long_prefill_time_share": h.time_share,
+        "ttft_ms": split(c.ttft, h.short, h.ttft_during),
+        "itl_ms": split(c.gaps, h.gap_short, h.gap_during),
+    }

@@ -13,7 +13,9 @@ def observed_hit_rate(rows: list[dict]) -> float | None:
     return h / q if q and h is not None else None
 
 
-def prefix_block(hit_rate: float | None, expected: float | None, source: str, enabled: bool | None = None) -> dict | None:
+def prefix_block(
+    hit_rate: float | None, expected: float | None, source: str, enabled: bool | None = None
+) -> dict | None:
     """summary.json's `prefix_cache` (None when neither number is known). `enabled` is known for the
     simulated engine only: with caching off the workload's reuse is still stated (what was left unused)."""
     if hit_rate is None and (expected is None or not expected):
@@ -25,12 +27,14 @@ def prefix_block(hit_rate: float | None, expected: float | None, source: str, en
 def observed_block(rows: list[dict], expected: float | None) -> dict:
     """summary.json's `prefix_cache` for a live run: the server's counters over the run (scraped rows)
     beside the workload's own reuse; {} when neither is known."""
-    block = prefix_block(observed_hit_rate(rows), expected, "the server's vllm:prefix_cache_hits / prefix_cache_queries")
+    block = prefix_block(
+        observed_hit_rate(rows), expected, "the server's vllm:prefix_cache_hits / prefix_cache_queries"
+    )
     return {"prefix_cache": block} if block else {}
 
 
 def describe(pc: dict | None) -> str | None:
-    """"hit rate 80.0% (the workload allows 82.0%)", "off (...)", or None where there is nothing to say
+    """ "hit rate 80.0% (the workload allows 82.0%)", "off (...)", or None where there is nothing to say
     (no block, or unique prompts that nothing could reuse): the console's and the report's words."""
     if not pc or (pc.get("expected_hit_rate") is None and not pc.get("hit_rate")):
         return None

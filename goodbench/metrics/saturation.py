@@ -17,11 +17,11 @@ import numpy as np
 from .. import prometheus
 from .derived import RequestMetrics
 
-GROWTH = 0.10       # backlog growth, as a fraction of the arrival rate, that means "not keeping up"
-MIN_GROWTH = 5.0    # requests: smaller backlogs are noise
-SAMPLES = 60        # points at which the backlog is sampled over the arrival window
-MIN_SENT = 20       # fewer sends say nothing about a trend
-TTFT_GROWTH = 1.5   # median TTFT, last fifth of the window over the first, that a growing queue shows
+GROWTH = 0.10  # backlog growth, as a fraction of the arrival rate, that means "not keeping up"
+MIN_GROWTH = 5.0  # requests: smaller backlogs are noise
+SAMPLES = 60  # points at which the backlog is sampled over the arrival window
+MIN_SENT = 20  # fewer sends say nothing about a trend
+TTFT_GROWTH = 1.5  # median TTFT, last fifth of the window over the first, that a growing queue shows
 
 
 def _slope(t: np.ndarray, y: np.ndarray) -> float:
@@ -64,9 +64,13 @@ def saturation(c: RequestMetrics, meets: np.ndarray | None, mode: str, queue: tu
     out: dict = {"saturated": None, "method": "backlog trend over the arrival window (see docs/metrics.md)"}
     sent = c.sent[~np.isnan(c.sent)]
     if mode not in ("open", "simulate") or sent.size < MIN_SENT:
-        out["why_not_judged"] = ("closed loops bound their backlog by the number of users"
-                                 if mode == "closed" else "too few requests sent" if sent.size < MIN_SENT
-                                 else f"{mode} runs have no schedule to keep up with")
+        out["why_not_judged"] = (
+            "closed loops bound their backlog by the number of users"
+            if mode == "closed"
+            else "too few requests sent"
+            if sent.size < MIN_SENT
+            else f"{mode} runs have no schedule to keep up with"
+        )
         return out
     t0, t1 = float(sent.min()), float(sent.max())
     rate = (sent.size - 1) / (t1 - t0) if t1 > t0 else 0.0
@@ -79,11 +83,21 @@ def saturation(c: RequestMetrics, meets: np.ndarray | None, mode: str, queue: tu
     trend = _ttft_trend(c, t0 + fill, t1)
     # a backlog still filling up to rate x latency (a run shorter than its requests' lives) grows too; a
     # server that cannot keep up also makes new requests wait longer and longer for their first token
-    saturated = bool(rate > 0 and growth > GROWTH * rate and grown >= max(MIN_GROWTH, 0.5 * b[0])
-                     and (trend is None or trend >= TTFT_GROWTH))
-    out.update(saturated=saturated, arrival_rate=rate, backlog_growth_per_s=growth,
-               completion_rate=max(rate - growth, 0.0), backlog_start=float(b[0]), backlog_end=float(b[-1]),
-               ttft_trend=trend)
+    saturated = bool(
+        rate > 0
+        and growth > GROWTH * rate
+        and grown >= max(MIN_GROWTH, 0.5 * b[0])
+        and (trend is None or trend >= TTFT_GROWTH)
+    )
+    out.update(
+        saturated=saturated,
+        arrival_rate=rate,
+        backlog_growth_per_s=growth,
+        completion_rate=max(rate - growth, 0.0),
+        backlog_start=float(b[0]),
+        backlog_end=float(b[-1]),
+        ttft_trend=trend,
+    )
     if queue is not None and len(queue[0]) >= 3:
         qt, qw = np.asarray(queue[0], float), np.asarray(queue[1], float)
         inside = (qt >= t0) & (qt <= t1)

@@ -13,9 +13,11 @@ from __future__ import annotations
 from .. import prometheus
 
 # (key in the summary block, histogram name)
-PHASES = (("ttft_ms", "vllm:time_to_first_token_seconds"),
-          ("queue_ms", "vllm:request_queue_time_seconds"),
-          ("prefill_ms", "vllm:request_prefill_time_seconds"))
+PHASES = (
+    ("ttft_ms", "vllm:time_to_first_token_seconds"),
+    ("queue_ms", "vllm:request_queue_time_seconds"),
+    ("prefill_ms", "vllm:request_prefill_time_seconds"),
+)
 SOURCE = "server /metrics histograms (the server's clock; means from _sum/_count deltas over the run)"
 
 
@@ -51,8 +53,11 @@ def server_timing(rows: list[dict], client_ttft: dict | None = None) -> dict | N
     out: dict = {"source": SOURCE, "window_s": [first.get("t"), last.get("t")], **phases}
     ttft, queue, prefill = phases["ttft_ms"], phases["queue_ms"], phases["prefill_ms"]
     # the part of the server's TTFT neither queue nor prefill: its front end (HTTP, tokenizing, IPC)
-    out["other_ms"] = (round(ttft["mean"] - queue["mean"] - prefill["mean"], 3) + 0.0  # no -0.0
-                       if ttft and queue and prefill else None)
+    out["other_ms"] = (
+        round(ttft["mean"] - queue["mean"] - prefill["mean"], 3) + 0.0  # no -0.0
+        if ttft and queue and prefill
+        else None
+    )
     c = client_ttft or {}
     out["client_ttft_ms"] = {"mean": round(c["mean"], 3), "n": c.get("n")} if c.get("mean") is not None else None
     # only comparable when both means cover the same requests

@@ -23,8 +23,11 @@ def session_block(c: RequestMetrics, meets: np.ndarray | None, duration: float) 
     np.maximum.at(planned, code, cols.session_turns[has])
     started = sent > 0
     completed = started & (ok == planned) & (sent == planned)
-    out = {"started": int(started.sum()), "completed": int(completed.sum()),
-           "turns_per_session": float(planned[started].mean()) if started.any() else None}
+    out = {
+        "started": int(started.sum()),
+        "completed": int(completed.sum()),
+        "turns_per_session": float(planned[started].mean()) if started.any() else None,
+    }
     if meets is not None:
         good = completed & (np.bincount(code, weights=meets[has], minlength=m) == planned)
         out["met_slo"] = int(good.sum())

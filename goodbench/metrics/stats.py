@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 LEVEL = 0.95
-BOOT_MAX = 2000        # per-request samples resampled with scipy.stats.bootstrap
+BOOT_MAX = 2000  # per-request samples resampled with scipy.stats.bootstrap
 BOOT_RESAMPLES = 1000
 CLUSTER_MAX = 100_000  # pooled gaps resampled by request
 CLUSTER_RESAMPLES = 400
@@ -112,8 +112,9 @@ def order_stat_ci(part: np.ndarray, ranks, pcts, groups=None, level: float = LEV
     return out
 
 
-def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.ndarray | None = None,
-                  seed: int = 0) -> dict | None:
+def percentile_ci(
+    values: np.ndarray, pcts, level: float = LEVEL, groups: np.ndarray | None = None, seed: int = 0
+) -> dict | None:
     """{"p50": [lo, hi], ..., "method": str} in the values' unit, or None with fewer than 2 samples.
     groups: for pooled samples, how many consecutive values each cluster (request) contributed."""
     v = np.asarray(values, dtype=float)
@@ -127,8 +128,15 @@ def percentile_ci(values: np.ndarray, pcts, level: float = LEVEL, groups: np.nda
     elif groups is None and n <= BOOT_MAX:
         from scipy.stats import bootstrap
 
-        r = bootstrap((v,), lambda x, axis: np.percentile(x, pcts, axis=axis), n_resamples=BOOT_RESAMPLES,
-                      confidence_level=level, method="percentile", vectorized=True, random_state=seed)
+        r = bootstrap(
+            (v,),
+            lambda x, axis: np.percentile(x, pcts, axis=axis),
+            n_resamples=BOOT_RESAMPLES,
+            confidence_level=level,
+            method="percentile",
+            vectorized=True,
+            random_state=seed,
+        )
         lo, hi = np.atleast_1d(r.confidence_interval.low), np.atleast_1d(r.confidence_interval.high)
         method = "bootstrap"
     else:
@@ -159,7 +167,6 @@ def cluster_replicates(v: np.ndarray, groups: np.ndarray | None, qs, rng, b: int
 
 
 def _cluster_bootstrap(v: np.ndarray, groups: np.ndarray, pcts, level: float, seed: int):
-    reps = cluster_replicates(v, groups, np.array(pcts, float) / 100.0, np.random.default_rng(seed),
-                              CLUSTER_RESAMPLES)
+    reps = cluster_replicates(v, groups, np.array(pcts, float) / 100.0, np.random.default_rng(seed), CLUSTER_RESAMPLES)
     a = (1 - level) / 2 * 100
     return np.nanpercentile(reps, a, axis=0), np.nanpercentile(reps, 100 - a, axis=0)

@@ -30,12 +30,15 @@ def _slo_block(c: RequestMetrics, sel: np.ndarray, slo: dict | None, duration: f
     if meets is None:
         return {"slo_met": None, "slo_attainment": None, "goodput": None, "slo_clauses": None}
     good = int((meets & sel).sum())
-    out: dict = {"slo_met": good,
-                 "slo_clauses": {k: {"threshold_ms": ms,
-                                     "attainment": float((c.clause(k, ms) & sel).sum() / issued) if issued else None}
-                                 for k, ms in slo.items()},
-                 "slo_attainment": good / issued if issued else None,
-                 "goodput": good / duration if duration > 0 else None}
+    out: dict = {
+        "slo_met": good,
+        "slo_clauses": {
+            k: {"threshold_ms": ms, "attainment": float((c.clause(k, ms) & sel).sum() / issued) if issued else None}
+            for k, ms in slo.items()
+        },
+        "slo_attainment": good / issued if issued else None,
+        "goodput": good / duration if duration > 0 else None,
+    }
     if ci and issued:
         out["slo_attainment_ci"] = list(wilson(good, issued))
         if 0 < good < issued:
@@ -55,9 +58,13 @@ def block(c: RequestMetrics, sel: np.ndarray, slo: dict | None, duration: float,
     by_status = np.bincount(c.cols.status[sel], minlength=len(STATUSES))
     has_first = ok & ~np.isnan(c.first)
     out: dict = {
-        "requests": {"issued": issued, "completed": completed, "failed": issued - completed,
-                     "by_status": {s: int(by_status[i]) for i, s in enumerate(STATUSES) if by_status[i]},
-                     "retried": int((c.cols.retries[sel] > 0).sum())},
+        "requests": {
+            "issued": issued,
+            "completed": completed,
+            "failed": issued - completed,
+            "by_status": {s: int(by_status[i]) for i, s in enumerate(STATUSES) if by_status[i]},
+            "retried": int((c.cols.retries[sel] > 0).sum()),
+        },
         "request_throughput": completed / duration if duration > 0 else None,
         "reasoning_tokens": int(c.cols.reasoning_tokens[ok].sum()),
         "output_throughput": float(c.out[ok].sum() / duration) if duration > 0 else None,
@@ -118,9 +125,49 @@ def error_samples(records) -> tuple[str, ...]:
     return tuple(out)
 
 
-def summarize(result: RunResult | RunArrays, slo: dict | None = None, lag_limit_ms: float = LAG_P99_LIMIT_MS,
-              label: str | None = None, ci: bool = True, prepared: RequestMetrics | None = None,
-              queue: tuple | None = None, errors: tuple[str, ...] | None = None) -> dict:
+def _subsets(later, c: RequestMetrics, cols, slo, duration: float, ci: bool) -> dict:
+    """Futures of the per-class, per-priority-lane and per-turn blocks (empty where the run has none)."""
+    by_class = (
+        {k: later(block, c, cols.cls == code, slo, duration, ci) for code, k in enumerate(cols.cls_names)}
+        if len(cols.cls_names) > 1
+        else {}
+    )
+    lanes = np.unique(cols.priority[~np.isnan(cols.priority)])
+    return {
+        "per_class": by_class,
+        "per_priority": {f"{p:g}": later(block, c, cols.priority == p, slo, duration, ci) for p in lanes},
+        "per_turn": {str(t): later(block, c, cols.turn == t, slo, duration, False) for t in turns(cols)},
+    }
+
+
+def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, errors) -> Evidence:
+    """What the hazards (metrics/hazards.py) judge a run's validity and warnings from."""
+    if errors is None:
+        errors = error_samples(result.records) if isinstance(result, RunResult) else ()
+    return Evidence(
+        s,
+        c,
+        mode=meta.mode,
+        max_concurrency=meta.max_concurrency,
+        lag_limit_ms=lag_limit_ms,
+        caveats=tuple((meta.workload or {}).get("caveats") or ()),
+        tokenizer=meta.tokenizer,
+        model=str((meta.target or {}).get("model") or ""),
+        target=meta.target,
+        errors=errors,
+    )
+
+
+def summarize(
+    result: RunResult | RunArrays,
+    slo: dict | None = None,
+    lag_limit_ms: float = LAG_P99_LIMIT_MS,
+    label: str | None = None,
+    ci: bool = True,
+    prepared: RequestMetrics | None = None,
+    queue: tuple | None = None,
+    errors: tuple[str, ...] | None = None,
+) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
     cells and rate probes, which are summarised by the hundred). prepared: RequestMetrics of
     measured_arrays(result) already built by the caller (reports reuse them for figures). queue: the
@@ -140,11 +187,7 @@ def summarize(result: RunResult | RunArrays, slo: dict | None = None, lag_limit_
     pool = ThreadPoolExecutor(max_workers=2) if len(cols) >= PARALLEL_MIN else None
     later = (lambda fn, *a: pool.submit(fn, *a)) if pool else (lambda fn, *a: _Now(fn(*a)))
     try:
-        per_class = {k: later(block, c, cols.cls == code, slo, duration, ci)
-                     for code, k in enumerate(cols.cls_names)} if len(cols.cls_names) > 1 else {}
-        lanes = np.unique(cols.priority[~np.isnan(cols.priority)])
-        per_lane = {f"{p:g}": later(block, c, cols.priority == p, slo, duration, ci) for p in lanes}
-        per_turn = {str(t): later(block, c, cols.turn == t, slo, duration, False) for t in turns(cols)}
+        subsets = _subsets(later, c, cols, slo, duration, ci)
         hol = later(hol_block, cols, c, duration) if ci else None
         s: dict = {"run_id": meta.run_id, "label": label or meta.label, "slo": slo or None}
         overall = block(c, np.ones(len(cols), bool), slo, duration, ci)
@@ -158,18 +201,12 @@ def summarize(result: RunResult | RunArrays, slo: dict | None = None, lag_limit_
         s["warmup_excluded"] = total - len(cols)
         s["saturation"] = saturation(c, c.meets(slo), meta.mode, queue)
         s["saturated"] = s["saturation"]["saturated"]
-        s["per_class"] = {k: f.result() for k, f in per_class.items()}
-        if per_lane:  # priority lanes (lower is served first by servers that honour them)
-            s["per_priority"] = {k: f.result() for k, f in per_lane.items()}
-        if per_turn:  # multi-turn sessions: by turn index, and whole sessions
-            s["per_turn"] = {k: f.result() for k, f in per_turn.items()}
+        for key, futures in subsets.items():  # per_class always; priority lanes and turns when there are any
+            if futures or key == "per_class":
+                s[key] = {k: f.result() for k, f in futures.items()}
+        if subsets["per_turn"]:  # multi-turn sessions: whole sessions too
             s["sessions"] = session_block(c, c.meets(slo), duration)
-        s["valid"], s["warnings"] = assess(Evidence(
-            s, c, mode=meta.mode, max_concurrency=meta.max_concurrency, lag_limit_ms=lag_limit_ms,
-            caveats=tuple((meta.workload or {}).get("caveats") or ()), tokenizer=meta.tokenizer,
-            model=str((meta.target or {}).get("model") or ""), target=meta.target,
-            errors=errors if errors is not None else
-            error_samples(result.records) if isinstance(result, RunResult) else ()))
+        s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
             s["hol"] = hol.result()

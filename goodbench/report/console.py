@@ -46,11 +46,15 @@ def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT) -> Text:
     if att is not None:
         ok = att >= target
         verdict = Text(f"{'PASS' if ok else 'FAIL'}  ", style="bold green" if ok else "bold red")
-        verdict.append(f"{att:.1%} of {req['issued']} requests met the SLO (target {target:.0%}); "
-                       f"goodput {summary['goodput']:.2f} req/s")
+        verdict.append(
+            f"{att:.1%} of {req['issued']} requests met the SLO (target {target:.0%}); "
+            f"goodput {summary['goodput']:.2f} req/s"
+        )
     else:
-        verdict = Text(f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: "
-                       f"pass {slo_hint} for goodput)", style="bold")
+        verdict = Text(
+            f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: pass {slo_hint} for goodput)",
+            style="bold",
+        )
     if not summary.get("valid", True):
         verdict.append("  [INVALID: see the warnings]", style="bold yellow")
     if summary.get("saturated"):
@@ -60,13 +64,17 @@ def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT) -> Text:
 
 def _run_line(summary: dict, meta: dict) -> Text:
     target_s = meta.get("target", {}) or {}
-    line = (f"{meta.get('workload', {}).get('name', '?')} · {summary.get('label') or '?'} · "
-            f"{summary['requests']['issued']} requests")
+    line = (
+        f"{meta.get('workload', {}).get('name', '?')} · {summary.get('label') or '?'} · "
+        f"{summary['requests']['issued']} requests"
+    )
     line += f" · {target_s.get('base_url', '?')}{target_s.get('endpoint', '')} model={target_s.get('model', '?')}"
     eng = meta.get("engine")
     if eng:
-        line += (f" · engine {eng.get('model')} on {eng.get('gpu')} tp{eng.get('tensor_parallel_size')} "
-                 f"budget={eng.get('max_num_batched_tokens')} chunked={'on' if eng.get('enable_chunked_prefill') else 'off'}")
+        line += (
+            f" · engine {eng.get('model')} on {eng.get('gpu')} tp{eng.get('tensor_parallel_size')} "
+            f"budget={eng.get('max_num_batched_tokens')} chunked={'on' if eng.get('enable_chunked_prefill') else 'off'}"
+        )
     return Text(line, style="dim")
 
 
@@ -80,13 +88,21 @@ def _slo_lines(summary: dict, target: float) -> list[Text]:
         out.append(t)
     a_ci, g_ci = summary.get("slo_attainment_ci"), summary.get("goodput_ci")
     if a_ci and g_ci:
-        out.append(Text(f"  95% CI: attainment {a_ci[0]:.1%}–{a_ci[1]:.1%} (Wilson), goodput "
-                        f"{g_ci[0]:.2f}–{g_ci[1]:.2f} req/s", style="dim"))
+        out.append(
+            Text(
+                f"  95% CI: attainment {a_ci[0]:.1%}–{a_ci[1]:.1%} (Wilson), goodput {g_ci[0]:.2f}–{g_ci[1]:.2f} req/s",
+                style="dim",
+            )
+        )
     req = summary["requests"]
-    out.append(Text(f"  throughput {summary.get('request_throughput') or 0:.2f} req/s, "
-                    f"{summary.get('output_throughput') or 0:,.0f} output tok/s · "
-                    f"duration {summary['duration_s']:.1f} s · failed {req['failed']}"
-                    + (f" ({failures(req['by_status'])})" if req["failed"] else "")))
+    out.append(
+        Text(
+            f"  throughput {summary.get('request_throughput') or 0:.2f} req/s, "
+            f"{summary.get('output_throughput') or 0:,.0f} output tok/s · "
+            f"duration {summary['duration_s']:.1f} s · failed {req['failed']}"
+            + (f" ({failures(req['by_status'])})" if req["failed"] else "")
+        )
+    )
     return out
 
 
@@ -96,14 +112,26 @@ def _latency_table(summary: dict) -> Table:
     for col in ("p50", "p90", "p99", "p99 95% CI", "mean", "max", "n"):
         tab.add_column(col, justify="right")
     think = [("TTFO (first answer)", "ttfo_ms")] if summary.get("reasoning_tokens") else []  # reasoning models
-    for name, key in (("TTFT", "ttft_ms"), *think, ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2el_ms"),
-                      ("TTFT from schedule", "ttft_from_scheduled_ms"), ("schedule lag", "schedule_lag_ms")):
+    for name, key in (
+        ("TTFT", "ttft_ms"),
+        *think,
+        ("TPOT", "tpot_ms"),
+        ("ITL", "itl_ms"),
+        ("E2E", "e2el_ms"),
+        ("TTFT from schedule", "ttft_from_scheduled_ms"),
+        ("schedule lag", "schedule_lag_ms"),
+    ):
         d = summary.get(key)
         if d is None:
             continue
         ci = (d.get("ci") or {}).get("p99")
-        tab.add_row(name, *(_ms(d[c]) for c in ("p50", "p90", "p99")), f"{_ms(ci[0])}–{_ms(ci[1])}" if ci else "",
-                    *(_ms(d[c]) for c in ("mean", "max")), str(d["n"]))
+        tab.add_row(
+            name,
+            *(_ms(d[c]) for c in ("p50", "p90", "p99")),
+            f"{_ms(ci[0])}–{_ms(ci[1])}" if ci else "",
+            *(_ms(d[c]) for c in ("mean", "max")),
+            str(d["n"]),
+        )
     return tab
 
 
@@ -128,9 +156,11 @@ def _hol_line(h: dict | None) -> Text | None:
     if not h or not h["itl_ms"]["p99_ratio"]:
         return None
     i, t = h["itl_ms"], h["ttft_ms"]
-    hl = Text(f"  HOL: {', '.join(h['short_classes'])} ITL p99 {_ms(i['clear']['p99'])} ms clear vs "
-              f"{_ms(i['during_long_prefill']['p99'])} ms while a {h['long_class']} prefill was in flight "
-              f"({i['p99_ratio']:.1f}x)")
+    hl = Text(
+        f"  HOL: {', '.join(h['short_classes'])} ITL p99 {_ms(i['clear']['p99'])} ms clear vs "
+        f"{_ms(i['during_long_prefill']['p99'])} ms while a {h['long_class']} prefill was in flight "
+        f"({i['p99_ratio']:.1f}x)"
+    )
     if t["p50_ratio"]:
         hl.append(f"; TTFT p50 {t['p50_ratio']:.1f}x")
     return hl
@@ -163,36 +193,69 @@ def _per_class_table(per: dict) -> Table | None:
         pt.add_column(col, justify="left" if col == "class" else "right")
     for k, b in per.items():
         a = b.get("slo_attainment")
-        pt.add_row(k, str(b["requests"]["issued"]), str(b["requests"]["completed"]), _ms(b["ttft_ms"]["p50"]),
-                   _ms(b["ttft_ms"]["p99"]), _ms(b["itl_ms"]["p50"]), _ms(b["itl_ms"]["p99"]),
-                   _ms(b["tpot_ms"]["p99"]), "-" if a is None else f"{a:.1%}")
+        pt.add_row(
+            k,
+            str(b["requests"]["issued"]),
+            str(b["requests"]["completed"]),
+            _ms(b["ttft_ms"]["p50"]),
+            _ms(b["ttft_ms"]["p99"]),
+            _ms(b["itl_ms"]["p50"]),
+            _ms(b["itl_ms"]["p99"]),
+            _ms(b["tpot_ms"]["p99"]),
+            "-" if a is None else f"{a:.1%}",
+        )
     return pt
 
 
-def render_summary(summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
-                   results_path: str | None = None, slo_hint: str = SLO_HINT) -> Group:
+def render_summary(
+    summary: dict,
+    meta: dict | None = None,
+    target: float = DEFAULT_TARGET,
+    results_path: str | None = None,
+    slo_hint: str = SLO_HINT,
+) -> Group:
     """The verdict first, then the run line, each SLO clause, the latency table with n, the HOL
     signature, offered load, per class, warnings that say what to do, and where the results are."""
     meta = meta or {}
-    parts: list = [_verdict(summary, target, slo_hint), _run_line(summary, meta), *_slo_lines(summary, target),
-                   _latency_table(summary), _ratios_line(summary), _hol_line(summary.get("hol")),
-                   _server_timing_line(summary.get("server_timing")),
-                   _per_class_table(summary.get("per_class") or {})]
+    parts: list = [
+        _verdict(summary, target, slo_hint),
+        _run_line(summary, meta),
+        *_slo_lines(summary, target),
+        _latency_table(summary),
+        _ratios_line(summary),
+        _hol_line(summary.get("hol")),
+        _server_timing_line(summary.get("server_timing")),
+        _per_class_table(summary.get("per_class") or {}),
+    ]
     sess, per_turn = summary.get("sessions"), summary.get("per_turn") or {}
     if sess:
-        line = f"  sessions: {sess['completed']}/{sess['started']} completed, {sess['turns_per_session']:.1f} turns each"
+        line = (
+            f"  sessions: {sess['completed']}/{sess['started']} completed, {sess['turns_per_session']:.1f} turns each"
+        )
         if sess.get("attainment") is not None:
             line += f", every turn met the SLO in {sess['attainment']:.1%} · session goodput {sess['goodput']:.2f}/s"
         parts.append(Text(line))
-        parts.append(Text("  TTFT p50 by turn: " + " · ".join(f"{k}: {_ms(b['ttft_ms']['p50'])} ms"
-                                                               for k, b in list(per_turn.items())[:12]), style="dim"))
+        parts.append(
+            Text(
+                "  TTFT p50 by turn: "
+                + " · ".join(f"{k}: {_ms(b['ttft_ms']['p50'])} ms" for k, b in list(per_turn.items())[:12]),
+                style="dim",
+            )
+        )
     parts.append(prefix_line(summary.get("prefix_cache")))
     lanes = summary.get("per_priority") or {}
     if lanes:
-        parts.append(Text("  priority lanes (lower served first): " + " · ".join(
-            f"{k}: {b['requests']['issued']} req, attainment "
-            + ("-" if b.get("slo_attainment") is None else f"{b['slo_attainment']:.1%}")
-            + f", TTFT p99 {_ms(b['ttft_ms']['p99'])} ms" for k, b in lanes.items())))
+        parts.append(
+            Text(
+                "  priority lanes (lower served first): "
+                + " · ".join(
+                    f"{k}: {b['requests']['issued']} req, attainment "
+                    + ("-" if b.get("slo_attainment") is None else f"{b['slo_attainment']:.1%}")
+                    + f", TTFT p99 {_ms(b['ttft_ms']['p99'])} ms"
+                    for k, b in lanes.items()
+                )
+            )
+        )
     parts += [Text(f"  ! {w}", style="yellow") for w in summary.get("warnings", [])]
     if results_path:
         parts.append(Text(f"  results: {results_path}", style="dim"))
@@ -207,8 +270,14 @@ def prefix_line(pc: dict | None) -> Text | None:
     return None if text is None else Text("  prefix cache: " + text, style="dim")
 
 
-def print_summary(console: Console, summary: dict, meta: dict | None = None, target: float = DEFAULT_TARGET,
-                  results_path: str | None = None, slo_hint: str = SLO_HINT) -> None:
+def print_summary(
+    console: Console,
+    summary: dict,
+    meta: dict | None = None,
+    target: float = DEFAULT_TARGET,
+    results_path: str | None = None,
+    slo_hint: str = SLO_HINT,
+) -> None:
     console.print(render_summary(summary, meta, target, results_path, slo_hint))
 
 
@@ -216,8 +285,10 @@ def progress_text(p, slo_given: bool) -> Text:
     import time
 
     el = time.monotonic() - p.started
-    t = Text(f"sent {int(p.sent)}" + (f"/{p.total}" if p.total else "") + f" · done {int(p.done)} · "
-             f"in flight {p.in_flight} · failed {int(p.failed)} · lag max {p.lag_max_ms:.1f} ms · {el:.0f}s")
+    t = Text(
+        f"sent {int(p.sent)}" + (f"/{p.total}" if p.total else "") + f" · done {int(p.done)} · "
+        f"in flight {p.in_flight} · failed {int(p.failed)} · lag max {p.lag_max_ms:.1f} ms · {el:.0f}s"
+    )
     if slo_given and el > 0:
         t.append(f" · goodput so far {p.good / el:.2f} req/s")
     return t

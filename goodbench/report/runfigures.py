@@ -71,8 +71,9 @@ def cdfs(views: list[RunView], out_dir: str) -> str | None:
         line = slo.get(key) if key != "itl" else slo.get("max_itl")
         if line:
             ax.axvline(line, color=SLO_COLOR, linestyle="--", linewidth=1)
-            ax.annotate(f"SLO {line:g} ms", (line, 0.03), color=SLO_COLOR, fontsize=8, xytext=(3, 0),
-                        textcoords="offset points")
+            ax.annotate(
+                f"SLO {line:g} ms", (line, 0.03), color=SLO_COLOR, fontsize=8, xytext=(3, 0), textcoords="offset points"
+            )
         log_ms_axis(ax, "x")
         ax.set_xlabel(f"{name} (ms, log)")
         ax.set_ylabel("fraction of " + ("gaps" if key == "itl" else "requests"))
@@ -114,8 +115,15 @@ def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = No
         for code, name in enumerate(cols.cls_names):
             m = owner_cls == code
             if m.any():
-                ax.scatter(ends[m], c.gaps[idx[m]] * 1000.0, s=3, alpha=0.5, color=colors[name],
-                           label=f"{name} gaps", rasterized=True)
+                ax.scatter(
+                    ends[m],
+                    c.gaps[idx[m]] * 1000.0,
+                    s=3,
+                    alpha=0.5,
+                    color=colors[name],
+                    label=f"{name} gaps",
+                    rasterized=True,
+                )
         lc = long_class or find_long(cols)
         if lc is not None:
             arrivals = cols.sent[(cols.cls == cols.cls_names.index(lc)) & ~np.isnan(cols.sent)]
@@ -190,8 +198,9 @@ def timeseries(views: list[RunView], out_dir: str) -> str | None:
         sent = np.sort(c.sent[~np.isnan(c.sent)])
         ended = np.sort(np.where(np.isnan(c.fin), done_t, c.fin)[~np.isnan(c.sent)])
         ended = ended[~np.isnan(ended)]
-        axes[2].plot(grid, np.searchsorted(sent, grid) - np.searchsorted(ended, grid), color=line.get_color(),
-                     label=v.label)
+        axes[2].plot(
+            grid, np.searchsorted(sent, grid) - np.searchsorted(ended, grid), color=line.get_color(), label=v.label
+        )
         drew = True
     if not drew:
         plt.close(fig)
@@ -262,8 +271,9 @@ def schedule_lag(views: list[RunView], out_dir: str) -> str | None:
         plt.close(fig)
         return None
     ax.axhline(10, color=SLO_COLOR, linestyle="--", linewidth=1)
-    ax.annotate("10 ms: validity limit (p99)", (0, 10), color=SLO_COLOR, fontsize=8, xytext=(3, 3),
-                textcoords="offset points")
+    ax.annotate(
+        "10 ms: validity limit (p99)", (0, 10), color=SLO_COLOR, fontsize=8, xytext=(3, 3), textcoords="offset points"
+    )
     log_ms_axis(ax, "y")
     ax.set_xlabel("scheduled time in run (s)")
     ax.set_ylabel("schedule lag (ms, log)")
@@ -292,15 +302,18 @@ def engine_steps(views: list[RunView], out_dir: str) -> str | None:
         if st is not None:
             k = _thin(st["start"].size)
             t = st["start"][k]
-            step_axes[0].scatter(t, st["prefill_tokens"][k], s=2, alpha=0.6, label=f"{v.label} prefill", rasterized=True)
+            step_axes[0].scatter(
+                t, st["prefill_tokens"][k], s=2, alpha=0.6, label=f"{v.label} prefill", rasterized=True
+            )
             step_axes[0].scatter(t, st["decode_tokens"][k], s=2, alpha=0.6, label=f"{v.label} decode", rasterized=True)
             step_axes[1].plot(t, st["kv_usage"][k] * 100, linewidth=1, label=v.label)
             step_axes[2].plot(st["start"], np.cumsum(st["preemptions"]), linewidth=1, label=v.label)
         if v.server and server_ax is not None:
             t = np.array([r["t"] for r in v.server], float)
             for name in _server_series(v.server):
-                server_ax.plot(t, [r["metrics"].get(name, np.nan) for r in v.server], linewidth=1,
-                               label=f"{v.label}: {name}")
+                server_ax.plot(
+                    t, [r["metrics"].get(name, np.nan) for r in v.server], linewidth=1, label=f"{v.label}: {name}"
+                )
     if step_axes:
         step_axes[0].set_ylabel("tokens per step")
         step_axes[1].set_ylabel("KV cache used (%)")

@@ -7,8 +7,13 @@ import os
 
 from .figures import _plt, _save
 
-METRICS = (("goodput", "goodput (req/s)"), ("ttft_p99_ms", "TTFT p99 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),
-           ("itl_p99_over_p50", "ITL p99/p50"), ("tpot_p99_ms", "TPOT p99 (ms)"))
+METRICS = (
+    ("goodput", "goodput (req/s)"),
+    ("ttft_p99_ms", "TTFT p99 (ms)"),
+    ("itl_p99_ms", "ITL p99 (ms)"),
+    ("itl_p99_over_p50", "ITL p99/p50"),
+    ("tpot_p99_ms", "TPOT p99 (ms)"),
+)
 
 
 def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
@@ -30,8 +35,14 @@ def sweep_plots(rows: list[dict], out_dir: str) -> list[str]:
     return paths
 
 
-def _per_gpu_by_layout(plt, ok: list[dict], out_dir: str, key: str = "goodput_per_gpu",
-                       ylabel: str = "goodput per GPU (req/s)", name: str = "sweep_disaggregation.png") -> str:
+def _per_gpu_by_layout(
+    plt,
+    ok: list[dict],
+    out_dir: str,
+    key: str = "goodput_per_gpu",
+    ylabel: str = "goodput per GPU (req/s)",
+    name: str = "sweep_disaggregation.png",
+) -> str:
     """DistServe's headline: goodput per GPU of each layout (colocated replicas, P:D splits) at equal
     GPU count, one bar group per tier and configuration."""
     import numpy as np
@@ -43,8 +54,12 @@ def _per_gpu_by_layout(plt, ok: list[dict], out_dir: str, key: str = "goodput_pe
     for j, lay in enumerate(layouts):
         vals = [next((r[key] or 0 for r in ok if r["layout"] == lay and _group(r) == g), 0) for g in groups]
         ax.bar(np.arange(len(groups)) + j * width, vals, width, label=lay)
-    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, [g.replace("max_num_batched_tokens=", "budget=") for g in groups],
-                  fontsize=7, rotation=15)
+    ax.set_xticks(
+        np.arange(len(groups)) + 0.4 - width / 2,
+        [g.replace("max_num_batched_tokens=", "budget=") for g in groups],
+        fontsize=7,
+        rotation=15,
+    )
     ax.set_ylabel(ylabel)
     ax.set_title("colocated vs prefill/decode at equal GPU count")
     ax.grid(alpha=0.3, axis="y")
@@ -65,8 +80,9 @@ def max_rate_plot(results: list[dict], out_dir: str) -> str | None:
     ok = [r for r in results if not r.get("error") and r.get("layout")]
     if len({r["layout"] for r in ok}) < 2:
         return None
-    return _per_gpu_by_layout(_plt(), ok, out_dir, "max_rate_per_gpu", "max goodput rate per GPU (req/s)",
-                              "max_rate_per_gpu.png")
+    return _per_gpu_by_layout(
+        _plt(), ok, out_dir, "max_rate_per_gpu", "max goodput rate per GPU (req/s)", "max_rate_per_gpu.png"
+    )
 
 
 def _metrics_vs_chunk(plt, ok: list[dict], chunked: list[dict], gpus: list[str], out_dir: str) -> str:
@@ -76,9 +92,11 @@ def _metrics_vs_chunk(plt, ok: list[dict], chunked: list[dict], gpus: list[str],
     any_base = False
     for ax, (key, title) in zip(axes, METRICS):
         for gpu in gpus:
-            pts = sorted((r["max_num_batched_tokens"], r[key]) for r in chunked if r["gpu"] == gpu and r.get(key) is not None)
+            pts = sorted(
+                (r["max_num_batched_tokens"], r[key]) for r in chunked if r["gpu"] == gpu and r.get(key) is not None
+            )
             if pts:
-                line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
+                (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
                 base = [r[key] for r in ok if r["gpu"] == gpu and r.get("enable_chunked_prefill") is False]
                 if base and base[0] is not None:
                     ax.axhline(base[0], color=line.get_color(), linestyle="--", linewidth=1)
@@ -127,8 +145,11 @@ def _goodput_heatmap(plt, chunked: list[dict], gpus: list[str], out_dir: str) ->
 def _frontier(plt, ok: list[dict], gpus: list[str], out_dir: str) -> str:
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
     for gpu in gpus:
-        pts = sorted((r["itl_p99_ms"], r["ttft_p99_ms"], r["max_num_batched_tokens"]) for r in ok
-                     if r["gpu"] == gpu and r.get("itl_p99_ms") is not None and r.get("ttft_p99_ms") is not None)
+        pts = sorted(
+            (r["itl_p99_ms"], r["ttft_p99_ms"], r["max_num_batched_tokens"])
+            for r in ok
+            if r["gpu"] == gpu and r.get("itl_p99_ms") is not None and r.get("ttft_p99_ms") is not None
+        )
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
             for x, y, n in pts:

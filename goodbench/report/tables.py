@@ -16,9 +16,15 @@ def ms(v) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-_SHORT = {"max_num_batched_tokens=": "budget=", "enable_chunked_prefill=false": "unchunked",
-          "enable_chunked_prefill=true": "chunked", "max_num_seqs=": "seqs=", "long_prefill_token_threshold=": "lpt=",
-          "enable_prefix_caching=true": "cache", "enable_prefix_caching=false": "nocache"}
+_SHORT = {
+    "max_num_batched_tokens=": "budget=",
+    "enable_chunked_prefill=false": "unchunked",
+    "enable_chunked_prefill=true": "chunked",
+    "max_num_seqs=": "seqs=",
+    "long_prefill_token_threshold=": "lpt=",
+    "enable_prefix_caching=true": "cache",
+    "enable_prefix_caching=false": "nocache",
+}
 
 
 def short(label: str) -> str:
@@ -31,8 +37,19 @@ def short(label: str) -> str:
 # ----------------------------------------------------------------------------------------------- sweeps
 def sweep_table(title: str, rows: list[dict]) -> Table:
     tab = Table(title=title)
-    for col in ("gpu", "config", "goodput req/s [95% CI]", "attain", "TTFT p50", "TTFT p99", "ITL p99", "p99/p50",
-                "TPOT p99", "goodput/GPU", "$/M tok"):
+    for col in (
+        "gpu",
+        "config",
+        "goodput req/s [95% CI]",
+        "attain",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p99",
+        "p99/p50",
+        "TPOT p99",
+        "goodput/GPU",
+        "$/M tok",
+    ):
         tab.add_column(col, justify="left" if col in ("gpu", "config") else "right", no_wrap=True)
     for r in rows:
         config = short(r["cell"].partition(",")[2]) or "base"
@@ -40,37 +57,63 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
             tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 8)
             continue
         per_gpu = r.get("goodput_per_gpu")
-        tab.add_row(r["gpu"], config, f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}-{r['goodput_hi']:.2f}]",
-                    f"{r['slo_attainment']:.1%}", ms(r["ttft_p50_ms"]), ms(r["ttft_p99_ms"]), ms(r["itl_p99_ms"]),
-                    f"{r['itl_p99_over_p50'] or 0:.2f}", ms(r["tpot_p99_ms"]),
-                    "-" if per_gpu is None else f"{per_gpu:.3f}", usd(r.get("usd_per_million_output_tokens")))
+        tab.add_row(
+            r["gpu"],
+            config,
+            f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}-{r['goodput_hi']:.2f}]",
+            f"{r['slo_attainment']:.1%}",
+            ms(r["ttft_p50_ms"]),
+            ms(r["ttft_p99_ms"]),
+            ms(r["itl_p99_ms"]),
+            f"{r['itl_p99_over_p50'] or 0:.2f}",
+            ms(r["tpot_p99_ms"]),
+            "-" if per_gpu is None else f"{per_gpu:.3f}",
+            usd(r.get("usd_per_million_output_tokens")),
+        )
     return tab
 
 
 def cheapest_line(c: dict | None) -> str:
     if not c:
         return "  cheapest at the SLO: no cell has a price and requests meeting the SLO (--gpu-price)"
-    return (f"  cheapest at the SLO: [bold]{short(c['cell'])}[/] — {usd(c['usd_per_million_output_tokens'])} per million "
-            f"delivered output tokens ({c['goodput_per_usd_hour']:.2f} req/s per $/h, attainment "
-            f"{c['slo_attainment']:.1%}); most goodput per GPU: {short(c['most_goodput_per_gpu'])} "
-            f"({c['goodput_per_gpu']:.3f} req/s)")
+    return (
+        f"  cheapest at the SLO: [bold]{short(c['cell'])}[/] — {usd(c['usd_per_million_output_tokens'])} per million "
+        f"delivered output tokens ({c['goodput_per_usd_hour']:.2f} req/s per $/h, attainment "
+        f"{c['slo_attainment']:.1%}); most goodput per GPU: {short(c['most_goodput_per_gpu'])} "
+        f"({c['goodput_per_gpu']:.3f} req/s)"
+    )
 
 
 def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict, offered: float | None = None) -> str:
     """offered: the rate the seeded schedule actually offered (a Poisson draw of n arrivals is not the
     asked rate exactly); the table is labelled by it, with the asked process beside it."""
-    load = label if not offered else (f"offered {offered:.2f} req/s (the workload's own timing)" if label == "workload"
-                                      else f"offered {offered:.2f} req/s ({label} asked)")
+    load = (
+        label
+        if not offered
+        else (
+            f"offered {offered:.2f} req/s (the workload's own timing)"
+            if label == "workload"
+            else f"offered {offered:.2f} req/s ({label} asked)"
+        )
+    )
     return f"sweep {sweep_id}: {workload} · {load} · {n} requests · SLO {format_slo(slo)}"
 
 
 def best_lines(best: dict) -> list[str]:
     out = []
     for gpu, b in best.items():
-        margin = "" if b["next"] is None else (f"; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
-                                               + ("" if b["separated"] else " (within the intervals)"))
-        out.append(f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
-                   f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}")
+        margin = (
+            ""
+            if b["next"] is None
+            else (
+                f"; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
+                + ("" if b["separated"] else " (within the intervals)")
+            )
+        )
+        out.append(
+            f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
+            f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}"
+        )
     return out
 
 
@@ -82,8 +125,11 @@ def slo_scale_table(rows: list[dict], scales) -> Table:
         st.add_column(f"x{k:g}", justify="right")
     for r in rows:
         if not r.get("error"):
-            st.add_row(r["gpu"], short(r["cell"].partition(",")[2]) or "base",
-                       *(f"{r[f'attainment@{k:g}']:.1%}" for k in scales))
+            st.add_row(
+                r["gpu"],
+                short(r["cell"].partition(",")[2]) or "base",
+                *(f"{r[f'attainment@{k:g}']:.1%}" for k in scales),
+            )
     return st
 
 
@@ -96,14 +142,24 @@ def min_gpus_table(rows: list[dict], target: float) -> Table:
         if r["replicas"] is None:
             t.add_row(r["gpu"], config, "[red]not reached[/]", "", f"{r.get('slo_attainment') or 0:.1%}", "", "", "")
             continue
-        t.add_row(r["gpu"], config, str(r["replicas"]), str(r["gpus"]), f"{r['slo_attainment']:.1%}",
-                  f"{r['goodput']:.2f}", usd(r["usd_per_hour"]), usd(r["usd_per_million_output_tokens"]))
+        t.add_row(
+            r["gpu"],
+            config,
+            str(r["replicas"]),
+            str(r["gpus"]),
+            f"{r['slo_attainment']:.1%}",
+            f"{r['goodput']:.2f}",
+            usd(r["usd_per_hour"]),
+            usd(r["usd_per_million_output_tokens"]),
+        )
     return t
 
 
 def probe_line(p: dict) -> str:
-    return (f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
-            f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}")
+    return (
+        f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
+        f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}"
+    )
 
 
 def max_rate_line(r: dict) -> str:
@@ -112,13 +168,16 @@ def max_rate_line(r: dict) -> str:
         return f"  [red]✗ {label}: {r['error']}[/]"
     mr = r["max_rate"]
     if not mr:
-        return (f"  max goodput rate on {label}: [red]none: even the lowest probed rate misses the target (is the "
-                "SLO reachable on this GPU? see `goodbench engine explain`)[/]")
+        return (
+            f"  max goodput rate on {label}: [red]none: even the lowest probed rate misses the target (is the "
+            "SLO reachable on this GPU? see `goodbench engine explain`)[/]"
+        )
     per = f" = {r['max_rate_per_gpu']:.3f} per GPU on {r['gpus']} GPUs" if (r.get("gpus") or 1) > 1 else ""
     lo, hi = r["bracket"]
     bracket = f"{lo:.2f}-{hi:.2f}" if hi is not None else f"{lo:.2f}-?"
-    return (f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/]{per} (bracket {bracket})"
-            + ("" if r["conclusive"] else " — inconclusive at the bracket ends: run more requests"))
+    return f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/]{per} (bracket {bracket})" + (
+        "" if r["conclusive"] else " — inconclusive at the bracket ends: run more requests"
+    )
 
 
 def max_rate_table(results: list[dict], target: float) -> Table:
@@ -131,8 +190,14 @@ def max_rate_table(results: list[dict], target: float) -> Table:
             continue
         cell = short(r["cell"].rsplit(",", 1)[0] if r.get("layout") and r["cell"].endswith(r["layout"]) else r["cell"])
         mr, per = r.get("max_rate"), r.get("max_rate_per_gpu")
-        t.add_row(cell, r.get("layout", ""), str(r.get("gpus", "")), f"{mr:.2f}" if mr else "none",
-                  f"{per:.3f}" if per else "", "yes" if r.get("conclusive") else "no")
+        t.add_row(
+            cell,
+            r.get("layout", ""),
+            str(r.get("gpus", "")),
+            f"{mr:.2f}" if mr else "none",
+            f"{per:.3f}" if per else "",
+            "yes" if r.get("conclusive") else "no",
+        )
     return t
 
 
@@ -143,11 +208,16 @@ def usd(v, digits: int = 2) -> str:
 
 def cost_line(c: dict) -> str:
     tiers = ", ".join(f"{n}x {g}" for g, n in c["gpu_tiers"].items())
-    price = (f"{usd(c['usd_per_hour'])}/h" if c["usd_per_hour"] is not None
-             else f"no price for {', '.join(c['unpriced'])} (--gpu-price)")
+    price = (
+        f"{usd(c['usd_per_hour'])}/h"
+        if c["usd_per_hour"] is not None
+        else f"no price for {', '.join(c['unpriced'])} (--gpu-price)"
+    )
     per_gpu = "-" if c["goodput_per_gpu"] is None else f"{c['goodput_per_gpu']:.3f}"
-    return (f"  cost: {tiers} = {c['gpus']} GPUs, {price}; {usd(c['usd_per_million_output_tokens'])} per million "
-            f"delivered output tokens (requests meeting the SLO); goodput per GPU {per_gpu} req/s")
+    return (
+        f"  cost: {tiers} = {c['gpus']} GPUs, {price}; {usd(c['usd_per_million_output_tokens'])} per million "
+        f"delivered output tokens (requests meeting the SLO); goodput per GPU {per_gpu} req/s"
+    )
 
 
 def instances_line(sim: dict) -> list[str]:
@@ -158,40 +228,55 @@ def instances_line(sim: dict) -> list[str]:
     parts = [f"{x['role']} {x['gpu']} tp{x['tp']}: {x['requests']} req, busy {x['busy_s']:.0f} s" for x in inst]
     out = [f"  instances ({sim['router']} router): " + "; ".join(parts)]
     if sim.get("kv_link"):
-        out.append(f"  KV transfer over {sim['kv_link']}: p50 {sim['kv_transfer_ms_p50']:.2f} ms, "
-                   f"max {sim['kv_transfer_ms_max']:.2f} ms")
+        out.append(
+            f"  KV transfer over {sim['kv_link']}: p50 {sim['kv_transfer_ms_p50']:.2f} ms, "
+            f"max {sim['kv_transfer_ms_max']:.2f} ms"
+        )
     return out
 
 
 # ----------------------------------------------------------------------------------------------- advise
 def advice_lines(a) -> list[str]:
     i = a.inputs
-    out = [f"[bold]{a.model} on {a.gpu}[/]: chunk-size advice for a {i['prompt_tokens']}-token p95 prompt "
-           f"and a {i['ttft_slo_ms']:g} ms TTFT SLO",
-           f"  memory ceiling: ({i['usable_gib']:.1f} GiB usable - {i['weights_gib']:.1f} weights - "
-           f"{i['runtime_gib']:.1f} runtime - {i['decode_kv_reserve_gib']:.1f} KV for {i['concurrency']} decodes "
-           f"x {i['context']} tokens) / ({i['activation_bytes_per_token'] / 1024:.0f} KiB activations + "
-           f"{i['kv_bytes_per_token'] / 1024:.0f} KiB KV per token) = [bold]{a.memory_ceiling}[/] tokens "
-           f"(capped at 16384)"]
+    out = [
+        f"[bold]{a.model} on {a.gpu}[/]: chunk-size advice for a {i['prompt_tokens']}-token p95 prompt "
+        f"and a {i['ttft_slo_ms']:g} ms TTFT SLO",
+        f"  memory ceiling: ({i['usable_gib']:.1f} GiB usable - {i['weights_gib']:.1f} weights - "
+        f"{i['runtime_gib']:.1f} runtime - {i['decode_kv_reserve_gib']:.1f} KV for {i['concurrency']} decodes "
+        f"x {i['context']} tokens) / ({i['activation_bytes_per_token'] / 1024:.0f} KiB activations + "
+        f"{i['kv_bytes_per_token'] / 1024:.0f} KiB KV per token) = [bold]{a.memory_ceiling}[/] tokens "
+        f"(capped at 16384)",
+    ]
     out += [f"  {r}" for r in a.reasons]
-    out.append(f"  SLO bound: floor({i['ttft_slo_ms']:g} / {a.time_per_chunk_ms:.1f}) = {a.chunks_allowed} chunks "
-               f"allowed -> ceil({i['prompt_tokens']} / {a.chunks_allowed}) clamped to [{i['min_chunk']}, "
-               f"{a.memory_ceiling}] = [bold]{a.chunk} tokens[/]")
+    out.append(
+        f"  SLO bound: floor({i['ttft_slo_ms']:g} / {a.time_per_chunk_ms:.1f}) = {a.chunks_allowed} chunks "
+        f"allowed -> ceil({i['prompt_tokens']} / {a.chunks_allowed}) clamped to [{i['min_chunk']}, "
+        f"{a.memory_ceiling}] = [bold]{a.chunk} tokens[/]"
+    )
     return out
 
 
 def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
-    t = Table(title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
-                    f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats")
+    t = Table(
+        title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
+        f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats"
+    )
     for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "ITL max", "attainment", "goodput", "$/M tok"):
         t.add_column(col, justify="right")
     for r in rows:
         if r.get("error"):
             continue
         mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
-        t.add_row(f"{r['max_num_batched_tokens']}{mark}", ms(r["long_ttft_p50_ms"]), ms(r["long_ttft_p99_ms"]),
-                  ms(r["itl_p99_ms"]), ms(r.get("itl_max_ms")), f"{r['slo_attainment']:.1%}", f"{r['goodput']:.2f}",
-                  usd(r.get("usd_per_million_output_tokens")))
+        t.add_row(
+            f"{r['max_num_batched_tokens']}{mark}",
+            ms(r["long_ttft_p50_ms"]),
+            ms(r["long_ttft_p99_ms"]),
+            ms(r["itl_p99_ms"]),
+            ms(r.get("itl_max_ms")),
+            f"{r['slo_attainment']:.1%}",
+            f"{r['goodput']:.2f}",
+            usd(r.get("usd_per_million_output_tokens")),
+        )
     return t
 
 
@@ -202,13 +287,20 @@ def workloads_table(catalogue) -> Table:
     for c in ("name", "requests", "arrival", "SLO", "what it models"):
         t.add_column(c, overflow="fold", no_wrap=c in ("name", "arrival"))
     for name, spec, about in catalogue:
-        n = (f"{spec.hol.repeats * (spec.hol.shorts + 1)}" if spec.hol else
-             f"{spec.session.sessions} sessions" if spec.session else
-             "the trace's" if spec.trace else
-             str(spec.num_requests) if spec.num_requests else
-             f"{spec.duration_s:g} s" if spec.duration_s else "-")
-        t.add_row(name, n, spec.arrival.label, format_slo(spec.slo),
-                  escape(spec.description or about.split(". ")[0]))
+        n = (
+            f"{spec.hol.repeats * (spec.hol.shorts + 1)}"
+            if spec.hol
+            else f"{spec.session.sessions} sessions"
+            if spec.session
+            else "the trace's"
+            if spec.trace
+            else str(spec.num_requests)
+            if spec.num_requests
+            else f"{spec.duration_s:g} s"
+            if spec.duration_s
+            else "-"
+        )
+        t.add_row(name, n, spec.arrival.label, format_slo(spec.slo), escape(spec.description or about.split(". ")[0]))
     return t
 
 
@@ -218,8 +310,15 @@ def gpus_table(gpus) -> Table:
     for c in ("gpu", "BF16 TFLOPS", "FP8 TFLOPS", "memory GiB", "bandwidth TB/s", "interconnect GB/s", "source"):
         t.add_column(c, overflow="fold")
     for g in gpus:
-        t.add_row(g.name, f"{g.bf16_tflops:g}", "-" if g.fp8_tflops is None else f"{g.fp8_tflops:g}", f"{g.mem_gib:g}",
-                  f"{g.mem_bw_tbs:g}", f"{g.interconnect_gbs:g}{' NVLink' if g.nvlink else ''}", g.source)
+        t.add_row(
+            g.name,
+            f"{g.bf16_tflops:g}",
+            "-" if g.fp8_tflops is None else f"{g.fp8_tflops:g}",
+            f"{g.mem_gib:g}",
+            f"{g.mem_bw_tbs:g}",
+            f"{g.interconnect_gbs:g}{' NVLink' if g.nvlink else ''}",
+            g.source,
+        )
     return t
 
 
@@ -234,19 +333,42 @@ def prices_table(prices) -> Table:
 
 def models_table(models) -> Table:
     t = Table(title="model shapes")
-    for c in ("model", "layers", "hidden", "heads", "kv heads", "head dim", "ffn", "vocab", "params (B)", "KV KiB/token"):
+    for c in (
+        "model",
+        "layers",
+        "hidden",
+        "heads",
+        "kv heads",
+        "head dim",
+        "ffn",
+        "vocab",
+        "params (B)",
+        "KV KiB/token",
+    ):
         t.add_column(c, justify="right" if c != "model" else "left")
     for m in models:
-        t.add_row(m.name, str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads), str(m.head_dim), str(m.ffn),
-                  str(m.vocab), f"{m.params_total / 1e9:.2f}", f"{m.kv_bytes_per_token() / 1024:g}")
+        t.add_row(
+            m.name,
+            str(m.layers),
+            str(m.hidden),
+            str(m.heads),
+            str(m.kv_heads),
+            str(m.head_dim),
+            str(m.ffn),
+            str(m.vocab),
+            f"{m.params_total / 1e9:.2f}",
+            f"{m.kv_bytes_per_token() / 1024:g}",
+        )
     return t
 
 
 def explain_lines(cfg, r: dict) -> list[str]:
-    out = [f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
-           f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests",
-           f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  (GEMM efficiency {r['eta_compute']:.0%}, "
-           f"weight-streaming floor {r['weight_floor_s'] * 1000:.2f} ms)"]
+    out = [
+        f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
+        f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests",
+        f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  (GEMM efficiency {r['eta_compute']:.0%}, "
+        f"weight-streaming floor {r['weight_floor_s'] * 1000:.2f} ms)",
+    ]
     out += [f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}" for k, v in r["breakdown_s"].items()]
     return out
 
@@ -274,8 +396,12 @@ _NAMES = {"slo_attainment": "attainment", "goodput": "goodput /s"}
 
 
 def compare_table(res: dict) -> Table:
-    tab = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"{res['base']} → {res['new']}  "
-                f"({res['level']:.0%} CI of the difference)", title_justify="left")
+    tab = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        title=f"{res['base']} → {res['new']}  ({res['level']:.0%} CI of the difference)",
+        title_justify="left",
+    )
     for col in ("metric", "base", "new", "Δ", "Δ%", "CI of Δ", "p MWU", "verdict"):
         tab.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
     for d in res["metrics"]:
@@ -285,7 +411,14 @@ def compare_table(res: dict) -> Table:
         u = d["unit"]
         ci = "-" if not d["ci"] else f"{_fmt(d['ci'][0], u)}…{_fmt(d['ci'][1], u)}"
         name = _NAMES.get(d["metric"], d["metric"].replace("_p", " p").upper().replace(" P", " p") + " ms")
-        tab.add_row(name, _fmt(d["base"], u), _fmt(d["new"], u), _fmt(d["delta"], u),
-                    "-" if d["rel"] is None else fmt_num(d["rel"], "+.1%"), ci,
-                    "-" if d["p_value"] is None else f"{d['p_value']:.2g}", Text(verdict, style=style))
+        tab.add_row(
+            name,
+            _fmt(d["base"], u),
+            _fmt(d["new"], u),
+            _fmt(d["delta"], u),
+            "-" if d["rel"] is None else fmt_num(d["rel"], "+.1%"),
+            ci,
+            "-" if d["p_value"] is None else f"{d['p_value']:.2g}",
+            Text(verdict, style=style),
+        )
     return tab

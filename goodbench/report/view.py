@@ -20,10 +20,10 @@ class RunView:
     label: str
     meta: dict
     summary: dict
-    cols: RecordArrays            # non-warm-up requests
+    cols: RecordArrays  # non-warm-up requests
     c: RequestMetrics
-    steps: dict | None          # step_trace.jsonl as arrays (engine clock)
-    server: list | None         # server_metrics.jsonl rows (run clock)
+    steps: dict | None  # step_trace.jsonl as arrays (engine clock)
+    server: list | None  # server_metrics.jsonl rows (run clock)
     incomplete: str | None = None  # why the directory does not hold a whole run (store.incomplete)
 
 
@@ -46,5 +46,14 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     steps = load_steps(os.path.join(run_dir, "step_trace.jsonl"))
     server = load_server_metrics(run_dir) or None
     name = label or run.meta.label
-    return RunView(run_dir, f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
-                   run.meta.to_dict(), summary, cols, c, steps, server, incomplete(run_dir))
+    return RunView(
+        run_dir,
+        f"{run.meta.run_id} ({name})" if name and name != run.meta.run_id else run.meta.run_id,
+        run.meta.to_dict(),
+        summary,
+        cols,
+        c,
+        steps,
+        server,
+        incomplete(run_dir),
+    )

@@ -11,8 +11,14 @@ from .runfigures import run_figures
 from .view import load_view
 
 
-def write_reports(paths: list[str], out: str | None = None, slo: dict | None = None, figures: bool = True,
-                  on_stage=None, notes: list | None = None) -> list[tuple[str, int]]:
+def write_reports(
+    paths: list[str],
+    out: str | None = None,
+    slo: dict | None = None,
+    figures: bool = True,
+    on_stage=None,
+    notes: list | None = None,
+) -> list[tuple[str, int]]:
     """`goodbench report`: a sweep report per sweep directory, and one report for the run directories
     (combined when several: in `out`, or combined-<hash> beside the first). Returns (path, figures);
     notes (a list) receives one line per incomplete run (the report marks them too)."""

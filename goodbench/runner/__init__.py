@@ -21,8 +21,9 @@ from .workers import run_workers
 __all__ = ["CLIENTS", "Progress", "RunOptions", "run_plan"]
 
 
-def run_plan(plan: Plan, cfg: ClientConfig, sink, opts: RunOptions, tok, tok_name: str | None,
-             progress: Progress, on_tick=None) -> bool:
+def run_plan(
+    plan: Plan, cfg: ClientConfig, sink, opts: RunOptions, tok, tok_name: str | None, progress: Progress, on_tick=None
+) -> bool:
     """Run the plan on the real clock; records go to sink (a RunDir). Returns True if interrupted."""
     n = len(plan.requests)
     scrape = opts.scrape_metrics
@@ -30,6 +31,20 @@ def run_plan(plan: Plan, cfg: ClientConfig, sink, opts: RunOptions, tok, tok_nam
         scrape = asyncio.run(probe_metrics(cfg.base_url))
     progress.total = n if not (plan.closed and plan.duration_s) else 0
     if opts.workers <= 1:
-        return asyncio.run(run_share(Share(plan, np.arange(n), plan.arrival.concurrency, cfg, sink, progress, opts,
-                                           tok=tok, on_tick=on_tick, scrape=scrape)))
+        return asyncio.run(
+            run_share(
+                Share(
+                    plan,
+                    np.arange(n),
+                    plan.arrival.concurrency,
+                    cfg,
+                    sink,
+                    progress,
+                    opts,
+                    tok=tok,
+                    on_tick=on_tick,
+                    scrape=scrape,
+                )
+            )
+        )
     return run_workers(plan, cfg, sink.dir, opts, tok_name, progress, on_tick, scrape)

@@ -77,8 +77,11 @@ class Dispatch:
             p.sent += 1
 
         try:
-            rec = await self.client.send(spec, scheduled_at, sent, on_text=on_text) if on_text else \
-                await self.client.send(spec, scheduled_at, sent)
+            rec = (
+                await self.client.send(spec, scheduled_at, sent, on_text=on_text)
+                if on_text
+                else await self.client.send(spec, scheduled_at, sent)
+            )
         finally:
             if self.sem is not None:
                 self.sem.release()
@@ -127,8 +130,9 @@ class Dispatch:
                 await sem.acquire()
             self._spawn(spec, off)
 
-    async def closed_loop(self, reqs: list[RequestSpec], users: int, think_s: float,
-                          duration_s: float | None, cycle: bool) -> None:
+    async def closed_loop(
+        self, reqs: list[RequestSpec], users: int, think_s: float, duration_s: float | None, cycle: bool
+    ) -> None:
         clock, t0 = self.client.clock, self.client.t0
         state = {"i": 0}
 

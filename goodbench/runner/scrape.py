@@ -29,8 +29,14 @@ async def sample_now(base_url: str) -> tuple[float, dict] | None:
     return (at, parse_prometheus(text)) if text else None
 
 
-async def scrape_loop(base_url: str, path: str, t0: float, stop: asyncio.Event, interval: float = 1.0,
-                      baseline: tuple[float, dict] | None = None) -> None:
+async def scrape_loop(
+    base_url: str,
+    path: str,
+    t0: float,
+    stop: asyncio.Event,
+    interval: float = 1.0,
+    baseline: tuple[float, dict] | None = None,
+) -> None:
     """Append the target's gauges and counters to path every interval, timed on the run's clock, and
     once more when stopped. baseline (sample_now's, taken before the clock started) is written first,
     at its negative time: counters' deltas over the run need samples before its first request and

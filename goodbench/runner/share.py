@@ -34,10 +34,10 @@ class Share:
     idx: np.ndarray
     users: int
     cfg: ClientConfig
-    sink: object           # where finished records go: .append(record); .dir for server_metrics.jsonl
+    sink: object  # where finished records go: .append(record); .dir for server_metrics.jsonl
     progress: Progress
     opts: RunOptions
-    t0: float = -1.0       # the clock origin (monotonic); < 0: set once set-up is done
+    t0: float = -1.0  # the clock origin (monotonic); < 0: set once set-up is done
     tok: object = None
     on_tick: Callable | None = None
     scrape: bool = False
@@ -95,8 +95,15 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
     client.t0 = sh.progress.t0 = t0
     scrape_stop = asyncio.Event()
-    scraper = asyncio.ensure_future(scrape_loop(sh.cfg.base_url, os.path.join(sh.sink.dir, "server_metrics.jsonl"),
-                                                t0, scrape_stop, baseline=baseline)) if sh.scrape else None
+    scraper = (
+        asyncio.ensure_future(
+            scrape_loop(
+                sh.cfg.base_url, os.path.join(sh.sink.dir, "server_metrics.jsonl"), t0, scrape_stop, baseline=baseline
+            )
+        )
+        if sh.scrape
+        else None
+    )
     ticker = asyncio.ensure_future(_ticker(d, sh.on_tick))
     watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
     plan = sh.plan
@@ -105,8 +112,11 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
         if plan.sessions:
             await d.dispatch(d.sessions_loop(plan))
         elif plan.closed:
-            await d.dispatch(d.closed_loop(reqs, sh.users, plan.arrival.think_time_s, plan.duration_s,
-                                           cycle=plan.duration_s is not None))
+            await d.dispatch(
+                d.closed_loop(
+                    reqs, sh.users, plan.arrival.think_time_s, plan.duration_s, cycle=plan.duration_s is not None
+                )
+            )
         else:
             await d.dispatch(d.open_loop(reqs, plan.offsets[sh.idx]))
         return await d.drain()
@@ -154,8 +164,11 @@ async def run_share(sh: Share) -> bool:
         d = Dispatch(client, sh.sink, sh.progress, sh.opts)
         _stop_on_signals(d, loop)
         try:
-            n_warm = sh.opts.prewarm if sh.opts.prewarm is not None else (
-                sh.users if sh.plan.closed else min(len(sh.idx), sh.opts.max_concurrency or 256))
+            n_warm = (
+                sh.opts.prewarm
+                if sh.opts.prewarm is not None
+                else (sh.users if sh.plan.closed else min(len(sh.idx), sh.opts.max_concurrency or 256))
+            )
             await client.prewarm(min(n_warm, 512))
             with quiet_gc():  # collector pauses would make the loop late (see gcquiet)
                 interrupted = await _run_timed(d, client, sh)

@@ -15,8 +15,7 @@ from ..records import format_slo
 from ..serverproc import free_port
 from ..workloads import WorkloadSpec
 
-LOCUSTFILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integrations",
-                          "locustfile.py")
+LOCUSTFILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integrations", "locustfile.py")
 
 
 @dataclass
@@ -26,7 +25,7 @@ class LocustRun:
     run_id: str = ""
     users: int = 16
     spawn_rate: float = 16.0
-    workers: int = 0              # 0: one locust process; N: a master and N workers
+    workers: int = 0  # 0: one locust process; N: a master and N workers
     open_loop: bool = False
     min_attainment: float = 0.95
     api_key_env: str = "OPENAI_API_KEY"
@@ -35,11 +34,30 @@ class LocustRun:
 
 
 def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
-    cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "-u", str(r.users), "-r",
-           str(r.spawn_rate), "--host", r.base_url,
-           "-t", f"{int(spec.duration_s + 60) if spec.duration_s else 86400}s",
-           "--goodbench-result-dir", r.result_dir, "--goodbench-run-id", r.run_id,
-           "--goodbench-min-attainment", str(r.min_attainment), "--goodbench-api-key-env", r.api_key_env]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--headless",
+        "-u",
+        str(r.users),
+        "-r",
+        str(r.spawn_rate),
+        "--host",
+        r.base_url,
+        "-t",
+        f"{int(spec.duration_s + 60) if spec.duration_s else 86400}s",
+        "--goodbench-result-dir",
+        r.result_dir,
+        "--goodbench-run-id",
+        r.run_id,
+        "--goodbench-min-attainment",
+        str(r.min_attainment),
+        "--goodbench-api-key-env",
+        r.api_key_env,
+    ]
     if spec.slo:
         cmd += ["--goodbench-slo", format_slo(spec.slo)]
     if r.model:
@@ -60,12 +78,31 @@ def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
     try:
         if r.workers > 0:
             port = free_port()
-            cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                    "--expect-workers", str(r.workers)]
-            worker_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1",
-                          "--master-port", str(port)]
-            workers = [subprocess.Popen(worker_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                       for _ in range(r.workers)]
+            cmd += [
+                "--master",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                str(r.workers),
+            ]
+            worker_cmd = [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                LOCUSTFILE,
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+            ]
+            workers = [
+                subprocess.Popen(worker_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for _ in range(r.workers)
+            ]
         return subprocess.run(cmd, env=env).returncode
     finally:
         for w in workers:

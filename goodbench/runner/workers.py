@@ -44,8 +44,9 @@ def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -
 def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: bool) -> list[Share]:
     w = opts.workers
     n = len(plan.requests)
-    wopts = RunOptions(**{**opts.__dict__, "max_concurrency": (
-        math.ceil(opts.max_concurrency / w) if opts.max_concurrency else None)})
+    wopts = RunOptions(
+        **{**opts.__dict__, "max_concurrency": (math.ceil(opts.max_concurrency / w) if opts.max_concurrency else None)}
+    )
     out = []
     for k in range(w):
         idx = np.arange(n) if plan.closed and plan.duration_s else np.arange(k, n, w)
@@ -58,8 +59,9 @@ def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: 
     return out
 
 
-def run_workers(plan: Plan, cfg: ClientConfig, run_dir: str, opts: RunOptions, tok_name, progress: Progress,
-                on_tick, scrape: bool) -> bool:
+def run_workers(
+    plan: Plan, cfg: ClientConfig, run_dir: str, opts: RunOptions, tok_name, progress: Progress, on_tick, scrape: bool
+) -> bool:
     """Returns True if interrupted (SIGINT or SIGTERM is forwarded to the workers as SIGTERM; they stop
     dispatch, let in-flight requests finish within the grace period, and exit; the caller summarizes)."""
     w = opts.workers

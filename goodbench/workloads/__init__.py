@@ -9,9 +9,23 @@ from .generate import build_requests
 from .hol import hol_count
 from .lengths import sample_lengths
 from .options import WorkloadOptions, resolve_workload
+from .parse import parse_workload
 from .plan import CLOSED_POOL, Plan, build_plan
-from .spec import ClassSpec, HolSpec, LengthDist, WorkloadSpec, parse_workload
+from .spec import ClassSpec, HolSpec, LengthDist, WorkloadSpec
 
-__all__ = ["CLOSED_POOL", "Plan", "build_plan", "build_requests", "hol_count", "load_workload", "parse_workload",
-           "resolve_workload", "sample_lengths", "ClassSpec", "HolSpec", "LengthDist", "WorkloadOptions",
-           "WorkloadSpec"]
+__all__ = [
+    "CLOSED_POOL",
+    "Plan",
+    "build_plan",
+    "build_requests",
+    "hol_count",
+    "load_workload",
+    "parse_workload",
+    "resolve_workload",
+    "sample_lengths",
+    "ClassSpec",
+    "HolSpec",
+    "LengthDist",
+    "WorkloadOptions",
+    "WorkloadSpec",
+]

@@ -9,7 +9,8 @@ import importlib.resources
 import os
 
 from ..errors import InputError
-from .spec import WorkloadSpec, parse_workload
+from .parse import parse_workload
+from .spec import WorkloadSpec
 
 
 def _folder():

@@ -13,8 +13,9 @@ RANDOM_INPUT, RANDOM_OUTPUT = 1024, 128
 
 def random_workload(input_len: int | None = None, output_len: int | None = None) -> WorkloadSpec:
     """Every request the same length: input_len prompt tokens (default 1024), output_len out (128)."""
-    c = ClassSpec("random", 1.0, LengthDist(value=input_len or RANDOM_INPUT),
-                  LengthDist(value=output_len or RANDOM_OUTPUT))
+    c = ClassSpec(
+        "random", 1.0, LengthDist(value=input_len or RANDOM_INPUT), LengthDist(value=output_len or RANDOM_OUTPUT)
+    )
     return WorkloadSpec(name="random", generator="synthetic", classes=(c,))
 
 
@@ -28,15 +29,25 @@ def sharegpt_workload(output_len: int | None = None, dataset: str | None = None)
 def sharegpt_sessions_workload(dataset: str | None = None) -> WorkloadSpec:
     """ShareGPT's real conversations replayed as multi-turn chat sessions (each human message a turn,
     the reply after it its output length), one session per second, 5 s of thinking between turns."""
-    return WorkloadSpec(name="sharegpt-sessions", generator="sessions", endpoint="chat", num_requests=None,
-                        session=SessionSpec(sessions=100, source="sharegpt", dataset=dataset, think_s=5.0))
+    return WorkloadSpec(
+        name="sharegpt-sessions",
+        generator="sessions",
+        endpoint="chat",
+        num_requests=None,
+        session=SessionSpec(sessions=100, source="sharegpt", dataset=dataset, think_s=5.0),
+    )
 
 
 PACKAGED = {"mixed": "mixed-long-short", "hol": "hol-stress"}  # dataset name -> packaged workload file
 
 
-def dataset_workload(name: str, input_len: int | None = None, output_len: int | None = None,
-                     dataset: str | None = None, multi_turn: bool = False) -> WorkloadSpec:
+def dataset_workload(
+    name: str,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    dataset: str | None = None,
+    multi_turn: bool = False,
+) -> WorkloadSpec:
     if multi_turn:
         if name != "sharegpt":
             raise UsageError("--multi-turn replays ShareGPT's conversations: use it with --dataset-name sharegpt")

@@ -19,12 +19,21 @@ def hol_requests(spec: WorkloadSpec, tok) -> list[RequestSpec]:
     for k in range(h.repeats):
         t0 = k * h.period_s
         text = tok.synthetic_text(h.long_input, rng)
-        out.append(RequestSpec(f"r{len(out)}", "long", as_prompt(text, chat), h.long_input,
-                               h.long_output, arrival_s=t0))
+        out.append(
+            RequestSpec(f"r{len(out)}", "long", as_prompt(text, chat), h.long_input, h.long_output, arrival_s=t0)
+        )
         for j in range(1, h.shorts + 1):
             text = tok.synthetic_text(h.short_input, rng)
-            out.append(RequestSpec(f"r{len(out)}", "short", as_prompt(text, chat), h.short_input,
-                                   h.short_output, arrival_s=t0 + j * h.stagger_ms / 1000.0))
+            out.append(
+                RequestSpec(
+                    f"r{len(out)}",
+                    "short",
+                    as_prompt(text, chat),
+                    h.short_input,
+                    h.short_output,
+                    arrival_s=t0 + j * h.stagger_ms / 1000.0,
+                )
+            )
     out.sort(key=lambda r: r.arrival_s)
     return out
 

@@ -21,6 +21,8 @@ def difference(base: dict | None, new: dict | None) -> str | None:
     if a is None or b is None or a == b:
         return None
     which = ", ".join(k for k in IDENTITY if a[k] != b[k])
-    return (f"the runs ran different workloads ({base.get('name', '?')!r} vs {new.get('name', '?')!r}: "
-            f"different {which}), so their deltas compare different traffic; pass --allow-different-workloads "
-            "to compare them anyway")
+    return (
+        f"the runs ran different workloads ({base.get('name', '?')!r} vs {new.get('name', '?')!r}: "
+        f"different {which}), so their deltas compare different traffic; pass --allow-different-workloads "
+        "to compare them anyway"
+    )

@@ -45,7 +45,7 @@ def _prefix_segments(c: ClassSpec, n: int, rng: np.random.Generator) -> list[tup
             out[i] = ((("system-prompt", c.name, int(pick[i])), c.prefix_tokens),)
     if c.documents:
         ranks = np.arange(1, c.documents + 1, dtype=float)
-        p = ranks ** -c.document_skew
+        p = ranks**-c.document_skew
         docs = rng.choice(c.documents, size=n, p=p / p.sum())
         for i in range(n):
             out[i] = out[i] + ((("document", c.name, int(docs[i])), c.document_tokens),)
@@ -71,7 +71,14 @@ def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
             if shared is not None and shared[j]:  # the shared prefix, then this request's own tokens
                 segs = shared[j] + ((("own", f"r{i}"), pl),)
                 text, pl = text_of(shared[j], tok) + text, pl + sum(n for _, n in shared[j])
-            out[i] = RequestSpec(id=f"r{i}", cls=c.name, prompt=as_prompt(text, chat), prompt_tokens=pl,
-                                 max_tokens=ol, reasoning_tokens=int(round(c.reasoning * ol)), priority=c.priority,
-                                 segments=segs)
+            out[i] = RequestSpec(
+                id=f"r{i}",
+                cls=c.name,
+                prompt=as_prompt(text, chat),
+                prompt_tokens=pl,
+                max_tokens=ol,
+                reasoning_tokens=int(round(c.reasoning * ol)),
+                priority=c.priority,
+                segments=segs,
+            )
     return out

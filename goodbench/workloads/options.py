@@ -20,9 +20,9 @@ from .spec import DEFAULT_REQUESTS, LengthDist, TraceSpec, WorkloadSpec
 class WorkloadOptions:
     """Every field None = keep the workload's value (flags override the workload file)."""
 
-    workload: str | None = None          # a workload file
-    dataset_name: str | None = None      # a built-in workload when no file is given (default random)
-    dataset_path: str | None = None      # ShareGPT source
+    workload: str | None = None  # a workload file
+    dataset_name: str | None = None  # a built-in workload when no file is given (default random)
+    dataset_path: str | None = None  # ShareGPT source
     random_input_len: int | None = None
     random_output_len: int | None = None
     num_prompts: int | None = None
@@ -30,15 +30,15 @@ class WorkloadOptions:
     warmup: int | None = None
     request_rate: str | float | None = None  # a number or "inf"
     burstiness: float | None = None
-    arrival: str | None = None           # poisson | gamma | constant
+    arrival: str | None = None  # poisson | gamma | constant
     ramp_up: float | None = None
     concurrency: int | None = None
     think_time: float | None = None
     seed: int | None = None
-    goodput: list | str | None = None    # SLO, "ttft:500 tpot:50" or its words
-    endpoint_type: str | None = None     # completions | chat
-    multi_turn: bool | None = None       # ShareGPT conversations as multi-turn sessions
-    trace: str | None = None             # a production trace to replay (workloads.traces)
+    goodput: list | str | None = None  # SLO, "ttft:500 tpot:50" or its words
+    endpoint_type: str | None = None  # completions | chat
+    multi_turn: bool | None = None  # ShareGPT conversations as multi-turn sessions
+    trace: str | None = None  # a production trace to replay (workloads.traces)
     trace_format: str | None = None
     trace_speedup: float | None = None
     trace_window: str | None = None
@@ -61,32 +61,56 @@ def _base(o: WorkloadOptions) -> WorkloadSpec:
     if o.trace:
         if o.workload:
             raise UsageError("give --trace or --workload, not both (a workload file can name a trace)")
-        return WorkloadSpec(name=f"trace:{os.path.basename(o.trace)}", generator="trace", num_requests=None,
-                            arrival=ArrivalSpec(kind="workload"),
-                            trace=TraceSpec(path=o.trace, format=o.trace_format, speedup=o.trace_speedup or 1.0,
-                                            window=o.trace_window))
+        return WorkloadSpec(
+            name=f"trace:{os.path.basename(o.trace)}",
+            generator="trace",
+            num_requests=None,
+            arrival=ArrivalSpec(kind="workload"),
+            trace=TraceSpec(path=o.trace, format=o.trace_format, speedup=o.trace_speedup or 1.0, window=o.trace_window),
+        )
     if o.workload:
         return load_workload(o.workload)
-    return dataset_workload(o.dataset_name or "random", o.random_input_len, o.random_output_len, o.dataset_path,
-                            multi_turn=bool(o.multi_turn))
+    return dataset_workload(
+        o.dataset_name or "random",
+        o.random_input_len,
+        o.random_output_len,
+        o.dataset_path,
+        multi_turn=bool(o.multi_turn),
+    )
 
 
 def _lengths(spec: WorkloadSpec, o: WorkloadOptions) -> WorkloadSpec:
     """--dataset-path points ShareGPT classes at a file; --random-*-len override a file's lengths."""
     if spec.trace is not None and (o.trace_format or o.trace_speedup or o.trace_window) and not o.trace:
-        spec = replace(spec, trace=replace(spec.trace, format=o.trace_format or spec.trace.format,
-                                           speedup=o.trace_speedup or spec.trace.speedup,
-                                           window=o.trace_window or spec.trace.window))
+        spec = replace(
+            spec,
+            trace=replace(
+                spec.trace,
+                format=o.trace_format or spec.trace.format,
+                speedup=o.trace_speedup or spec.trace.speedup,
+                window=o.trace_window or spec.trace.window,
+            ),
+        )
     if o.dataset_path and spec.session is not None and spec.session.source == "sharegpt":
         spec = replace(spec, session=replace(spec.session, dataset=o.dataset_path))
     if o.dataset_path and spec.generator == "sharegpt":
-        spec = replace(spec, classes=tuple(replace(c, dataset=o.dataset_path) if c.source == "sharegpt" else c
-                                           for c in spec.classes))
+        spec = replace(
+            spec,
+            classes=tuple(replace(c, dataset=o.dataset_path) if c.source == "sharegpt" else c for c in spec.classes),
+        )
     if o.workload and (o.random_input_len or o.random_output_len):
         inp, out = o.random_input_len, o.random_output_len
-        spec = replace(spec, classes=tuple(replace(
-            c, input=LengthDist(value=inp) if inp and c.source == "synthetic" else c.input,
-            output=LengthDist(value=out) if out else c.output) for c in spec.classes))
+        spec = replace(
+            spec,
+            classes=tuple(
+                replace(
+                    c,
+                    input=LengthDist(value=inp) if inp and c.source == "synthetic" else c.input,
+                    output=LengthDist(value=out) if out else c.output,
+                )
+                for c in spec.classes
+            ),
+        )
     return spec
 
 

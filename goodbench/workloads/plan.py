@@ -35,8 +35,9 @@ class Plan:
         return cls(list(requests), offs, arrival or ArrivalSpec("trace", trace=()))
 
     @classmethod
-    def closed_loop(cls, requests: list[RequestSpec], users: int, think_s: float = 0.0,
-                    duration_s: float | None = None) -> Plan:
+    def closed_loop(
+        cls, requests: list[RequestSpec], users: int, think_s: float = 0.0, duration_s: float | None = None
+    ) -> Plan:
         """`users` users, each sending its next request think_s after its previous one finished."""
         return cls(list(requests), None, ArrivalSpec("closed", concurrency=users, think_time_s=think_s), duration_s)
 
@@ -56,8 +57,7 @@ class Plan:
             return None
         from ..workloads.segments import reuse_ratio
 
-        return reuse_ratio([r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests],
-                           block_size)
+        return reuse_ratio([r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests], block_size)
 
     @property
     def planned(self) -> int | None:
@@ -76,7 +76,7 @@ def _trace_plan(spec: WorkloadSpec, tok) -> Plan:
     if spec.duration_s is not None:
         rows = [r for r in rows if r.t < spec.duration_s]
     if spec.num_requests is not None:
-        rows = rows[:spec.num_requests]
+        rows = rows[: spec.num_requests]
     if not rows:
         raise UsageError(f"{t.path}: no rows in the window asked for")
     reqs = trace_requests(rows, tok, spec.endpoint == "chat", t.max_output)

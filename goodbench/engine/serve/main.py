@@ -66,10 +66,13 @@ def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = No
         _ = tok.words  # build the output vocabulary before accepting requests
 
         def ready(site):
-            print(f"goodbench serve: {cfg.model} on {what} "
-                  f"(budget {cfg.max_num_batched_tokens} tokens, {cfg.max_num_seqs} seqs, "
-                  f"{cfg.num_gpu_blocks} KV blocks, chunked prefill {'on' if cfg.enable_chunked_prefill else 'off'}) "
-                  f"listening on http://{opts.host}:{opts.port}", flush=True)
+            print(
+                f"goodbench serve: {cfg.model} on {what} "
+                f"(budget {cfg.max_num_batched_tokens} tokens, {cfg.max_num_seqs} seqs, "
+                f"{cfg.num_gpu_blocks} KV blocks, chunked prefill {'on' if cfg.enable_chunked_prefill else 'off'}) "
+                f"listening on http://{opts.host}:{opts.port}",
+                flush=True,
+            )
 
         await serve_forever(server, ready)
         return 1 if server.failed else 0

@@ -26,15 +26,15 @@ class Parsed:
     chat: bool
     text: str | None
     token_ids: tuple | None
-    overhead: int                 # template tokens around chat messages
-    max_tokens: int | None        # None: as much as the context allows (vLLM's chat default)
+    overhead: int  # template tokens around chat messages
+    max_tokens: int | None  # None: as much as the context allows (vLLM's chat default)
     stream: bool
     include_usage: bool
     continuous_usage: bool
     ignore_eos: bool
     priority: int
-    reasoning_tokens: int = 0     # goodbench extension: stream this many reasoning tokens first (chat)
-    session: str | None = None    # OpenAI's `user`: the session key of `serve --router session`
+    reasoning_tokens: int = 0  # goodbench extension: stream this many reasoning tokens first (chat)
+    session: str | None = None  # OpenAI's `user`: the session key of `serve --router session`
 
 
 def _bool(body: dict, key: str, default: bool = False) -> bool:
@@ -52,7 +52,7 @@ def _int(body: dict, key: str, lo: int, default: int | None) -> int | None:
         return default
     if isinstance(v, float) and math.isfinite(v) and v.is_integer():
         v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or v > 2 ** 62:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or v > 2**62:
         raise BadRequest(f"'{key}' must be an integer >= {lo}, got {v!r}"[:200], key)
     return v
 
@@ -78,7 +78,7 @@ def _prompt(body: dict, chat: bool) -> tuple[str | None, tuple | None, int]:
             raise BadRequest("'messages' must be a non-empty list", "messages")
         return "\n".join(_message_text(m) for m in msgs), None, 4 * len(msgs) + 1  # Llama-3-style role headers
     p = body.get("prompt")
-    if isinstance(p, list) and p and all(type(x) is int and 0 <= x < 2 ** 31 for x in p):
+    if isinstance(p, list) and p and all(type(x) is int and 0 <= x < 2**31 for x in p):
         return None, tuple(p), 0
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str) and p[0]:
         return p[0], None, 0
@@ -102,27 +102,47 @@ def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
         raise BadRequest(f"'stream_options' must be an object, got {so!r}"[:200], "stream_options")
     so = so or {}
     key = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
-    return Parsed(chat=chat, text=text, token_ids=ids, overhead=overhead,
-                  max_tokens=_int(body, key, 1, None if chat else 16), stream=_bool(body, "stream"),
-                  include_usage=_bool(so, "include_usage"), continuous_usage=_bool(so, "continuous_usage_stats"),
-                  ignore_eos=_bool(body, "ignore_eos"), priority=_int(body, "priority", -(2 ** 62), 0),
-                  reasoning_tokens=_int(body, REASONING_FIELD, 0, 0),
-                  session=body.get("user") if isinstance(body.get("user"), str) else None)
+    return Parsed(
+        chat=chat,
+        text=text,
+        token_ids=ids,
+        overhead=overhead,
+        max_tokens=_int(body, key, 1, None if chat else 16),
+        stream=_bool(body, "stream"),
+        include_usage=_bool(so, "include_usage"),
+        continuous_usage=_bool(so, "continuous_usage_stats"),
+        ignore_eos=_bool(body, "ignore_eos"),
+        priority=_int(body, "priority", -(2**62), 0),
+        reasoning_tokens=_int(body, REASONING_FIELD, 0, 0),
+        session=body.get("user") if isinstance(body.get("user"), str) else None,
+    )
 
 
 class Formatter:
     """Pre-rendered SSE chunks for one response: a token costs one bytes concatenation, no JSON encoding."""
 
-    __slots__ = ("chat", "n_prompt", "include_usage", "continuous", "words", "off", "pre", "mid", "head",
-                 "thinking", "think_pre")
+    __slots__ = (
+        "chat",
+        "n_prompt",
+        "include_usage",
+        "continuous",
+        "words",
+        "off",
+        "pre",
+        "mid",
+        "head",
+        "thinking",
+        "think_pre",
+    )
 
     def __init__(self, cid, created, model, chat, n_prompt, include_usage, continuous, words, seed, thinking=0):
         self.chat, self.n_prompt = chat, n_prompt
         self.include_usage, self.continuous = include_usage, continuous
         self.words, self.off = words, (seed * 7919) % len(words)
         obj = "chat.completion.chunk" if chat else "text_completion"
-        self.head = (f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model)},'
-                     f'"choices":').encode()
+        self.head = (
+            f'{{"id":"{cid}","object":"{obj}","created":{created},"model":{json.dumps(model)},"choices":'
+        ).encode()
         self.thinking = thinking if chat else 0  # the first `thinking` tokens are reasoning (chat only)
         self.think_pre = b'[{"index":0,"delta":{"reasoning_content":'
         if chat:
@@ -136,14 +156,18 @@ class Formatter:
         return self.words[(self.off + i) % len(self.words)]
 
     def _usage(self, n: int) -> bytes:
-        details = (f',"completion_tokens_details":{{"reasoning_tokens":{min(n, self.thinking)}}}'
-                   if self.thinking else "")
-        return (f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},'
-                f'"total_tokens":{self.n_prompt + n}{details}}}').encode()
+        details = (
+            f',"completion_tokens_details":{{"reasoning_tokens":{min(n, self.thinking)}}}' if self.thinking else ""
+        )
+        return (
+            f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},"total_tokens":{self.n_prompt + n}{details}}}'
+        ).encode()
 
     def role_chunk(self) -> bytes:
-        return (b"data: " + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
-                b'"logprobs":null,"finish_reason":null}]}\n\n')
+        return (
+            b"data: " + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
+            b'"logprobs":null,"finish_reason":null}]}\n\n'
+        )
 
     def token(self, n: int, done: bool) -> bytes:
         pre = self.think_pre if n <= self.thinking else self.pre
@@ -162,8 +186,9 @@ class Formatter:
         head = json.loads(self.head + b"[]}")
         head["object"] = "chat.completion" if self.chat else "text_completion"
         if self.chat:
-            head["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text},
-                                "finish_reason": "length"}]
+            head["choices"] = [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+            ]
         else:
             head["choices"] = [{"index": 0, "text": text, "finish_reason": "length"}]
         head["usage"] = json.loads(self._usage(n))

@@ -31,8 +31,9 @@ TOKENIZE_INLINE_CHARS = 4000  # longer prompts are tokenized in a thread
 
 
 def _err(status: int, message: str, typ: str = "BadRequestError", param: str | None = None) -> web.Response:
-    return web.json_response({"object": "error", "message": message, "type": typ, "param": param, "code": status},
-                             status=status)
+    return web.json_response(
+        {"object": "error", "message": message, "type": typ, "param": param, "code": status}, status=status
+    )
 
 
 class Stream:
@@ -200,8 +201,19 @@ class EngineServer:
         return web.Response(text="ok")
 
     async def models(self, request):
-        return web.json_response({"object": "list", "data": [
-            {"id": self.model_name, "object": "model", "owned_by": "goodbench", "max_model_len": self.cfg.max_model_len}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model_name,
+                        "object": "model",
+                        "owned_by": "goodbench",
+                        "max_model_len": self.cfg.max_model_len,
+                    }
+                ],
+            }
+        )
 
     async def completions(self, request):
         return await self._generate(request, chat=False)
@@ -244,16 +256,26 @@ class EngineServer:
             return _err(400, e.args[0], param=e.param)
         rid = next(self.ids)
         stream = Stream(arrived, asyncio.get_running_loop().create_future())
-        stream.fmt = Formatter(f"{'chatcmpl' if chat else 'cmpl'}-{rid}", int(time.time()), self.model_name, chat,
-                               n_prompt, include_usage=req.include_usage, continuous=req.continuous_usage,
-                               words=self.words, seed=rid, thinking=min(req.reasoning_tokens, max_tokens - 1))
+        stream.fmt = Formatter(
+            f"{'chatcmpl' if chat else 'cmpl'}-{rid}",
+            int(time.time()),
+            self.model_name,
+            chat,
+            n_prompt,
+            include_usage=req.include_usage,
+            continuous=req.continuous_usage,
+            words=self.words,
+            seed=rid,
+            thinking=min(req.reasoning_tokens, max_tokens - 1),
+        )
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
         seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=req.priority, hashes=hashes, payload=stream)
         try:
             self._submit(seq, req)
         except RequestTooLong as e:
-            return _err(400, f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}",
-                        param="max_tokens")
+            return _err(
+                400, f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}", param="max_tokens"
+            )
         try:
             if req.stream:
                 return await self._stream(request, seq, stream, stream.fmt)

@@ -32,9 +32,10 @@ LATENESS_WINDOW = 4096  # recent steps kept for the lateness quantiles
 
 def phase_histograms() -> tuple[Histogram, Histogram]:
     """The request-phase histograms vLLM exports, under its names and buckets."""
-    return (Histogram("vllm:request_queue_time_seconds", "Time from arrival to first scheduled.", REQUEST_BUCKETS),
-            Histogram("vllm:request_prefill_time_seconds", "Time from first scheduled to first token.",
-                      REQUEST_BUCKETS))
+    return (
+        Histogram("vllm:request_queue_time_seconds", "Time from arrival to first scheduled.", REQUEST_BUCKETS),
+        Histogram("vllm:request_prefill_time_seconds", "Time from first scheduled to first token.", REQUEST_BUCKETS),
+    )
 
 
 def note_scheduled(batch, start: float) -> None:
@@ -113,7 +114,7 @@ class EngineLoop:
             self.h_late.observe(max(late, 0.0))
             self.lateness.append(late)
             if len(self.lateness) > LATENESS_WINDOW:
-                del self.lateness[:LATENESS_WINDOW // 2]
+                del self.lateness[: LATENESS_WINDOW // 2]
             deliver(res, end)
             b = res.batch
             self.h_iter.observe(b.num_tokens)
@@ -123,11 +124,23 @@ class EngineLoop:
 
     def _trace_step(self, res, start: float, late: float) -> None:
         b, eng = res.batch, self.engine
-        self.trace.write(json.dumps({
-            "step": eng.stats.steps, "start": round(start - self.t0, 6), "duration": round(res.duration, 6),
-            "prefill_tokens": b.prefill_tokens, "decode_tokens": b.decode_tokens, "batch_size": b.num_seqs,
-            "kv_usage": round(eng.kv.usage, 4), "preemptions": len(b.preempted), "lateness": round(late, 6),
-            **self.trace_tag}) + "\n")
+        self.trace.write(
+            json.dumps(
+                {
+                    "step": eng.stats.steps,
+                    "start": round(start - self.t0, 6),
+                    "duration": round(res.duration, 6),
+                    "prefill_tokens": b.prefill_tokens,
+                    "decode_tokens": b.decode_tokens,
+                    "batch_size": b.num_seqs,
+                    "kv_usage": round(eng.kv.usage, 4),
+                    "preemptions": len(b.preempted),
+                    "lateness": round(late, 6),
+                    **self.trace_tag,
+                }
+            )
+            + "\n"
+        )
 
     def deliver(self, res, now: float) -> None:
         finished = set(map(id, res.finished))
@@ -152,8 +165,7 @@ class EngineLoop:
                 st.dead = True
                 if not st.finished.done():
                     st.finished.set_result(None)
-                logging.getLogger("goodbench.serve").warning("request %s aborted: %s: %s", seq.id,
-                                                             type(e).__name__, e)
+                logging.getLogger("goodbench.serve").warning("request %s aborted: %s: %s", seq.id, type(e).__name__, e)
 
     def _observe_phases(self, st, now: float) -> None:
         """vLLM's split of TTFT: queue time (arrival to first scheduled), prefill (scheduled to first token).
@@ -164,7 +176,7 @@ class EngineLoop:
 
     def lateness_quantiles(self) -> list[tuple[float, float, int]]:
         """(q, lateness, window) for p50 and p99 over the recent steps."""
-        lat = sorted(self.lateness[-LATENESS_WINDOW // 2:])
+        lat = sorted(self.lateness[-LATENESS_WINDOW // 2 :])
         return [(q, lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0.0, len(lat)) for q in (0.5, 0.99)]
 
 
@@ -177,13 +189,20 @@ def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
         ("vllm:num_requests_waiting", "gauge", "Requests waiting.", lambda lp: lp.engine.sched.num_waiting()),
         ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (1 = 100%).", lambda lp: round(lp.engine.kv.usage, 6)),
         ("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.", lambda lp: lp.engine.stats.prompt_tokens),
-        ("vllm:generation_tokens_total", "counter", "Tokens generated.",
-         lambda lp: lp.engine.stats.generation_tokens),
+        ("vllm:generation_tokens_total", "counter", "Tokens generated.", lambda lp: lp.engine.stats.generation_tokens),
         ("vllm:num_preemptions_total", "counter", "Preemptions.", lambda lp: lp.engine.stats.preemptions),
-        ("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-         lambda lp: lp.engine.kv.queries),
-        ("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
-         lambda lp: lp.engine.kv.hits),
+        (
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prompt tokens looked up in the prefix cache.",
+            lambda lp: lp.engine.kv.queries,
+        ),
+        (
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prompt tokens found in the prefix cache.",
+            lambda lp: lp.engine.kv.hits,
+        ),
         ("vllm:request_success_total", "counter", "Requests that finished.", lambda lp: lp.finished_total),
     )
     for name, kind, help, get in gauges:
@@ -192,7 +211,10 @@ def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
         out += histogram_family([(lab, getattr(lp, attr)) for lab, lp in rows])
     qs = [(lab, lp.lateness_quantiles()) for lab, lp in rows]
     for k, q in enumerate((0.5, 0.99)):
-        out += family(f"goodbench:step_lateness_p{int(q * 100)}_seconds", "gauge",
-                      f"Step lateness p{int(q * 100)} over the last {qs[0][1][k][2]} steps.",
-                      [(lab, v[k][1]) for lab, v in qs])
+        out += family(
+            f"goodbench:step_lateness_p{int(q * 100)}_seconds",
+            "gauge",
+            f"Step lateness p{int(q * 100)} over the last {qs[0][1][k][2]} steps.",
+            [(lab, v[k][1]) for lab, v in qs],
+        )
     return "\n".join(out) + "\n"

@@ -32,8 +32,16 @@ class Simulated:
     stats: dict
 
 
-def simulate(cfg: EngineConfig, plan, layout: ClusterSpec | None = None, *, cost: CostModel | None = None,
-             trace_path: str | None = None, max_virtual_s: float | None = None, fast: bool = True) -> Simulated:
+def simulate(
+    cfg: EngineConfig,
+    plan,
+    layout: ClusterSpec | None = None,
+    *,
+    cost: CostModel | None = None,
+    trace_path: str | None = None,
+    max_virtual_s: float | None = None,
+    fast: bool = True,
+) -> Simulated:
     """The plan's requests through the engine in virtual time. layout: several instances (None or one
     instance: simulate's own loop). cost: a cost model to use instead of the config's (tests,
     calibration). trace_path: write each step to a JSONL step trace (one instance only)."""

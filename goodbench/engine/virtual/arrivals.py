@@ -83,6 +83,5 @@ def arrivals_for(plan):
     if plan.sessions:
         return SessionArrivals(plan.sessions, plan.session_cap)
     if plan.closed:
-        return ClosedArrivals(len(plan.requests), plan.arrival.concurrency, plan.arrival.think_time_s,
-                              plan.duration_s)
+        return ClosedArrivals(len(plan.requests), plan.arrival.concurrency, plan.arrival.think_time_s, plan.duration_s)
     return OpenArrivals(plan.offsets)

@@ -72,18 +72,36 @@ def load_points(path: str = DATA) -> list[Point]:
     for r in rows:
         if r["metric"] not in METRICS or r["workload"] not in ("batch", "closed") or r["use"] not in ("fit", "check"):
             raise ValueError(f"{path}: {r['id']}: unknown metric or workload")
-        out.append(Point(r["id"], r["gpu"], r["model"], int(r["tp"]), r["dtype"], r["workload"],
-                         int(r["concurrency"]), int(r["input_len"]), int(r["output_len"]),
-                         int(r["num_requests"]), r["metric"], float(r["value"]), r["source"], r["use"],
-                         r["version"], r["note"], r.get("prefix_cache", "") == "warm"))
+        out.append(
+            Point(
+                r["id"],
+                r["gpu"],
+                r["model"],
+                int(r["tp"]),
+                r["dtype"],
+                r["workload"],
+                int(r["concurrency"]),
+                int(r["input_len"]),
+                int(r["output_len"]),
+                int(r["num_requests"]),
+                r["metric"],
+                float(r["value"]),
+                r["source"],
+                r["use"],
+                r["version"],
+                r["note"],
+                r.get("prefix_cache", "") == "warm",
+            )
+        )
     return out
 
 
 def point_config(p: Point) -> EngineConfig:
     """vLLM's defaults for the tier. Random prompts share no prefix, so prefix caching is moot (off),
     except for a `warm` point, measured in a round that repeats an earlier round's prompts."""
-    return EngineConfig(gpu=p.gpu, model=p.model, tensor_parallel_size=p.tp, dtype=p.dtype,
-                        enable_prefix_caching=p.warm).resolved()
+    return EngineConfig(
+        gpu=p.gpu, model=p.model, tensor_parallel_size=p.tp, dtype=p.dtype, enable_prefix_caching=p.warm
+    ).resolved()
 
 
 def _run(p: Point, engine: Engine, reqs: list[RequestSpec]) -> list:
@@ -96,8 +114,10 @@ def replay(p: Point, cost: CostModel) -> float:
     source ran it: one round of the same (distinct) prompts first, then the measured round, whose
     prompts are all in the prefix cache (far below the KV capacity, so nothing is evicted)."""
     cfg = point_config(p)
-    reqs = [RequestSpec(str(k), "cal", f"prompt {k} " * p.input_len if p.warm else "x", p.input_len, p.output_len)
-            for k in range(p.num_requests)]
+    reqs = [
+        RequestSpec(str(k), "cal", f"prompt {k} " * p.input_len if p.warm else "x", p.input_len, p.output_len)
+        for k in range(p.num_requests)
+    ]
     engine = Engine(cfg, cost)
     if p.warm:
         _run(p, engine, reqs)
@@ -138,12 +158,13 @@ def _nnls(abc: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     return float(tf), float(ts), float(resid @ resid)
 
 
-def fit(table: dict[float, np.ndarray], y: np.ndarray, rows=None, fit_eta: bool = False,
-        default_eta: float = 0.78) -> Fit:
+def fit(
+    table: dict[float, np.ndarray], y: np.ndarray, rows=None, fit_eta: bool = False, default_eta: float = 0.78
+) -> Fit:
     """Least squares on relative error over `rows` (default all), the best eta on the grid when fit_eta."""
     rows = np.arange(len(y)) if rows is None else np.asarray(rows)
     best = None
-    for eta in (table if fit_eta else [default_eta]):
+    for eta in table if fit_eta else [default_eta]:
         tf, ts, sse = _nnls(table[eta][rows], y[rows])
         if best is None or sse < best.sse - 1e-15:
             best = Fit(tf, ts, eta, sse)
@@ -165,8 +186,19 @@ def error_table(points: list[Point], table: dict[float, np.ndarray], fit_eta: bo
     for i, p in enumerate(points):
         loo = fit(table, y, [j for j in used if j != i], fit_eta=fit_eta) if i in used else full
         pred, pred_loo = predict(table[full.eta_m][i], full), predict(table[loo.eta_m][i], loo)
-        rows.append({"id": p.id, "gpu": p.gpu, "metric": p.metric, "use": p.use, "measured": p.value,
-                     "fitted": pred, "error": pred / p.value - 1, "loo": pred_loo, "loo_error": pred_loo / p.value - 1})
+        rows.append(
+            {
+                "id": p.id,
+                "gpu": p.gpu,
+                "metric": p.metric,
+                "use": p.use,
+                "measured": p.value,
+                "fitted": pred,
+                "error": pred / p.value - 1,
+                "loo": pred_loo,
+                "loo_error": pred_loo / p.value - 1,
+            }
+        )
     return full, rows
 
 
@@ -178,11 +210,14 @@ def tier_errors(rows: list[dict]) -> dict[str, dict]:
         rs = [r for r in rows if r["gpu"] == gpu and r["use"] == "fit"]
         cs = [abs(r["error"]) for r in rows if r["gpu"] == gpu and r["use"] == "check"]
         loo = [abs(r["loo_error"]) for r in rs]
-        out[gpu] = {"points": len(rs),
-                    "mean_abs_error": float(np.mean([abs(r["error"]) for r in rs])) if rs else None,
-                    "mean_abs_loo_error": float(np.mean(loo)) if rs else None,
-                    "max_abs_loo_error": float(max(loo)) if rs else None,
-                    "checks": len(cs), "max_abs_check_error": float(max(cs)) if cs else None}
+        out[gpu] = {
+            "points": len(rs),
+            "mean_abs_error": float(np.mean([abs(r["error"]) for r in rs])) if rs else None,
+            "mean_abs_loo_error": float(np.mean(loo)) if rs else None,
+            "max_abs_loo_error": float(max(loo)) if rs else None,
+            "checks": len(cs),
+            "max_abs_check_error": float(max(cs)) if cs else None,
+        }
     return out
 
 
@@ -192,18 +227,29 @@ def _pct(x: float | None) -> str:
 
 def markdown(f: Fit, rows: list[dict]) -> str:
     """The error tables docs/engine.md carries (a test regenerates and compares them)."""
-    out = [f"Fit: per-step time {f.fixed_s * 1e3:.3f} ms, per-request time {f.per_seq_s * 1e6:.1f} us, "
-           f"HBM weight-streaming efficiency {f.eta_m:.2f}.", "",
-           "| point | GPU | metric | use | measured | fitted | error | leave-one-out | LOO error |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"Fit: per-step time {f.fixed_s * 1e3:.3f} ms, per-request time {f.per_seq_s * 1e6:.1f} us, "
+        f"HBM weight-streaming efficiency {f.eta_m:.2f}.",
+        "",
+        "| point | GPU | metric | use | measured | fitted | error | leave-one-out | LOO error |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['id']} | {r['gpu']} | {r['metric']} | {r['use']} | {r['measured']:.2f} | {r['fitted']:.2f} | "
-                   f"{r['error']:+.1%} | {r['loo']:.2f} | {r['loo_error']:+.1%} |")
-    out += ["", "| tier | fitted points | mean abs error | mean abs LOO error | max abs LOO error | check points | "
-            "max abs check error |", "|---|---|---|---|---|---|---|"]
+        out.append(
+            f"| {r['id']} | {r['gpu']} | {r['metric']} | {r['use']} | {r['measured']:.2f} | {r['fitted']:.2f} | "
+            f"{r['error']:+.1%} | {r['loo']:.2f} | {r['loo_error']:+.1%} |"
+        )
+    out += [
+        "",
+        "| tier | fitted points | mean abs error | mean abs LOO error | max abs LOO error | check points | "
+        "max abs check error |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for gpu, t in tier_errors(rows).items():
-        out.append(f"| {gpu} | {t['points']} | {_pct(t['mean_abs_error'])} | {_pct(t['mean_abs_loo_error'])} | "
-                   f"{_pct(t['max_abs_loo_error'])} | {t['checks']} | {_pct(t['max_abs_check_error'])} |")
+        out.append(
+            f"| {gpu} | {t['points']} | {_pct(t['mean_abs_error'])} | {_pct(t['mean_abs_loo_error'])} | "
+            f"{_pct(t['max_abs_loo_error'])} | {t['checks']} | {_pct(t['max_abs_check_error'])} |"
+        )
     return "\n".join(out)
 
 

@@ -51,8 +51,9 @@ class _Instance:
 class ClusterSim:
     """The event loop. Events: arrivals (to the router) and KV landings (to a decode instance)."""
 
-    def __init__(self, spec: ClusterSpec, base: EngineConfig, requests: list[RequestSpec],
-                 cost: CostModel | None = None):
+    def __init__(
+        self, spec: ClusterSpec, base: EngineConfig, requests: list[RequestSpec], cost: CostModel | None = None
+    ):
         """cost: one cost model for every instance (tests; None: each instance's config's own)."""
         spec.check()
         self.spec, self.requests = spec, requests
@@ -96,8 +97,12 @@ class ClusterSim:
         r = self.requests[k]
         self.tally.sent[k] = t
         hashes = prompt_hashes(r, self.bs) if self.pc else ()
-        i = self.router.pick([x.outstanding(t) for x in self.front], hashes,
-                             lambda j: self.front[j].engine.kv.cached_blocks_of(hashes), r.session)
+        i = self.router.pick(
+            [x.outstanding(t) for x in self.front],
+            hashes,
+            lambda j: self.front[j].engine.kv.cached_blocks_of(hashes),
+            r.session,
+        )
         mt = 1 if self.spec.disaggregated else r.max_tokens
         s = Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes, priority=r.priority or 0)
         if self.spec.disaggregated:
@@ -193,13 +198,25 @@ class ClusterSim:
     def stats(self) -> dict:
         st = [x.engine.stats for x in self.insts]
         xs = sorted(self.transfers)
-        return {"instances": [{"role": x.role, "gpu": x.engine.cfg.gpu, "tp": x.engine.cfg.tensor_parallel_size,
-                               "requests": x.routed, "steps": x.engine.stats.steps, "busy_s": x.engine.stats.busy_s}
-                              for x in self.insts],
-                "steps": sum(s.steps for s in st), "preemptions": sum(s.preemptions for s in st),
-                "max_step_tokens": max(s.max_step_tokens for s in st),
-                "prefix_cache_queries": sum(x.engine.kv.queries for x in self.insts),
-                "prefix_cache_hits": sum(x.engine.kv.hits for x in self.insts),
-                "router": self.spec.router, "kv_link": self.xfer.link.name if self.back else None,
-                "kv_transfer_ms_p50": xs[len(xs) // 2] * 1000 if xs else None,
-                "kv_transfer_ms_max": xs[-1] * 1000 if xs else None}
+        return {
+            "instances": [
+                {
+                    "role": x.role,
+                    "gpu": x.engine.cfg.gpu,
+                    "tp": x.engine.cfg.tensor_parallel_size,
+                    "requests": x.routed,
+                    "steps": x.engine.stats.steps,
+                    "busy_s": x.engine.stats.busy_s,
+                }
+                for x in self.insts
+            ],
+            "steps": sum(s.steps for s in st),
+            "preemptions": sum(s.preemptions for s in st),
+            "max_step_tokens": max(s.max_step_tokens for s in st),
+            "prefix_cache_queries": sum(x.engine.kv.queries for x in self.insts),
+            "prefix_cache_hits": sum(x.engine.kv.hits for x in self.insts),
+            "router": self.spec.router,
+            "kv_link": self.xfer.link.name if self.back else None,
+            "kv_transfer_ms_p50": xs[len(xs) // 2] * 1000 if xs else None,
+            "kv_transfer_ms_max": xs[-1] * 1000 if xs else None,
+        }

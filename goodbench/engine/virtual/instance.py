@@ -17,10 +17,22 @@ from .recorder import NOT_FIT, Tally, prompt_hashes
 
 def _trace_line(engine: Engine, res, start: float) -> str:
     b = res.batch
-    return json.dumps({"step": engine.stats.steps, "start": round(start, 6), "duration": round(res.duration, 6),
-                       "prefill_tokens": b.prefill_tokens, "decode_tokens": b.decode_tokens,
-                       "batch_size": b.num_seqs, "kv_usage": round(engine.kv.usage, 4),
-                       "preemptions": len(b.preempted), "lateness": 0.0}) + "\n"
+    return (
+        json.dumps(
+            {
+                "step": engine.stats.steps,
+                "start": round(start, 6),
+                "duration": round(res.duration, 6),
+                "prefill_tokens": b.prefill_tokens,
+                "decode_tokens": b.decode_tokens,
+                "batch_size": b.num_seqs,
+                "kv_usage": round(engine.kv.usage, 4),
+                "preemptions": len(b.preempted),
+                "lateness": 0.0,
+            }
+        )
+        + "\n"
+    )
 
 
 def decode_run(engine: Engine, tally: Tally, horizon: float, now: float) -> tuple[float, list] | None:
@@ -56,14 +68,26 @@ def _arrive(engine: Engine, requests: list[RequestSpec], arr, now: float, tally:
         t, k = heapq.heappop(pending)
         tally.sent[k] = t
         r = requests[k]
-        s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0,
-                hashes=prompt_hashes(r, bs) if pc else ())
+        s = Seq(
+            k,
+            r.prompt_tokens,
+            r.max_tokens,
+            arrival=t,
+            priority=r.priority or 0,
+            hashes=prompt_hashes(r, bs) if pc else (),
+        )
         if not admit(engine, s, tally):
             arr.finished((k,), t, failed=True)
 
 
-def run_instance(engine: Engine, requests: list[RequestSpec], arr, trace_path: str | None = None,
-                 max_virtual_s: float | None = None, fast: bool = True) -> list[RequestRecord]:
+def run_instance(
+    engine: Engine,
+    requests: list[RequestSpec],
+    arr,
+    trace_path: str | None = None,
+    max_virtual_s: float | None = None,
+    fast: bool = True,
+) -> list[RequestRecord]:
     """Run the requests through one engine as the arrivals (virtual/arrivals.py) bring them. fast=False
     takes every step singly (the decode fast path is exact; tests compare the two)."""
     tally = Tally(len(requests))
@@ -107,5 +131,10 @@ def run_instance(engine: Engine, requests: list[RequestSpec], arr, trace_path: s
 def instance_stats(engine: Engine) -> dict:
     """What the simulation block of a summary reports about one instance."""
     st = engine.stats
-    return {"steps": st.steps, "preemptions": st.preemptions, "max_step_tokens": st.max_step_tokens,
-            "prefix_cache_queries": engine.kv.queries, "prefix_cache_hits": engine.kv.hits}
+    return {
+        "steps": st.steps,
+        "preemptions": st.preemptions,
+        "max_step_tokens": st.max_step_tokens,
+        "prefix_cache_queries": engine.kv.queries,
+        "prefix_cache_hits": engine.kv.hits,
+    }

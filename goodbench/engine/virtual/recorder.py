@@ -22,7 +22,7 @@ def text_block_hashes(prompt, prompt_tokens: int, block_size: int) -> tuple:
     w = block_size * CHARS_PER_TOKEN
     out, h = [], 0
     for j in range(prompt_tokens // block_size):
-        h = hash((h, text[j * w:(j + 1) * w], j))
+        h = hash((h, text[j * w : (j + 1) * w], j))
         out.append(h)
     return tuple(out)
 
@@ -52,21 +52,52 @@ class Tally:
             off = self.sent[k]
             if math.isnan(off):
                 continue  # never sent (closed loop ran out of time)
-            common = {"prompt_tokens": r.prompt_tokens, "warmup": r.warmup, "session": r.session, "turn": r.turn,
-                      "session_turns": r.session_turns}
+            common = {
+                "prompt_tokens": r.prompt_tokens,
+                "warmup": r.warmup,
+                "session": r.session,
+                "turn": r.turn,
+                "session_turns": r.session_turns,
+            }
             if k in self.bad:
-                out.append(RequestRecord(r.id, r.cls, off, off, None, off, status="http_error", http_status=400,
-                                         error=self.bad[k], **common))
+                out.append(
+                    RequestRecord(
+                        r.id,
+                        r.cls,
+                        off,
+                        off,
+                        None,
+                        off,
+                        status="http_error",
+                        http_status=400,
+                        error=self.bad[k],
+                        **common,
+                    )
+                )
                 continue
             t = tuple(self.times[k])
             seq = self.seqs[k]
             done = seq is not None and seq.status == "finished"
             think = min(r.reasoning_tokens, max(len(t) - 1, 0))  # as the engine server: the last token answers
-            out.append(RequestRecord(
-                id=r.id, cls=r.cls, scheduled_at=off, sent_at=off, first_token_at=t[0] if t else None,
-                finished_at=t[-1] if t else off, chunk_times=t, chunk_tokens=(1,) * len(t), output_tokens=len(t),
-                output_tokens_source="usage", prompt_tokens_server=r.prompt_tokens, status="ok" if done else "cancelled",
-                error=None if done else "simulation stopped before completion",
-                first_answer_at=t[think] if len(t) > think else None, reasoning_tokens=think, priority=r.priority,
-                **common))
+            out.append(
+                RequestRecord(
+                    id=r.id,
+                    cls=r.cls,
+                    scheduled_at=off,
+                    sent_at=off,
+                    first_token_at=t[0] if t else None,
+                    finished_at=t[-1] if t else off,
+                    chunk_times=t,
+                    chunk_tokens=(1,) * len(t),
+                    output_tokens=len(t),
+                    output_tokens_source="usage",
+                    prompt_tokens_server=r.prompt_tokens,
+                    status="ok" if done else "cancelled",
+                    error=None if done else "simulation stopped before completion",
+                    first_answer_at=t[think] if len(t) > think else None,
+                    reasoning_tokens=think,
+                    priority=r.priority,
+                    **common,
+                )
+            )
         return out

@@ -1,0 +1,37 @@
+"""The public Python API: what `goodbench/__init__.py` exports and every CLI command calls.
+
+    import goodbench as gb
+    wl = gb.load_workload("hol-stress", num_prompts=100)
+    run = gb.simulate(wl, gb.EngineConfig(max_num_batched_tokens=2048))
+    print(run.summary["slo_attainment"], gb.gate(run).verdict)
+
+Each function does one whole job (a run, a simulation, a sweep, a verdict) and returns typed results;
+rendering and exit codes stay in the CLI. runs.py: simulate, run, run_via_locust; verdicts.py:
+load_run, summarize, gate, compare; sweeps.py: prepare_sweep, sweep, max_rate, min_gpus, advise."""
+
+from __future__ import annotations
+
+from .common import Run, load_workload
+from .runs import Target, run, run_via_locust, simulate
+from .sweeps import SweepOutcome, advise, check_advice, max_rate, min_gpus, prepare_sweep, sweep
+from .verdicts import compare, gate, load_run, summarize
+
+__all__ = [
+    "Run",
+    "SweepOutcome",
+    "Target",
+    "advise",
+    "check_advice",
+    "compare",
+    "gate",
+    "load_run",
+    "load_workload",
+    "max_rate",
+    "min_gpus",
+    "prepare_sweep",
+    "run",
+    "run_via_locust",
+    "simulate",
+    "summarize",
+    "sweep",
+]

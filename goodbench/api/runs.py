@@ -1,0 +1,282 @@
+"""Runs: a workload on the simulated engine (`simulate`), against a server on the real clock (`run`,
+starting the reference engine when no server is given), or under locust (`run_via_locust`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass, replace
+
+from ..engine.config import EngineConfig
+from ..errors import TargetError, UsageError
+from ..limits import check_all
+from ..rundir import RunDir, plan_meta
+from ..store import new_run_id
+from ..workloads import WorkloadSpec, build_plan
+from .common import Run, as_workload, stage
+
+
+def simulate(
+    workload,
+    engine: EngineConfig | None = None,
+    *,
+    result_dir: str = "results",
+    run_id: str | None = None,
+    tokenizer: str | None = None,
+    step_trace: bool = False,
+    cluster=None,
+    prices: dict | None = None,
+    on_stage=None,
+) -> Run:
+    """The workload through the reference engine in virtual time: a run directory like `run`'s, with
+    a `simulation` block (wall time, steps, preemptions, speed-up) and a `cost` block in its summary.
+    cluster: an engine.layout.ClusterSpec (replicas behind a router, or prefill/decode instances);
+    prices: $ per GPU-hour overrides by tier (engine.prices)."""
+    from .. import tokenizer as tokmod
+    from ..analysis.knobs import chunked_prefill_note
+    from ..engine.prices import price_table
+    from ..engine.virtual import simulate as simulate_plan
+
+    spec = as_workload(workload)
+    cfg = (engine or EngineConfig()).resolved()
+    tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
+    stage(on_stage, "building workload...")
+    plan = build_plan(spec, tok)
+    layout = cluster if cluster is not None and cluster.many else None
+    gpus = layout.gpus(cfg) if layout else {cfg.gpu: cfg.tensor_parallel_size}
+    engine_meta = cfg.to_dict() | ({"cluster": layout.to_dict()} if layout else {})
+    target = {"base_url": "simulated", "endpoint": "", "model": cfg.model}
+    rd = RunDir.open(
+        result_dir,
+        plan_meta(
+            spec,
+            plan,
+            "simulate",
+            run_id=run_id or "",
+            target=target,
+            engine=engine_meta,
+            tokenizer=tok.name,
+            gpus=gpus,
+            prices=price_table(prices),
+        ),
+        prefix="sim",
+    )
+    stage(
+        on_stage,
+        f"simulating {len(plan.requests)} requests on {cfg.model} / "
+        f"{layout.label() + ' ' if layout else ''}{cfg.gpu} ...",
+    )
+    t = time.perf_counter()
+    trace = os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None
+    out = simulate_plan(cfg, plan, layout, trace_path=trace)
+    wall = time.perf_counter() - t
+    rd.append_many(out.records)
+    largest = max((r.prompt_tokens for r in plan.requests), default=0)
+    note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], largest)
+    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": [note] if note else []}
+    return Run(rd.dir, rd.meta, rd.finish(records=out.records))  # summarised in memory: no read-back
+
+
+@dataclass
+class Target:
+    """Where a run sends its requests (api.run fills what is not given)."""
+
+    base_url: str | None = None  # None: start the reference engine
+    endpoint: str | None = None  # /v1/completions, /v1/chat/completions, or completions | chat
+    model: str | None = None  # None: the server's first /v1/models entry
+    api_key: str | None = None  # never written anywhere
+    ignore_eos: bool = True
+    min_tokens: bool = False
+    timeout_s: float = 600.0
+    idle_timeout_s: float = 60.0
+    client: str = "lean"  # lean (asyncio + httptools) | aiohttp (the baseline)
+    keepalive_s: float = 4.0  # never reuse a connection idle longer than this
+
+
+def _target(target) -> Target:
+    return Target(base_url=target) if isinstance(target, str) or target is None else target
+
+
+def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
+    from ..engine.serve.launch import start_engine
+
+    stage(on_stage, f"starting the reference engine ({cfg.model} on {cfg.gpu}) ...")
+    return start_engine(cfg, pin=pin)
+
+
+def _stop_engine(proc, run_dir: str | None) -> None:
+    """Stop the auto-started engine; its log goes into the run directory as engine.log."""
+    from ..engine.serve.launch import release_cpus
+
+    proc.stop()
+    release_cpus()
+    if run_dir and os.path.isdir(run_dir):
+        proc.copy_log(os.path.join(run_dir, "engine.log"))
+    proc.close()
+
+
+def _connect(target: Target, spec: WorkloadSpec):
+    """The client config for a reachable target (TargetError otherwise)."""
+    from ..client.config import ClientConfig, resolve_endpoint
+    from ..client.target import check_reachable, resolve_model
+
+    why = asyncio.run(check_reachable(target.base_url))
+    if why:
+        raise TargetError(f"target unreachable: {why}")
+    model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
+    header = {"session_header": spec.session.header} if spec.session else {}
+    return ClientConfig(
+        **header,
+        base_url=target.base_url,
+        endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
+        model=model,
+        api_key=target.api_key,
+        ignore_eos=spec.ignore_eos and target.ignore_eos,
+        min_tokens=target.min_tokens,
+        timeout_s=target.timeout_s,
+        idle_timeout_s=target.idle_timeout_s,
+        client=target.client,
+        keepalive_s=target.keepalive_s,
+    )
+
+
+def _check_run_options(target: Target, max_concurrency, workers, grace_s) -> None:
+    from ..runner import CLIENTS
+
+    check_all(
+        {
+            "max_concurrency": max_concurrency,
+            "workers": workers,
+            "grace_period": grace_s,
+            "timeout": target.timeout_s,
+            "idle_timeout": target.idle_timeout_s,
+            "keepalive": target.keepalive_s,
+        }
+    )
+    if target.client not in CLIENTS:
+        raise UsageError(f"client {target.client!r} is not one of {', '.join(CLIENTS)}")
+
+
+@contextlib.contextmanager
+def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage):
+    """(the target, the engine config) for a run: the server given, or the reference engine started on a
+    free loopback port (config `engine`), stopped afterwards with its log kept as the run directory's
+    engine.log (set logs["dir"] once the directory exists)."""
+    if target.base_url is not None:
+        yield target, None, {}
+        return
+    cfg = (engine or EngineConfig()).resolved()
+    proc, logs = _start_engine(cfg, pin, on_stage), {"dir": None}
+    try:
+        yield replace(target, base_url=proc.base_url), cfg, logs
+    finally:
+        _stop_engine(proc, logs["dir"])
+
+
+def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency) -> RunDir:
+    """The run directory of a live run: its meta from the plan, the target and the engine it started."""
+    cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
+    target = {"base_url": ccfg.base_url, "endpoint": ccfg.endpoint, "model": ccfg.model}
+    meta = plan_meta(
+        spec,
+        plan,
+        "closed" if plan.closed else "open",
+        run_id=run_id or "",
+        target=target,
+        engine=cfg.to_dict() if cfg else None,
+        tokenizer=tok.name,
+        max_concurrency=cap,
+    )
+    meta.label += f",maxconc={cap}" if cap else ""
+    return RunDir.open(result_dir, meta)
+
+
+def run(
+    workload,
+    target: Target | str | None = None,
+    *,
+    engine: EngineConfig | None = None,
+    result_dir: str = "results",
+    run_id: str | None = None,
+    tokenizer: str | None = None,
+    max_concurrency: int | None = None,
+    workers: int = 1,
+    scrape_metrics: bool | None = None,
+    grace_s: float = 5.0,
+    pin: bool = True,
+    on_stage=None,
+    live=None,
+) -> Run:
+    """Drive the workload at an OpenAI-compatible server on the real clock. target: a Target, a base
+    URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
+    port for the run. live(progress, fn): wraps the timed part for a progress display; fn(on_tick)."""
+    from .. import tokenizer as tokmod
+    from ..runner import Progress, RunOptions, run_plan
+
+    spec, target = as_workload(workload), _target(target)
+    _check_run_options(target, max_concurrency, workers, grace_s)
+    if run_id:
+        RunDir.check_free(result_dir, run_id)
+    with _server(target, engine, pin, on_stage) as (target, cfg, logs):
+        ccfg = _connect(target, spec)
+        tok = tokmod.load(tokenizer)
+        stage(on_stage, "building workload...")
+        plan = build_plan(spec, tok)
+        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency)
+        logs["dir"] = rd.dir
+        opts = RunOptions(
+            max_concurrency=max_concurrency,
+            workers=max(1, workers),
+            scrape_metrics=scrape_metrics,
+            slo=spec.slo,
+            grace_s=grace_s,
+        )
+        prog = Progress()
+
+        def go(on_tick):
+            return run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)
+
+        rd.meta.interrupted = live(prog, go) if live is not None else go(None)
+        return Run(rd.dir, rd.meta, rd.finish(), rd.meta.interrupted)
+
+
+def run_via_locust(
+    workload,
+    target: Target | str | None = None,
+    *,
+    engine: EngineConfig | None = None,
+    result_dir: str = "results",
+    run_id: str | None = None,
+    users: int = 16,
+    spawn_rate: float = 16.0,
+    locust_workers: int = 0,
+    open_loop: bool = False,
+    min_attainment: float = 0.95,
+    api_key_env: str = "OPENAI_API_KEY",
+    pin: bool = True,
+    on_stage=None,
+) -> int:
+    """The same workload under locust (one process, or a local master and N workers); the locust
+    master writes the results directory. Returns its exit code (1: attainment below min_attainment)."""
+    from ..runner.via_locust import LocustRun, run_locust
+
+    spec = as_workload(workload)
+    with _server(_target(target), engine, pin, on_stage) as (target, _, _logs):
+        return run_locust(
+            spec,
+            LocustRun(
+                base_url=target.base_url,
+                result_dir=result_dir,
+                run_id=run_id or new_run_id("locust"),
+                users=users,
+                spawn_rate=spawn_rate,
+                workers=locust_workers,
+                open_loop=open_loop,
+                min_attainment=min_attainment,
+                api_key_env=api_key_env,
+                model=target.model,
+                endpoint=target.endpoint,
+            ),
+        )

@@ -1,0 +1,172 @@
+"""Sweeps: a grid of GPU tiers x engine knobs prepared once (the plan every cell shares), run on a
+backend (simulated, or live servers), DistServe's max goodput rate per cell, the fewest GPUs that meet
+the SLO, and chunk-size advice checked on the simulator."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from ..engine.config import EngineConfig
+from ..store import new_run_id
+from ..workloads import build_plan
+from .common import as_workload, stage
+
+
+@dataclass
+class SweepOutcome:
+    """A finished sweep: one row per cell (sweep.csv), the best cell per tier, and what was written."""
+
+    dir: str
+    rows: list[dict]
+    best: dict
+    wall_s: float
+    plots: list[str]
+    report: str | None
+    plots_missing: bool = False  # matplotlib is not installed
+    cheapest: dict | None = None  # the cell with the lowest $ per million output tokens within the SLO
+
+
+def prepare_sweep(
+    workload,
+    gpus: list[str],
+    params: dict,
+    *,
+    engine: EngineConfig | None = None,
+    result_dir: str = "results",
+    sweep_id: str | None = None,
+    tokenizer: str | None = None,
+    cluster=None,
+    prices: dict | None = None,
+    layouts: list[str] | None = None,
+    on_stage=None,
+):
+    """Validate the grid (every cell's config and layout) and build the shared plan: an
+    analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
+    per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
+    colocated and split)."""
+    from .. import tokenizer as tokmod
+    from ..analysis.grid import check_cells, grid
+    from ..analysis.sweep import require_slo, setup
+    from ..engine.layout import parse_layout
+
+    spec = as_workload(workload)
+    require_slo(spec)
+    base = replace(engine or EngineConfig(), gpu=gpus[0])
+    for lay in layouts or ():
+        parse_layout(lay, cluster)
+    cells = grid(gpus, params, layouts)
+    check_cells(base, cells)
+    tok = tokmod.load(tokenizer, lazy=True)
+    stage(on_stage, "building workload...")
+    return setup(
+        spec,
+        build_plan(spec, tok),
+        base,
+        cells,
+        result_dir,
+        sweep_id or new_run_id("sweep"),
+        gpus,
+        params,
+        cluster,
+        prices,
+    )
+
+
+def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:
+    """Run every cell of a prepared sweep on the backend (analysis.backends: Simulated(jobs) by default,
+    in parallel processes, or Live(server_cmd, startup_timeout_s), cells one after another), then write
+    sweep.csv, sweep.json, the plots and report.html."""
+    from ..analysis.backends import Simulated
+    from ..analysis.sweep import run_sweep
+    from ..report.html import sweep_report
+
+    t = time.perf_counter()
+    result = run_sweep(s, backend or Simulated(), on_done)
+    wall = time.perf_counter() - t
+    pngs, missing = [], False
+    if plots:
+        try:
+            from ..report.sweepfigures import sweep_plots
+
+            pngs = sweep_plots(result.rows, s.out_dir)
+        except ImportError:
+            missing = True
+    return SweepOutcome(
+        s.out_dir, result.rows, result.best, wall, pngs, sweep_report(s.out_dir), missing, result.cheapest
+    )
+
+
+def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
+    """Per cell of a prepared sweep: the fewest replicas (and GPUs) whose SLO attainment at the workload's
+    rate reaches target, with their cost (analysis.capacity; writes min_gpus.json)."""
+    from ..analysis.capacity import min_gpus as search
+
+    return search(s, target, max_replicas, on_probe)
+
+
+def max_rate(
+    s,
+    backend=None,
+    *,
+    target: float = 0.9,
+    max_probes: int = 16,
+    on_start=None,
+    on_probe=None,
+    on_result=None,
+    plots: bool = True,
+) -> list[dict]:
+    """DistServe's max goodput rate per cell of a prepared sweep (or once, on a backends.External
+    server), written to max_rate.json: the highest arrival rate whose SLO attainment stays >= target.
+    Each simulated cell runs on its instance layout and also reports its GPUs and max rate per GPU;
+    cells that differ in layout (--compare-disaggregation, --layouts) get max_rate_per_gpu.png."""
+    from ..analysis.backends import Simulated
+    from ..analysis.maxrate import search_max_rates
+
+    results = search_max_rates(
+        s, backend or Simulated(), target, max_probes, on_start=on_start, on_probe=on_probe, on_result=on_result
+    )
+    if plots:
+        try:
+            from ..report.sweepfigures import max_rate_plot
+
+            max_rate_plot(results, s.out_dir)
+        except ImportError:
+            pass
+    return results
+
+
+def advise(
+    engine: EngineConfig,
+    ttft_slo_ms: float,
+    p95_input: int,
+    *,
+    concurrency: int = 32,
+    context: int = 1024,
+    min_chunk: int = 256,
+    time_per_chunk_ms: float | None = None,
+):
+    """Chunk-size advice from the memory ceiling and the TTFT SLO (analysis.advise.Advice)."""
+    from ..analysis.advise import advise as advise_chunk
+
+    return advise_chunk(
+        engine, ttft_slo_ms, p95_input, concurrency, context, min_chunk, time_per_chunk_ms=time_per_chunk_ms
+    )
+
+
+def check_advice(
+    a,
+    engine: EngineConfig,
+    ttft_slo_ms: float,
+    tpot_slo_ms: float | None = None,
+    *,
+    num_prompts: int = 400,
+    request_rate: float = 4.0,
+    jobs: int = 0,
+) -> list[dict]:
+    """The advice checked on a simulated sweep of chunk sizes (rows with the long class's TTFT)."""
+    from .. import tokenizer as tokmod
+    from ..analysis.advise import check, check_workload
+
+    spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
+    return check(a, engine, spec, tokmod.load(None, lazy=True), jobs)
