@@ -4,7 +4,7 @@ and their ratio; the workload build (ShareGPT sampling, cold and cached) is time
 
     python benchmarks/simulate_speed.py [--requests 10000] [--rate 8] [--repeat 3]
 
-Then the same requests on a 2:2 prefill/decode split and on 4 replicas (engine/cluster.py; target <= 10 s).
+Then the same requests on a 2:2 prefill/decode split and on 4 replicas (engine/virtual/cluster.py; target <= 10 s).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Hand-built records for tests: one builder instead of a copy per test file."""
+"""Hand-built records for tests: one builder instead of a copy per test file; one comparison of summaries."""
+
+import pytest
 
 from goodbench.records import RequestRecord
 
@@ -34,3 +36,27 @@ def rec(
         warmup=warmup,
         origin=origin,
     )
+
+
+def same_summary(written: dict, composed: dict) -> None:
+    """A summary recomputed from a run directory equals the one the run wrote, key by key and in order
+    (numbers to the 0.1 us records.jsonl keeps times to: a gap moves by up to 1e-4 ms)."""
+    import json
+
+    _same(written, json.loads(json.dumps(composed, default=str)))
+
+
+def _same(a, b, path=""):
+    assert type(a) is type(b) or isinstance(a, (int, float)) and isinstance(b, (int, float)), path
+    if isinstance(a, dict):
+        assert list(a) == list(b), f"{path}: {sorted(set(a) ^ set(b))}"
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=1e-6, abs=1e-3), path  # ms: 0.1 us of time rounding moves a gap by 1e-4
+    else:
+        assert a == b, path

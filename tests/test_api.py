@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import ROOT
+from recs import same_summary
 
 import goodbench as gb
 
@@ -155,23 +156,6 @@ def test_failed_runs_name_the_likely_cause(tmp_path):
     assert said and "The model `no-such-model` does not exist." in said[0] and "'no-such-model'" in said[0]
 
 
-def _same(a, b, path=""):
-    """Two summaries agree key by key (numbers to the 0.1 us records.jsonl keeps times to)."""
-    assert type(a) is type(b) or isinstance(a, (int, float)) and isinstance(b, (int, float)), path
-    if isinstance(a, dict):
-        assert list(a) == list(b), f"{path}: {sorted(set(a) ^ set(b))}"
-        for k in a:
-            _same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            _same(x, y, f"{path}[{i}]")
-    elif isinstance(a, float):
-        assert b == pytest.approx(a, rel=1e-6, abs=1e-3), path  # ms: 0.1 us of time rounding moves a gap by 1e-4
-    else:
-        assert a == b, path
-
-
 def test_every_path_composes_the_same_summary(tmp_path):
     """What a run writes, gb.summarize and the report's view: one composer, one summary."""
     import json
@@ -188,7 +172,7 @@ def test_every_path_composes_the_same_summary(tmp_path):
     for run in (sim, live):
         with open(os.path.join(run.dir, "summary.json")) as f:
             written = json.load(f)
-        _same(written, json.loads(json.dumps(gb.summarize(run), default=str)))
-        _same(written, json.loads(json.dumps(load_view(run.dir).summary, default=str)))
+        same_summary(written, gb.summarize(run))
+        same_summary(written, load_view(run.dir).summary)
     assert sim.summary["prefix_cache"] and sim.summary["simulation"] and sim.summary["cost"]
     assert "server_timing" in live.summary and live.summary["prefix_cache"]

@@ -177,6 +177,17 @@ def test_sessions_on_replicas_the_session_router_keeps_their_cache(tmp_path):
     assert hit["session"] > hit["round-robin"] + 0.2, hit
 
 
+def test_sessions_on_a_disaggregated_layout(tmp_path):
+    import goodbench as gb
+
+    wl = gb.load_workload("sessions", num_prompts=12, request_rate=4.0)
+    run = gb.simulate(
+        wl, gb.EngineConfig(gpu="h100-sxm"), result_dir=str(tmp_path), cluster=ClusterSpec(prefill=1, decode=1)
+    )
+    assert run.summary["sessions"]["completed"] == 12 and run.summary["requests"]["failed"] == 0
+    assert [x["role"] for x in run.summary["simulation"]["instances"]] == ["prefill", "decode"]
+
+
 def test_session_router_reads_the_requests_session():
     reqs = [RequestSpec(f"{k}", "c", "x", 64, 2, session=f"s{k % 2}", turn=1 + k // 2) for k in range(8)]
     sim = ClusterSim(ClusterSpec(replicas=4, router="session"), EngineConfig(), reqs)

@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 from conftest import ROOT
+from recs import same_summary
 
 # never import locust here: it monkey-patches this interpreter with gevent
 # the test command installs them (the [dev] extra carries locust and httpx): missing is a broken install
@@ -67,9 +68,12 @@ def results(d):
     return summary, recs
 
 
-def locust(tmp_path, url, slo, *extra):
-    w = tmp_path / "w.toml"
-    w.write_text(WORKLOAD)
+def locust(tmp_path, url, slo, *extra, workload=None, out="r"):
+    """A headless single-process locust run of the goodput locustfile (default: the tiny WORKLOAD
+    file; results under tmp_path/out)."""
+    if workload is None:
+        workload = tmp_path / "w.toml"
+        workload.write_text(WORKLOAD)
     cmd = [
         sys.executable,
         "-m",
@@ -86,9 +90,9 @@ def locust(tmp_path, url, slo, *extra):
         "--host",
         url,
         "--goodbench-workload",
-        str(w),
+        str(workload),
         "--goodbench-result-dir",
-        str(tmp_path / "r"),
+        str(tmp_path / out),
         "--goodbench-slo",
         slo,
         *extra,
@@ -103,6 +107,10 @@ def test_single_process_run_writes_results_and_passes(engine, tmp_path):
     assert len(recs) == 40 and summary["requests"]["completed"] == 40 and summary["slo_attainment"] == 1.0
     assert {r["cls"] for r in recs} == {"short", "long"} and all(len(r["chunk_times"]) in (6, 12) for r in recs)
     assert "PASS" in p.stdout and "TTFT" in p.stdout  # goodbench's summary and locust's own table
+    import goodbench as gb
+
+    (run,) = os.listdir(tmp_path / "r")
+    same_summary(summary, gb.summarize(str(tmp_path / "r" / run)))  # the master composes as every path does
 
 
 def test_failing_slo_sets_exit_code_1(engine, tmp_path):
@@ -249,50 +257,13 @@ def test_trace_and_session_workloads_replay_their_own_plan_under_locust(engine, 
         'name = "t"\ngenerator = "trace"\n[trace]\npath = "t.jsonl"\nformat = "mooncake"\n'
     )
     (tmp_path / "s.toml").write_text(SESSIONS)
-    base = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        os.path.join(ROOT, "locustfiles", "goodput.py"),
-        "--headless",
-        "-u",
-        "4",
-        "-r",
-        "4",
-        "-t",
-        "60s",
-        "--host",
-        engine,
-        "--goodbench-slo",
-        "ttft:5000",
-    ]
-    p = subprocess.run(
-        base
-        + [
-            "--goodbench-workload",
-            str(tmp_path / "trace.toml"),
-            "--goodbench-open-loop",
-            "--goodbench-result-dir",
-            str(tmp_path / "t"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = locust(tmp_path, engine, "ttft:5000", "--goodbench-open-loop", workload=tmp_path / "trace.toml", out="t")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     _, recs = results(tmp_path / "t")
     assert len(recs) == 12
     assert sorted(r["prompt_tokens"] for r in recs) == sorted(64 + 64 * (k % 3) for k in range(12))
     assert sorted(r["scheduled_at"] for r in recs) == pytest.approx([0.1 * k for k in range(12)], abs=1e-6)
-    p = subprocess.run(
-        base + ["--goodbench-workload", str(tmp_path / "s.toml"), "--goodbench-result-dir", str(tmp_path / "s")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = locust(tmp_path, engine, "ttft:5000", workload=tmp_path / "s.toml", out="s")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     summary, recs = results(tmp_path / "s")
     assert len(recs) == 12 and summary["sessions"]["completed"] == 4

@@ -48,6 +48,10 @@ class _Instance:
         return self.routed - self.done
 
 
+def _clock(x: _Instance) -> float:
+    return x.t
+
+
 class ClusterSim:
     """The event loop. Events: arrivals (to the router) and KV landings (to a decode instance)."""
 
@@ -126,20 +130,18 @@ class ClusterSim:
         """Requests that ended on a mixed or decode instance: the router's counts and the arrivals."""
         for _ in seqs:
             inst.done_at.append(t)
-        if seqs:
+        if seqs and self.arr.dynamic:
             self.arr.finished([s.id for s in seqs], t)
 
     # ------------------------------------------------------------------ steps
-    def _next_event(self) -> float:
-        """The earliest known arrival or KV landing."""
-        a = self.arr.heap[0][0] if self.arr.heap else math.inf
-        return min(a, self.events[0][0] if self.events else math.inf)
-
     def _horizon(self, inst: _Instance) -> float:
         """The earliest time something could reach this instance: the next known event; for decode
         instances also any prefill instance's next step (its finished prompts land later); with arrivals
         that follow finishes (closed loops, sessions), any other busy instance's clock."""
-        h = self._next_event()
+        heap, events = self.arr.heap, self.events
+        h = heap[0][0] if heap else math.inf
+        if events and events[0][0] < h:
+            h = events[0][0]
         others = self.insts if self.arr.dynamic else self.front if inst.role == "decode" else ()
         for x in others:
             if x is not inst and x.engine.has_work and x.t < h:
@@ -152,7 +154,8 @@ class ClusterSim:
             run = decode_run(eng, self.tally, self._horizon(inst), inst.t)
             if run is not None:
                 inst.t, finished = run
-                self._finished(inst, finished, inst.t)
+                if finished:
+                    self._finished(inst, finished, inst.t)
                 return
         res = eng.step()
         if res is None:  # the head request can never be scheduled
@@ -166,7 +169,8 @@ class ClusterSim:
             return
         for s in res.emitted:
             self.tally.times[s.id].append(inst.t)
-        self._finished(inst, res.finished, inst.t)
+        if res.finished:
+            self._finished(inst, res.finished, inst.t)
 
     def _prefill_done(self, inst: _Instance, res) -> None:
         for s in res.batch.seqs:
@@ -180,15 +184,18 @@ class ClusterSim:
     def run(self, arr) -> list[RequestRecord]:
         """Run the requests as the arrivals (virtual/arrivals.py) bring them."""
         self.arr = arr
+        heap, events, insts, inf = arr.heap, self.events, self.insts, math.inf
         while True:
-            busy = [x for x in self.insts if x.engine.has_work]
-            nxt = min(busy, key=lambda x: x.t) if busy else None
-            t = self._next_event()
-            if t < math.inf and (nxt is None or t <= nxt.t):
-                if arr.heap and arr.heap[0][0] == t:
-                    self._arrive(*heapq.heappop(arr.heap))
+            busy = [x for x in insts if x.engine.has_work]
+            nxt = min(busy, key=_clock) if busy else None
+            ta = heap[0][0] if heap else inf
+            tl = events[0][0] if events else inf
+            t = ta if ta <= tl else tl
+            if t < inf and (nxt is None or t <= nxt.t):
+                if ta <= tl:
+                    self._arrive(*heapq.heappop(heap))
                 else:
-                    self._land(*heapq.heappop(self.events))
+                    self._land(*heapq.heappop(events))
             elif nxt is not None:
                 self._step(nxt)
             else:
