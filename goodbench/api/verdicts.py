@@ -60,12 +60,14 @@ def gate(
     baseline: Run | str | dict | None = None,
     allow_incomplete: bool = False,
     allow_different_workloads: bool = False,
+    history=None,
 ) -> GateResult:
     """Pass/fail a run (a Run, a run directory or a summary dict) against the gate spec (default: SLO
     attainment >= 95%). slo: judge against this SLO instead of the run's own. A run directory that
     cannot be read, holds an incomplete run (killed, interrupted, records cut short; unless
     allow_incomplete), or a baseline that ran a different workload (unless allow_different_workloads),
-    gives a result that cannot be judged (exit code 2), not an exception."""
+    gives a result that cannot be judged (exit code 2), not an exception. history: a HistorySpec (api/
+    history.py): also judge the run against the recent runs of its identity in the catalogue."""
     from ..records import parse_slo
     from ..workloads.identity import difference
 
@@ -86,7 +88,14 @@ def gate(
         return GateResult([], False, str(e))
     if differ and not allow_different_workloads:
         return GateResult([], False, differ)
-    return evaluate(summary, spec or GateSpec(), base)
+    result = evaluate(summary, spec or GateSpec(), base)
+    if history is not None and result.judgeable:
+        if isinstance(run, dict):
+            raise UsageError("gate against history needs a run directory, not a summary")
+        from .history import gate_history, history_clause
+
+        result.clauses += [history_clause(c) for c in gate_history(run.dir if isinstance(run, Run) else run, history)]
+    return result
 
 
 def compare(
