@@ -17,6 +17,7 @@ _VERSIONED = {"vllm": "/version", "sglang": "/get_server_info", "tgi": "/info"}
 
 async def _get(s: aiohttp.ClientSession, url: str) -> tuple[dict | None, str | None]:
     """(the JSON object, the Server header), or (None, header) for anything else."""
+    header = None
     try:
         async with s.get(url) as r:
             header = r.headers.get("Server")
@@ -25,7 +26,7 @@ async def _get(s: aiohttp.ClientSession, url: str) -> tuple[dict | None, str | N
             data = json.loads(await r.content.read(MAX_BYTES))
             return (data if isinstance(data, dict) else None), header
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, UnicodeDecodeError):
-        return None, None
+        return None, header
 
 
 def _name(models: dict | None, model: str | None, answers: dict) -> tuple[str | None, dict]:

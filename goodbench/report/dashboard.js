@@ -93,6 +93,12 @@
     svg.appendChild(el("text", { x: L, y: H - 10, class: "tick" }, runs[0].started.slice(0, 10), true));
     svg.appendChild(el("text", { x: W - R, y: H - 10, "text-anchor": "end", class: "tick" }, runs[runs.length - 1].started.slice(0, 10), true));
     svg.appendChild(el("polyline", { points: vals.map((v, i) => x(i) + "," + y(v)).join(" "), class: "line" }, null, true));
+    runs.forEach((r, i) => {  // where the server's version changed: a faint line and the new version
+      if (i === 0 || !r.server_version || r.server_version === runs[i - 1].server_version) return;
+      const vx = (x(i - 1) + x(i)) / 2;
+      svg.appendChild(el("line", { x1: vx, x2: vx, y1: T, y2: H - B, class: "ver" }, null, true));
+      svg.appendChild(el("text", { x: vx + 3, y: H - B - 4, class: "verl" }, r.server_version, true));
+    });
     const changes = ((DATA.changes[metric.name] || {})[key]) || [];
     for (const c of changes) {
       const pos = idx.indexOf(c.run);
@@ -149,7 +155,7 @@
       });
       body.appendChild(tr);
     }
-    $("count").textContent = `${shown.length} runs · ${nplots} series · ${nchanges} change points · ${metric.name} (${metric.better} is better)`;
+    $("count").textContent = `${shown.length} runs · ${nplots} series · ${nchanges} change point${nchanges === 1 ? "" : "s"} · ${metric.name} (${metric.better} is better)`;
   }
 
   document.addEventListener("change", (e) => {

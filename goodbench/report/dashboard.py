@@ -29,10 +29,12 @@ h1{{font-size:20px;margin:0 0 4px}} h3{{font-size:14px;margin:14px 0 2px}}
 .cp{{stroke-dasharray:4 3;stroke-width:1.5}} .cp.regression,.cpl.regression{{stroke:#c0392b;fill:#c0392b}}
 .cp.improvement,.cpl.improvement{{stroke:#1e8449;fill:#1e8449}} .cpl{{font-size:11px;stroke:none}}
 table{{border-collapse:collapse;margin-top:12px;font-size:12px}} td,th{{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}}
-td.num{{text-align:right}} #count{{color:#555}} .empty{{color:#a00}}
+.ver{{stroke:#bbb;stroke-dasharray:1 3}} .verl{{font-size:10px;fill:#888}} td.num{{text-align:right}} #count{{color:#555}} .empty{{color:#a00}}
 </style></head><body>
 <h1>goodbench history</h1>
-<div class="key">{subtitle}</div>
+<div class="key">{subtitle}. Dashed red/green: change points (the first run of the new level, the
+change of the median, the permutation p-value); dotted grey: the server's version changed. Hollow points:
+runs outside the label filter.</div>
 <div class="filters">
 <label>metric<select id="f-metric"></select></label><label>workload<select id="f-workload"></select></label>
 <label>model<select id="f-model"></select></label><label>server<select id="f-server"></select></label>

@@ -1,0 +1,129 @@
+"""`goodbench history` and `gate --history` end to end (api/history.py, cli/history.py)."""
+
+import json
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+from conftest import run_cli
+from histruns import clone_run, noisy_series, write_run
+
+import goodbench as gb
+from goodbench.errors import InputError, UsageError
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """One real simulated run (records, summary) to judge; made-up histories are cloned from it."""
+    out = str(tmp_path_factory.mktemp("hist-real"))
+    return gb.simulate(gb.load_workload("mixed-long-short", num_prompts=60), result_dir=out, run_id="tonight")
+
+
+def _history(tmp_path, real, factor: float, n: int = 12):
+    res = tmp_path / "results"
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        clone_run(real.dir, str(res), f"night-{i:02d}", i, factor * (1 + 0.02 * rng.standard_normal()))
+    tonight = clone_run(real.dir, str(res), "zz-tonight", n + 1, 1.0)
+    for f in ("records.jsonl", "columns"):
+        src = os.path.join(real.dir, f)
+        os.symlink(src, os.path.join(tonight, f)) if os.path.exists(src) else None
+    gb.index_history([str(res)])
+    return str(res), tonight
+
+
+def test_gate_history_passes_noise_and_fails_a_regression(tmp_path, real):
+    res, tonight = _history(tmp_path / "same", real, 1.0)
+    r = run_cli("gate", tonight, "--history", "--junit", str(tmp_path / "g.xml"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "goodput vs history" in r.stdout and "over 12 runs" in r.stdout
+    assert 'name="goodput vs history"' in (tmp_path / "g.xml").read_text()
+    res, tonight = _history(tmp_path / "drop", real, 1.25)  # tonight is 20% below the series
+    r = run_cli("gate", tonight, "--history", "--history-metric", "goodput")
+    assert r.returncode == 1 and "✗ goodput vs history" in r.stdout and "(-20." in r.stdout, r.stdout
+    r = run_cli("gate", tonight, "--history", "--history-label", "branch=none")  # no series: not judged
+    assert r.returncode == 0 and "not judged: 0 earlier run(s)" in r.stdout
+
+
+def test_gate_history_via_the_api(tmp_path, real):
+    res, tonight = _history(tmp_path, real, 1.25)
+    g = gb.gate(tonight, history=gb.HistorySpec(metrics=("goodput",)))
+    (c,) = [c for c in g.clauses if c.name == "goodput vs history"]
+    assert not c.passed and g.exit_code == 1
+    assert gb.gate(tonight, history=gb.HistorySpec(metrics=("goodput",), min_change=0.5)).passed
+    with pytest.raises(UsageError, match="unknown metric"):
+        gb.gate(tonight, history=gb.HistorySpec(metrics=("speed",)))
+
+
+def test_index_list_trend_and_html(tmp_path):
+    res = tmp_path / "results"
+    for i, g in enumerate(noisy_series(0)):
+        write_run(str(res), f"n{i:02d}", i, {"goodput": float(g)}, labels={"branch": "main"})
+    db, result = gb.index_history([str(res)])
+    assert db == str(res / ".goodbench-history.sqlite") and result.indexed == 60
+    runs = gb.history_runs(gb.HistoryFilters(labels={"branch": "main"}), db, limit=5)
+    assert [r["run_id"] for r in runs] == ["n59", "n58", "n57", "n56", "n55"]
+    (t,) = gb.history_trend("goodput", db=db)
+    assert len(t.series.points) == 60 and [c.index for c in t.changes] == [40] and t.better == "higher"
+    r = run_cli(
+        "history",
+        "trend",
+        "--result-dir",
+        str(res),
+        "--png",
+        str(tmp_path / "t.png"),
+        "--json",
+        str(tmp_path / "t.json"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "change at run 41 (n40, 2026-02-10)" in r.stdout and "regression" in r.stdout and "▁" in r.stdout
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "t.json").read_text())[0]["changes"][0]["index"] == 40
+    r = run_cli("history", "list", "--result-dir", str(res), "--limit", "3")
+    assert r.returncode == 0 and "3 run(s)" in r.stdout and "n59" in r.stdout
+    r = run_cli("history", "html", "--result-dir", str(res), "--out", str(tmp_path / "page"))
+    assert r.returncode == 0 and (tmp_path / "page" / "index.html").exists()
+
+
+def test_runs_index_themselves_with_labels_and_the_catalogue_rebuilds(tmp_path):
+    res = str(tmp_path / "r")
+    r = run_cli("simulate", "--workload", "hol-stress", "--num-prompts", "20", "--seed", "1", "--quiet",
+                "--result-dir", res, "--label", "branch=main", "--label", "runner=ci-1")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    wl = gb.load_workload("hol-stress", num_prompts=20, seed=2)
+    gb.simulate(wl, result_dir=res, labels={"branch": "main", "runner": "ci-1"})
+    db = os.path.join(res, ".goodbench-history.sqlite")
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(DISTINCT identity), count(*) FROM runs").fetchone() == (
+            1,
+            2,
+        )  # seeds: one series
+        assert con.execute("SELECT count(*) FROM labels WHERE key = 'runner'").fetchone() == (2,)
+    os.remove(db)
+    r = run_cli("history", "index", res, "--rebuild")
+    assert r.returncode == 0 and "2 run(s) indexed" in r.stdout
+    r = run_cli(
+        "simulate",
+        "--workload",
+        "hol-stress",
+        "--num-prompts",
+        "20",
+        "--quiet",
+        "--result-dir",
+        str(tmp_path / "x"),
+        "--no-history",
+    )
+    assert r.returncode == 0 and not os.path.exists(tmp_path / "x" / ".goodbench-history.sqlite")
+
+
+def test_clear_errors(tmp_path):
+    r = run_cli("history", "list", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "no history catalogue" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("history", "trend", "--metric", "speed", "--result-dir", str(tmp_path))
+    assert r.returncode == 2 and "unknown metric 'speed'" in r.stderr
+    r = run_cli("simulate", "--label", "oops", "--num-prompts", "2")
+    assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+    (tmp_path / "bad.sqlite").write_text("not a database")
+    with pytest.raises(InputError, match="not a readable history catalogue"):
+        gb.history_runs(db=str(tmp_path / "bad.sqlite"))
