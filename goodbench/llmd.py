@@ -309,6 +309,13 @@ CAVEAT = (
 )
 
 
+def aggregate_only(meta) -> str | None:
+    """Why a run (its RunMeta or run.json dict) cannot be reported, compared or gated: an llm-d import
+    holds a summary and no records. None for every other run."""
+    d = meta if isinstance(meta, dict) else meta.to_dict()
+    return CAVEAT if d.get("mode") == "imported" and (d.get("workload") or {}).get("aggregate_only") else None
+
+
 def _labels(keywords) -> dict:
     out = {}
     for kw in keywords:
@@ -367,7 +374,7 @@ def from_report(rep, source: str) -> tuple[dict, dict]:
             meta[k] = native[k]
     if gpu and not meta.get("gpus"):
         meta["gpus"] = {str(gpu): int(count or 1)}
-    meta["workload"]["source"] = source
+    meta["workload"] |= {"source": source, "aggregate_only": True}
     meta["workload"]["caveats"] = [*(meta["workload"].get("caveats") or []), CAVEAT]
     if n["duration"] is None and n["start"] and n["end"]:
         a, b = _utc(n["start"]), _utc(n["end"])

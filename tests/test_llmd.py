@@ -121,3 +121,17 @@ def test_statistics_and_durations():
     assert s["mean"] == 2.0 and s["p50"] == 2.0 and s["min"] == 1.0 and s["max"] == 3.0 and s["units"] == "ms"
     assert llmd.statistics([], "ms") is None
     assert llmd._seconds("PT1H2M3.5S") == 3723.5 and llmd._seconds("P1D") is None
+
+
+def test_an_aggregate_only_run_is_refused_by_report_compare_gate_but_judged_by_its_history(sim, tmp_path):
+    d = import_llmd(export_run(sim.dir, "llmd", str(tmp_path / "rep.json")), str(tmp_path / "imp"))
+    with pytest.raises(gb.RunDirError, match="aggregates only"):
+        from goodbench.report.view import load_view
+
+        load_view(d)
+    with pytest.raises(gb.UsageError, match="aggregates only"):
+        gb.compare(d, sim.dir)
+    g = gb.gate(d)
+    assert not g.judgeable and "aggregates only" in g.reason
+    g = gb.gate(d, history=gb.HistorySpec(metrics=("goodput",), db=str(tmp_path / "h.sqlite")))
+    assert g.judgeable and [c.name for c in g.clauses] == ["goodput vs history"] and "not judged" in g.clauses[0].observed

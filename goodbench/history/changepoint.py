@@ -63,8 +63,10 @@ def scan(r: np.ndarray, min_size: int) -> np.ndarray:
     return np.abs(s - k * mean) / np.sqrt(var)
 
 
-def split_test(x: np.ndarray, min_size: int, rng: np.random.Generator) -> tuple[int, float] | None:
-    """(the best split, its permutation p-value), or None when the segment is too short or constant."""
+def split_test(x: np.ndarray, min_size: int, rng: np.random.Generator, alpha: float = 1.0) -> tuple[int, float] | None:
+    """(the best split, its permutation p-value), or None when the segment is too short or constant.
+    Permutations are drawn in batches and stop once the split cannot reach alpha (Besag and Clifford's
+    sequential p-value): a series without a change usually stops after the first 50."""
     n = len(x)
     if n < 2 * min_size:
         return None
@@ -74,9 +76,15 @@ def split_test(x: np.ndarray, min_size: int, rng: np.random.Generator) -> tuple[
     z = scan(r[None, :], min_size)[0]
     best = int(np.argmax(z))
     perms = int(np.clip(PERM_BUDGET // n, 199, 999))
-    zp = scan(rng.permuted(np.broadcast_to(r, (perms, n)), axis=1), min_size).max(axis=1)
-    p = (1 + int(np.sum(zp >= z[best] - 1e-12))) / (perms + 1)
-    return best + min_size, p
+    done = exceed = 0
+    while done < perms:
+        batch = min(max(50, done), perms - done)  # 50, 50, 100, 200, ...
+        zp = scan(rng.permuted(np.broadcast_to(r, (batch, n)), axis=1), min_size).max(axis=1)
+        exceed += int(np.sum(zp >= z[best] - 1e-12))
+        done += batch
+        if (1 + exceed) / (perms + 1) >= alpha:  # already too many: it cannot be significant
+            break
+    return best + min_size, (1 + exceed) / (done + 1)
 
 
 def _ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
@@ -110,7 +118,7 @@ def detect(
     todo = [(0, len(x))]
     while todo:
         lo, hi = todo.pop()
-        res = split_test(x[lo:hi], min_size, rng)
+        res = split_test(x[lo:hi], min_size, rng, alpha)
         if res is None or res[1] >= alpha:
             continue
         k, p = lo + res[0], res[1]

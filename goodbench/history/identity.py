@@ -37,7 +37,7 @@ for _m in ("ttft", "tpot", "itl", "e2el", "ttfo", "schedule_lag"):
 HEADLINE = ("goodput", "slo_attainment", "output_throughput", "ttft_p99", "tpot_p99", "itl_p99", "e2el_p99")
 IDENTITY_FIELDS = ("workload", "workload_key", "model", "slo", "server", "gpu", "engine")
 # not part of what a run measures: where the file was, its prose, the seed, the gate, the SLO (kept apart)
-_NOT_WORKLOAD = {"path", "description", "seed", "gate", "slo", "source", "caveats"}
+_NOT_WORKLOAD = {"path", "description", "seed", "gate", "slo", "source", "caveats", "aggregate_only"}
 _ENGINE_DEFAULTS = EngineConfig().to_dict()
 _DERIVED = {"num_gpu_blocks"}  # resolved from GPU memory and the cost model's tables, not chosen
 

@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 ALPHA = 0.001
 MIN_RUNS = 5
@@ -72,8 +71,10 @@ def judge(
         return HistoryCheck(metric, None, n, note="this run has no value for it")
     if n < min_runs:
         return HistoryCheck(metric, value, n, note=f"not judged: {n} earlier run(s) of this identity, needs {min_runs}")
+    from scipy.stats import t as student  # scipy.stats costs a second to import: only when judging
+
     center, sd, kept = level(window)
-    tol = float(stats.t.ppf(1 - alpha, kept - 1)) * sd * math.sqrt(1 + 1 / kept) if kept > 1 else 0.0
+    tol = float(student.ppf(1 - alpha, kept - 1)) * sd * math.sqrt(1 + 1 / kept) if kept > 1 else 0.0
     tol = max(tol, abs(center) * min_change)
     limit = center - tol if better == "higher" else center + tol
     passed = value >= limit if better == "higher" else value <= limit
