@@ -109,7 +109,7 @@ def queries(db: str, out: str) -> dict:
     gb.history_dashboard(os.path.join(out, "page"), db=db, limit=100_000)
     res["dashboard_s"] = time.perf_counter() - t
     res["page_mb"] = os.path.getsize(os.path.join(out, "page", "index.html")) / 1e6
-    d = os.path.join(os.path.dirname(db), "run-000000")
+    d = os.path.join(out, "results", "run-000000")
     with open(os.path.join(d, "run.json"), encoding="utf-8") as fh:
         meta = json.load(fh)
 
@@ -129,12 +129,12 @@ def main() -> None:
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gb-history-")
     res_dir = os.path.join(tmp, "results")
+    db = os.environ["GOODBENCH_HISTORY_DB"] = os.path.join(tmp, "history.sqlite")  # never the user's
     try:
         meta, summary = template(os.path.join(tmp, "template"))
         t = time.perf_counter()
         generate(res_dir, a.runs, meta, summary)
         print(f"generated {a.runs} run directories in {time.perf_counter() - t:.1f} s ({res_dir})")
-        db = os.path.join(res_dir, ".goodbench-history.sqlite")
         for rep in range(a.repeats):
             full = cli("history", "index", res_dir, "--rebuild")
             again = cli("history", "index", res_dir)

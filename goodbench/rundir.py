@@ -92,7 +92,7 @@ class RunDir:
         """Add the run to its catalogue; a catalogue that cannot be written costs a warning, never the run."""
         if not catalogue.enabled():
             return
-        path = catalogue.path_for_run(self.dir)
+        path = catalogue.default_path()
         try:
             if summary is None and os.path.exists(self.store.records_path):
                 summary = summarize_dir(self.dir, ci=False)  # an import: its metrics as `summarize` gives them

@@ -7,7 +7,7 @@ import sqlite3
 
 from histruns import write_run
 
-from goodbench.history.catalogue import Catalogue, path_for_run
+from goodbench.history.catalogue import Catalogue, default_path
 from goodbench.history.identity import run_row
 from goodbench.history.scan import index_dirs, read_run
 
@@ -46,14 +46,11 @@ def test_paths_are_relative_inside_and_survive_a_move(tmp_path):
         assert cat.prune() == 1 and cat.count() == 1
 
 
-def test_a_run_directory_knows_its_catalogue(tmp_path, monkeypatch):
-    monkeypatch.delenv("GOODBENCH_HISTORY_DB", raising=False)
-    assert path_for_run(str(tmp_path / "res" / "r1")) == str(tmp_path / "res" / ".goodbench-history.sqlite")
-    (tmp_path / "res" / "sw" / "cells").mkdir(parents=True)
-    cell = tmp_path / "res" / "sw" / "cells" / "c1"
-    assert path_for_run(str(cell)) == str(tmp_path / "res" / ".goodbench-history.sqlite")
-    monkeypatch.setenv("GOODBENCH_HISTORY_DB", "/x/h.sqlite")
-    assert path_for_run(str(cell)) == "/x/h.sqlite"
+def test_where_the_catalogue_lives():
+    assert default_path({"GOODBENCH_HISTORY_DB": "/x/h.sqlite", "XDG_DATA_HOME": "/d"}) == "/x/h.sqlite"
+    assert default_path({"XDG_DATA_HOME": "/d"}) == "/d/goodbench/history.sqlite"
+    home = os.path.expanduser("~")
+    assert default_path({}) == os.path.join(home, ".local", "share", "goodbench", "history.sqlite")
 
 
 def _writer(args):

@@ -27,7 +27,7 @@ def page(tmp_path_factory):
     for i in range(8):
         write_run(str(res), f"b{i}", i + 0.5, {"goodput": 5.0 + i * 0.01}, workload="other", server={"name": "sglang"})
     write_run(str(res), "evil-\"'<b>", 50, {"goodput": 1.0}, workload="x<b>y", labels={"note": HOSTILE})
-    db, _ = gb.index_history([str(res)])
+    db, _ = gb.index_history([str(res)], str(base / "history.sqlite"))
     path = gb.history_dashboard(str(base / "page"), db=db)
     return path
 

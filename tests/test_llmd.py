@@ -134,4 +134,6 @@ def test_an_aggregate_only_run_is_refused_by_report_compare_gate_but_judged_by_i
     g = gb.gate(d)
     assert not g.judgeable and "aggregates only" in g.reason
     g = gb.gate(d, history=gb.HistorySpec(metrics=("goodput",), db=str(tmp_path / "h.sqlite")))
-    assert g.judgeable and [c.name for c in g.clauses] == ["goodput vs history"] and "not judged" in g.clauses[0].observed
+    assert (
+        g.judgeable and [c.name for c in g.clauses] == ["goodput vs history"] and "not judged" in g.clauses[0].observed
+    )

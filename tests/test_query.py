@@ -56,3 +56,18 @@ def test_series_per_identity_oldest_first(cat):
     assert series(cat, "goodput", Filters(), last=2)[0].values == [14.0, 15.0]
     with pytest.raises(KeyError):
         series(cat, "nope", Filters())
+
+
+def test_interrupted_and_invalid_runs_are_not_in_a_series(tmp_path):
+    import json
+    from pathlib import Path
+
+    for i, (interrupted, valid) in enumerate(((False, True), (True, True), (False, False), (False, None))):
+        d = write_run(str(tmp_path), f"r{i}", i, {"goodput": float(i)})
+        meta, summ = Path(d, "run.json"), Path(d, "summary.json")
+        meta.write_text(json.dumps(json.loads(meta.read_text()) | {"interrupted": interrupted}))
+        summ.write_text(json.dumps(json.loads(summ.read_text()) | {"valid": valid}))
+    with Catalogue(str(tmp_path / "h.sqlite")) as c:
+        index_dirs(c, [str(tmp_path)])
+        assert series(c, "goodput", Filters())[0].values == [0.0, 3.0]
+        assert len(list_runs(c, Filters())) == 4  # listed, marked

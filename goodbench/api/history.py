@@ -42,9 +42,9 @@ class HistorySpec:
     db: str | None = None
 
 
-def catalogue_path(result_dir: str = "results", db: str | None = None) -> str:
-    """--history-db, else $GOODBENCH_HISTORY_DB, else RESULT_DIR/.goodbench-history.sqlite."""
-    return db or cat_mod.default_path(result_dir)
+def catalogue_path(db: str | None = None) -> str:
+    """--history-db, else $GOODBENCH_HISTORY_DB, else ~/.local/share/goodbench/history.sqlite."""
+    return db or cat_mod.default_path()
 
 
 def _open(path: str, must_exist: bool = True) -> cat_mod.Catalogue:
@@ -70,14 +70,12 @@ def _summarize(run_dir: str) -> dict:
 def index_history(
     paths, db: str | None = None, *, force: bool = False, prune: bool = False, rebuild: bool = False, on_progress=None
 ) -> tuple[str, IndexResult]:
-    """Index every run directory at or under paths (sweep cells included) into the catalogue (db; default
-    the one of the single directory given, else ./results'). rebuild: start from an empty catalogue."""
+    """Index every run directory at or under paths (sweep cells included) into the catalogue (db, default
+    catalogue_path()). rebuild: start from an empty catalogue."""
     for p in paths:
         if not os.path.isdir(p):
             raise InputError(f"{p} is not a directory")
-    if db is None:
-        only = paths[0] if len(paths) == 1 else "results"
-        db = cat_mod.path_for_run(only) if os.path.exists(os.path.join(only, "run.json")) else catalogue_path(only)
+    db = catalogue_path(db)
     if rebuild:
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(db + suffix):
@@ -88,7 +86,7 @@ def index_history(
 
 def history_runs(filters: Filters | None = None, db: str | None = None, limit: int | None = 50) -> list[dict]:
     """The catalogue's runs matching the filters, newest first."""
-    with _open(catalogue_path(db=db)) as cat:
+    with _open(catalogue_path(db)) as cat:
         return list_runs(cat, filters or Filters(), limit)
 
 
@@ -103,7 +101,7 @@ def history_trend(
     """metric over time for each identity among the matching runs, with its change points."""
     _check_metric(metric)
     unit, better = metric_info(metric)
-    with _open(catalogue_path(db=db)) as cat:
+    with _open(catalogue_path(db)) as cat:
         found = series(cat, metric, filters or Filters(), last)
     return [Trend(s, detect(s.values, better), unit, better) for s in found]
 
@@ -115,7 +113,7 @@ def gate_history(run_dir: str, spec: HistorySpec) -> list[HistoryCheck]:
     row, why = read_run(run_dir, _summarize)
     if row is None:
         raise InputError(f"{run_dir}: {why}")
-    with _open(spec.db or cat_mod.path_for_run(run_dir), must_exist=False) as cat:
+    with _open(catalogue_path(spec.db), must_exist=False) as cat:
         index_dirs(cat, [run_dir], summarize=_summarize)
         me = cat.key(run_dir)
         out = []
@@ -153,7 +151,8 @@ def history_clause(c: HistoryCheck):
     if not c.judged:
         return Clause(name, "enough earlier runs of this identity", c.note, True)
     sign = ">=" if better == "higher" else "<="
-    level = f"series {_fmt(c.center, unit)} ± {_fmt(c.spread, unit)} over {c.n} runs"
+    spread = c.spread if c.spread > 1e-9 * abs(c.center) else 0.0  # a constant series' float dust
+    level = f"series {_fmt(c.center, unit)} ± {_fmt(spread, unit)} over {c.n} runs"
     change = f" ({c.change:+.1%})" if c.change is not None else ""
     return Clause(name, f"{sign} {_fmt(c.limit, unit)} ({level})", f"{_fmt(c.value, unit)}{change}", c.passed)
 
@@ -167,7 +166,7 @@ def history_dashboard(
 
     for m in metrics:
         _check_metric(m)
-    with _open(catalogue_path(db=db)) as cat:
+    with _open(catalogue_path(db)) as cat:
         runs = list_runs(cat, filters or Filters(), limit, metrics=tuple(metrics))
         keep = {r["dir"] for r in runs}
         trends = {}

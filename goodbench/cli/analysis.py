@@ -172,9 +172,7 @@ def cmd_import(args) -> int:
 
     with labels_in_env(run_labels(args)):
         out = IMPORTERS[args.tool](args.file, args.result_dir, run_id=args.run_id, slo=_slo(args.goodput))
-    nxt = (
-        f"goodbench history trend --result-dir {args.result_dir}" if args.tool == "llmd" else f"goodbench report {out}"
-    )
+    nxt = f"goodbench history trend --under {out}" if args.tool == "llmd" else f"goodbench report {out}"
     console().print(f"imported {args.file} into {out}\n  next: {nxt}")
     return EXIT_OK
 

@@ -133,7 +133,7 @@ def add_label_args(p) -> None:
         "--history-db",
         metavar="FILE",
         help="the catalogue this run indexes into (default $GOODBENCH_HISTORY_DB, else "
-        "RESULT_DIR/.goodbench-history.sqlite)",
+        "~/.local/share/goodbench/history.sqlite)",
     )
     g.add_argument("--no-history", action="store_true", help="do not index this run (also $GOODBENCH_HISTORY=0)")
 
@@ -276,7 +276,9 @@ def _add_history_gate_args(g, with_db: bool) -> None:
         help="with --history: compare only with runs carrying this label, e.g. branch=main (repeatable)",
     )
     if with_db:
-        g.add_argument("--history-db", metavar="FILE", help="with --history: the catalogue (default: the run's own)")
+        g.add_argument(
+            "--history-db", metavar="FILE", help="with --history: the catalogue (default: as `goodbench history`)"
+        )
 
 
 def history_spec(args):

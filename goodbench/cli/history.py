@@ -12,9 +12,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser(
         "history",
         help="runs over time: index results directories, list runs, trends with change points, a dashboard",
-        description="Every finished run indexes itself into RESULT_DIR/.goodbench-history.sqlite "
-        "(or $GOODBENCH_HISTORY_DB); the directories stay the source of truth and `history index` "
-        "rebuilds the catalogue from them at any time. See docs/history.md.",
+        description="Every finished run indexes itself into ~/.local/share/goodbench/history.sqlite "
+        "(or $GOODBENCH_HISTORY_DB, --history-db); the directories stay the source of truth and "
+        "`history index` rebuilds the catalogue from them at any time. See docs/history.md.",
     )
     hsub = p.add_subparsers(dest="history_cmd", required=True, metavar="SUBCOMMAND")
     idx = hsub.add_parser("index", help="index run directories (sweep cells included) into the catalogue")
@@ -22,8 +22,7 @@ def add_parsers(sub) -> None:
     idx.add_argument(
         "--history-db",
         metavar="FILE",
-        help="the catalogue (default: $GOODBENCH_HISTORY_DB, else DIR/.goodbench-history.sqlite for one DIR, "
-        "else results/.goodbench-history.sqlite)",
+        help="the catalogue (default $GOODBENCH_HISTORY_DB, else ~/.local/share/goodbench/history.sqlite)",
     )
     idx.add_argument("--force", action="store_true", help="re-read directories whose files did not change")
     idx.add_argument("--prune", action="store_true", help="drop catalogue rows whose directory is gone")
@@ -63,10 +62,12 @@ def _add_metric(p) -> None:
 
 def _add_filters(p) -> None:
     g = p.add_argument_group("which runs (exact values, or globs with * ?)")
-    g.add_argument("--result-dir", default="results", help="whose catalogue (default results/)")
     g.add_argument(
-        "--history-db", metavar="FILE", help="the catalogue (default $GOODBENCH_HISTORY_DB, else the result dir's)"
+        "--history-db",
+        metavar="FILE",
+        help="the catalogue (default $GOODBENCH_HISTORY_DB, else ~/.local/share/goodbench/history.sqlite)",
     )
+    g.add_argument("--under", metavar="DIR", help="runs whose directory is at or under DIR, e.g. results/")
     for name, text in (
         ("workload", "workload name, e.g. mixed-long-short"),
         ("model", "served model name"),
@@ -93,8 +94,9 @@ def _filters(args):
         labels=parse_labels(args.label),
         since=args.since,
         until=args.until,
+        under=args.under,
     )
-    return f, history.catalogue_path(args.result_dir, args.history_db)
+    return f, history.catalogue_path(args.history_db)
 
 
 def cmd_index(args) -> int:
@@ -129,17 +131,22 @@ def cmd_index(args) -> int:
 def cmd_list(args) -> int:
     from .. import api
     from ..report.history import runs_table
-    from ..store import json_safe
 
     f, db = _filters(args)
     runs = api.history_runs(f, db, args.limit)
     con = console()
     con.print(runs_table(runs, f"{len(runs)} run(s), newest first · {db}"))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(json_safe(runs), fh, indent=2)
-        con.print(f"wrote {args.json}", markup=False)
+    _write_json(con, args.json, runs)
     return EXIT_OK
+
+
+def _write_json(con, path: str | None, obj) -> None:
+    from ..store import json_safe
+
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(json_safe(obj), fh, indent=2)
+        con.print(f"wrote {path}", markup=False)
 
 
 def cmd_trend(args) -> int:
@@ -147,7 +154,6 @@ def cmd_trend(args) -> int:
 
     from .. import api
     from ..report.history import trend_png, trend_renderables
-    from ..store import json_safe
 
     f, db = _filters(args)
     trends = api.history_trend(args.metric, f, db, last=args.last)
@@ -160,11 +166,9 @@ def cmd_trend(args) -> int:
         con.print()
     if args.png and trends:
         con.print(f"wrote {trend_png(trends, args.png)}", markup=False)
-    if args.json:
-        out = [{"series": asdict(t.series), "changes": [asdict(c) for c in t.changes]} for t in trends]
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(json_safe(out), fh, indent=2)
-        con.print(f"wrote {args.json}", markup=False)
+    _write_json(
+        con, args.json, [{"series": asdict(t.series), "changes": [asdict(c) for c in t.changes]} for t in trends]
+    )
     return EXIT_OK
 
 

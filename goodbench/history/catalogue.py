@@ -15,7 +15,6 @@ import os
 import sqlite3
 import time
 
-DEFAULT_NAME = ".goodbench-history.sqlite"
 DB_ENV = "GOODBENCH_HISTORY_DB"  # a catalogue path for every run and history command
 OFF_ENV = "GOODBENCH_HISTORY"  # 0 / off / false / no: runs do not index themselves
 SCHEMA_VERSION = 1
@@ -58,19 +57,15 @@ def enabled(env=None) -> bool:
     return env.get(OFF_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
-def default_path(result_dir: str, env=None) -> str:
-    """$GOODBENCH_HISTORY_DB, else RESULT_DIR/.goodbench-history.sqlite."""
+def default_path(env=None) -> str:
+    """$GOODBENCH_HISTORY_DB, else the user's: $XDG_DATA_HOME/goodbench/history.sqlite (by default
+    ~/.local/share/goodbench/history.sqlite). One catalogue for every results directory, and nothing
+    added to them: scripts that list a results directory see only runs."""
     env = os.environ if env is None else env
-    return env.get(DB_ENV) or os.path.join(result_dir, DEFAULT_NAME)
-
-
-def path_for_run(run_dir: str, env=None) -> str:
-    """The catalogue a run directory indexes into: $GOODBENCH_HISTORY_DB, else the results directory's
-    (the run directory's parent; for a sweep cell, SWEEP/cells/CELL, the sweep's parent)."""
-    parent = os.path.dirname(os.path.abspath(run_dir))
-    if os.path.basename(parent) == "cells" and os.path.isdir(os.path.dirname(parent)):
-        parent = os.path.dirname(os.path.dirname(parent))
-    return default_path(parent, env)
+    if env.get(DB_ENV):
+        return env[DB_ENV]
+    data = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "goodbench", "history.sqlite")
 
 
 class Catalogue:

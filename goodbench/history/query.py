@@ -34,9 +34,14 @@ class Filters:
     labels: dict = field(default_factory=dict)
     since: str | None = None
     until: str | None = None
+    under: str | None = None  # runs whose directory is at or under this one
 
-    def where(self) -> tuple[str, list]:
+    def where(self, cat: Catalogue | None = None) -> tuple[str, list]:
         sql, args = [], []
+        if self.under and cat is not None:
+            top = cat.key(self.under)
+            sql.append("(r.path = ? OR substr(r.path, 1, ?) = ?)")
+            args += [top, len(top) + 1, top.rstrip("/") + "/"]
         for col in FILTER_COLUMNS:
             v = getattr(self, col)
             if v is None:
@@ -95,7 +100,7 @@ def _row(cur, r) -> dict:
 
 def list_runs(cat: Catalogue, f: Filters, limit: int | None = 50, metrics=LIST_METRICS) -> list[dict]:
     """Matching runs, newest first, with a few metrics each (None where a run lacks one)."""
-    where, args = f.where()
+    where, args = f.where(cat)
     picks = ", ".join(f"(SELECT value FROM metrics m WHERE m.run = r.id AND m.name = '{m}') AS m_{m}" for m in metrics)
     lim = "" if limit is None else f" LIMIT {int(limit)}"
     cur = cat.con.execute(
@@ -114,14 +119,17 @@ def list_runs(cat: Catalogue, f: Filters, limit: int | None = 50, metrics=LIST_M
 
 def series(cat: Catalogue, metric: str, f: Filters, last: int | None = None) -> list[Series]:
     """metric over time for each identity among the matching runs (each series oldest first; last: only
-    its newest N runs). Identities in order of their newest run, newest first."""
+    its newest N runs). Identities in order of their newest run, newest first. Interrupted runs and runs
+    marked invalid (the load generator fell behind) are not part of any series: their numbers are not
+    the server's."""
     if metric not in METRICS:
         raise KeyError(metric)
-    where, args = f.where()
+    where, args = f.where(cat)
     cur = cat.con.execute(
         "SELECT r.path, r.run_id, r.started, m.value, r.server_version, r.commit_sha, r.goodbench_version, r.labels, "
         f"{', '.join('r.' + c for c in IDENTITY_FIELDS)}, r.identity FROM runs r JOIN metrics m ON m.run = r.id "
-        f"AND m.name = ? WHERE {where} ORDER BY r.identity, r.started, r.path",
+        f"AND m.name = ? WHERE {where} AND r.interrupted = 0 AND (r.valid IS NULL OR r.valid = 1) "
+        "ORDER BY r.identity, r.started, r.path",
         [metric, *args],
     )
     groups: dict[str, Series] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from rich import box
 from rich.table import Table
 from rich.text import Text
@@ -24,13 +25,14 @@ def fmt(v, unit: str = "") -> str:
 
 
 def sparkline(values, width: int = 60) -> str:
-    """One character per run (the newest `width`), eight levels between the series' min and max."""
+    """One character per run (the newest `width`), eight levels between the series' 5th and 95th
+    percentiles (min and max under 20 runs), so one outlier does not flatten the rest; beyond: clipped."""
     vals = list(values)[-width:]
     if not vals:
         return ""
-    lo, hi = min(vals), max(vals)
+    lo, hi = (min(vals), max(vals)) if len(vals) < 20 else tuple(float(q) for q in np.percentile(vals, [5, 95]))
     span = hi - lo
-    return "".join(BARS[min(7, int((v - lo) / span * 8)) if span > 0 else 3] for v in vals)
+    return "".join(BARS[min(7, max(0, int((v - lo) / span * 8)))] if span > 0 else BARS[3] for v in vals)
 
 
 def runs_table(runs: list[dict], title: str) -> Table:
