@@ -114,3 +114,16 @@ def test_clear_errors(tmp_path):
     (tmp_path / "bad.sqlite").write_text("not a database")
     with pytest.raises(InputError, match="not a readable history catalogue"):
         gb.history_runs(db=str(tmp_path / "bad.sqlite"))
+
+
+def test_sweep_cells_carry_the_labels_and_index_themselves(tmp_path):
+    from goodbench.analysis.backends import Simulated
+
+    wl = gb.load_workload("mixed-long-short", num_prompts=20, goodput="ttft:500 tpot:50")
+    s = gb.prepare_sweep(
+        wl, ["h100-sxm"], {"max_num_batched_tokens": [1024, 2048]}, result_dir=str(tmp_path), labels={"k": "v"}
+    )
+    out = gb.sweep(s, Simulated(1), plots=False)
+    runs = gb.history_runs(gb.HistoryFilters(labels={"k": "v"}, under=out.dir))
+    assert len(runs) == 2 and all("/cells/" in r["dir"] and r["server"] == "goodbench-sim" for r in runs)
+    assert len({r["identity"] for r in runs}) == 2  # another chunk size: another series

@@ -45,6 +45,10 @@ def test_unfinished_corrupt_and_summaryless_runs(tmp_path):
     os.remove(os.path.join(bare, "summary.json"))
     assert read_run(running)[0] is None and "not finished" in read_run(running)[1]
     assert read_run(corrupt)[0] is None and "unreadable" in read_run(corrupt)[1]
+    odd = write_run(str(tmp_path / "odd"), "odd", 0, {"goodput": 1.0})
+    p = Path(odd, "run.json")
+    p.write_text(json.dumps(json.loads(p.read_text()) | {"workload": "a string", "target": 3}))
+    assert read_run(odd) == (None, read_run(odd)[1]) and "unexpected shape" in read_run(odd)[1]
     row, why = read_run(bare, summarize=lambda d: {"goodput": 9.0})
     assert row["metrics"] == {"goodput": 9.0} and not why
 
@@ -55,5 +59,5 @@ def test_unfinished_corrupt_and_summaryless_runs(tmp_path):
     assert row["metrics"] == {} and "without metrics" in why and "bad records" in why
     with Catalogue(str(tmp_path / "h.sqlite")) as cat:
         res = index_dirs(cat, [str(tmp_path)], summarize=broken)
-        assert res.indexed == 2 and len(res.skipped) == 3  # ok and bare indexed; bare's note, running, corrupt
+        assert res.indexed == 2 and len(res.skipped) == 4  # ok and bare indexed; bare's note, running, corrupt, odd
         assert read_run(ok)[0]["metrics"]["goodput"] == 1.0

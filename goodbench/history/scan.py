@@ -75,8 +75,13 @@ def read_run(run_dir: str, summarize=None) -> tuple[dict | None, str]:
         elif summarize is not None:
             summary = summarize(run_dir)
     except Exception as e:  # a corrupt summary or records: the run is listed, without metrics
-        return run_row(meta, None), f"indexed without metrics: {type(e).__name__}: {e}"
-    return run_row(meta, summary if isinstance(summary, dict) else None), ""
+        summary, note = None, f"indexed without metrics: {type(e).__name__}: {e}"
+    else:
+        note = ""
+    try:
+        return run_row(meta, summary if isinstance(summary, dict) else None), note
+    except (AttributeError, TypeError, ValueError) as e:  # a run.json of another shape (hand-edited, foreign)
+        return None, f"run.json has an unexpected shape: {type(e).__name__}: {e}"
 
 
 def index_dirs(
