@@ -407,7 +407,10 @@ def compare_table(res: dict) -> Table:
     for d in res["metrics"]:
         style = {"better": "green", "worse": "red"}.get(d["verdict"], "")
         verdict = {"no significant change": "~ same", "not comparable": "n/a"}.get(d["verdict"], d["verdict"])
-        verdict += " REGRESSION" if d["regression"] else ""
+        if d["regression"]:
+            verdict += " REGRESSION"
+        elif d["verdict"] == "worse":
+            verdict, style = "worse, within margin", "yellow"
         u = d["unit"]
         ci = "-" if not d["ci"] else f"{_fmt(d['ci'][0], u)}…{_fmt(d['ci'][1], u)}"
         name = _NAMES.get(d["metric"], d["metric"].replace("_p", " p").upper().replace(" P", " p") + " ms")
