@@ -55,6 +55,7 @@ _EXPORTS = {
     "InputError": "errors",
     "RunDirError": "errors",
     "TargetError": "errors",
+    "GoodbenchWarning": "errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -94,10 +94,21 @@ class Target:
     idle_timeout_s: float = 60.0
     client: str = "lean"  # lean (asyncio + httptools) | aiohttp (the baseline)
     keepalive_s: float = 4.0  # never reuse a connection idle longer than this
+    preflight: bool = True  # check the model and send one tiny request before the clock starts
 
 
 def _target(target) -> Target:
-    return Target(base_url=target) if isinstance(target, str) or target is None else target
+    """A Target, its base URL normalised (client.config.normalize_base_url; each correction warned)."""
+    from ..client.config import normalize_base_url
+    from ..errors import warn
+
+    target = Target(base_url=target) if isinstance(target, str) or target is None else target
+    if target.base_url is None:
+        return target
+    base, endpoint, notes = normalize_base_url(target.base_url, target.endpoint)
+    for note in notes:
+        warn(note)
+    return replace(target, base_url=base, endpoint=endpoint)
 
 
 def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
@@ -118,21 +129,19 @@ def _stop_engine(proc, run_dir: str | None) -> None:
     proc.close()
 
 
-def _connect(target: Target, spec: WorkloadSpec):
-    """The client config for a reachable target (TargetError otherwise)."""
+def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
+    """The client config for a reachable target (TargetError otherwise), after the preflight (the
+    model against /v1/models, one tiny request; client/target.py) unless target.preflight is False."""
     from ..client.config import ClientConfig, resolve_endpoint
-    from ..client.target import check_reachable, resolve_model
+    from ..client.target import check_reachable, preflight, resolve_model
+    from ..errors import warn
 
-    why = asyncio.run(check_reachable(target.base_url))
-    if why:
-        raise TargetError(f"target unreachable: {why}")
-    model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
     header = {"session_header": spec.session.header} if spec.session else {}
-    return ClientConfig(
+    ccfg = ClientConfig(
         **header,
         base_url=target.base_url,
         endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
-        model=model,
+        model=target.model or "",
         api_key=target.api_key,
         ignore_eos=spec.ignore_eos and target.ignore_eos,
         min_tokens=target.min_tokens,
@@ -141,6 +150,16 @@ def _connect(target: Target, spec: WorkloadSpec):
         client=target.client,
         keepalive_s=target.keepalive_s,
     )
+    if target.preflight:
+        stage(on_stage, f"preflight: {ccfg.base_url}/v1/models and one tiny request to {ccfg.endpoint} ...")
+        model, notes = asyncio.run(preflight(ccfg))
+        for note in notes:
+            warn(note)
+        return replace(ccfg, model=model)
+    why = asyncio.run(check_reachable(target.base_url))
+    if why:
+        raise TargetError(f"target unreachable: {why}")
+    return replace(ccfg, model=target.model or asyncio.run(resolve_model(target.base_url, target.api_key)))
 
 
 def _check_run_options(target: Target, max_concurrency, workers, grace_s) -> None:
@@ -236,7 +255,7 @@ def run(
     if run_id:
         RunDir.check_free(result_dir, run_id)
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):
-        ccfg = _connect(target, spec)
+        ccfg = _connect(target, spec, on_stage)
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
@@ -283,6 +302,8 @@ def run_via_locust(
 
     spec = as_workload(workload)
     with _server(_target(target), engine, pin, on_stage) as (target, _, _logs), labels_in_env(labels):
+        if target.preflight:
+            target = replace(target, model=_connect(target, spec, on_stage).model)
         return run_locust(
             spec,
             LocustRun(

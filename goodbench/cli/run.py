@@ -32,6 +32,12 @@ def add_target_args(p) -> None:
         metavar="VAR",
         help="environment variable holding the API key (default OPENAI_API_KEY; never written anywhere)",
     )
+    g.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the preflight (the model checked against /v1/models, one tiny request to the endpoint, "
+        "at most 2 s before the clock starts)",
+    )
     g.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (for servers that reject it)")
     g.add_argument("--min-tokens", action="store_true", help="also send min_tokens = max_tokens")
     g.add_argument("--timeout", type=float, default=600.0, help="per-request total timeout, s (default 600)")
@@ -127,6 +133,7 @@ def _target(args):
         idle_timeout_s=args.idle_timeout,
         client=args.client,
         keepalive_s=args.keepalive,
+        preflight=not args.no_preflight,
     )
 
 
