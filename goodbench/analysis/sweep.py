@@ -21,6 +21,10 @@ from ..workloads import Plan, WorkloadSpec
 from .grid import Cell, cell_config
 
 TIE_TOLERANCE = 0.005  # goodputs within 0.5% of the best are ties
+TIE_RULE = (
+    "goodputs are indistinguishable when a cell's goodput lies inside the highest cell's 95% interval (or "
+    "within 0.5% of it); among those the lowest ITL p99 wins, then the lowest TTFT p99"
+)
 
 
 @dataclass
@@ -237,22 +241,26 @@ def cheapest(rows: list[dict]) -> dict | None:
     }
 
 
+def _indistinct(r: dict, top: dict) -> bool:
+    """r's goodput cannot be told from the top cell's: within its 95% interval, or within 0.5%."""
+    lo = top.get("goodput_lo")
+    return r["goodput"] >= top["goodput"] * (1 - TIE_TOLERANCE) or (lo is not None and r["goodput"] >= lo)
+
+
+def _latency(r: dict) -> tuple[float, float]:
+    return (r.get("itl_p99_ms") or math.inf, r.get("ttft_p99_ms") or math.inf)
+
+
 def best_per_tier(rows: list[dict]) -> dict:
-    """Per GPU: the cell with the highest goodput (ties: lower ITL p99), and its margin to the next."""
+    """Per GPU: the best cell by TIE_RULE, and its margin to the next."""
     out = {}
     for gpu in dict.fromkeys(r["gpu"] for r in rows):
         ok = [r for r in rows if r["gpu"] == gpu and r.get("goodput") is not None]
         if not ok:
             continue
-        top = max(r["goodput"] for r in ok)
-        # goodputs within TIE_TOLERANCE of the best count as tied: the lower ITL p99 wins among them
-        tied = sorted(
-            (r for r in ok if r["goodput"] >= top * (1 - TIE_TOLERANCE)), key=lambda r: r.get("itl_p99_ms") or math.inf
-        )
-        rest = sorted(
-            (r for r in ok if r["goodput"] < top * (1 - TIE_TOLERANCE)),
-            key=lambda r: (-r["goodput"], r.get("itl_p99_ms") or math.inf),
-        )
+        top = max(ok, key=lambda r: (r["goodput"], [-x for x in _latency(r)]))
+        tied = sorted((r for r in ok if _indistinct(r, top)), key=_latency)
+        rest = sorted((r for r in ok if not _indistinct(r, top)), key=lambda r: (-r["goodput"], *_latency(r)))
         ranked = tied + rest
         b = ranked[0]
         nxt = ranked[1] if len(ranked) > 1 else None
@@ -269,5 +277,13 @@ def best_per_tier(rows: list[dict]) -> dict:
                 and b.get("goodput_lo") is not None
                 and b["goodput_lo"] > nxt.get("goodput_hi", math.inf)
             ),
+            # added by issue 23: the cells whose goodput cannot be told from the highest, and the rule
+            "tied": [
+                {"cell": r["cell"], "goodput": r["goodput"], "itl_p99_ms": r.get("itl_p99_ms")}
+                for r in tied
+                if r is not b
+            ],
+            "highest_goodput": top["cell"],
+            "rule": TIE_RULE,
         }
     return out

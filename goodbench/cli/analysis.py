@@ -131,7 +131,7 @@ def cmd_compare(args) -> int:
 
     from .. import api
     from ..gating import parse_fraction
-    from ..report.tables import compare_table
+    from ..report.tables import compare_table, print_wide
     from ..store import json_safe
 
     con = console()
@@ -148,7 +148,7 @@ def cmd_compare(args) -> int:
             seed=args.seed,
             allow_different_workloads=args.allow_different_workloads,
         )
-    con.print(compare_table(res))
+    print_wide(con, compare_table(res), keys=1)
     con.print(
         "  ~ same: the interval of the difference contains 0. p MWU: Mann-Whitney U on the whole "
         f"per-request distribution. REGRESSION: worse, the whole interval beyond {margin_text(margin)}.",

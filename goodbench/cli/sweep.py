@@ -155,9 +155,13 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     spec = s.spec
     offered = span_rate(s.plan.offsets) if s.plan.offsets is not None else None
     title = tables.sweep_title(s.sweep_id, spec.name, s.plan.arrival.label, len(s.plan.requests), spec.slo, offered)
-    con.print(tables.sweep_table(title, out.rows))
+    tables.print_wide(con, tables.sweep_table(title, out.rows))
+    for line in tables.config_names(out.rows)[1]:
+        con.print(line, style="dim")
     for line in tables.best_lines(out.best):
         con.print(line)
+    if any(b.get("tied") for b in out.best.values()):
+        con.print(f"  rule: {next(iter(out.best.values()))['rule']}", style="dim")
     con.print(tables.cheapest_line(out.cheapest))
     if out.plots:
         con.print(f"  plots: {', '.join(p.rsplit('/', 1)[-1] for p in out.plots)}", style="dim")
@@ -165,7 +169,7 @@ def _print_sweep(con, s, out, scales, backend) -> int:
         con.print("  (no plots: matplotlib is missing; pip install matplotlib)", style="dim")
     con.print(f"  report: {out.report}", style="dim")
     if scales and not backend.live:
-        con.print(tables.slo_scale_table(out.rows, scales))
+        tables.print_wide(con, tables.slo_scale_table(out.rows, scales))
     con.print(
         f"  {len(s.cells)} cells in {out.wall_s:.1f} s · results: {out.dir} (sweep.csv, sweep.json, cells/)",
         style="dim",
@@ -211,7 +215,7 @@ def _min_gpus(args, con, s) -> int:
         max_replicas=args.max_replicas,
         on_probe=lambda label, n, att: con.print(f"    {label}: {n} replicas -> attainment {att:.1%}"),
     )
-    con.print(tables.min_gpus_table(rows, args.target_attainment))
+    tables.print_wide(con, tables.min_gpus_table(rows, args.target_attainment))
     con.print(f"  results: {s.out_dir}/min_gpus.json", style="dim")
     return EXIT_OK
 
@@ -233,7 +237,7 @@ def _max_rate(args, con, s) -> int:
         plots=not args.no_plots,
     )
     if len({r.get("layout") for r in results}) > 1:
-        con.print(tables.max_rate_table(results, args.target_attainment))
+        tables.print_wide(con, tables.max_rate_table(results, args.target_attainment))
     import os
 
     figure = os.path.join(s.out_dir, "max_rate_per_gpu.png")

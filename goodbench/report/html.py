@@ -8,7 +8,7 @@ import json
 import os
 from html import escape
 
-from ..records import fmt_num
+from .tables import best_text
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1d1d1f;max-width:1400px}
@@ -54,18 +54,10 @@ def sweep_report(sweep_dir: str) -> str:
         "<h2>Best chunk size per tier</h2><ul>",
     ]
     for gpu, b in best.items():
-        margin = (
-            ""
-            if b.get("next") is None
-            else (
-                f"; next {_e(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
-                + ("" if b.get("separated") else " (within the intervals)")
-            )
-        )
-        parts.append(
-            f"<li><b>{_e(gpu)}</b>: {_e(b['cell'])} — goodput {b['goodput']:.2f} req/s, ITL p99 "
-            f"{_num(b.get('itl_p99_ms'))} ms{margin}</li>"
-        )
+        parts.append(f"<li>{_e(best_text(gpu, b))}</li>")
+    rule = next(iter(best.values()), {}).get("rule")
+    if rule:
+        parts.append(f"<li class=dim>rule: {_e(rule)}</li>")
     parts.append(
         "</ul><h2>Cells</h2><table><tr><th class=l>cell</th><th>goodput req/s</th><th>95% CI</th>"
         "<th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th>"

@@ -34,8 +34,79 @@ def short(label: str) -> str:
     return label
 
 
+# ----------------------------------------------------------------------------------------------- width
+def _cell_len(cell) -> int:
+    text = cell if isinstance(cell, Text) else Text.from_markup(str(cell))
+    return max((Text(line).cell_len for line in text.plain.split("\n")), default=0)
+
+
+def _col_width(col) -> int:
+    return max([_cell_len(col.header)] + [_cell_len(c) for c in col._cells])
+
+
+def natural_width(table: Table) -> int:
+    """The columns a table needs to show every cell whole (its borders and padding included)."""
+    return 1 + sum(_col_width(c) + 3 for c in table.columns)
+
+
+def split_table(table: Table, width: int, keys: int = 2) -> list[Table]:
+    """The table as several that each fit `width` columns: the first `keys` columns (what names a row)
+    repeated in each, the others in order; a cell is folded, never cut with an ellipsis."""
+    cols = table.columns
+    widths = [_col_width(c) + 3 for c in cols]  # padding and a rule
+    base = 1 + sum(widths[:keys])
+    groups: list[list[int]] = [[]]
+    for i in range(keys, len(cols)):
+        if groups[-1] and base + sum(widths[j] for j in groups[-1]) + widths[i] > width:
+            groups.append([])
+        groups[-1].append(i)
+    out = []
+    for n, group in enumerate(groups):
+        title = table.title if n == 0 else f"(continued, {n + 1} of {len(groups)})"
+        t = Table(title=title, box=table.box, pad_edge=table.pad_edge, title_justify=table.title_justify)
+        chosen = list(range(keys)) + group
+        for i in chosen:
+            t.add_column(cols[i].header, justify=cols[i].justify, overflow="fold")
+        for r in range(table.row_count):
+            t.add_row(*(cols[i]._cells[r] for i in chosen))
+        out.append(t)
+    return out
+
+
+def print_wide(con, table: Table, keys: int = 2) -> None:
+    """Print a table whole: at its own width when it fits or the output is not a terminal (piped output
+    is complete; sweep.csv and sweep.json are for machines), else split into tables that fit."""
+    need = natural_width(table)
+    if need <= con.width:
+        con.print(table)
+    elif not con.is_terminal:
+        width, con.width = con.width, need
+        try:
+            con.print(table)
+        finally:
+            con.width = width
+    else:
+        for t in split_table(table, con.width, keys):
+            con.print(t)
+
+
+LONG_CONFIG = 24  # longer config labels are shown as c1, c2, ... with a legend under the table
+
+
+def config_names(rows: list[dict]) -> tuple[dict, list[str]]:
+    """{cell: the config label the tables show} and the legend lines (empty when the labels are short)."""
+    labels = {r["cell"]: short(r["cell"].partition(",")[2]) or "base" for r in rows}
+    distinct = list(dict.fromkeys(labels.values()))
+    if max((len(x) for x in distinct), default=0) <= LONG_CONFIG:
+        return labels, []
+    ids = {lab: f"c{i + 1}" for i, lab in enumerate(distinct)}
+    return {c: ids[lab] for c, lab in labels.items()}, [f"  {ids[lab]} = {lab}" for lab in distinct]
+
+
 # ----------------------------------------------------------------------------------------------- sweeps
 def sweep_table(title: str, rows: list[dict]) -> Table:
+    """One row per cell (config labels by config_names; print it with print_wide)."""
+    names, _ = config_names(rows)
     tab = Table(title=title)
     for col in (
         "gpu",
@@ -52,7 +123,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
     ):
         tab.add_column(col, justify="left" if col in ("gpu", "config") else "right", no_wrap=True)
     for r in rows:
-        config = short(r["cell"].partition(",")[2]) or "base"
+        config = names[r["cell"]]
         if r.get("error"):
             tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 8)
             continue
@@ -99,22 +170,28 @@ def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict, off
     return f"sweep {sweep_id}: {workload} · {load} · {n} requests · SLO {format_slo(slo)}"
 
 
+def best_text(gpu: str, b: dict) -> str:
+    """The best cell of a tier in words (plain text: the console and the HTML report both use it); when
+    goodputs are indistinguishable it says so and why the winner won (analysis.sweep.TIE_RULE)."""
+    head = f"best on {gpu}: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, ITL p99 {ms(b['itl_p99_ms'])} ms"
+    if not b["goodput"]:
+        return f"best on {gpu}: none — no cell delivered a request within the SLO"
+    tied = b.get("tied") or []
+    if tied:
+        names = ", ".join(
+            f"{short(t['cell'])} ({t['goodput']:.2f} req/s, ITL p99 {ms(t['itl_p99_ms'])} ms)" for t in tied[:3]
+        )
+        more = f" and {len(tied) - 3} more" if len(tied) > 3 else ""
+        return f"{head}; goodput indistinguishable from {names}{more}: the lowest ITL p99 among them wins"
+    if b["next"] is None:
+        return head
+    return f"{head}; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s" + (
+        " (intervals separate)" if b["separated"] else " (within the intervals)"
+    )
+
+
 def best_lines(best: dict) -> list[str]:
-    out = []
-    for gpu, b in best.items():
-        margin = (
-            ""
-            if b["next"] is None
-            else (
-                f"; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
-                + ("" if b["separated"] else " (within the intervals)")
-            )
-        )
-        out.append(
-            f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
-            f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}"
-        )
-    return out
+    return ["  " + escape(best_text(gpu, b)) for gpu, b in best.items()]
 
 
 def slo_scale_table(rows: list[dict], scales) -> Table:
@@ -123,11 +200,12 @@ def slo_scale_table(rows: list[dict], scales) -> Table:
     st.add_column("config")
     for k in scales:
         st.add_column(f"x{k:g}", justify="right")
+    names, _ = config_names(rows)
     for r in rows:
         if not r.get("error"):
             st.add_row(
                 r["gpu"],
-                short(r["cell"].partition(",")[2]) or "base",
+                names[r["cell"]],
                 *(f"{r[f'attainment@{k:g}']:.1%}" for k in scales),
             )
     return st
