@@ -277,6 +277,9 @@ def test_ctrl_c_keeps_records_and_writes_summary(tmp_path):
     recs = read_lines(os.path.join(run_dir, "records.jsonl"))
     assert len(recs) == s["requests"]["issued"] and any(len(x["chunk_times"]) > 0 for x in recs)
     assert read_json(os.path.join(run_dir, "run.json"))["interrupted"] is True
+    # said plainly: Ctrl-C acknowledged at once, and the headline is not a PASS
+    assert "stopping: finishing" in err and "Ctrl-C again to abort" in err
+    assert out.lstrip().startswith("INTERRUPTED") and "PASS" not in out and "of 40 planned" in out
 
 
 def test_gate_table_in_the_workload_file_gates_the_run(tmp_path):

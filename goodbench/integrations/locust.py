@@ -19,9 +19,11 @@ are never subtracted.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import socket
+import sys
 import time
 
 import gevent
@@ -107,6 +109,8 @@ class _Run:
         self.outbox: list[dict] = []
         self.done_workers: set[int] = set()
         self.finished = False
+        self.ended: str | None = None  # why the run ended, when goodbench ended it (else locust did)
+        self.summary_text: str | None = None  # printed last, after locust's own tables
 
     def setup(self, env) -> None:
         if self.ready:
@@ -198,6 +202,11 @@ class _Run:
         if self.finished:
             return
         self.finished = True
+        self.ended = (
+            "the workload's duration ran out"
+            if self.deadline is not None and time.monotonic() >= self.deadline
+            else f"the workload ran out: all {self.total} requests were sent and answered"
+        )
         if isinstance(env.runner, WorkerRunner):
             self.flush(env)
             env.runner.send_message(MSG_DONE, env.runner.worker_index)
@@ -236,6 +245,7 @@ def _init(environment, **kw) -> None:
             RUN.done_workers.add(msg.data)
             expected = max(1, int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
             if len(RUN.done_workers) >= expected:
+                RUN.ended = f"the workload ran out: all {expected} workers sent and finished their share"
                 gevent.spawn_later(0.2, runner.quit)
 
         runner.register_message(MSG_RECORDS, on_records)
@@ -284,22 +294,43 @@ def _quitting(environment, **kw) -> None:
     rd = RunDir.open(o.goodbench_result_dir, meta)
     rd.append_many(RUN.records)
     summary = rd.finish(records=RUN.records)
-    from rich.console import Console
-
-    from ..report.console import print_summary
-
-    print_summary(
-        Console(width=120, highlight=False),
-        summary,
-        meta.to_dict(),
-        RUN.min_attainment,
-        rd.dir,
-        slo_hint='--goodbench-slo "ttft:MS tpot:MS"',
-    )
     att = summary.get("slo_attainment")
     environment.process_exit_code = (
         1 if (att is not None and att < RUN.min_attainment) or not summary["requests"]["completed"] else 0
     )
+    RUN.summary_text = _render(summary, meta.to_dict(), rd.dir, _end_reason(environment, summary))
+
+
+def _end_reason(environment, summary: dict) -> str:
+    """Why the run ended: the workload ran out, or locust stopped it (its -t, Ctrl-C, the web UI)."""
+    if RUN.ended:
+        return RUN.ended
+    total = len(RUN.plan.requests) if getattr(RUN, "plan", None) is not None else None
+    run_time = getattr(environment.parsed_options, "run_time", None)
+    by = f"its -t {run_time} s run time, Ctrl-C or its web UI" if run_time else "Ctrl-C or its web UI"
+    of = f" of {total}" if total else ""
+    return f"locust stopped the run ({by}) after {summary['requests']['issued']}{of} requests"
+
+
+def _render(summary: dict, meta: dict, run_dir: str, ended: str) -> str:
+    from rich.console import Console
+
+    from ..report.console import print_summary
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=120, highlight=False, force_terminal=sys.stdout.isatty())
+    con.rule("goodbench")
+    print_summary(con, summary, meta, RUN.min_attainment, run_dir, slo_hint='--goodbench-slo "ttft:MS tpot:MS"')
+    con.print(f"  ended: {ended}", style="bold")
+    return buf.getvalue()
+
+
+@events.quit.add_listener
+def _quit(exit_code, **kw) -> None:
+    """goodbench's summary last, after locust's own tables (printed between quitting and quit)."""
+    if RUN.summary_text:
+        sys.stdout.write(RUN.summary_text)
+        sys.stdout.flush()
 
 
 _MODEL: dict = {}

@@ -40,10 +40,25 @@ def failures(by_status: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in by_status.items() if k != "ok")
 
 
-def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT) -> Text:
+def _interrupted(summary: dict, meta: dict) -> Text:
+    """An interrupted run is not judged: what it holds is a part of the planned run."""
+    req, att = summary["requests"], summary.get("slo_attainment")
+    planned = meta.get("planned_requests")
+    of = f" of {planned} planned" if planned else ""
+    t = Text("INTERRUPTED  ", style="bold yellow")
+    t.append(f"stopped after {req['issued']}{of} requests; ")
+    t.append(
+        "not judged" if att is None else f"{att:.1%} of those met the SLO (not judged against the target)",
+    )
+    return t
+
+
+def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT, meta: dict | None = None) -> Text:
     req = summary["requests"]
     att = summary.get("slo_attainment")
-    if att is not None:
+    if (meta or {}).get("interrupted"):
+        verdict = _interrupted(summary, meta)
+    elif att is not None:
         ok = att >= target
         verdict = Text(f"{'PASS' if ok else 'FAIL'}  ", style="bold green" if ok else "bold red")
         verdict.append(
@@ -218,7 +233,7 @@ def render_summary(
     signature, offered load, per class, warnings that say what to do, and where the results are."""
     meta = meta or {}
     parts: list = [
-        _verdict(summary, target, slo_hint),
+        _verdict(summary, target, slo_hint, meta),
         _run_line(summary, meta),
         *_slo_lines(summary, target),
         _latency_table(summary),

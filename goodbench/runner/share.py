@@ -41,6 +41,7 @@ class Share:
     tok: object = None
     on_tick: Callable | None = None
     scrape: bool = False
+    announce: bool = True  # say on stderr that Ctrl-C was heard (a worker process leaves it to its parent)
 
 
 async def _ticker(d: Dispatch, on_tick) -> None:
@@ -131,12 +132,24 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             await asyncio.wait([scraper], timeout=3)
 
 
-def _stop_on_signals(d: Dispatch, loop) -> None:
-    """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them."""
+def stop_notice(press: int, in_flight: int, grace_s: float) -> str:
+    """What Ctrl-C does, said the moment it is pressed (the run may take grace_s more to end)."""
+    if press > 1:
+        return f"goodbench: aborting: cancelling {in_flight} in-flight requests (recorded as cancelled)"
+    return f"goodbench: stopping: finishing {in_flight} in-flight requests (up to {grace_s:g} s), Ctrl-C again to abort"
+
+
+def _stop_on_signals(d: Dispatch, loop, announce: bool = True) -> None:
+    """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them.
+    Each press is acknowledged on stderr at once."""
+    import sys
+
     presses = {"n": 0}
 
     def on_signal():
         presses["n"] += 1
+        if announce:
+            print("\n" + stop_notice(presses["n"], len(d.tasks), d.opts.grace_s), file=sys.stderr, flush=True)
         d.stop.set()
         if presses["n"] > 1:
             for t in list(d.tasks):
@@ -162,7 +175,7 @@ async def run_share(sh: Share) -> bool:
     loop = asyncio.get_running_loop()
     async with CLIENTS[sh.cfg.client](sh.cfg, sh.t0, sh.tok) as client:
         d = Dispatch(client, sh.sink, sh.progress, sh.opts)
-        _stop_on_signals(d, loop)
+        _stop_on_signals(d, loop, sh.announce)
         try:
             n_warm = (
                 sh.opts.prewarm

@@ -41,6 +41,7 @@ def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
         "-f",
         LOCUSTFILE,
         "--headless",
+        "--only-summary",  # locust's tables once at the end, not every 2 s; goodbench's summary comes last
         "-u",
         str(r.users),
         "-r",

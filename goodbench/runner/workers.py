@@ -19,7 +19,7 @@ from ..serverproc import die_with_parent
 from ..store import RunStore
 from ..workloads import Plan
 from .dispatch import Progress, RunOptions
-from .share import Share, run_share
+from .share import Share, run_share, stop_notice
 
 
 def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -> None:
@@ -55,7 +55,7 @@ def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: 
             users = plan.arrival.concurrency // w + (1 if k < plan.arrival.concurrency % w else 0)
             if users == 0:
                 continue
-        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0))
+        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0, announce=False))
     return out
 
 
@@ -73,11 +73,13 @@ def run_workers(
         p = ctx.Process(target=_worker_main, args=(share, run_dir, tok_name, arr, k, os.getpid()), daemon=True)
         p.start()
         procs.append(p)
-    interrupted = False
+    interrupted, presses = False, [0]
 
     def fwd(signum, frame):
         nonlocal interrupted
         interrupted = True
+        presses[0] += 1
+        print("\n" + stop_notice(presses[0], progress.in_flight, opts.grace_s), file=sys.stderr, flush=True)
         for p in procs:
             if p.is_alive():
                 os.kill(p.pid, signal.SIGTERM)
