@@ -175,7 +175,8 @@ def _sweep_rows():
 
 
 def test_the_sweep_table_fits_a_100_column_terminal_without_an_ellipsis():
-    from goodbench.report.tables import print_wide, sweep_table
+    from goodbench.report.tables import sweep_table
+    from goodbench.report.width import print_wide
 
     buf = io.StringIO()
     con = Console(file=buf, width=100, force_terminal=True, color_system=None)
@@ -188,7 +189,8 @@ def test_the_sweep_table_fits_a_100_column_terminal_without_an_ellipsis():
 
 
 def test_piped_wide_tables_are_complete():
-    from goodbench.report.tables import print_wide, sweep_table
+    from goodbench.report.tables import sweep_table
+    from goodbench.report.width import print_wide
 
     buf = io.StringIO()
     con = Console(file=buf, width=120, color_system=None)  # not a terminal: make_console's 120 columns

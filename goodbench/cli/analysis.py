@@ -131,7 +131,8 @@ def cmd_compare(args) -> int:
 
     from .. import api
     from ..gating import parse_fraction
-    from ..report.tables import compare_table, print_wide
+    from ..report.tables import compare_table
+    from ..report.width import print_wide
     from ..store import json_safe
 
     con = console()

@@ -151,11 +151,12 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     """The table, the best cell per tier, the cheapest, where things went; exit 1 when a cell failed."""
     from ..metrics.summary import span_rate
     from ..report import tables
+    from ..report.width import print_wide
 
     spec = s.spec
     offered = span_rate(s.plan.offsets) if s.plan.offsets is not None else None
     title = tables.sweep_title(s.sweep_id, spec.name, s.plan.arrival.label, len(s.plan.requests), spec.slo, offered)
-    tables.print_wide(con, tables.sweep_table(title, out.rows))
+    print_wide(con, tables.sweep_table(title, out.rows))
     for line in tables.config_names(out.rows)[1]:
         con.print(line, style="dim")
     for line in tables.best_lines(out.best):
@@ -169,7 +170,7 @@ def _print_sweep(con, s, out, scales, backend) -> int:
         con.print("  (no plots: matplotlib is missing; pip install matplotlib)", style="dim")
     con.print(f"  report: {out.report}", style="dim")
     if scales and not backend.live:
-        tables.print_wide(con, tables.slo_scale_table(out.rows, scales))
+        print_wide(con, tables.slo_scale_table(out.rows, scales))
     con.print(
         f"  {len(s.cells)} cells in {out.wall_s:.1f} s · results: {out.dir} (sweep.csv, sweep.json, cells/)",
         style="dim",
@@ -208,6 +209,7 @@ def _layouts(args) -> list[str] | None:
 def _min_gpus(args, con, s) -> int:
     from .. import api
     from ..report import tables
+    from ..report.width import print_wide
 
     rows = api.min_gpus(
         s,
@@ -215,7 +217,7 @@ def _min_gpus(args, con, s) -> int:
         max_replicas=args.max_replicas,
         on_probe=lambda label, n, att: con.print(f"    {label}: {n} replicas -> attainment {att:.1%}"),
     )
-    tables.print_wide(con, tables.min_gpus_table(rows, args.target_attainment))
+    print_wide(con, tables.min_gpus_table(rows, args.target_attainment))
     con.print(f"  results: {s.out_dir}/min_gpus.json", style="dim")
     return EXIT_OK
 
@@ -223,6 +225,7 @@ def _min_gpus(args, con, s) -> int:
 def _max_rate(args, con, s) -> int:
     from .. import api
     from ..report import tables
+    from ..report.width import print_wide
 
     results = api.max_rate(
         s,
@@ -237,7 +240,7 @@ def _max_rate(args, con, s) -> int:
         plots=not args.no_plots,
     )
     if len({r.get("layout") for r in results}) > 1:
-        tables.print_wide(con, tables.max_rate_table(results, args.target_attainment))
+        print_wide(con, tables.max_rate_table(results, args.target_attainment))
     import os
 
     figure = os.path.join(s.out_dir, "max_rate_per_gpu.png")
