@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
 from .errors import UsageError
-from .limits import GATE_MARGIN, practical_threshold
+from .limits import GATE_MARGIN, TARGET_ATTAINMENT, practical_threshold
 from .records import fmt_num
 
 METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms", "e2e": "e2el_ms"}
@@ -17,7 +17,7 @@ METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e
 
 @dataclass(frozen=True)
 class GateSpec:
-    min_attainment: float = 0.95
+    min_attainment: float = TARGET_ATTAINMENT
     percentiles: dict = field(default_factory=dict)  # {"p95": {"ttft": 500}, "p99": {"itl": 100}}
     max_failed: float | None = None  # fraction of issued requests
     min_goodput: float | None = None  # req/s
@@ -35,7 +35,7 @@ class GateSpec:
         if unknown:
             raise UsageError(f"gate: unknown keys {', '.join(sorted(unknown))}")
         return cls(
-            min_attainment=float(t.get("min_attainment", 0.95)),
+            min_attainment=float(t.get("min_attainment", TARGET_ATTAINMENT)),
             percentiles=pct,
             max_failed=t.get("max_failed"),
             min_goodput=t.get("min_goodput"),

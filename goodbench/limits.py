@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 
+TARGET_ATTAINMENT = 0.95  # the SLO attainment a run must reach: run, gate, locust, --find-max-rate, --min-gpus
 MAX_UPFRONT_REQUESTS = 10_000_000  # a schedule built up front; a duration bounds it lazily instead
 
 
@@ -57,6 +58,7 @@ LIMITS = {
     "min_chunk": Limit(1),
     "time_per_chunk_ms": Limit(0, lo_open=True),
     "port": Limit(0, 65535),
+    "log_interval": Limit(0),
     "trace_speedup": Limit(0, lo_open=True),
     # history
     "history_window": Limit(2),

@@ -583,3 +583,38 @@ def test_every_readme_command_parses():
         argv = shlex.split(call.split("#")[0].replace("$URL", "http://x").replace("$", ""))[1:]
         args, unknown = make_parser().parse_known_args(argv)
         assert not unknown and not getattr(args, "moved_model", None), call
+
+
+def _options(parser, name="goodbench"):
+    import argparse
+
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for n, sp in a.choices.items():
+                yield from _options(sp, f"{name} {n}")
+        elif a.option_strings and a.help != argparse.SUPPRESS and not a.const and a.nargs != 0:
+            yield name, a
+
+
+HIDDEN_DEFAULTS = {  # None in argparse, but a real value in the run: --help must name it
+    "--num-prompts", "--request-rate", "--arrival", "--burstiness", "--warmup", "--ramp-up", "--duration",
+    "--concurrency", "--think-time", "--endpoint", "--max-concurrency", "--workload", "--model", "--seed",
+    "--dataset-name", "--random-input-len", "--random-output-len", "--min-attainment", "--max-regression",
+}  # fmt: skip
+
+
+def test_help_shows_every_default():
+    """A bare `goodbench run --base-url X` sends 200 requests at 1 req/s: --help must say so, and every
+    option with a value when not given names it."""
+    from goodbench.cli import make_parser
+
+    parser = make_parser()
+    missing = [
+        f"{cmd} {a.option_strings[-1]}"
+        for cmd, a in _options(parser)
+        if (a.default not in (None, False) or (a.option_strings[-1] in HIDDEN_DEFAULTS and "history" not in cmd))
+        and "default" not in (a.help or "").lower()
+    ]
+    assert not missing, missing
+    run_help = " ".join(parser._subparsers._group_actions[0].choices["run"].format_help().split())
+    assert "200 for --dataset-name random" in run_help and "1 for --dataset-name random" in run_help

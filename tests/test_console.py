@@ -205,3 +205,18 @@ def test_long_config_labels_get_short_names_and_a_legend():
     rows = [{"cell": "h100,max_num_batched_tokens=512,long_prefill_token_threshold=256,max_num_seqs=64"}]
     names, legend = config_names(rows)
     assert names[rows[0]["cell"]] == "c1" and legend == ["  c1 = budget=512,lpt=256,seqs=64"]
+
+
+def test_the_progress_line_shows_an_eta():
+    """200 requests at 1 req/s run ~200 s: after 10 s and 10 finished, about 3m10s are left."""
+    import time
+
+    from goodbench.report.console import progress_text
+    from goodbench.runner import Progress
+
+    p = Progress()
+    p.total, p.sent, p.done = 200, 11, 10
+    p.t0 = time.monotonic() - 10.0
+    assert "ETA 3m10s" in progress_text(p, slo_given=False).plain
+    p.total = 0  # a duration-bound run has no planned count: no ETA rather than a wrong one
+    assert "ETA" not in progress_text(p, slo_given=False).plain

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from ..engine.config import EngineConfig
 from ..errors import TargetError, UsageError
-from ..limits import check_all
+from ..limits import TARGET_ATTAINMENT, check_all
 from ..rundir import RunDir, plan_meta
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan
@@ -288,7 +288,7 @@ def run_via_locust(
     spawn_rate: float = 16.0,
     locust_workers: int = 0,
     open_loop: bool = False,
-    min_attainment: float = 0.95,
+    min_attainment: float = TARGET_ATTAINMENT,
     api_key_env: str = "OPENAI_API_KEY",
     pin: bool = True,
     labels: dict | None = None,

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..engine.config import EngineConfig
+from ..limits import TARGET_ATTAINMENT
 from ..store import new_run_id
 from ..workloads import build_plan
 from .common import as_workload, stage
@@ -99,7 +100,7 @@ def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:
     )
 
 
-def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
+def min_gpus(s, *, target: float = TARGET_ATTAINMENT, max_replicas: int = 16, on_probe=None) -> list[dict]:
     """Per cell of a prepared sweep: the fewest replicas (and GPUs) whose SLO attainment at the workload's
     rate reaches target, with their cost (analysis.capacity; writes min_gpus.json)."""
     from ..analysis.capacity import min_gpus as search
@@ -111,7 +112,7 @@ def max_rate(
     s,
     backend=None,
     *,
-    target: float = 0.9,
+    target: float = TARGET_ATTAINMENT,
     max_probes: int = 16,
     on_start=None,
     on_probe=None,

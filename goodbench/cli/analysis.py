@@ -46,7 +46,7 @@ def _add_compare(sub) -> None:
         "--margin",
         default=f"{PRACTICAL_MARGIN:.0%}",
         help="relative change a significant worsening must exceed to count as a regression, besides 1 ms "
-        f"for latencies and 1 point of attainment (default {PRACTICAL_MARGIN:.0%}%%)",
+        f"for latencies and 1 point of attainment (default {PRACTICAL_MARGIN * 100:.0f}%%)",
     )
     cmp_.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression (for CI)")
     cmp_.add_argument("--json", metavar="FILE", help="write the comparison as JSON")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..limits import TARGET_ATTAINMENT
 from .common import (
     EXIT_GATE,
     EXIT_OK,
@@ -93,7 +94,10 @@ def _add_backend_args(p) -> None:
         help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment",
     )
     p.add_argument(
-        "--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)"
+        "--target-attainment",
+        type=float,
+        default=TARGET_ATTAINMENT,
+        help=f"for --find-max-rate and --min-gpus (default {TARGET_ATTAINMENT}, as run and gate; DistServe used 0.9)",
     )
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
@@ -267,7 +271,7 @@ def add_advise_parser(sub) -> None:
     p.add_argument("--time-per-chunk-ms", type=float, help="override the cost model's time per chunk")
     p.add_argument("--num-prompts", type=int, default=400, help="requests in the simulated check (default 400)")
     p.add_argument("--request-rate", type=float, default=4.0, help="arrival rate of the check (default 4)")
-    p.add_argument("--jobs", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=0, help="parallel processes for the check (default: one per CPU)")
     p.add_argument("--no-check", action="store_true", help="skip the simulated check")
     p.set_defaults(fn=cmd_advise)
 

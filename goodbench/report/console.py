@@ -8,7 +8,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-DEFAULT_TARGET = 0.95
+from ..limits import TARGET_ATTAINMENT
+
+DEFAULT_TARGET = TARGET_ATTAINMENT
 
 
 def make_console(quiet: bool = False) -> Console:
@@ -306,4 +308,23 @@ def progress_text(p, slo_given: bool) -> Text:
     )
     if slo_given and el > 0:
         t.append(f" · goodput so far {p.good / el:.2f} req/s")
+    left = eta_s(p)
+    if left is not None:
+        t.append(f" · ETA {_duration(left)}")
     return t
+
+
+def eta_s(p) -> float | None:
+    """Seconds until every planned request has finished, at the rate they have been finishing since the
+    clock started (None before the first finishes, or with no planned count: a duration-bound run)."""
+    import time
+
+    if not p.total or not p.done:
+        return None
+    el = time.monotonic() - (p.t0 if p.t0 is not None else p.started)
+    return max(0.0, (p.total - p.done) * el / p.done) if el > 0 else None
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"

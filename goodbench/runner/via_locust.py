@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..limits import TARGET_ATTAINMENT
 from ..records import format_slo
 from ..serverproc import free_port
 from ..workloads import WorkloadSpec
@@ -27,7 +28,7 @@ class LocustRun:
     spawn_rate: float = 16.0
     workers: int = 0  # 0: one locust process; N: a master and N workers
     open_loop: bool = False
-    min_attainment: float = 0.95
+    min_attainment: float = TARGET_ATTAINMENT
     api_key_env: str = "OPENAI_API_KEY"
     model: str | None = None
     endpoint: str | None = None

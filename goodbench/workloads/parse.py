@@ -13,7 +13,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..records import parse_slo
 from .spec import (
     DEFAULT_REQUESTS,
@@ -228,8 +228,15 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
             if gen == "sharegpt"
             else [ClassSpec("random")]
         )
-    if sum(c.weight for c in classes) <= 0:
+    total = sum(c.weight for c in classes)
+    if total <= 0:
         raise ctx.err("class", "weights must not all be zero")
+    if len(classes) > 1 and all(c.weight <= 1 for c in classes) and abs(total - 1) > 1e-6:
+        shares = ", ".join(f"{c.name} {c.weight / total:.1%}" for c in classes)
+        warn(
+            f"{ctx.path}: class weights {' + '.join(f'{c.weight:g}' for c in classes)} = {total:g}, not 1: "
+            f"used as ratios ({shares})"
+        )
     return tuple(classes)
 
 

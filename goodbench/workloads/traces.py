@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, UsageError, warn
 from ..records import RequestSpec
 
 FORMATS = ("mooncake", "azure", "burstgpt")
@@ -55,8 +55,19 @@ def _int(v, path: str, line: int, what: str) -> int:
     return x
 
 
+def _check_blocks(rows: list[TraceRow], lines: list[int], path: str) -> None:
+    """Warn (once) about rows whose hash_ids do not cover input_length in 512-token blocks: the prompt
+    follows input_length, so such a row shares fewer (or more) blocks than its ids say."""
+    bad = [ln for r, ln in zip(rows, lines) if r.hash_ids and len(r.hash_ids) != -(-r.input_tokens // MOONCAKE_BLOCK)]
+    if bad:
+        warn(
+            f"{path}: {len(bad)} of {len(rows)} rows have hash_ids that do not match input_length (one id per "
+            f"{MOONCAKE_BLOCK} tokens; first at line {bad[0]}): their prompts follow input_length"
+        )
+
+
 def _mooncake(text: str, path: str) -> list[TraceRow]:
-    rows = []
+    rows, lines = [], []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -77,6 +88,8 @@ def _mooncake(text: str, path: str) -> list[TraceRow]:
                 tuple(ids),
             )
         )
+        lines.append(i)
+    _check_blocks(rows, lines, path)
     return rows
 
 
