@@ -89,22 +89,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--warmup", type=int, help="first N requests are sent but excluded from statistics (default: the workload's, 0)"
     )
-    g.add_argument(
-        "--request-rate",
-        type=str,
-        help="req/s for Poisson/gamma arrivals; inf = all at once (default: the workload's; 1 for --dataset-name random)",
-    )
-    g.add_argument("--burstiness", type=float, help="gamma shape; 1.0 = Poisson, < 1 burstier (default 1.0)")
-    g.add_argument(
-        "--arrival",
-        choices=["poisson", "gamma", "constant"],
-        help="arrival process for --request-rate (default poisson; gamma when --burstiness is not 1)",
-    )
-    g.add_argument("--ramp-up", type=float, help="seconds of linear ramp from 0 to --request-rate (default 0)")
-    g.add_argument(
-        "--concurrency", type=int, help="closed loop with N users instead of open-loop arrivals (default: open loop)"
-    )
-    g.add_argument("--think-time", type=float, help="closed loop: seconds each user waits between requests (default 0)")
+    _add_arrival_args(g)
     g.add_argument("--seed", type=int, help="seed for workload and arrivals (default: the workload's, else 0)")
     g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: the bundled Qwen3 tokenizer)")
     add_goodput_arg(g, "the workload's [slo]")
@@ -125,6 +110,25 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
         help="with --dataset-name sharegpt: replay whole conversations as multi-turn sessions "
         "(--num-prompts counts sessions)",
     )
+
+
+def _add_arrival_args(g) -> None:
+    g.add_argument(
+        "--request-rate",
+        type=str,
+        help="req/s for Poisson/gamma arrivals; inf = all at once (default: the workload's; 1 for --dataset-name random)",
+    )
+    g.add_argument("--burstiness", type=float, help="gamma shape; 1.0 = Poisson, < 1 burstier (default 1.0)")
+    g.add_argument(
+        "--arrival",
+        choices=["poisson", "gamma", "constant"],
+        help="arrival process for --request-rate (default poisson; gamma when --burstiness is not 1)",
+    )
+    g.add_argument("--ramp-up", type=float, help="seconds of linear ramp from 0 to --request-rate (default 0)")
+    g.add_argument(
+        "--concurrency", type=int, help="closed loop with N users instead of open-loop arrivals (default: open loop)"
+    )
+    g.add_argument("--think-time", type=float, help="closed loop: seconds each user waits between requests (default 0)")
 
 
 def workload(args):

@@ -228,6 +228,12 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
             if gen == "sharegpt"
             else [ClassSpec("random")]
         )
+    _check_weights(ctx, classes)
+    return tuple(classes)
+
+
+def _check_weights(ctx: _Ctx, classes: list) -> None:
+    """All zero is an error; fractions that do not sum to 1 are rescaled, which the user is told."""
     total = sum(c.weight for c in classes)
     if total <= 0:
         raise ctx.err("class", "weights must not all be zero")
@@ -237,7 +243,6 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
             f"{ctx.path}: class weights {' + '.join(f'{c.weight:g}' for c in classes)} = {total:g}, not 1: "
             f"used as ratios ({shares})"
         )
-    return tuple(classes)
 
 
 def _prefixes(ctx: _Ctx, c: dict, key: str) -> dict:
