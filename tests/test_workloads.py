@@ -213,3 +213,17 @@ def test_class_weights_that_do_not_sum_to_one_are_warned():
         parse_workload(text, "w.toml")
     ratios = parse_workload(text.replace("0.8", "3").replace("0.5", "1"), "w.toml")  # 3:1 is plainly a ratio
     assert [c.weight for c in ratios.classes] == [3.0, 1.0]
+
+
+def test_requires_declares_what_the_server_must_do():
+    text = 'num_requests = 5\n[requires]\nscheduling_policy = "priority"\nprefix_caching = true\n'
+    spec = parse_workload(text, "w.toml")
+    assert spec.needs() == {"scheduling_policy": "priority", "prefix_caching": True}
+    assert spec.hash() == parse_workload("num_requests = 5\n", "w.toml").hash()  # the traffic is the same
+    with pytest.raises(WorkloadError, match="requires.policy: unknown key"):
+        parse_workload('[requires]\npolicy = "priority"\n', "w.toml")
+    with pytest.raises(WorkloadError, match="requires.scheduling_policy: 'lifo' is not one of fcfs, priority"):
+        parse_workload('[requires]\nscheduling_policy = "lifo"\n', "w.toml")
+    lanes = parse_workload('[[class]]\nname = "a"\npriority = 0\n', "w.toml")
+    assert lanes.needs() == {"scheduling_policy": "priority"}  # a class with a priority implies it
+    assert "requires" not in parse_workload("num_requests = 5\n", "w.toml").to_dict()  # run.json unchanged

@@ -42,6 +42,7 @@ def simulate(
 
     spec = as_workload(workload)
     cfg = (engine or EngineConfig()).resolved()
+    check_needs(spec, cfg, None, "the simulated engine")
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
@@ -74,10 +75,13 @@ def simulate(
     out = simulate_plan(cfg, plan, layout, trace_path=trace)
     wall = time.perf_counter() - t
     rd.append_many(out.records)
-    largest = max((r.prompt_tokens for r in plan.requests), default=0)
-    note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], largest)
+    note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], _largest(plan))
     rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": [note] if note else []}
     return Run(rd.dir, rd.meta, rd.finish(records=out.records))  # summarised in memory: no read-back
+
+
+def _largest(plan) -> int:
+    return max((r.prompt_tokens for r in plan.requests), default=0)
 
 
 @dataclass
@@ -160,6 +164,19 @@ def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
     if why:
         raise TargetError(f"target unreachable: {why}")
     return replace(ccfg, model=target.model or asyncio.run(resolve_model(target.base_url, target.api_key)))
+
+
+def check_needs(spec: WorkloadSpec, cfg: EngineConfig | None, endpoint: str | None, where: str) -> None:
+    """Warn, before the run, about what the workload needs of the server ([requires], priority lanes)
+    that the engine started (cfg) does not do, or that an external server cannot be asked about."""
+    from ..errors import warn
+    from ..workloads.spec import unmet
+
+    known = {"endpoint": ("chat" if "chat" in endpoint else "completions") if endpoint else None}
+    if cfg is not None:
+        known |= {"scheduling_policy": cfg.scheduling_policy, "prefix_caching": cfg.enable_prefix_caching}
+    for line in unmet(spec.needs(), known, where):
+        warn(line)
 
 
 def _check_run_options(target: Target, max_concurrency, workers, grace_s) -> None:
@@ -256,6 +273,7 @@ def run(
         RunDir.check_free(result_dir, run_id)
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):
         ccfg = _connect(target, spec, on_stage)
+        check_needs(spec, cfg, ccfg.endpoint, "the engine started for this run" if cfg else ccfg.base_url)
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)

@@ -262,9 +262,10 @@ def render_summary(
     parts.append(prefix_line(summary.get("prefix_cache")))
     lanes = summary.get("per_priority") or {}
     if lanes:
+        honoured = {True: "lower served first", False: "NOT served in priority order: see the warnings"}
         parts.append(
             Text(
-                "  priority lanes (lower served first): "
+                f"  priority lanes ({honoured.get(summary.get('priority_honoured'), 'lower meant first; not verified')}): "
                 + " · ".join(
                     f"{k}: {b['requests']['issued']} req, attainment "
                     + ("-" if b.get("slo_attainment") is None else f"{b['slo_attainment']:.1%}")

@@ -154,6 +154,7 @@ def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpe
 
 
 TOP_KEYS = {
+    "requires",
     "name",
     "description",
     "generator",
@@ -358,6 +359,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
         raise ctx.err("gate", "expected a table")
+    requires = _requires(ctx, doc.get("requires"))
     return WorkloadSpec(
         name=str(doc.get("name", os.path.splitext(os.path.basename(path))[0])),
         description=str(doc.get("description", "")),
@@ -376,4 +378,21 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         ignore_eos=bool(doc.get("ignore_eos", True)),
         gate=gate,
         path=path,
+        requires=requires,
     )
+
+
+REQUIRES = {"scheduling_policy": ("fcfs", "priority"), "prefix_caching": (True, False), "endpoint": ENDPOINTS}
+
+
+def _requires(ctx: _Ctx, t) -> dict | None:
+    """[requires]: what the server must do (docs/workloads.md); the run checks what it can."""
+    if t is None:
+        return None
+    if not isinstance(t, dict):
+        raise ctx.err("requires", "expected a table")
+    ctx.known(t, set(REQUIRES), "requires.")
+    for k, v in t.items():
+        if v not in REQUIRES[k]:
+            raise ctx.err(f"requires.{k}", f"{v!r} is not one of {', '.join(map(str, REQUIRES[k]))}")
+    return dict(t) or None
