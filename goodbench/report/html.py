@@ -8,6 +8,7 @@ import json
 import os
 from html import escape
 
+from .captions import caption
 from .tables import best_text
 
 CSS = """
@@ -17,6 +18,7 @@ table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:right}th{background:#f5f5f7}
 td.l,th.l{text-align:left}.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
 .warn{color:#9a6700}img{max-width:100%;border:1px solid #eee;margin:.5rem 0}.dim{color:#6e6e73}
+figure{margin:1.2rem 0}figcaption{font-size:.85rem;color:#3a3a3c;max-width:70rem}
 """
 
 
@@ -29,9 +31,14 @@ def _num(v, fmt="{:.1f}") -> str:
 
 
 def _img(path: str) -> str:
+    """A figure with its title as alt text and a caption under it saying what it shows (captions.py)."""
     with open(path, "rb") as f:
         data = base64.b64encode(f.read()).decode()
-    return f'<img alt="{_e(os.path.basename(path))}" src="data:image/png;base64,{data}">'
+    title, text = caption(path)
+    return (
+        f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption><b>{_e(title)}.</b> {_e(text)}</figcaption></figure>"
+    )
 
 
 def _page(title: str, body: str) -> str:
