@@ -12,7 +12,7 @@ from .columnar import RunArrays
 from .errors import RunDirError
 from .metrics.compose import compose
 from .records import RequestRecord, RunMeta, RunResult
-from .store import RunStore, error_samples, load_arrays, load_server_metrics, new_run_id
+from .store import RunStore, RunTaken, error_samples, load, load_arrays, load_server_metrics, new_run_id
 from .workloads import Plan, WorkloadSpec
 
 
@@ -25,18 +25,22 @@ class RunDir:
     @classmethod
     def open(cls, result_dir: str, meta: RunMeta, prefix: str = "run") -> RunDir:
         """meta.run_id names the directory; when empty, a fresh `PREFIX-DATE-TIME-PID` (with -2, -3, ...
-        appended if this process already made one this second)."""
-        if not meta.run_id:
-            base = meta.run_id = new_run_id(prefix)
-            k = 1
-            while os.path.exists(os.path.join(result_dir, meta.run_id)):
-                k += 1
-                meta.run_id = f"{base}-{k}"
-        store = RunStore(result_dir, meta.run_id)
-        if os.path.exists(store.dir) and not os.path.isdir(store.dir):
-            raise RunDirError(f"{store.dir} exists and is not a directory")
-        store.start(meta)
-        return cls(store, meta)
+        appended when that name is taken). The directory is claimed by creating its run.json exclusively:
+        of two processes opening one name at once, exactly one succeeds."""
+        given = bool(meta.run_id)
+        base = meta.run_id or new_run_id(prefix)
+        for k in range(1, 1001):
+            meta.run_id = base if given or k == 1 else f"{base}-{k}"
+            store = RunStore(result_dir, meta.run_id)
+            if os.path.exists(store.dir) and not os.path.isdir(store.dir):
+                raise RunDirError(f"{store.dir} exists and is not a directory")
+            try:
+                store.start(meta)
+                return cls(store, meta)
+            except RunTaken:
+                if given:
+                    raise
+        raise RunDirError(f"no free run directory named {base}-N in {result_dir}")
 
     @staticmethod
     def check_free(result_dir: str, run_id: str) -> None:
@@ -58,6 +62,11 @@ class RunDir:
     def close(self) -> None:
         self.store.close()
 
+    @property
+    def write_error(self) -> RunDirError | None:
+        """Why records could not be written (the run ended there), or None."""
+        return self.store.write_error
+
     def finish(
         self, *, records: list[RequestRecord] | None = None, ci: bool = True, summarized: bool = True
     ) -> dict | None:
@@ -65,15 +74,29 @@ class RunDir:
         server metrics) and complete run.json (finished_wall) and summary.json. records: summarize these
         in memory (simulations, sweep cells: the same records were appended); else the run is read back
         from disk as columns. summarized=False writes no summary.json (imports: their summaries are
-        computed when read)."""
+        computed when read). When records could not be written (the disk filled up) or the results
+        cannot be, RunDirError carries the summary of what was written."""
         self.store.close()
+        if self.store.write_error is not None:
+            self.meta.interrupted = True  # it stopped where its records could not be written
         summary = None
         if summarized:
             if records is not None:
+                if self.store.write_error is not None:
+                    records = load(self.dir).records  # what is on disk, not what was meant to be
                 summary = compose(RunResult(self.meta, records), rows=load_server_metrics(self.dir), ci=ci)
             else:
                 summary = summarize_dir(self.dir, meta=self.meta, ci=ci)
-        self.store.finish(self.meta, summary)
+        try:
+            self.store.finish(self.meta, summary)
+        except OSError as e:
+            raise RunDirError(
+                f"cannot write the results in {self.dir}: {e.strerror or e}"
+                + (f" ({self.store.write_error})" if self.store.write_error else ""),
+                summary,
+            ) from None
+        if self.store.write_error is not None:
+            raise RunDirError(str(self.store.write_error), summary)
         return summary
 
 

@@ -113,7 +113,10 @@ def _stop_engine(proc, run_dir: str | None) -> None:
     proc.stop()
     release_cpus()
     if run_dir and os.path.isdir(run_dir):
-        proc.copy_log(os.path.join(run_dir, "engine.log"))
+        try:
+            proc.copy_log(os.path.join(run_dir, "engine.log"))
+        except OSError:
+            pass  # a full or read-only results disk: the run's own error says so
     proc.close()
 
 
@@ -263,6 +266,10 @@ def run_via_locust(
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
+    check_all({"users": users, "spawn_rate": spawn_rate, "locust_workers": locust_workers})
+    check_all({"min_attainment": min_attainment})
+    if run_id:
+        RunDir.check_free(result_dir, run_id)  # before any load: the master could not write it afterwards
     with _server(_target(target), engine, pin, on_stage) as (target, _, _logs):
         return run_locust(
             spec,

@@ -1,19 +1,28 @@
 """`goodbench run --via locust`: the same workload driven by locust (one process, or a local master and
 N workers) in subprocesses; the locust master writes the results directory and its exit code is the
-verdict. This module only starts processes: locust itself is imported by integrations/locust.py alone."""
+verdict. This module only starts processes: locust itself is imported by integrations/locust.py alone.
+
+The processes are goodbench's (proctree): each in its own session, dying with goodbench. A Ctrl-C or
+SIGTERM is forwarded to the master once (it stops, asks its workers for what they hold, writes the
+summary of what arrived, marked interrupted); goodbench waits for that, bounded, and exits 130."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..proctree import EXIT_INTERRUPTED, forward, signal_group, spawn, stop
 from ..records import format_slo
 from ..serverproc import free_port
 from ..workloads import WorkloadSpec
+
+STOP_GRACE_S = 30.0  # after a forwarded Ctrl-C, how long the master may take to write its summary
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integrations", "locustfile.py")
 
@@ -70,43 +79,39 @@ def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
 
 
 def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
+    """The master's exit code; 130 when interrupted (the master's summary of what arrived is written)."""
     if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
         raise UsageError("--via locust needs locust and httpx: pip install 'goodbench[locust]'")
     env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json())
     cmd = locust_command(spec, r)
-    workers = []
+    procs: list[subprocess.Popen] = []
+    if r.workers > 0:
+        port = free_port()
+        cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
+        cmd += ["--expect-workers", str(r.workers)]
+        worker_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--worker"]
+        worker_cmd += ["--master-host", "127.0.0.1", "--master-port", str(port)]
+    state = {"presses": 0, "sent": 0, "at": 0.0}
+
+    def on_signal(presses: int) -> None:
+        state["presses"], state["at"] = presses, state["at"] or time.monotonic()
+
     try:
-        if r.workers > 0:
-            port = free_port()
-            cmd += [
-                "--master",
-                "--master-bind-host",
-                "127.0.0.1",
-                "--master-bind-port",
-                str(port),
-                "--expect-workers",
-                str(r.workers),
-            ]
-            worker_cmd = [
-                sys.executable,
-                "-m",
-                "locust",
-                "-f",
-                LOCUSTFILE,
-                "--worker",
-                "--master-host",
-                "127.0.0.1",
-                "--master-port",
-                str(port),
-            ]
-            workers = [
-                subprocess.Popen(worker_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                for _ in range(r.workers)
-            ]
-        return subprocess.run(cmd, env=env).returncode
+        with forward(on_signal):
+            procs.append(spawn(cmd, env=env, stdin=subprocess.DEVNULL))
+            quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+            procs += [spawn(worker_cmd, env=env, **quiet) for _ in range(r.workers)]
+            master = procs[0]
+            while master.poll() is None:
+                while state["sent"] < state["presses"]:  # each press once: the master stops and writes
+                    state["sent"] += 1
+                    signal_group(master, signal.SIGINT if state["sent"] == 1 else signal.SIGTERM)
+                if state["at"] and time.monotonic() - state["at"] > STOP_GRACE_S:
+                    break
+                try:
+                    master.wait(0.2)
+                except subprocess.TimeoutExpired:
+                    pass
     finally:
-        for w in workers:
-            try:
-                w.wait(15)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        stop(procs, signal.SIGTERM, grace_s=10.0)
+    return EXIT_INTERRUPTED if state["presses"] else procs[0].returncode
