@@ -49,8 +49,10 @@ LIMITS = {
     "think_time": SECONDS,
     "seed": Limit(0, 2**63 - 1),
     "trace_speedup": Limit(0, 1e9, lo_open=True),
-    # workload files (parse.py names its keys' limits)
+    # workload files (parse.py names each key's limit) and traces (row by row)
     "requests": COUNT,
+    "count_or_zero": Limit(0, MAX_UPFRONT_REQUESTS),
+    "users_or_zero": Limit(0, MAX_USERS),
     "tokens": TOKENS,
     "tokens_or_zero": Limit(0, MAX_TOKENS),
     "seconds": SECONDS,
@@ -58,12 +60,14 @@ LIMITS = {
     "milliseconds": Limit(0, MAX_SECONDS * 1000.0),
     "weight": Limit(0, 1e12),
     "fraction": FRACTION,
-    "rate": Limit(0, inf_ok=True),
+    "rate": Limit(0, lo_open=True, inf_ok=True),
+    "rate_or_zero": Limit(0, 1e9),
     "scale": Limit(0, 1e9, lo_open=True),
+    "sigma": Limit(0, 20),
     "priority": Limit(-(2**31), 2**31 - 1),
-    "sessions": COUNT,
-    # traces, row by row
     "trace_time": SECONDS,
+    # gate clauses (a workload's [gate] table, --p50 ... --p99)
+    "ceiling_ms": Limit(0, MAX_SECONDS * 1000.0, lo_open=True),
     # run
     "max_concurrency": Limit(1),
     "workers": Limit(1, 256),
