@@ -267,3 +267,35 @@ def test_early_client_disconnects_leave_no_tracebacks_in_the_engine_log(tmp_path
         p.wait(30)
     assert p.returncode == 0
     assert "Traceback" not in log.read_text()
+
+
+def test_a_full_disk_ends_the_run_at_once_with_a_summary_and_no_temporary_files(tmp_path):
+    """A file-size limit (RLIMIT_FSIZE: records.jsonl may not pass 48 KB) stands in for a full disk: the
+    run stops at the first record it cannot write, says so in one line, exits 2, keeps every record
+    written before, summarises them, and leaves no temporary file."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (48_000, 48_000))
+
+    env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
+    args = ["--num-prompts", "600", "--request-rate", "300", "--random-output-len", "8", "--fixed-step-ms", "2"]
+    p = subprocess.run(
+        [sys.executable, "-m", "goodbench", *RUN, *args, "--result-dir", str(tmp_path / "r"), "--run-id", "full"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
+    err_lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert len(err_lines) == 1 and "records.jsonl: File too large; the run stopped there" in err_lines[0]
+    run_dir = tmp_path / "r" / "full"
+    lines = read(run_dir / "records.jsonl").splitlines()
+    assert 20 < len(lines) < 600 and all(json.loads(x)["id"] for x in lines)  # whole lines only
+    summary = json.loads(read(run_dir / "summary.json"))  # the summary of what was written
+    assert summary["requests"]["issued"] == len(lines) and "requests" in p.stdout
+    assert json.loads(read(run_dir / "run.json"))["interrupted"] is True
+    assert not [f for f in os.listdir(run_dir) if "tmp" in f]

@@ -15,7 +15,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
-from ..errors import InputError
+from ..errors import InputError, UsageError
+from ..gating import GateSpec
 from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
 from .spec import (
@@ -382,6 +383,11 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
         raise ctx.err("gate", "expected a table")
+    if gate:
+        try:
+            GateSpec.from_table(gate)  # checked now, not after the run it would judge
+        except UsageError as e:
+            raise InputError(f"{path}: {e}") from None
     return WorkloadSpec(
         name=str(doc.get("name", os.path.splitext(os.path.basename(path))[0])),
         description=str(doc.get("description", "")),
