@@ -125,3 +125,47 @@ def test_a_huge_text_chunk_is_tokenised_off_the_event_loop(tok):
     assert big.status == "ok" and big.output_tokens > 500_000
     gaps = [b - a for a, b in zip(steady.chunk_times, steady.chunk_times[1:])]
     assert steady.status == "ok" and len(gaps) == 59 and max(gaps) < 0.25, max(gaps)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_failure_after_the_last_byte_is_kept_in_the_record(client):
+    """Counting tokens that fails (a tokenizer error, an overflow) used to lose the record: "DONE 0/0"."""
+
+    class BrokenTokenizer:
+        def count_batch(self, texts):
+            raise OverflowError("cannot count that")
+
+        count = count_batch
+
+    (rec,), _ = send(client, ["ok"])  # with the server's usage: no counting needed
+    assert rec.status == "ok"
+    (rec,), _ = send(client, ["surrogate"], BrokenTokenizer())  # no usage: the tokenizer must count
+    assert rec.status == "bad_stream" and "client error while recording: OverflowError" in rec.error
+    assert len(rec.chunk_times) == 2 and rec.output_tokens == 2  # what arrived is kept, one token a chunk
+
+
+def test_a_models_listing_of_the_wrong_shape_means_the_default_model():
+    from aiohttp import web
+
+    from goodbench.client.config import model_from_listing
+    from goodbench.client.target import resolve_model
+
+    assert model_from_listing({"data": 5}) is None and model_from_listing({"data": [{"id": "m"}]}) == "m"
+
+    async def listing(request):
+        return web.json_response({"data": 5})
+
+    async def go():
+        app = web.Application()
+        app.router.add_get("/v1/models", listing)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            port = site._server.sockets[0].getsockname()[1]
+            return await resolve_model(f"http://127.0.0.1:{port}", None)
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(go()) == "default"

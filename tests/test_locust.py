@@ -4,6 +4,7 @@ headless, bounded in time, against the reference engine on loopback."""
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -269,4 +270,66 @@ def test_trace_and_session_workloads_replay_their_own_plan_under_locust(engine, 
     assert len(recs) == 12 and summary["sessions"]["completed"] == 4
     assert sorted((r["session"], r["turn"]) for r in recs) == sorted(
         (s, t) for s in {r["session"] for r in recs} for t in (1, 2, 3)
+    )
+
+
+def _via_locust(engine, tmp_path, *extra, **kw):
+    cmd = [sys.executable, "-m", "goodbench", "run", "--via", "locust", "--base-url", engine]
+    cmd += ["--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "40"]
+    return subprocess.Popen(
+        [*cmd, "--result-dir", str(tmp_path / "r"), *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **kw,
+    )
+
+
+def test_a_taken_run_id_is_refused_before_any_load(engine, tmp_path):
+    (tmp_path / "r" / "taken").mkdir(parents=True)
+    (tmp_path / "r" / "taken" / "run.json").write_text("{}")
+    p = _via_locust(engine, tmp_path, "--num-prompts", "5", "--run-id", "taken")
+    out = p.communicate(timeout=60)[0].decode()
+    assert p.returncode == 2 and "already holds a run" in out and "Traceback" not in out, out[-2000:]
+    assert "Starting Locust" not in out  # refused up front, not after the run
+
+
+def test_workers_that_miss_their_heartbeats_end_the_run_with_a_message(engine, tmp_path):
+    """Both workers paused (SIGSTOP) past locust's heartbeat timeout right after they start sending: the
+    master stops the test; goodbench ends within seconds with what it has, marked incomplete, instead of
+    waiting on a stopped master until its 24 h time limit."""
+    tag = f"stop-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, GB_SIGNAL_TAG=tag)
+    p = _via_locust(engine, tmp_path, "--num-prompts", "400", "--locust-workers", "2", "--users", "4", env=env)
+    workers = []
+    deadline = time.monotonic() + 60
+    while not ((tmp_path / "r").exists() and _records(tmp_path)):
+        assert time.monotonic() < deadline and p.poll() is None, "the run never started sending"
+        time.sleep(0.05)
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f, open(f"/proc/{d}/cmdline", "rb") as c:
+                    if f"GB_SIGNAL_TAG={tag}".encode() in f.read().split(b"\0") and b"--worker" in c.read():
+                        workers.append(int(d))
+            except OSError:
+                pass
+    assert len(workers) == 2
+    for w in workers:
+        os.kill(w, signal.SIGSTOP)
+    time.sleep(6)  # locust marks a worker missing after 3 missed 1 s heartbeats
+    for w in workers:
+        os.kill(w, signal.SIGCONT)
+    out = p.communicate(timeout=40)[0].decode()
+    assert p.returncode == 2 and "locust stopped the test before the plan ended" in out, out[-3000:]
+    (run,) = os.listdir(tmp_path / "r")
+    from goodbench.store import incomplete
+
+    assert incomplete(str(tmp_path / "r" / run))  # the gate will not judge it as a whole run
+
+
+def _records(tmp_path) -> int:
+    d = tmp_path / "r"
+    return sum(
+        (d / r / "records.jsonl").read_text().count("\n") for r in os.listdir(d) if (d / r / "records.jsonl").exists()
     )

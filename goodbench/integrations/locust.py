@@ -70,6 +70,7 @@ class _Run:
         self.finished = False
         self.rd: RunDir | None = None  # the master's (or single process's) results directory
         self.stopped_early: str | None = None  # why the test stopped before the plan ended
+        self.closed = False  # the results are complete (quitting): later records stay in memory only
         self._lock = gevent.lock.BoundedSemaphore()
 
     def setup(self, env) -> None:
@@ -163,7 +164,7 @@ class _Run:
     def keep(self, env, recs: list[RequestRecord]) -> None:
         """Records reach the results directory as they arrive; a disk that cannot take them ends the run."""
         self.records.extend(recs)
-        if self.rd is None or self.rd.write_error is not None:
+        if self.rd is None or self.rd.write_error is not None or self.closed:
             return
         try:
             self.rd.append_many(recs)
@@ -300,7 +301,9 @@ def _test_stop(environment, **kw) -> None:
         if RUN.ready:
             RUN.flush(environment)
         return
-    if RUN.complete(environment) or RUN.stopped_early or not getattr(environment.parsed_options, "headless", False):
+    if RUN.closed or RUN.complete(environment) or RUN.stopped_early:
+        return  # quitting (a signal, the end of the plan) or already said
+    if not getattr(environment.parsed_options, "headless", False):
         return
     # the master stopped before the plan ended (its workers went missing, the time limit): say so and
     # quit now with what arrived, rather than wait out the time limit
@@ -322,8 +325,9 @@ def _quitting(environment, **kw) -> None:
             RUN.flush(environment)
         return
     rd = RUN.rd
-    if rd is None:
+    if rd is None or RUN.closed:
         return
+    RUN.closed = True
     rd.meta.interrupted = not RUN.complete(environment)
     rd.meta.expected_prefix_reuse = getattr(RUN, "expected_reuse", None)
     if isinstance(environment.runner, MasterRunner):
@@ -333,9 +337,11 @@ def _quitting(environment, **kw) -> None:
         rd.meta.planned_requests = getattr(RUN, "planned", None)
     try:
         summary = rd.finish(records=RUN.records)
-    except RunDirError as e:
-        logging.getLogger("goodbench").error("goodbench: %s", e)
+    except RunDirError as e:  # a full disk: the summary of what was written, then the one line
         environment.process_exit_code = 2
+        if e.summary:
+            _report(environment, rd, e.summary)
+        logging.getLogger("goodbench").error("goodbench: %s", e)
         return
     _report(environment, rd, summary)
 
