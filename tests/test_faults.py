@@ -208,7 +208,8 @@ def test_early_client_disconnects_even_before_the_headers_leave_no_tracebacks_in
     assert "Traceback" not in log.read_text()
 
 
-def test_a_full_disk_ends_the_run_at_once_with_a_summary_and_no_temporary_files(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_full_disk_ends_the_run_at_once_with_a_summary_and_no_temporary_files(tmp_path, workers):
     """A file-size limit (RLIMIT_FSIZE: records.jsonl may not pass 48 KB) stands in for a full disk: the
     run stops at the first record it cannot write, says so in one line, exits 2, keeps every record
     written before, summarises them, and leaves no temporary file."""
@@ -219,6 +220,7 @@ def test_a_full_disk_ends_the_run_at_once_with_a_summary_and_no_temporary_files(
 
     env = dict(os.environ, GOODBENCH_CACHE_DIR=str(tmp_path / "c"))
     args = ["--num-prompts", "600", "--request-rate", "300", "--random-output-len", "8", "--fixed-step-ms", "2"]
+    args += ["--workers", workers]
     p = subprocess.run(
         [sys.executable, "-m", "goodbench", *RUN, *args, "--result-dir", str(tmp_path / "r"), "--run-id", "full"],
         cwd=ROOT,

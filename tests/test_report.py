@@ -262,3 +262,21 @@ def test_sessions_lanes_prefix_cache_and_reasoning_reach_the_report(tmp_path):
         html = (tmp_path / rid / "report.html").read_text()
         for text in needles:
             assert text in html, (rid, text)
+
+
+def test_a_report_that_cannot_be_written_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from goodbench.cli import main
+    from goodbench.report import write
+
+    st = RunStore(str(tmp_path), "r")
+    st.start(RunMeta("r"))
+    st.append(RequestRecord("r0", "c", 0.0, 0.0, 0.1, 0.2, (0.1, 0.2), (1, 1), 2))
+    st.close()
+
+    def full(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(write, "run_report", full)
+    assert main(["report", st.dir, "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"goodbench: error: cannot write the report in {st.dir}: No space left on device"

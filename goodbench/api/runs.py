@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from ..engine.config import EngineConfig
 from ..errors import TargetError, UsageError
 from ..limits import check_all
+from ..redact import scrub, scrub_url
 from ..rundir import RunDir, plan_meta
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan
@@ -127,7 +128,7 @@ def _connect(target: Target, spec: WorkloadSpec):
 
     why = asyncio.run(check_reachable(target.base_url))
     if why:
-        raise TargetError(f"target unreachable: {why}")
+        raise TargetError(f"target unreachable: {scrub(why, (target.api_key,))}")
     model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
     header = {"session_header": spec.session.header} if spec.session else {}
     return ClientConfig(
@@ -181,7 +182,7 @@ def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage):
 def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency) -> RunDir:
     """The run directory of a live run: its meta from the plan, the target and the engine it started."""
     cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
-    target = {"base_url": ccfg.base_url, "endpoint": ccfg.endpoint, "model": ccfg.model}
+    target = {"base_url": scrub_url(ccfg.base_url), "endpoint": ccfg.endpoint, "model": ccfg.model}
     meta = plan_meta(
         spec,
         plan,

@@ -247,8 +247,8 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
 
 
 def maybe_gate(args, run_dir: str, spec, con, summary: dict) -> int:
-    """After run/simulate: exit 2 when no request was sent or none succeeded (nothing was measured); else judge when
-    --gate is given or the workload has a [gate] table."""
+    """After run/simulate: exit 2 when no request was sent or none succeeded (nothing was measured);
+    else judge when --gate is given or the workload has a [gate] table."""
     req = summary["requests"]
     if not req["issued"]:
         con.print("[bold red]no request was sent: nothing was measured[/]")

@@ -122,7 +122,11 @@ class _Conn(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         ex = self.ex
         ex.status = self.parser.get_status_code()
-        if ex.status >= 300 or not is_event_stream(ex.ctype) or ex.kept is not None and b"content-encoding" in ex.kept:
+        if (
+            ex.status >= 300
+            or not is_event_stream(ex.ctype)
+            or (ex.kept is not None and b"content-encoding" in ex.kept)
+        ):
             ex.body = []
 
     def on_body(self, body: bytes) -> None:

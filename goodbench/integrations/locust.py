@@ -49,6 +49,7 @@ from ..client.config import (
 from ..client.stream import StreamState
 from ..errors import RunDirError
 from ..records import RequestRecord, RequestSpec, RunMeta, parse_slo
+from ..redact import scrub_url
 from ..rundir import RunDir
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan, load_workload
@@ -241,7 +242,7 @@ def _open_results(env) -> None:
         run_id=o.goodbench_run_id or new_run_id("locust"),
         label=f"locust-{mode}",
         target={
-            "base_url": env.host,
+            "base_url": scrub_url(env.host),
             "endpoint": resolve_endpoint(o.goodbench_endpoint or None, spec.endpoint),
             "model": _model(env),
         },
