@@ -5,14 +5,12 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, reference_engine
 from recs import same_summary
 
 # never import locust here: it monkey-patches this interpreter with gevent
@@ -39,25 +37,7 @@ output = 6
 
 @pytest.fixture(scope="module")
 def engine():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=0.5)
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield url
-    p.terminate()
-    p.wait(10)
+    yield from reference_engine(5)
 
 
 def results(d):

@@ -9,15 +9,13 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, reference_engine
 
 from goodbench.store import incomplete, load_meta
 
@@ -29,25 +27,7 @@ SWEEP = ["sweep", *SMALL, "--goodput", "ttft:500", "--no-plots"]
 @pytest.fixture(scope="module")
 def engine():
     """A reference engine shared by the --workers and locust scenarios (not tagged: not theirs)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "10"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=0.5)
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield url
-    p.terminate()
-    p.wait(10)
+    yield from reference_engine(10)
 
 
 def command(target: str, engine_url: str) -> list[str]:
