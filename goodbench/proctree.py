@@ -30,13 +30,16 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
         pass
 
 
-def worker_init(parent: int | None = None) -> bool:
+def worker_init(parent: int | None = None, press: int | None = None) -> bool:
     """First thing in a forked worker (multiprocessing, a process pool): SIGINT ignored (the parent
-    decides; a terminal's Ctrl-C reaches the whole foreground group), SIGTERM stops it, and it dies
-    with its parent. False when the parent died before the worker could ask to be told."""
+    decides; a terminal's Ctrl-C reaches the whole foreground group). Without `press`, SIGTERM stops it
+    and it gets SIGTERM when its parent dies. With `press` (a signal the worker handles as one press of
+    Ctrl-C), SIGTERM to the group is ignored too: the parent sends `press` once per press it received,
+    and the worker gets `press` when its parent dies. False when the parent died before the worker
+    could ask to be told."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    die_with_parent()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if press else signal.SIG_DFL)
+    die_with_parent(press or signal.SIGTERM)
     return parent is None or os.getppid() == parent
 
 

@@ -3,8 +3,9 @@ N workers) in subprocesses; the locust master writes the results directory and i
 verdict. This module only starts processes: locust itself is imported by integrations/locust.py alone.
 
 The processes are goodbench's (proctree): each in its own session, dying with goodbench. A Ctrl-C or
-SIGTERM is forwarded to the master once (it stops, asks its workers for what they hold, writes the
-summary of what arrived, marked interrupted); goodbench waits for that, bounded, and exits 130."""
+SIGTERM reaches the master once, as SIGTERM (locust handles it in its event loop; a SIGINT would raise
+KeyboardInterrupt in whichever user happened to run): it stops and writes the summary of what arrived,
+marked interrupted; goodbench waits for that, bounded by STOP_GRACE_S, and exits 130."""
 
 from __future__ import annotations
 
@@ -103,9 +104,9 @@ def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
             procs += [spawn(worker_cmd, env=env, **quiet) for _ in range(r.workers)]
             master = procs[0]
             while master.poll() is None:
-                while state["sent"] < state["presses"]:  # each press once: the master stops and writes
-                    state["sent"] += 1
-                    signal_group(master, signal.SIGINT if state["sent"] == 1 else signal.SIGTERM)
+                if state["presses"] and not state["sent"]:  # once: the master stops and writes
+                    state["sent"] = 1
+                    signal_group(master, signal.SIGTERM)
                 if state["at"] and time.monotonic() - state["at"] > STOP_GRACE_S:
                     break
                 try:

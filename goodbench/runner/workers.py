@@ -1,11 +1,11 @@
 """--workers N: several load-generator processes on the shared monotonic clock, each taking every N-th
 request (or its share of the users); all append to one records.jsonl (O_APPEND writes).
 
-Signals (proctree): a worker ignores SIGINT and stops on SIGTERM, which the parent forwards once per
-press (a terminal's Ctrl-C reaches every process of the foreground group; counted once, it stops
-dispatch and gives in-flight requests the grace period; a second press cancels them). A worker dies
-with its parent. A worker that cannot write its records (a full disk) stops, and the parent stops the
-others."""
+Signals (proctree): a worker ignores SIGINT and SIGTERM, which reach every process of the foreground
+group (a terminal's Ctrl-C, `kill -TERM -PGID`); the parent sends it PRESS once per press it gets, so
+one press stops dispatch and gives in-flight requests the grace period, and a second cancels them. A
+worker gets PRESS when its parent dies (even by SIGKILL): it stops the same way and keeps what
+finished. A worker that cannot write its records (a full disk) stops, and the parent stops the others."""
 
 from __future__ import annotations
 
@@ -27,9 +27,11 @@ from ..workloads import Plan
 from .dispatch import Progress, RunOptions
 from .share import Share, run_share
 
+PRESS = signal.SIGUSR1  # the parent's "Ctrl-C was pressed", one per press
+
 
 def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -> None:
-    if not worker_init(parent):
+    if not worker_init(parent, PRESS):
         return  # the parent died before we could ask to be told
     install_uvloop()
     from .. import tokenizer as tokmod
@@ -39,7 +41,7 @@ def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -
     share.sink = sink
     share.tok = tokmod.load(tok_name) if tok_name is not None else None
     share.progress = Progress(arr, slot)
-    share.stop_signals = (signal.SIGTERM,)
+    share.stop_signals = (PRESS,)
     try:
         asyncio.run(run_share(share))
     finally:
@@ -74,9 +76,9 @@ def _sum_progress(progress: Progress, arr, w: int) -> None:
 def run_workers(
     plan: Plan, cfg: ClientConfig, sink, opts: RunOptions, tok_name, progress: Progress, on_tick, scrape: bool
 ) -> bool:
-    """Returns True if interrupted (each SIGINT or SIGTERM is forwarded to the workers as one SIGTERM;
-    they stop dispatch, let in-flight requests finish within the grace period, and exit; the caller
-    summarizes). A worker's failed write is set on sink.store.write_error."""
+    """Returns True if interrupted (each SIGINT or SIGTERM reaches the workers as one PRESS; they stop
+    dispatch, let in-flight requests finish within the grace period, and exit; the caller summarizes).
+    A worker's failed write is set on sink.store.write_error."""
     w = opts.workers
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     arr = ctx.Array("d", w * len(Progress.FIELDS), lock=False)
@@ -90,19 +92,24 @@ def run_workers(
     def stop_workers(_presses=0):
         for p in procs:
             if p.is_alive():
-                os.kill(p.pid, signal.SIGTERM)
+                os.kill(p.pid, PRESS)
 
     stopped = False
-    with forward(stop_workers) as presses:
-        while any(p.is_alive() for p in procs):
-            _sum_progress(progress, arr, w)
-            if progress.write_errno and not stopped:
-                stopped = True
-                stop_workers()  # one worker cannot write: nothing the others record could be kept
-            if on_tick:
-                on_tick()
-            for p in procs:
-                p.join(timeout=0.25 / len(procs))
+    try:
+        with forward(stop_workers) as presses:
+            while any(p.is_alive() for p in procs):
+                _sum_progress(progress, arr, w)
+                if progress.write_errno and not stopped:
+                    stopped = True
+                    stop_workers()  # one worker cannot write: nothing the others record could be kept
+                if on_tick:
+                    on_tick()
+                for p in procs:
+                    p.join(timeout=0.25 / len(procs))
+    finally:
+        for p in procs:  # only after a failure in this loop: they ignore SIGTERM, so no one is left waiting
+            if p.is_alive():
+                p.kill()
     _sum_progress(progress, arr, w)
     if progress.write_errno:
         code = int(progress.write_errno)
