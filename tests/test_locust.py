@@ -297,7 +297,7 @@ def test_workers_that_miss_their_heartbeats_end_the_run_with_a_message(engine, t
     assert len(workers) == 2
     for w in workers:
         os.kill(w, signal.SIGSTOP)
-    time.sleep(6)  # locust marks a worker missing after 3 missed 1 s heartbeats
+    time.sleep(5.5)  # locust marks a worker missing after 3 missed 1 s heartbeats (4 s)
     for w in workers:
         os.kill(w, signal.SIGCONT)
     out = p.communicate(timeout=40)[0].decode()

@@ -33,10 +33,10 @@ def engine():
 def command(target: str, engine_url: str) -> list[str]:
     run = ["run", *SMALL, "--num-prompts", "400", "--request-rate", "20", "--grace-period", "20"]
     return {
-        "run": [*run, "--fixed-step-ms", "10"],  # the auto-started engine is one of its children
+        "run": [*run, "--fixed-step-ms", "10", "--no-pin"],  # the auto-started engine is one of its children
         "workers": [*run, "--workers", "2", "--base-url", engine_url],
         "locust": ["run", *SMALL, "--num-prompts", "400", "--via", "locust", "--users", "4", "--base-url", engine_url],
-        "sweep": [*SWEEP, "--num-prompts", "2000", "--random-output-len", "400", "--request-rate", "20", "--jobs", "2"]
+        "sweep": [*SWEEP, "--num-prompts", "1000", "--random-output-len", "400", "--request-rate", "20", "--jobs", "2"]
         + ["--param", "max_num_batched_tokens=256,384,512,768,1024,1536,2048,4096"],
         "live-sweep": [*SWEEP, "--live", "--num-prompts", "60", "--request-rate", "20", "--fixed-step-ms", "10"]
         + ["--param", "max_num_batched_tokens=512,1024"],

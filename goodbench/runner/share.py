@@ -41,7 +41,7 @@ class Share:
     tok: object = None
     on_tick: Callable | None = None
     scrape: bool = False
-    stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: SIGTERM alone (the parent's)
+    stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: the parent's PRESS alone
 
 
 async def _ticker(d: Dispatch, on_tick) -> None:
@@ -134,8 +134,9 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
 
 def _stop_on_signals(d: Dispatch, loop, sigs) -> dict:
     """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them.
-    A worker process listens to SIGTERM alone: the parent forwards each press once (a terminal's Ctrl-C
-    also reaches the worker, which ignores it, so one press is never counted twice)."""
+    A worker process listens to its parent's PRESS alone (workers.py: one per press; the SIGINT or SIGTERM
+    sent to the whole group also reaches the worker, which ignores it, so one press is never counted
+    twice)."""
     presses = {"n": 0}
 
     def on_signal():
