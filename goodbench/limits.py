@@ -111,6 +111,12 @@ LIMITS = {
     "replicas": Limit(1, 1024),
     "prefill_tp": Limit(1, 1024),
     "decode_tp": Limit(1, 1024),
+    # history
+    "history_window": Limit(2, MAX_UPFRONT_REQUESTS),
+    "history_min_runs": Limit(2, MAX_UPFRONT_REQUESTS),
+    "history_alpha": Limit(0, 0.5, lo_open=True),
+    "last": Limit(1, MAX_UPFRONT_REQUESTS),
+    "limit": Limit(1, MAX_UPFRONT_REQUESTS),
 }
 
 

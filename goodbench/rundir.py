@@ -7,9 +7,13 @@ the same inputs (metrics/compose.py), so it equals the one the run wrote."""
 from __future__ import annotations
 
 import os
+import sys
 
 from .columnar import RunArrays
 from .errors import RunDirError
+from .history import catalogue
+from .history.provenance import provenance, run_labels
+from .history.scan import index_run
 from .metrics.compose import compose
 from .records import RequestRecord, RunMeta, RunResult
 from .store import RunStore, RunTaken, error_samples, load, load_arrays, load_server_metrics, new_run_id
@@ -29,6 +33,8 @@ class RunDir:
         of two processes opening one name at once, exactly one succeeds."""
         given = bool(meta.run_id)
         base = meta.run_id or new_run_id(prefix)
+        meta.labels = run_labels(meta.labels)
+        meta.provenance = meta.provenance or provenance()
         for k in range(1, 1001):
             meta.run_id = base if given or k == 1 else f"{base}-{k}"
             store = RunStore(result_dir, meta.run_id)
@@ -68,19 +74,25 @@ class RunDir:
         return self.store.write_error
 
     def finish(
-        self, *, records: list[RequestRecord] | None = None, ci: bool = True, summarized: bool = True
+        self,
+        *,
+        records: list[RequestRecord] | None = None,
+        ci: bool = True,
+        summarized: bool = True,
+        summary: dict | None = None,
     ) -> dict | None:
         """Close the records, summarize (metrics/compose.py, from self.meta, the records and the scraped
-        server metrics) and complete run.json (finished_wall) and summary.json. records: summarize these
-        in memory (simulations, sweep cells: the same records were appended); else the run is read back
-        from disk as columns. summarized=False writes no summary.json (imports: their summaries are
-        computed when read). When records could not be written (the disk filled up) or the results
-        cannot be, RunDirError carries the summary of what was written."""
+        server metrics), complete run.json (finished_wall) and summary.json, and index the run in its
+        history catalogue (history/catalogue.py). records: summarize these in memory (simulations, sweep
+        cells: the same records were appended); else the run is read back from disk as columns.
+        summarized=False writes no summary.json (imports: their summaries are computed when read).
+        summary: the summary made elsewhere (an aggregate-only import), written as it is. When records
+        could not be written (the disk filled up) or the results cannot be, RunDirError carries the
+        summary of what was written."""
         self.store.close()
         if self.store.write_error is not None:
             self.meta.interrupted = True  # it stopped where its records could not be written
-        summary = None
-        if summarized:
+        if summary is None and summarized:
             if records is not None:
                 if self.store.write_error is not None:
                     records = load(self.dir).records  # what is on disk, not what was meant to be
@@ -95,9 +107,23 @@ class RunDir:
                 + (f" ({self.store.write_error})" if self.store.write_error else ""),
                 summary,
             ) from None
+        self._index(summary)
         if self.store.write_error is not None:
             raise RunDirError(str(self.store.write_error), summary)
         return summary
+
+    def _index(self, summary: dict | None) -> None:
+        """Add the run to its catalogue; a catalogue that cannot be written costs a warning, never the run."""
+        if not catalogue.enabled():
+            return
+        path = catalogue.default_path()
+        try:
+            if summary is None and os.path.exists(self.store.records_path):
+                summary = summarize_dir(self.dir, ci=False)  # an import: its metrics as `summarize` gives them
+            with catalogue.Catalogue(path) as cat:
+                index_run(cat, self.dir, self.meta.to_dict(), summary)
+        except Exception as e:  # noqa: BLE001 - the run is on disk; `goodbench history index` can redo this
+            print(f"goodbench: warning: run not added to the history catalogue {path}: {e}", file=sys.stderr)
 
 
 def summarize_dir(

@@ -39,12 +39,13 @@ def prepare_sweep(
     cluster=None,
     prices: dict | None = None,
     layouts: list[str] | None = None,
+    labels: dict | None = None,
     on_stage=None,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
     analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
     per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
-    colocated and split)."""
+    colocated and split); labels: {key: value} on every cell's run (docs/history.md)."""
     from .. import tokenizer as tokmod
     from ..analysis.grid import check_cells, grid
     from ..analysis.sweep import require_slo, setup
@@ -59,7 +60,7 @@ def prepare_sweep(
     check_cells(base, cells)
     tok = tokmod.load(tokenizer, lazy=True)
     stage(on_stage, "building workload...")
-    return setup(
+    prepared = setup(
         spec,
         build_plan(spec, tok),
         base,
@@ -71,6 +72,7 @@ def prepare_sweep(
         cluster,
         prices,
     )
+    return replace(prepared, labels=dict(labels or {}))
 
 
 def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:

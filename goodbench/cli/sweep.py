@@ -8,9 +8,11 @@ from .common import (
     EXIT_OK,
     Stages,
     add_engine_args,
+    add_label_args,
     add_workload_args,
     console,
     engine_config,
+    run_labels,
     workload,
 )
 from .scale import add_cluster_args, add_price_args, cluster_spec, prices
@@ -47,6 +49,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-replicas", type=int, default=16, help="for --min-gpus: most replicas tried (default 16)")
     _add_grid_args(p)
     _add_backend_args(p)
+    add_label_args(p)
     p.set_defaults(fn=cmd_sweep)
 
 
@@ -126,6 +129,7 @@ def cmd_sweep(args) -> int:
             cluster=cluster_spec(args),
             prices=prices(args),
             layouts=_layouts(args),
+            labels=run_labels(args),
             on_stage=stages,
         )
     if args.find_max_rate:
