@@ -281,19 +281,11 @@ def test_workers_that_miss_their_heartbeats_end_the_run_with_a_message(engine, t
     tag = f"stop-{os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ, GB_SIGNAL_TAG=tag)
     p = _via_locust(engine, tmp_path, "--num-prompts", "400", "--locust-workers", "2", "--users", "4", env=env)
-    workers = []
     deadline = time.monotonic() + 60
     while not ((tmp_path / "r").exists() and _records(tmp_path)):
         assert time.monotonic() < deadline and p.poll() is None, "the run never started sending"
         time.sleep(0.05)
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/environ", "rb") as f, open(f"/proc/{d}/cmdline", "rb") as c:
-                    if f"GB_SIGNAL_TAG={tag}".encode() in f.read().split(b"\0") and b"--worker" in c.read():
-                        workers.append(int(d))
-            except OSError:
-                pass
+    workers = _tagged_workers(tag)
     assert len(workers) == 2
     for w in workers:
         os.kill(w, signal.SIGSTOP)
@@ -306,6 +298,43 @@ def test_workers_that_miss_their_heartbeats_end_the_run_with_a_message(engine, t
     from goodbench.store import incomplete
 
     assert incomplete(str(tmp_path / "r" / run))  # the gate will not judge it as a whole run
+
+
+def _tagged_workers(tag: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f, open(f"/proc/{d}/cmdline", "rb") as c:
+                    if f"GB_SIGNAL_TAG={tag}".encode() in f.read().split(b"\0") and b"--worker" in c.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_a_worker_that_dies_mid_run_ends_the_run_with_a_message(engine, tmp_path):
+    """One of two workers killed while sending: its share of the plan can never finish and locust goes on
+    with the other, so the master would wait for it until its 24 h time limit. goodbench stops the master,
+    which writes what arrived, marked incomplete; exit 2 with one line saying why."""
+    tag = f"kill-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, GB_SIGNAL_TAG=tag)
+    p = _via_locust(engine, tmp_path, "--num-prompts", "200", "--locust-workers", "2", "--users", "4", env=env)
+    deadline = time.monotonic() + 60
+    while not ((tmp_path / "r").exists() and _records(tmp_path)):
+        assert time.monotonic() < deadline and p.poll() is None, "the run never started sending"
+        time.sleep(0.05)
+    os.kill(_tagged_workers(tag)[0], signal.SIGKILL)
+    try:
+        out = p.communicate(timeout=60)[0].decode()
+    except subprocess.TimeoutExpired:
+        p.kill()  # its children die with it (proctree)
+        raise
+    assert p.returncode == 2 and "a locust worker exited (code -9) before the run ended" in out, out[-3000:]
+    (run,) = os.listdir(tmp_path / "r")
+    from goodbench.store import incomplete, load
+
+    assert incomplete(str(tmp_path / "r" / run)) and load(str(tmp_path / "r" / run)).records
 
 
 def _records(tmp_path) -> int:

@@ -24,6 +24,7 @@ from ..serverproc import free_port
 from ..workloads import WorkloadSpec
 
 STOP_GRACE_S = 30.0  # after a forwarded Ctrl-C, how long the master may take to write its summary
+WORKERS_WAIT_S = 120.0  # how long a master waits for its workers to connect before it gives up
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integrations", "locustfile.py")
 
@@ -80,7 +81,8 @@ def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
 
 
 def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
-    """The master's exit code; 130 when interrupted (the master's summary of what arrived is written)."""
+    """The master's exit code; 130 when interrupted (the master's summary of what arrived is written); 2
+    when a worker died before the run ended (the master's summary of what arrived is written)."""
     if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
         raise UsageError("--via locust needs locust and httpx: pip install 'goodbench[locust]'")
     env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json())
@@ -89,10 +91,10 @@ def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
     if r.workers > 0:
         port = free_port()
         cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
-        cmd += ["--expect-workers", str(r.workers)]
+        cmd += ["--expect-workers", str(r.workers), "--expect-workers-max-wait", str(int(WORKERS_WAIT_S))]
         worker_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--worker"]
         worker_cmd += ["--master-host", "127.0.0.1", "--master-port", str(port)]
-    state = {"presses": 0, "sent": 0, "at": 0.0}
+    state = {"presses": 0, "sent": 0, "at": 0.0, "lost": None}
 
     def on_signal(presses: int) -> None:
         state["presses"], state["at"] = presses, state["at"] or time.monotonic()
@@ -102,17 +104,34 @@ def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
             procs.append(spawn(cmd, env=env, stdin=subprocess.DEVNULL))
             quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
             procs += [spawn(worker_cmd, env=env, **quiet) for _ in range(r.workers)]
-            master = procs[0]
-            while master.poll() is None:
-                if state["presses"] and not state["sent"]:  # once: the master stops and writes
-                    state["sent"] = 1
-                    signal_group(master, signal.SIGTERM)
-                if state["at"] and time.monotonic() - state["at"] > STOP_GRACE_S:
-                    break
-                try:
-                    master.wait(0.2)
-                except subprocess.TimeoutExpired:
-                    pass
+            _watch(procs, state)
     finally:
         stop(procs, signal.SIGTERM, grace_s=10.0)
-    return EXIT_INTERRUPTED if state["presses"] else procs[0].returncode
+    if state["presses"]:
+        return EXIT_INTERRUPTED
+    return 2 if state["lost"] is not None else procs[0].returncode
+
+
+def _watch(procs: list[subprocess.Popen], state: dict) -> None:
+    """Wait for the master. A press is forwarded to it once (it stops and writes). A worker that dies
+    before the master (killed, crashed) leaves its share of the plan undone, and locust would wait for it
+    until its time limit: the master is stopped the same way, with one line saying why."""
+    master, workers = procs[0], procs[1:]
+    while master.poll() is None:
+        dead = next((w for w in workers if w.poll() not in (None, 0)), None)
+        if dead is not None and state["lost"] is None and not state["sent"]:
+            state["lost"], state["at"] = dead.returncode, time.monotonic()
+            print(
+                f"goodbench: a locust worker exited (code {dead.returncode}) before the run ended: "
+                "stopping with the records that arrived (the run is incomplete)",
+                file=sys.stderr,
+            )
+        if (state["presses"] or state["lost"] is not None) and not state["sent"]:  # once: it stops and writes
+            state["sent"] = 1
+            signal_group(master, signal.SIGTERM)
+        if state["at"] and time.monotonic() - state["at"] > STOP_GRACE_S:
+            break
+        try:
+            master.wait(0.2)
+        except subprocess.TimeoutExpired:
+            pass
