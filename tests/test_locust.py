@@ -158,6 +158,10 @@ def test_master_and_two_workers_merge_records(engine, tmp_path, slo, code):
     assert len(recs) == 40 and len({r["id"] for r in recs}) == 40  # each worker took its share
     assert len({r["origin"] for r in recs}) == 2  # two clocks, kept apart
     assert summary["requests"]["issued"] == 40
+    (run,) = os.listdir(tmp_path / "r")
+    with open(tmp_path / "r" / run / "run.json") as f:
+        server = json.load(f)["server"]  # asked before the load, as a native run asks (history: server info)
+    assert server and server.get("owned_by"), server
 
 
 def test_open_loop_follows_the_arrival_schedule(engine, tmp_path):

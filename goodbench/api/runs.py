@@ -282,6 +282,7 @@ def run_via_locust(
     """The same workload under locust (one process, or a local master and N workers); the locust
     master writes the results directory. Returns its exit code (1: attainment below min_attainment).
     labels reach the master's run.json through $GOODBENCH_LABELS, which its process inherits."""
+    from ..client.config import ClientConfig
     from ..history.provenance import labels_in_env
     from ..runner.via_locust import LocustRun, run_locust
 
@@ -290,7 +291,9 @@ def run_via_locust(
     check_all({"min_attainment": min_attainment})
     if run_id:
         RunDir.check_free(result_dir, run_id)  # before any load: the master could not write it afterwards
-    with _server(_target(target), engine, pin, on_stage) as (target, _, _logs), labels_in_env(labels):
+    with _server(_target(target), engine, pin, on_stage) as (target, cfg, _logs), labels_in_env(labels):
+        key = os.environ.get(api_key_env) or None
+        server = _server_info(ClientConfig(base_url=target.base_url, model=target.model, api_key=key), cfg)
         return run_locust(
             spec,
             LocustRun(
@@ -305,5 +308,6 @@ def run_via_locust(
                 api_key_env=api_key_env,
                 model=target.model,
                 endpoint=target.endpoint,
+                server=server,
             ),
         )

@@ -53,7 +53,7 @@ from ..redact import scrub_url
 from ..rundir import RunDir
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan, load_workload
-from . import locust_options  # noqa: F401 - registers goodbench's options with locust's parser
+from . import locust_options  # registers goodbench's options with locust's parser
 
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
 FLUSH_S = 0.5
@@ -252,6 +252,7 @@ def _open_results(env) -> None:
         seed=spec.seed,
         mode=mode,
         requested_rate=spec.arrival.mean_rate if open_loop else None,
+        server=locust_options.server_block(o),
     )
     try:
         RUN.rd = RunDir.open(o.goodbench_result_dir, meta)

@@ -3,6 +3,8 @@ forwards them to its workers). Imported by integrations/locust.py, which locust 
 
 from __future__ import annotations
 
+import json
+
 from locust import events
 
 
@@ -18,6 +20,12 @@ def _arguments(parser) -> None:
     )
     g.add_argument(
         "--goodbench-spec-json", env_var="GOODBENCH_SPEC_JSON", default="", help="(internal) workload as JSON"
+    )
+    g.add_argument(
+        "--goodbench-server-json",
+        env_var="GOODBENCH_SERVER_JSON",
+        default="",
+        help="(internal) what the target said about itself, asked by `goodbench run --via locust`",
     )
     g.add_argument(
         "--goodbench-model",
@@ -60,3 +68,12 @@ def _arguments(parser) -> None:
         default="OPENAI_API_KEY",
         help="environment variable holding the API key",
     )
+
+
+def server_block(o) -> dict | None:
+    """run.json's server block from --goodbench-server-json (None: not given, or not an object)."""
+    try:
+        info = json.loads(o.goodbench_server_json or "null")
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) and info else None

@@ -10,6 +10,7 @@ marked interrupted; goodbench waits for that, bounded by STOP_GRACE_S, and exits
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -42,6 +43,7 @@ class LocustRun:
     api_key_env: str = "OPENAI_API_KEY"
     model: str | None = None
     endpoint: str | None = None
+    server: dict | None = None  # run.json's server block (api/runs.py asks the target before the load)
 
 
 def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
@@ -85,7 +87,7 @@ def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
     when a worker died before the run ended (the master's summary of what arrived is written)."""
     if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
         raise UsageError("--via locust needs locust and httpx: pip install 'goodbench[locust]'")
-    env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json())
+    env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json(), GOODBENCH_SERVER_JSON=json.dumps(r.server or {}))
     cmd = locust_command(spec, r)
     procs: list[subprocess.Popen] = []
     if r.workers > 0:
