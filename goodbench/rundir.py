@@ -123,6 +123,8 @@ class RunDir:
             with catalogue.Catalogue(path) as cat:
                 index_run(cat, self.dir, self.meta.to_dict(), summary)
         except Exception as e:  # noqa: BLE001 - the run is on disk; `goodbench history index` can redo this
+            if self.store.write_error is not None:
+                return  # the disk is full: the one line about that says it all (issue 22)
             print(f"goodbench: warning: run not added to the history catalogue {path}: {e}", file=sys.stderr)
 
 
