@@ -284,11 +284,7 @@ def test_workers_that_miss_their_heartbeats_end_the_run_with_a_message(engine, t
     waiting on a stopped master until its 24 h time limit."""
     tag = f"stop-{os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ, GB_SIGNAL_TAG=tag)
-    p = _via_locust(engine, tmp_path, "--num-prompts", "400", "--locust-workers", "2", "--users", "4", env=env)
-    deadline = time.monotonic() + 60
-    while not ((tmp_path / "r").exists() and _records(tmp_path)):
-        assert time.monotonic() < deadline and p.poll() is None, "the run never started sending"
-        time.sleep(0.05)
+    p = _sending(engine, tmp_path, "400", env)
     workers = _tagged_workers(tag)
     assert len(workers) == 2
     for w in workers:
@@ -302,6 +298,16 @@ def test_workers_that_miss_their_heartbeats_end_the_run_with_a_message(engine, t
     from goodbench.store import incomplete
 
     assert incomplete(str(tmp_path / "r" / run))  # the gate will not judge it as a whole run
+
+
+def _sending(engine, tmp_path, prompts: str, env) -> subprocess.Popen:
+    """`run --via locust` with two workers, once its first records are written."""
+    p = _via_locust(engine, tmp_path, "--num-prompts", prompts, "--locust-workers", "2", "--users", "4", env=env)
+    deadline = time.monotonic() + 60
+    while not ((tmp_path / "r").exists() and _records(tmp_path)):
+        assert time.monotonic() < deadline and p.poll() is None, "the run never started sending"
+        time.sleep(0.05)
+    return p
 
 
 def _tagged_workers(tag: str) -> list[int]:
@@ -323,11 +329,7 @@ def test_a_worker_that_dies_mid_run_ends_the_run_with_a_message(engine, tmp_path
     which writes what arrived, marked incomplete; exit 2 with one line saying why."""
     tag = f"kill-{os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ, GB_SIGNAL_TAG=tag)
-    p = _via_locust(engine, tmp_path, "--num-prompts", "200", "--locust-workers", "2", "--users", "4", env=env)
-    deadline = time.monotonic() + 60
-    while not ((tmp_path / "r").exists() and _records(tmp_path)):
-        assert time.monotonic() < deadline and p.poll() is None, "the run never started sending"
-        time.sleep(0.05)
+    p = _sending(engine, tmp_path, "200", env)
     os.kill(_tagged_workers(tag)[0], signal.SIGKILL)
     try:
         out = p.communicate(timeout=60)[0].decode()
