@@ -158,3 +158,14 @@ def test_hostile_records(capsys, tmp_path, case, command):
     code = main([command, run, "--allow-incomplete"])  # gate: "cannot judge", its verdict on stdout
     out = capsys.readouterr()
     assert code == 2 and "Traceback" not in out.err and needle in " ".join(out.out.split()), out
+
+
+@pytest.mark.parametrize("flag", ["--limit", "--last"])
+def test_history_counts_beyond_any_catalogue_are_one_line(capsys, tmp_path, flag):
+    """SQLite holds 64-bit integers: a larger --limit was an IntegrityError traceback (limits.py bounds it)."""
+    from goodbench.records import RunMeta
+    from goodbench.rundir import RunDir
+
+    RunDir.open(str(tmp_path), RunMeta("r")).finish()  # a catalogue with one run in it
+    sub = ["list"] if flag == "--limit" else ["trend"]
+    one_line_exit_2(capsys, ["history", *sub, flag, "99999999999999999999"], f"{flag} must be <= 1e+07")
