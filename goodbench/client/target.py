@@ -6,6 +6,7 @@ aiohttp, outside the timed path."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import replace
 
@@ -13,7 +14,7 @@ import aiohttp
 
 from ..errors import TargetError
 from ..records import RequestSpec
-from .config import ClientConfig, not_a_stream, request_body
+from .config import ClientConfig, model_from_listing, not_a_stream, request_body
 
 PREFLIGHT_S = 2.0  # the whole preflight: /v1/models and one tiny request
 
@@ -41,10 +42,8 @@ async def resolve_model(base_url: str, api_key: str | None) -> str:
             async with s.get(base_url.rstrip("/") + "/v1/models") as r:
                 if r.status != 200:
                     return "default"
-                data = await r.json(content_type=None)
-                items = data.get("data") or []
-                return (items[0].get("id") if items else None) or "default"
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError):
+                return model_from_listing(await r.json(content_type=None)) or "default"
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, RecursionError):
         return "default"
 
 
@@ -59,8 +58,10 @@ async def probe_metrics(base_url: str) -> bool:
 
 
 def _served(data) -> list[str]:
+    """Every model id of a /v1/models reply (none when it is not shaped like OpenAI's)."""
     items = data.get("data") if isinstance(data, dict) else None
-    return [str(m.get("id")) for m in items or [] if isinstance(m, dict) and m.get("id")]
+    items = items if isinstance(items, list) else []
+    return [m["id"] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
 
 
 async def _models(s: aiohttp.ClientSession, base: str, model: str | None, timeout: float) -> tuple[str, list[str]]:
@@ -71,14 +72,17 @@ async def _models(s: aiohttp.ClientSession, base: str, model: str | None, timeou
         async with s.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
             if r.status in (401, 403):
                 raise TargetError(f"{url} answered HTTP {r.status}: the server wants an API key (--api-key-env VAR)")
-            data = await r.json(content_type=None) if r.status == 200 else None
+            body = await r.content.read(1 << 20) if r.status == 200 else b""
     except aiohttp.InvalidURL:
         raise TargetError(f"invalid URL {base!r}") from None
     except aiohttp.ClientConnectorError as e:
         raise TargetError(f"target unreachable: cannot connect to {base}: {e.os_error or e}") from None
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
         raise TargetError(f"{url} did not answer within {timeout:.1f} s: {type(e).__name__} {e}".rstrip()) from None
-    served = _served(data)
+    try:
+        served = _served(json.loads(body)) if body else []
+    except (ValueError, RecursionError):  # not JSON (or absurdly nested): the server lists nothing usable
+        served = []
     if not served:
         return model or "default", [f"{url} lists no models: sending model={model or 'default'}"]
     if model and model not in served:

@@ -41,6 +41,7 @@ class Share:
     tok: object = None
     on_tick: Callable | None = None
     scrape: bool = False
+    stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: the parent's PRESS alone
     announce: bool = True  # say on stderr that Ctrl-C was heard (a worker process leaves it to its parent)
 
 
@@ -139,9 +140,11 @@ def stop_notice(press: int, in_flight: int, grace_s: float) -> str:
     return f"goodbench: stopping: finishing {in_flight} in-flight requests (up to {grace_s:g} s), Ctrl-C again to abort"
 
 
-def _stop_on_signals(d: Dispatch, loop, announce: bool = True) -> None:
+def _stop_on_signals(d: Dispatch, loop, sigs, announce: bool = True) -> dict:
     """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them.
-    Each press is acknowledged on stderr at once."""
+    Each press is acknowledged on stderr at once (announce). A worker process listens to its parent's
+    PRESS alone (workers.py: one per press; the SIGINT or SIGTERM sent to the whole group also reaches
+    the worker, which ignores it, so one press is never counted twice)."""
     import sys
 
     presses = {"n": 0}
@@ -155,18 +158,24 @@ def _stop_on_signals(d: Dispatch, loop, announce: bool = True) -> None:
             for t in list(d.tasks):
                 t.cancel()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    old = {}
+    for sig in sigs:
         try:
+            before = signal.getsignal(sig)
             loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError):
+            old[sig] = before
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
+    return old
 
 
-def _forget_signals(loop) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):
+def _forget_signals(loop, old: dict) -> None:
+    """The handlers in place before the run (asyncio would leave the defaults: SIGTERM would kill)."""
+    for sig, handler in old.items():
         try:
             loop.remove_signal_handler(sig)
-        except (NotImplementedError, RuntimeError):
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
 
 
@@ -175,7 +184,7 @@ async def run_share(sh: Share) -> bool:
     loop = asyncio.get_running_loop()
     async with CLIENTS[sh.cfg.client](sh.cfg, sh.t0, sh.tok) as client:
         d = Dispatch(client, sh.sink, sh.progress, sh.opts)
-        _stop_on_signals(d, loop, sh.announce)
+        old = _stop_on_signals(d, loop, sh.stop_signals, sh.announce)
         try:
             n_warm = (
                 sh.opts.prewarm
@@ -186,7 +195,7 @@ async def run_share(sh: Share) -> bool:
             with quiet_gc():  # collector pauses would make the loop late (see gcquiet)
                 interrupted = await _run_timed(d, client, sh)
         finally:
-            _forget_signals(loop)
+            _forget_signals(loop, old)
         if sh.on_tick is not None:
             sh.on_tick()
         return interrupted
