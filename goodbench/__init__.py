@@ -31,6 +31,7 @@ _EXPORTS = {
     "max_rate": "api",
     "advise": "api",
     "check_advice": "api",
+    "calibrate": "api",
     # types
     "Run": "api",
     "Target": "api",

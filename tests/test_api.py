@@ -27,6 +27,7 @@ EXPORTS = [
     "max_rate",
     "advise",
     "check_advice",
+    "calibrate",
     "Run",
     "Target",
     "SweepOutcome",

@@ -7,10 +7,12 @@
 
 Each function does one whole job (a run, a simulation, a sweep, a verdict) and returns typed results;
 rendering and exit codes stay in the CLI. runs.py: simulate, run, run_via_locust; verdicts.py:
-load_run, summarize, gate, compare; sweeps.py: prepare_sweep, sweep, max_rate, min_gpus, advise."""
+load_run, summarize, gate, compare; sweeps.py: prepare_sweep, sweep, max_rate, min_gpus, advise;
+calibration.py: calibrate."""
 
 from __future__ import annotations
 
+from .calibration import calibrate
 from .common import Run, load_workload
 from .runs import Target, run, run_via_locust, simulate
 from .sweeps import SweepOutcome, advise, check_advice, max_rate, min_gpus, prepare_sweep, sweep
@@ -21,6 +23,7 @@ __all__ = [
     "SweepOutcome",
     "Target",
     "advise",
+    "calibrate",
     "check_advice",
     "compare",
     "gate",

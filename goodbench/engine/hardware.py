@@ -219,6 +219,7 @@ MODELS: dict[str, Model] = {
             131072,
             "meta-llama/Llama-3.2-3B config.json (tied embeddings)",
         ),
+        Model("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, False, 40960, "Qwen/Qwen3-8B config.json"),
         Model("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 32768, "Qwen/Qwen2.5-7B-Instruct config.json"),
         Model(
             "mistral-7b",
