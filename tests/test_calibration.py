@@ -25,7 +25,7 @@ def recomputed():
 def test_shipped_constants_are_the_fit(recomputed):
     # within a tenth of each constant's scale: medians and Poisson replays make the objective piecewise,
     # so Gauss-Newton settles to about that
-    assert recomputed["step"] < 0.1, "the fit moved: rerun `python -m goodbench.engine.virtual.calibration`"
+    assert recomputed["step"] < 0.1, "the fit moved: refit: `python -m goodbench.engine.virtual.calreport --refit`"
 
 
 def test_documented_tables_match_the_data(recomputed):
@@ -34,9 +34,7 @@ def test_documented_tables_match_the_data(recomputed):
     begin, end = "<!-- calibration:begin -->\n", "\n<!-- calibration:end -->"
     assert begin in doc and end in doc
     block = doc.split(begin, 1)[1].split(end, 1)[0]
-    assert block == markdown(recomputed), (
-        "docs/engine.md drifted: paste `python -m goodbench.engine.virtual.calibration`"
-    )
+    assert block == markdown(recomputed), "docs/engine.md drifted: paste `python -m goodbench.engine.virtual.calreport`"
 
 
 def test_the_engines_uncertainty_is_the_documented_table(recomputed):

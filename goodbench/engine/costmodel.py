@@ -8,10 +8,10 @@
     + t_step + t_req R                           host: scheduling, input preparation, sampling, output
   N tokens in the step, R requests scheduled, D of them decoding, L layers, h hidden size.
 
-The operator curves are measured (Vidur); the seven terms of StepConstants are fitted to public
+The operator curves are measured (Vidur); the nine terms of StepConstants are fitted to public
 end-to-end vLLM measurements (engine/virtual/calibration.csv; `python -m goodbench.engine.virtual.
-calibration` refits them and a test fails if SHIPPED drifts). `goodbench calibrate` fits the same
-shape to a user's own server (engine/profile.py): CostModel.from_profile.
+calreport --refit` refits them and a test fails if SHIPPED drifts). `goodbench calibrate` fits a
+profile (engine/profile.py) to a user's own server instead: profile_model.
 
 Every term is a table over N or R, or linear in the decode context: a decode-only step is linear in
 its summed context, which the simulator's closed-form decode runs rely on (engine/core.py)."""
@@ -44,7 +44,7 @@ class StepConstants:
     frontend_s: float  # once per request: the server's front end between send and the engine (HTTP, tokenizing)
 
 
-SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calibration` (tests/test_calibration.py checks it)
+SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
     step_s=0.5741e-3,
     request_s=18.06e-6,
     kv_read=1.457,

@@ -205,18 +205,3 @@ def calibrate(path: str | None = None, start: np.ndarray | None = None, iteratio
         for i, p in enumerate(points)
     ]
     return {"theta": theta, "rows": rows, "loso": loso, "step": step}
-
-
-if __name__ == "__main__":
-    # python -m goodbench.engine.virtual.calibration          refit from the priors: the constants to ship
-    # python -m goodbench.engine.virtual.calibration --docs   the tables at the shipped constants (docs/engine.md)
-    import sys
-
-    from .calreport import markdown, shipped_constants_text, uncertainty_constants
-
-    if "--docs" in sys.argv:
-        result = calibrate(start=shipped_theta(), iterations=0)
-        print(markdown(result))
-        print("\n# engine/uncertainty.py:", *uncertainty_constants(result["rows"]), sep="\n")
-    else:
-        print(shipped_constants_text(calibrate()["theta"]))

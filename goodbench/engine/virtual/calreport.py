@@ -1,12 +1,15 @@
 """The calibration's tables for docs/engine.md (tests/test_calibration.py recomputes them and compares),
-and the expected-error table engine/uncertainty.py ships (derived here, from the same rows)."""
+and the expected-error table engine/uncertainty.py ships (derived here, from the same rows).
+
+    python -m goodbench.engine.virtual.calreport           the tables at the shipped constants (docs/engine.md)
+    python -m goodbench.engine.virtual.calreport --refit   refit from the priors: the constants to ship (~5 min)"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..uncertainty import REGIME_ORDER
-from .calibration import NAMES
+from .calibration import NAMES, calibrate, shipped_theta
 
 TARGETS = {"tpot": ("TPOT / ITL / latency per token", 0.10), "ttft": ("TTFT", 0.15), "throughput": ("throughput", 0.10)}
 UNITS = {
@@ -136,3 +139,14 @@ def markdown(result: dict) -> str:
 
 
 __all__ = ["markdown", "regime_table", "shipped_constants_text", "uncertainty_constants"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--refit" in sys.argv:
+        print(shipped_constants_text(calibrate()["theta"]))
+    else:
+        result = calibrate(start=shipped_theta(), iterations=0)
+        print(markdown(result))
+        print("\n# engine/uncertainty.py:", *uncertainty_constants(result["rows"]), sep="\n")
