@@ -38,6 +38,35 @@ KNEES = (16, 128, 1024)  # starting floor/token knees (tokens): the floor is pie
 ITERATIONS = 12
 
 
+MIN_GAPS = 10  # a batch size with fewer decode-only gaps than this is not a target
+MAX_BATCH_BIN = 32  # decode-only gaps with more requests decoding share one bin
+
+
+def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The inter-token gaps taken while no request was waiting for its first token (decode-only steps,
+    as far as a client can tell): (gap seconds, requests decoding at the gap, flat index of the gap's
+    second token)."""
+    first, last = flat[start[:-1]], flat[start[1:] - 1]
+    later = np.ones(len(flat), bool)
+    later[start[:-1]] = False  # a request's first token opens no gap
+    idx = np.flatnonzero(later)
+    mid = (flat[idx] + flat[idx - 1]) / 2
+    fs, ls, ss = np.sort(first), np.sort(last), np.sort(sent)
+    decoding = np.searchsorted(fs, mid, "right") - np.searchsorted(ls, mid, "left")
+    waiting = np.searchsorted(ss, mid, "right") - np.searchsorted(fs, mid, "left")
+    keep = waiting == 0
+    return (flat[idx] - flat[idx - 1])[keep], np.minimum(decoding[keep], MAX_BATCH_BIN), idx[keep]
+
+
+def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:
+    """Median decode-only gap per number of requests decoding: {batch: (median s, count)}."""
+    return {
+        int(b): (float(np.median(gaps[batch == b])), int((batch == b).sum()))
+        for b in np.unique(batch)
+        if (batch == b).sum() >= MIN_GAPS
+    }
+
+
 @dataclass
 class RunData:
     """One run as the fit needs it: its requests at their send times and what the client measured."""
@@ -50,6 +79,7 @@ class RunData:
     itl_p50: float
     server_engine_s: float | None  # the server's mean queue + prefill time per request (its histograms)
     kv: dict  # num_gpu_blocks, block_size from the server's cache_config_info
+    gaps: dict  # observed gap_medians: what a decode step costs with each number of requests decoding
 
 
 def _cache_info(rows: list[dict]) -> dict:
@@ -94,6 +124,10 @@ def load_run(path: str) -> RunData:
     )
     gaps = np.concatenate([np.diff(r.chunk_times) for r in ok if len(r.chunk_times) > 1] or [np.array([np.nan])])
     rows = load_server_metrics(path)
+    start = np.zeros(len(ok) + 1, dtype=np.int64)
+    start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
+    flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
+    dg, db, _ = decode_gaps(np.array([r.sent_at for r in ok]), flat, start)
     return RunData(
         path,
         reqs,
@@ -103,7 +137,27 @@ def load_run(path: str) -> RunData:
         float(np.nanmedian(gaps)),
         _server_engine_s(rows),
         _cache_info(rows),
+        gap_medians(dg, db),
     )
+
+
+def _gap_residuals(run: RunData, t, dflat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per number of requests decoding: log(simulated / observed median decode-only gap), weighted by the
+    square root of the gaps behind the smaller count (the batch-size dependence TPOTs average away)."""
+    gaps, batch, idx = decode_gaps(t.sent, t.flat, t.start)
+    r, j = [], []
+    for b, (obs, n) in run.gaps.items():
+        sel = np.flatnonzero(batch == b)
+        if len(sel) < MIN_GAPS:
+            continue
+        order = sel[np.argsort(gaps[sel], kind="stable")]
+        mids = order[[(len(order) - 1) // 2, len(order) // 2]]  # the median: one element, or the middle two
+        med = float(gaps[mids].mean())
+        dmed = (dflat[idx[mids]] - dflat[idx[mids] - 1]).mean(axis=0)
+        w = np.sqrt(min(n, len(sel)))
+        r.append(w * np.log(med / obs))
+        j.append(w * dmed / med)
+    return np.array(r), np.array(j).reshape(len(r), len(TERMS))
 
 
 def replay_config(base: EngineConfig, runs: list[RunData]) -> EngineConfig:
@@ -143,6 +197,9 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
     dtpot = (dflat[last] - dflat[first])[many] / (n[many] - 1)[:, None]
     r = [np.log(ttft / run.ttft), np.log(tpot / run.tpot[many])]
     j = [dttft / ttft[:, None], dtpot / tpot[:, None]]
+    gr, gj = _gap_residuals(run, t, dflat)
+    r.append(gr)
+    j.append(gj)
     if run.server_engine_s:  # the server's own queue + prefill mean: separates the front end from the engine
         fe = np.zeros(len(TERMS))
         fe[-1] = 1.0
