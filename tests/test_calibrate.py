@@ -14,19 +14,30 @@ from goodbench.errors import RunDirError
 KNOBS = {"max_num_batched_tokens": 512, "max_num_seqs": 16, "num_gpu_blocks": 4000}
 
 
+SPREAD = """
+name = "spread"
+generator = "mixed"
+num_requests = 120
+seed = 1
+[arrival]
+process = "poisson"
+rate = 2.0
+[[class]]
+name = "varied"
+input = { dist = "uniform", min = 32, max = 600 }
+output = { dist = "uniform", min = 16, max = 96 }
+"""
+
+
 def runs(tmp_path, truth):
+    """Two runs on a server with the true profile: prompts spread over 32-600 tokens, and 1,000-token
+    prompts at a lower rate (calibrate on lengths that cover what the what-ifs ask about)."""
     eng = gb.EngineConfig(calibration=truth)
-    a = gb.simulate(
-        gb.load_workload(
-            None, dataset_name="random", random_input_len=200, random_output_len=64, num_prompts=120, request_rate=2.0
-        ),
-        eng,
-        result_dir=str(tmp_path),
-        run_id="a",
-    )
+    (tmp_path / "spread.toml").write_text(SPREAD)
+    a = gb.simulate(gb.load_workload(str(tmp_path / "spread.toml")), eng, result_dir=str(tmp_path), run_id="a")
     b = gb.simulate(
         gb.load_workload(
-            None, dataset_name="random", random_input_len=1000, random_output_len=100, num_prompts=80, request_rate=0.8
+            None, dataset_name="random", random_input_len=1000, random_output_len=100, num_prompts=60, request_rate=0.5
         ),
         eng,
         result_dir=str(tmp_path),
