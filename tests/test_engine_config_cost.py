@@ -183,3 +183,13 @@ def test_resolution_is_idempotent():
     ):
         once = cfg.resolved()
         assert once.resolved() == once
+
+
+def test_explain_prints_the_breakdown_and_its_basis(tmp_path):
+    from conftest import run_cli
+    from test_profile import write
+
+    r = run_cli("engine", "explain", "--prefill", "4096", "--decode", "32x1000")
+    assert r.returncode == 0 and "of their roofline" in r.stdout and "Vidur operator curves" in r.stdout
+    r = run_cli("engine", "explain", "--calibration", write(tmp_path), "--prefill", "512", "--decode", "8x500")
+    assert r.returncode == 0 and "calibration profile" in r.stdout and "roofline" not in r.stdout

@@ -4,6 +4,7 @@ carries its flag's help (`knob`), so the CLI generates the engine's arguments fr
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
 
 from ..errors import UsageError
@@ -76,8 +77,12 @@ class EngineConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
     def to_argv(self) -> list[str]:
-        """This config as `goodbench serve` flags (None fields are left to the child's defaults)."""
-        return to_argv(replace(self, kv_cache_dtype="auto") if self.kv_cache_dtype == "bf16" else self)
+        """This config as `goodbench serve` flags (None fields are left to the child's defaults; a
+        calibration profile by its absolute path, so a child in another directory finds it)."""
+        cfg = replace(self, kv_cache_dtype="auto") if self.kv_cache_dtype == "bf16" else self
+        if cfg.calibration:
+            cfg = replace(cfg, calibration=os.path.abspath(cfg.calibration))
+        return to_argv(cfg)
 
     def memory(self) -> dict:
         """Per-GPU memory budget in bytes: what the KV blocks are derived from."""

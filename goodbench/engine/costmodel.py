@@ -291,6 +291,17 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     )
 
 
+def _roofline(cfg: EngineConfig, n: int) -> float | None:
+    """The linear layers' roofline for n tokens on the tier (None: a calibration profile has no tier)."""
+    if cfg.calibration or n < 1:
+        return None
+    gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
+    fp8 = cfg.dtype == "fp8"
+    peak = (gpu.fp8_tflops if fp8 else gpu.bf16_tflops) * 1e12
+    params = m.layers * m.params_per_layer / cfg.tensor_parallel_size
+    return max(2 * n * params / peak, (1.0 if fp8 else 2.0) * params / (gpu.mem_bw_tbs * 1e12))
+
+
 def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tuple[int, int]]) -> dict:
     """Breakdown for `goodbench engine explain`: prefill chunks (new tokens, prior context) and
     decode groups (count, context length)."""
@@ -302,6 +313,7 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
     dc = sum(c * (ctx + 1) for c, ctx in decodes)
     seqs = len(prefill) + dt
     b = {k: float(v) for k, v in cm.breakdown(pt, dt, dc, pa, pc, seqs).items()}
+    roof = _roofline(cfg, pt + dt)
     return {
         "breakdown_s": b,
         "total_s": sum(b.values()),
@@ -309,6 +321,9 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
         "prefill_tokens": pt,
         "decode_tokens": dt,
         "num_seqs": seqs,
+        "linear_vs_roofline": roof / b["linear"] if roof and b["linear"] else None,
+        "one_token_linear_s": float(cm.linear[1]),
+        "frontend_s": cm.frontend_s,
         "basis": cm.basis,
     }
 

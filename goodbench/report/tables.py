@@ -419,10 +419,21 @@ def models_table(models) -> Table:
 
 def explain_lines(cfg, r: dict) -> list[str]:
     out = [
-        f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
-        f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests",
-        f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  (GEMM efficiency {r['eta_compute']:.0%}, "
-        f"weight-streaming floor {r['weight_floor_s'] * 1000:.2f} ms)",
+        (
+            "[bold]calibration profile[/]: step of "
+            if cfg.calibration
+            else f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
+        )
+        + f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests",
+        f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  ("
+        + (
+            f"linear layers at {r['linear_vs_roofline']:.0%} of their roofline, "
+            if r["linear_vs_roofline"] is not None
+            else ""
+        )
+        + f"one token's linear layers {r['one_token_linear_s'] * 1000:.2f} ms; "
+        f"front end {r['frontend_s'] * 1000:.1f} ms per request, not in the step)",
+        f"  [dim]{r['basis']}[/]",
     ]
     out += [f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}" for k, v in r["breakdown_s"].items()]
     return out
