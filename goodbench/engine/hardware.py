@@ -245,16 +245,21 @@ def get_gpu(name: str) -> GPU:
         raise UsageError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
 
 
+def read_toml(path: str, what: str) -> dict:
+    """One of the engine's TOML files (a model shape, a calibration profile); InputError naming the file."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read {what}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from None
+
+
 def load_model_file(path: str) -> Model:
     """A custom model from TOML: name, layers, hidden, heads, kv_heads, head_dim (default hidden/heads),
     ffn, vocab, tied_embeddings, max_position."""
-    try:
-        with open(path, "rb") as f:
-            d = tomllib.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read model file: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not valid TOML: {e}") from None
+    d = read_toml(path, "model file")
     need = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
     for k in need:
         if not isinstance(d.get(k), int) or d[k] <= 0:

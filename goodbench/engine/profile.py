@@ -15,12 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from ..errors import InputError
+from .hardware import read_toml
 
 TERMS = ("step_s", "floor_s", "token_s", "decode_request_s", "context_token_s", "prefill_attention_s", "frontend_s")
 ENGINE_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
@@ -64,13 +60,7 @@ def _num(d: dict, key: str, path: str) -> float:
 
 def load_profile(path: str) -> Profile:
     """A profile file; InputError naming the file and key when it is not one."""
-    try:
-        with open(path, "rb") as f:
-            d = tomllib.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read calibration profile: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not valid TOML: {e}") from None
+    d = read_toml(path, "calibration profile")
     if not isinstance(d.get("terms"), dict):
         raise InputError(f"{path}: no [terms] table: not a goodbench calibration profile (goodbench calibrate)")
     terms = {k: _num(d["terms"], k, path) for k in TERMS}
