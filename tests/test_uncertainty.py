@@ -1,9 +1,14 @@
 """engine_uncertainty: how sure a simulated run's step times are, from the calibration's table."""
 
+import io
+
 import pytest
+from rich.console import Console
 
 import goodbench as gb
 from goodbench.engine import uncertainty as u
+from goodbench.report.console import render_summary
+from goodbench.report.html import _blocks as html_blocks
 
 
 def test_regimes_follow_the_batch_the_prefill_share_and_tp():
@@ -34,3 +39,8 @@ def test_every_simulated_summary_carries_it(tmp_path):
     assert x["step_time_pct"] > 0 and x["regimes"][0].startswith("batch")
     again = gb.summarize(gb.load_run(run.dir))  # recomputed from the directory: the same
     assert again["engine_uncertainty"] == x
+    line = f"engine: step times ±{x['step_time_pct']:.0f}%"
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None).print(render_summary(run.summary, run.meta.to_dict(), 0.9))
+    assert line in buf.getvalue() and x["basis"] in buf.getvalue()
+    assert any(line in b for b in html_blocks(run.summary))
