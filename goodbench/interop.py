@@ -2,9 +2,10 @@
 
 Import turns a `vllm bench serve --save-result --save-detailed` JSON, an AIPerf `profile_export.jsonl`
 or a GenAI-Perf `profile_export.json` into a goodbench run directory (run.json + records.jsonl), so summaries, reports, compare and the gate
-work on runs made with those tools. Export writes one row per request with derived metrics (CSV,
-Parquet) or a result JSON in vLLM's shape. What an import cannot know is said in run.json's
-workload.caveats, and every summary of the run repeats it."""
+work on runs made with those tools; an llm-d Benchmark Report (llmd.py) into an aggregate-only one
+(run.json + summary.json) for the history. Export writes one row per request with derived metrics (CSV,
+Parquet), a result JSON in vLLM's shape, or an llm-d Benchmark Report. What an import cannot know is
+said in run.json's workload.caveats, and every summary of the run repeats it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 
 import numpy as np
 
+from . import llmd
 from .columnar import RecordArrays, RunArrays
 from .errors import InputError, UsageError
 from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
@@ -339,7 +341,18 @@ def import_genai_perf(path: str, result_dir: str, run_id: str | None = None, slo
     return _write_run(recs, meta, result_dir)
 
 
-IMPORTERS = {"vllm": import_vllm, "aiperf": import_aiperf, "genai-perf": import_genai_perf}
+def import_llmd(path: str, result_dir: str, run_id: str | None = None, slo: dict | None = None) -> str:
+    """An llm-d Benchmark Report (v0.1, v0.2, v0.2.1; JSON or YAML): run.json and the summary its
+    aggregates give (no records: the report holds none). slo: kept in run.json; the report's goodput,
+    if goodbench wrote it, was judged against the SLO the report names."""
+    meta, summary = llmd.from_report(llmd.read_report(path), os.path.basename(path))
+    meta["slo"] = slo or meta.get("slo")
+    rd = RunDir.open(result_dir, RunMeta(run_id=run_id or new_run_id("llmd"), **meta))
+    rd.finish(summary=summary | {"run_id": rd.meta.run_id})
+    return rd.dir
+
+
+IMPORTERS = {"vllm": import_vllm, "aiperf": import_aiperf, "genai-perf": import_genai_perf, "llmd": import_llmd}
 
 
 # ----------------------------------------------------------------------------------------------- export
@@ -441,16 +454,25 @@ def export_vllm(run: RunArrays, summary: dict, out: str) -> str:
     return out
 
 
-EXPORTS = {"csv": "requests.csv", "parquet": "requests.parquet", "vllm": "vllm_result.json"}
+EXPORTS = {
+    "csv": "requests.csv",
+    "parquet": "requests.parquet",
+    "vllm": "vllm_result.json",
+    "llmd": "benchmark_report_v0.2.1.json",
+}
 
 
 def export_run(run_dir: str, fmt: str, out: str | None = None, slo: dict | None = None) -> str:
-    """`goodbench export`: the run as csv / parquet / vllm, by default beside its records."""
+    """`goodbench export`: the run as csv / parquet / vllm / llmd, by default beside its records."""
     from .metrics import summarize
-    from .store import load_arrays
+    from .store import load_arrays, load_summary
 
     run = load_arrays(run_dir)
     out = out or os.path.join(run_dir, EXPORTS[fmt])
+    if fmt == "llmd":  # distributions from the records; an aggregate-only run exports its summary
+        dists = llmd.dists_of(run) if len(run.cols) else ({}, {})
+        summary = summarize(run, slo=slo, ci=False) if len(run.cols) else load_summary(run_dir)
+        return llmd.write_report(llmd.to_report(run.meta.to_dict(), summary or {}, *dists), out)
     if fmt == "csv":
         return export_csv(run, out, slo)
     if fmt == "parquet":

@@ -58,6 +58,12 @@ LIMITS = {
     "time_per_chunk_ms": Limit(0, lo_open=True),
     "port": Limit(0, 65535),
     "trace_speedup": Limit(0, lo_open=True),
+    # history
+    "history_window": Limit(2),
+    "history_min_runs": Limit(2),
+    "history_alpha": Limit(0, 0.5, lo_open=True),
+    "last": Limit(1),
+    "limit": Limit(1),
 }
 
 

@@ -7,9 +7,13 @@ the same inputs (metrics/compose.py), so it equals the one the run wrote."""
 from __future__ import annotations
 
 import os
+import sys
 
 from .columnar import RunArrays
 from .errors import RunDirError
+from .history import catalogue
+from .history.provenance import provenance, run_labels
+from .history.scan import index_run
 from .metrics.compose import compose
 from .records import RequestRecord, RunMeta, RunResult
 from .store import RunStore, error_samples, load_arrays, load_server_metrics, new_run_id
@@ -35,6 +39,8 @@ class RunDir:
         store = RunStore(result_dir, meta.run_id)
         if os.path.exists(store.dir) and not os.path.isdir(store.dir):
             raise RunDirError(f"{store.dir} exists and is not a directory")
+        meta.labels = run_labels(meta.labels)
+        meta.provenance = meta.provenance or provenance()
         store.start(meta)
         return cls(store, meta)
 
@@ -59,22 +65,41 @@ class RunDir:
         self.store.close()
 
     def finish(
-        self, *, records: list[RequestRecord] | None = None, ci: bool = True, summarized: bool = True
+        self,
+        *,
+        records: list[RequestRecord] | None = None,
+        ci: bool = True,
+        summarized: bool = True,
+        summary: dict | None = None,
     ) -> dict | None:
         """Close the records, summarize (metrics/compose.py, from self.meta, the records and the scraped
-        server metrics) and complete run.json (finished_wall) and summary.json. records: summarize these
-        in memory (simulations, sweep cells: the same records were appended); else the run is read back
-        from disk as columns. summarized=False writes no summary.json (imports: their summaries are
-        computed when read)."""
+        server metrics), complete run.json (finished_wall) and summary.json, and index the run in its
+        history catalogue (history/catalogue.py). records: summarize these in memory (simulations, sweep
+        cells: the same records were appended); else the run is read back from disk as columns.
+        summarized=False writes no summary.json (imports: their summaries are computed when read).
+        summary: the summary made elsewhere (an aggregate-only import), written as it is."""
         self.store.close()
-        summary = None
-        if summarized:
+        if summary is None and summarized:
             if records is not None:
                 summary = compose(RunResult(self.meta, records), rows=load_server_metrics(self.dir), ci=ci)
             else:
                 summary = summarize_dir(self.dir, meta=self.meta, ci=ci)
         self.store.finish(self.meta, summary)
+        self._index(summary)
         return summary
+
+    def _index(self, summary: dict | None) -> None:
+        """Add the run to its catalogue; a catalogue that cannot be written costs a warning, never the run."""
+        if not catalogue.enabled():
+            return
+        path = catalogue.default_path()
+        try:
+            if summary is None and os.path.exists(self.store.records_path):
+                summary = summarize_dir(self.dir, ci=False)  # an import: its metrics as `summarize` gives them
+            with catalogue.Catalogue(path) as cat:
+                index_run(cat, self.dir, self.meta.to_dict(), summary)
+        except Exception as e:  # noqa: BLE001 - the run is on disk; `goodbench history index` can redo this
+            print(f"goodbench: warning: run not added to the history catalogue {path}: {e}", file=sys.stderr)
 
 
 def summarize_dir(

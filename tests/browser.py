@@ -1,5 +1,6 @@
 """Load a local HTML file in headless Chromium over the DevTools protocol (aiohttp's websocket client)
-and report console errors, page exceptions, failed network loads and images that did not decode."""
+and report console errors, page exceptions, failed network loads and images that did not decode; then
+run scripted steps (JavaScript expressions, e.g. choosing a filter and reading what the page shows)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-async def _inspect(ws_url: str, file_url: str, timeout: float) -> dict:
+async def _inspect(ws_url: str, file_url: str, timeout: float, steps=()) -> dict:
     import aiohttp
 
     out = {
@@ -92,12 +93,23 @@ async def _inspect(ws_url: str, file_url: str, timeout: float) -> dict:
         r = await call("Runtime.evaluate", expression=expr, returnByValue=True)
         val = json.loads(r["result"]["result"]["value"])
         out["title"], out["images"], out["text"] = val["title"], val["images"], val["text"]
+        out["steps"] = []
+        for step in steps:  # each an expression whose value comes back as JSON
+            r = await call("Runtime.evaluate", expression=f"JSON.stringify({step})", returnByValue=True)
+            res = r["result"]
+            if "exceptionDetails" in res:
+                out["exceptions"].append(res["exceptionDetails"].get("text"))
+                out["steps"].append(None)
+            else:
+                out["steps"].append(json.loads(res["result"].get("value") or "null"))
         await asyncio.sleep(0.2)  # late console messages
         task.cancel()
     return out
 
 
-def inspect_page(path: str, chromium: str, timeout: float = 60.0) -> dict:
+def inspect_page(path: str, chromium: str, timeout: float = 60.0, steps=(), fragment: str = "") -> dict:
+    """What the page did on load, and the value of each step (a JavaScript expression) run after it, in
+    order. fragment: appended to the URL after '#' (pages that keep their state there)."""
     import urllib.request
 
     port = _port()
@@ -133,7 +145,8 @@ def inspect_page(path: str, chromium: str, timeout: float = 60.0) -> dict:
                 time.sleep(0.2)
         if ws_url is None:
             raise RuntimeError("chromium did not open its DevTools endpoint")
-        return asyncio.run(_inspect(ws_url, "file://" + os.path.abspath(path), timeout))
+        url = "file://" + os.path.abspath(path) + (f"#{fragment}" if fragment else "")
+        return asyncio.run(_inspect(ws_url, url, timeout, steps))
     finally:
         proc.terminate()
         try:

@@ -6,10 +6,20 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_history(tmp_path_factory):
+    """Runs made by module- and session-scoped fixtures index into the session's catalogue, never the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GOODBENCH_HISTORY_DB", str(tmp_path_factory.getbasetemp() / "history-session.sqlite"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _cache_dir(tmp_path_factory, monkeypatch):
-    # keep the ShareGPT length cache out of the user's home during tests (shared across the session)
+    # keep the ShareGPT length cache out of the user's home during tests (shared across the session),
+    # and give each test its own history catalogue (runs index themselves as they finish)
     monkeypatch.setenv("GOODBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("GOODBENCH_HISTORY_DB", str(tmp_path_factory.mktemp("history") / "history.sqlite"))
 
 
 @pytest.fixture(scope="session")

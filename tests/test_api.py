@@ -28,9 +28,15 @@ EXPORTS = [
     "advise",
     "check_advice",
     "calibrate",
+    "index_history",
+    "history_runs",
+    "history_trend",
+    "history_dashboard",
     "Run",
     "Target",
     "SweepOutcome",
+    "HistorySpec",
+    "HistoryFilters",
     "EngineConfig",
     "WorkloadSpec",
     "WorkloadOptions",
@@ -106,6 +112,9 @@ def test_run_against_the_auto_started_engine(tmp_path):
     run = gb.run(wl, engine=gb.EngineConfig(fixed_step_ms=2), result_dir=str(tmp_path), pin=False)
     assert run.summary["requests"]["completed"] == 5 and not run.interrupted
     assert os.path.exists(os.path.join(run.dir, "engine.log")) and run.meta.engine["fixed_step_ms"] == 2
+    assert run.meta.server == {"name": "goodbench", "version": gb.__version__, "owned_by": "goodbench"} | {
+        k: run.meta.server[k] for k in ("header", "max_model_len") if k in run.meta.server
+    }
 
 
 def test_run_reports_an_unreachable_target():

@@ -54,6 +54,13 @@ LAYERS = {
     "store": 4,
     "workloads": 4,
     "serverproc": 4,  # I/O edges
+    "history": 4,  # the run catalogue (SQLite), its scans and queries
+    "history.provenance": 2,
+    "history.identity": 3,
+    "history.changepoint": 3,
+    "history.verdict": 3,  # pure: identity, change points, the verdict against a series
+    "llmd": 4,  # the llm-d Benchmark Report mapping (and the distributions from a run's records)
+    "client.serverinfo": 4,  # what the target says about itself
     "rundir": 5,
     "engine.serve.launch": 5,  # a run directory; a child engine
     "runner": 6,

@@ -174,6 +174,7 @@ def test_chat_sharegpt_streams_with_usage_equal_to_chunks(pool, tmp_path):
     run = gb.run(gb.load_workload(str(wl)), srv.base_url, result_dir=str(tmp_path), run_id="chat")
     assert run.summary["requests"]["failed"] == 0
     assert run.meta.target["endpoint"] == "/v1/chat/completions"
+    assert run.meta.server["name"] == "vllm" and run.meta.server["version"]  # /v1/models owned_by, /version
     assert_usage_matches_records(records(run.dir), 8, 24)
     assert run.summary["server_timing"]["ttft_ms"]["n"] == 8
 

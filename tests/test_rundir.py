@@ -72,3 +72,57 @@ def test_a_fresh_run_id_and_collisions(tmp_path):
         RunDir.check_free(str(tmp_path), rd.meta.run_id)
     with pytest.raises(RunDirError):
         RunDir.open(str(tmp_path), RunMeta(rd.meta.run_id))
+
+
+# ----------------------------------------------------------------------------------------------- history
+def _rows():
+    import sqlite3
+
+    with sqlite3.connect(os.environ["GOODBENCH_HISTORY_DB"]) as con:  # each test's own (conftest.py)
+        return con.execute("SELECT path, run_id, labels, commit_sha FROM runs ORDER BY path").fetchall()
+
+
+def test_a_finished_run_indexes_itself_with_labels_and_provenance(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOODBENCH_LABELS", "branch=main")
+    monkeypatch.setenv("GOODBENCH_COMMIT", "c0ffee")
+    rd = RunDir.open(str(tmp_path), RunMeta("r", slo={"ttft": 60}, labels={"gpu": "h100"}))
+    rd.append_many(records())
+    rd.finish()
+    meta = load_meta(rd.dir)
+    assert meta.labels == {"branch": "main", "gpu": "h100"} and meta.provenance == {"commit": "c0ffee"}
+    assert _rows() == [(rd.dir, "r", '{"branch": "main", "gpu": "h100"}', "c0ffee")]  # outside it: absolute
+    assert os.listdir(tmp_path) == ["r"]  # nothing but runs in a results directory
+
+
+def test_runs_under_the_catalogue_are_kept_relative(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOODBENCH_HISTORY_DB", str(tmp_path / "history.sqlite"))
+    rd = RunDir.open(str(tmp_path / "sweep-1" / "cells"), RunMeta("cell-a"))
+    rd.append_many(records())
+    rd.finish()
+    assert _rows()[0][:2] == ("sweep-1/cells/cell-a", "cell-a")
+
+
+def test_an_import_without_summary_is_indexed_with_its_metrics(tmp_path):
+    import sqlite3
+
+    rd = RunDir.open(str(tmp_path), RunMeta("imp", mode="imported", slo={"ttft": 60}))
+    rd.append_many(records())
+    rd.finish(summarized=False)
+    assert not (tmp_path / "imp" / "summary.json").exists()
+    with sqlite3.connect(os.environ["GOODBENCH_HISTORY_DB"]) as con:
+        assert con.execute("SELECT value FROM metrics WHERE name = 'slo_attainment'").fetchone() == (1.0,)
+
+
+def test_the_history_can_be_turned_off_and_never_fails_a_run(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("GOODBENCH_HISTORY", "0")
+    rd = RunDir.open(str(tmp_path / "a"), RunMeta("r"))
+    rd.append_many(records())
+    rd.finish()
+    assert not os.path.exists(os.environ["GOODBENCH_HISTORY_DB"])
+    monkeypatch.delenv("GOODBENCH_HISTORY")
+    monkeypatch.setenv("GOODBENCH_HISTORY_DB", str(tmp_path))  # a directory: SQLite cannot open it
+    rd = RunDir.open(str(tmp_path / "b"), RunMeta("r"))
+    rd.append_many(records())
+    s = rd.finish()
+    assert s["requests"]["issued"] == 20 and (tmp_path / "b" / "r" / "summary.json").exists()
+    assert "warning: run not added to the history catalogue" in capfd.readouterr().err

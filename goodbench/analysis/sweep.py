@@ -40,6 +40,7 @@ class SweepSetup:
     cluster: ClusterSpec | None = None  # every cell's instances (None: one instance)
     prices: dict = field(default_factory=dict)  # $ per GPU-hour overrides
     target: float = 0.9  # the attainment a cell must reach to meet the SLO (its verdict)
+    labels: dict = field(default_factory=dict)  # every cell's run.json labels (docs/history.md)
 
     @property
     def slo(self) -> dict:
@@ -125,6 +126,7 @@ def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str, **
         requested_rate=s.plan.arrival.mean_rate,
         planned_requests=len(s.plan.requests),
         expected_prefix_reuse=s.plan.expected_reuse(),
+        labels=dict(s.labels),
         **kw,
     )
 

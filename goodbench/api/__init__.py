@@ -8,17 +8,21 @@
 Each function does one whole job (a run, a simulation, a sweep, a verdict) and returns typed results;
 rendering and exit codes stay in the CLI. runs.py: simulate, run, run_via_locust; verdicts.py:
 load_run, summarize, gate, compare; sweeps.py: prepare_sweep, sweep, max_rate, min_gpus, advise;
-calibration.py: calibrate."""
+calibration.py: calibrate; history.py: index_history, history_runs, history_trend, history_dashboard (and gate's
+HistorySpec)."""
 
 from __future__ import annotations
 
 from .calibration import calibrate
 from .common import Run, load_workload
+from .history import HistoryFilters, HistorySpec, history_dashboard, history_runs, history_trend, index_history
 from .runs import Target, run, run_via_locust, simulate
 from .sweeps import SweepOutcome, advise, check_advice, max_rate, min_gpus, prepare_sweep, sweep
 from .verdicts import compare, gate, load_run, summarize
 
 __all__ = [
+    "HistoryFilters",
+    "HistorySpec",
     "Run",
     "SweepOutcome",
     "Target",
@@ -27,6 +31,10 @@ __all__ = [
     "check_advice",
     "compare",
     "gate",
+    "history_dashboard",
+    "history_runs",
+    "history_trend",
+    "index_history",
     "load_run",
     "load_workload",
     "max_rate",

@@ -28,12 +28,13 @@ def simulate(
     step_trace: bool = False,
     cluster=None,
     prices: dict | None = None,
+    labels: dict | None = None,
     on_stage=None,
 ) -> Run:
     """The workload through the reference engine in virtual time: a run directory like `run`'s, with
     a `simulation` block (wall time, steps, preemptions, speed-up) and a `cost` block in its summary.
     cluster: an engine.layout.ClusterSpec (replicas behind a router, or prefill/decode instances);
-    prices: $ per GPU-hour overrides by tier (engine.prices)."""
+    prices: $ per GPU-hour overrides by tier (engine.prices); labels: run.json's (docs/history.md)."""
     from .. import tokenizer as tokmod
     from ..analysis.knobs import chunked_prefill_note
     from ..engine.prices import price_table
@@ -47,7 +48,6 @@ def simulate(
     layout = cluster if cluster is not None and cluster.many else None
     gpus = layout.gpus(cfg) if layout else {cfg.gpu: cfg.tensor_parallel_size}
     engine_meta = cfg.to_dict() | ({"cluster": layout.to_dict()} if layout else {})
-    target = {"base_url": "simulated", "endpoint": "", "model": cfg.model}
     rd = RunDir.open(
         result_dir,
         plan_meta(
@@ -55,11 +55,12 @@ def simulate(
             plan,
             "simulate",
             run_id=run_id or "",
-            target=target,
+            target={"base_url": "simulated", "endpoint": "", "model": cfg.model},
             engine=engine_meta,
             tokenizer=tok.name,
             gpus=gpus,
             prices=price_table(prices),
+            labels=dict(labels or {}),
         ),
         prefix="sim",
     )
@@ -175,7 +176,18 @@ def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage):
         _stop_engine(proc, logs["dir"])
 
 
-def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency) -> RunDir:
+def _server_info(ccfg, cfg) -> dict:
+    """run.json's server block: what the target says about itself (client/serverinfo.py)."""
+    from ..client.serverinfo import server_info
+    from ..version import __version__
+
+    info = asyncio.run(server_info(ccfg.base_url, ccfg.api_key, ccfg.model))
+    if cfg is not None:  # the reference engine started for this run
+        info = {"name": "goodbench", "version": __version__} | info
+    return info
+
+
+def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels) -> RunDir:
     """The run directory of a live run: its meta from the plan, the target and the engine it started."""
     cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
     target = {"base_url": ccfg.base_url, "endpoint": ccfg.endpoint, "model": ccfg.model}
@@ -188,6 +200,8 @@ def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, m
         engine=cfg.to_dict() if cfg else None,
         tokenizer=tok.name,
         max_concurrency=cap,
+        labels=dict(labels or {}),
+        server=_server_info(ccfg, cfg),
     )
     meta.label += f",maxconc={cap}" if cap else ""
     return RunDir.open(result_dir, meta)
@@ -206,12 +220,14 @@ def run(
     scrape_metrics: bool | None = None,
     grace_s: float = 5.0,
     pin: bool = True,
+    labels: dict | None = None,
     on_stage=None,
     live=None,
 ) -> Run:
     """Drive the workload at an OpenAI-compatible server on the real clock. target: a Target, a base
     URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
-    port for the run. live(progress, fn): wraps the timed part for a progress display; fn(on_tick)."""
+    port for the run. labels: {key: value} kept in run.json and the history catalogue. live(progress,
+    fn): wraps the timed part for a progress display; fn(on_tick)."""
     from .. import tokenizer as tokmod
     from ..runner import Progress, RunOptions, run_plan
 
@@ -224,7 +240,7 @@ def run(
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
-        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency)
+        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels)
         logs["dir"] = rd.dir
         opts = RunOptions(
             max_concurrency=max_concurrency,
@@ -256,14 +272,17 @@ def run_via_locust(
     min_attainment: float = 0.95,
     api_key_env: str = "OPENAI_API_KEY",
     pin: bool = True,
+    labels: dict | None = None,
     on_stage=None,
 ) -> int:
     """The same workload under locust (one process, or a local master and N workers); the locust
-    master writes the results directory. Returns its exit code (1: attainment below min_attainment)."""
+    master writes the results directory. Returns its exit code (1: attainment below min_attainment).
+    labels reach the master's run.json through $GOODBENCH_LABELS, which its process inherits."""
+    from ..history.provenance import labels_in_env
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
-    with _server(_target(target), engine, pin, on_stage) as (target, _, _logs):
+    with _server(_target(target), engine, pin, on_stage) as (target, _, _logs), labels_in_env(labels):
         return run_locust(
             spec,
             LocustRun(

@@ -39,13 +39,15 @@ def prepare_sweep(
     cluster=None,
     prices: dict | None = None,
     layouts: list[str] | None = None,
+    labels: dict | None = None,
     on_stage=None,
     target_attainment: float = 0.9,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
     analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
     per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
-    colocated and split); target_attainment: what a cell must reach to meet the SLO."""
+    colocated and split); labels: {key: value} on every cell's run (docs/history.md); target_attainment:
+    what a cell must reach to meet the SLO."""
     from .. import tokenizer as tokmod
     from ..analysis.grid import check_cells, grid
     from ..analysis.sweep import require_slo, setup
@@ -60,7 +62,7 @@ def prepare_sweep(
     check_cells(base, cells)
     tok = tokmod.load(tokenizer, lazy=True)
     stage(on_stage, "building workload...")
-    return setup(
+    prepared = setup(
         spec,
         build_plan(spec, tok),
         base,
@@ -73,6 +75,7 @@ def prepare_sweep(
         prices,
         target_attainment,
     )
+    return replace(prepared, labels=dict(labels or {}))
 
 
 def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:

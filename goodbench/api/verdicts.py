@@ -37,12 +37,18 @@ def _summary_of(x, slo: dict | None) -> dict:
     return summarize(x, slo)
 
 
+def _aggregate_only(x) -> str | None:
+    from ..llmd import aggregate_only
+
+    return None if isinstance(x, dict) else aggregate_only(x.meta if isinstance(x, Run) else load_meta(x))
+
+
 def _incomplete(x) -> str | None:
     from ..store import incomplete
 
     if isinstance(x, dict):
         return None
-    return incomplete(x.dir if isinstance(x, Run) else x)
+    return _aggregate_only(x) or incomplete(x.dir if isinstance(x, Run) else x)
 
 
 def _workload_of(x) -> dict | None:
@@ -60,16 +66,20 @@ def gate(
     baseline: Run | str | dict | None = None,
     allow_incomplete: bool = False,
     allow_different_workloads: bool = False,
+    history=None,
 ) -> GateResult:
     """Pass/fail a run (a Run, a run directory or a summary dict) against the gate spec (default: SLO
     attainment >= 95%). slo: judge against this SLO instead of the run's own. A run directory that
     cannot be read, holds an incomplete run (killed, interrupted, records cut short; unless
     allow_incomplete), or a baseline that ran a different workload (unless allow_different_workloads),
-    gives a result that cannot be judged (exit code 2), not an exception."""
+    gives a result that cannot be judged (exit code 2), not an exception. history: a HistorySpec (api/
+    history.py): also judge the run against the recent runs of its identity in the catalogue."""
     from ..records import parse_slo
     from ..workloads.identity import difference
 
     slo = parse_slo(slo) if isinstance(slo, (str, list)) else slo
+    if history is not None and _aggregate_only(run):  # an llm-d import: only its series can judge it
+        return GateResult(_history_clauses(run, history))
     try:
         for which, x in (("", run), ("baseline: ", baseline)):
             why = None if allow_incomplete or x is None else _incomplete(x)
@@ -86,7 +96,19 @@ def gate(
         return GateResult([], False, str(e))
     if differ and not allow_different_workloads:
         return GateResult([], False, differ)
-    return evaluate(summary, spec or GateSpec(), base)
+    result = evaluate(summary, spec or GateSpec(), base)
+    if history is not None and result.judgeable:
+        result.clauses += _history_clauses(run, history)
+    return result
+
+
+def _history_clauses(run, history) -> list:
+    """gate --history's clauses: the run's metrics against the recent series of its identity."""
+    from .history import gate_history, history_clause
+
+    if isinstance(run, dict):
+        raise UsageError("gate against history needs a run directory, not a summary")
+    return [history_clause(c) for c in gate_history(run.dir if isinstance(run, Run) else run, history)]
 
 
 def compare(
@@ -103,11 +125,15 @@ def compare(
     p-values and a verdict per metric (analysis.compare). Runs of different workloads are refused
     (UsageError) unless allow_different_workloads; the result then carries the difference as a warning."""
     from ..analysis.compare import compare as compare_columns
+    from ..llmd import aggregate_only
     from ..metrics import RequestMetrics, measured_arrays, summarize as summarize_columns
     from ..records import parse_slo
     from ..workloads.identity import difference
 
     runs = [load_arrays(r.dir if isinstance(r, Run) else r) for r in (base, new)]
+    for r in runs:
+        if aggregate_only(r.meta):
+            raise UsageError(f"cannot compare {r.meta.run_id}: {aggregate_only(r.meta)}")
     differ = difference(runs[0].meta.workload, runs[1].meta.workload)
     if differ and not allow_different_workloads:
         raise UsageError(differ)

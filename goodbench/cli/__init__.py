@@ -10,7 +10,7 @@ import argparse
 import difflib
 import sys
 
-from . import analysis, calibrate, catalog, engine, gate, run, simulate, sweep
+from . import analysis, calibrate, catalog, engine, gate, history, run, simulate, sweep
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -42,6 +42,7 @@ def make_parser() -> argparse.ArgumentParser:
     gate.add_parser(sub)
     sweep.add_parser(sub)
     analysis.add_parsers(sub)
+    history.add_parsers(sub)
     sweep.add_advise_parser(sub)
     engine.add_serve_parser(sub)
     engine.add_engine_parser(sub)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, console
+from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, add_label_args, console, run_labels
 
 
 def add_parsers(sub) -> None:
@@ -61,33 +61,37 @@ def _add_compare(sub) -> None:
 def _add_import(sub) -> None:
     imp = sub.add_parser(
         "import",
-        help="turn a vllm bench serve, AIPerf or GenAI-Perf result into a goodbench run directory",
+        help="turn a vllm bench serve, AIPerf, GenAI-Perf or llm-d result into a goodbench run directory",
         description="vllm: the JSON of `vllm bench serve --save-result --save-detailed`. "
         "aiperf: profile_export.jsonl (or its artifact directory). genai-perf: "
-        "profile_export.json (perf_analyzer's per-request export, or its directory).",
+        "profile_export.json (perf_analyzer's per-request export, or its directory). llmd: an llm-d "
+        "Benchmark Report (v0.1, v0.2, v0.2.1; JSON, or YAML with PyYAML): aggregates only, for the history.",
     )
-    imp.add_argument("tool", choices=("vllm", "aiperf", "genai-perf"))
+    imp.add_argument("tool", choices=("vllm", "aiperf", "genai-perf", "llmd"))
     imp.add_argument("file", metavar="FILE")
     imp.add_argument("--result-dir", default="results", help="parent directory (default results/)")
     imp.add_argument("--run-id", help="run directory name (default: <tool>-<timestamp>)")
     add_goodput_arg(imp, "none (the tool's files carry no SLO)")
+    add_label_args(imp)
     imp.set_defaults(fn=cmd_import)
 
 
 def _add_export(sub) -> None:
     exp = sub.add_parser(
         "export",
-        help="per-request CSV / Parquet, or a vLLM-shaped result JSON",
+        help="per-request CSV / Parquet, a vLLM-shaped result JSON, or an llm-d Benchmark Report",
         description="csv/parquet: one row per request with derived metrics (ms). vllm: the shape "
-        "of `vllm bench serve --save-detailed` output.",
+        "of `vllm bench serve --save-detailed` output. llmd: an llm-d Benchmark Report v0.2.1 "
+        "(JSON; field mapping in docs/history.md).",
     )
     exp.add_argument("run_dir", metavar="RUN_DIR")
-    exp.add_argument("--format", choices=("csv", "parquet", "vllm"), default="csv", help="default csv")
+    exp.add_argument("--format", choices=("csv", "parquet", "vllm", "llmd"), default="csv", help="default csv")
     exp.add_argument(
         "-o",
         "--output",
         metavar="FILE",
-        help="default: requests.csv / requests.parquet / vllm_result.json in the run directory",
+        help="default: requests.csv / requests.parquet / vllm_result.json / benchmark_report_v0.2.1.json "
+        "in the run directory",
     )
     add_goodput_arg(exp, "the run's own, for the met_slo column")
     exp.set_defaults(fn=cmd_export)
@@ -163,10 +167,13 @@ def cmd_compare(args) -> int:
 
 
 def cmd_import(args) -> int:
+    from ..history.provenance import labels_in_env
     from ..interop import IMPORTERS
 
-    out = IMPORTERS[args.tool](args.file, args.result_dir, run_id=args.run_id, slo=_slo(args.goodput))
-    console().print(f"imported {args.file} into {out}\n  next: goodbench report {out}")
+    with labels_in_env(run_labels(args)):
+        out = IMPORTERS[args.tool](args.file, args.result_dir, run_id=args.run_id, slo=_slo(args.goodput))
+    nxt = f"goodbench history trend --under {out}" if args.tool == "llmd" else f"goodbench report {out}"
+    console().print(f"imported {args.file} into {out}\n  next: {nxt}")
     return EXIT_OK
 
 

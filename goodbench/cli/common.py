@@ -118,6 +118,41 @@ def workload(args):
     return resolve_workload(WorkloadOptions.from_namespace(args))
 
 
+# ----------------------------------------------------------------------------------------------- history
+def add_label_args(p) -> None:
+    """--label on every command that writes a run directory, and the catalogue it indexes into."""
+    g = p.add_argument_group("history (docs/history.md)")
+    g.add_argument(
+        "--label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a label kept in run.json and the history catalogue (repeatable; also $GOODBENCH_LABELS), "
+        "e.g. --label branch=main --label gpu=h100",
+    )
+    g.add_argument(
+        "--history-db",
+        metavar="FILE",
+        help="the catalogue this run indexes into (default $GOODBENCH_HISTORY_DB, else "
+        "~/.local/share/goodbench/history.sqlite)",
+    )
+    g.add_argument("--no-history", action="store_true", help="do not index this run (also $GOODBENCH_HISTORY=0)")
+
+
+def run_labels(args) -> dict:
+    """The --label flags as a dict; --history-db and --no-history set the environment every run directory
+    of this process (and its children: sweep cells, a locust master) reads when it finishes."""
+    import os
+
+    from ..history.catalogue import DB_ENV, OFF_ENV
+    from ..history.provenance import parse_labels
+
+    if getattr(args, "no_history", False):
+        os.environ[OFF_ENV] = "0"
+    if getattr(args, "history_db", None):
+        os.environ[DB_ENV] = os.path.abspath(args.history_db)
+    return parse_labels(getattr(args, "label", None))
+
+
 # ----------------------------------------------------------------------------------------------- engine
 MOVED_MODEL = (
     "--model names the served model (goodbench run, serve's --served-model-name); the engine's "
@@ -205,8 +240,67 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
         action="store_true",
         help="with --baseline: judge against a run of a different workload (refused by default)",
     )
+    _add_history_gate_args(g, with_db=not in_run)  # run/simulate have --history-db (add_label_args)
     g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
     g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
+
+
+def _add_history_gate_args(g, with_db: bool) -> None:
+    g.add_argument(
+        "--history",
+        action="store_true",
+        help="also judge the run against the recent runs of its identity in the history catalogue: a "
+        "metric fails only when it is worse than the series' own spread allows (docs/history.md)",
+    )
+    g.add_argument(
+        "--history-metric",
+        nargs="+",
+        metavar="METRIC",
+        help="with --history: metrics to judge (default goodput ttft_p99 tpot_p99; `goodbench history "
+        "trend --help` lists them)",
+    )
+    g.add_argument("--history-window", type=int, help="with --history: earlier runs to compare with (default 20)")
+    g.add_argument("--history-min-runs", type=int, help="with --history: fewer earlier runs are not judged (default 5)")
+    g.add_argument(
+        "--history-alpha", type=float, help="with --history: one-sided false-fail rate of the band (default 0.001)"
+    )
+    g.add_argument(
+        "--history-min-change",
+        metavar="FRACTION",
+        help="with --history: a change smaller than this never fails (default 1%%)",
+    )
+    g.add_argument(
+        "--history-label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="with --history: compare only with runs carrying this label, e.g. branch=main (repeatable)",
+    )
+    if with_db:
+        g.add_argument(
+            "--history-db", metavar="FILE", help="with --history: the catalogue (default: as `goodbench history`)"
+        )
+
+
+def history_spec(args):
+    """The gate's HistorySpec from the --history flags (None without --history)."""
+    if not getattr(args, "history", False):
+        return None
+    from ..api import HistorySpec
+    from ..gating import parse_fraction
+    from ..history.provenance import parse_labels
+
+    d = HistorySpec()
+    return HistorySpec(
+        metrics=tuple(args.history_metric or d.metrics),
+        window=args.history_window or d.window,
+        min_runs=args.history_min_runs or d.min_runs,
+        alpha=args.history_alpha or d.alpha,
+        min_change=parse_fraction(args.history_min_change, "--history-min-change")
+        if args.history_min_change is not None
+        else d.min_change,
+        labels=parse_labels(args.history_label, "--history-label"),
+        db=args.history_db,
+    )
 
 
 def gate_spec(args, table: dict | None):
@@ -236,6 +330,7 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
         baseline=args.baseline,
         allow_incomplete=args.allow_incomplete,
         allow_different_workloads=args.allow_different_workloads,
+        history=history_spec(args),
     )
     for line in gate_lines(result):
         con.print(line)

@@ -7,10 +7,12 @@ from .common import (
     Stages,
     add_engine_args,
     add_gate_args,
+    add_label_args,
     add_workload_args,
     console,
     engine_config,
     maybe_gate,
+    run_labels,
     workload,
 )
 
@@ -106,6 +108,7 @@ def add_parser(sub) -> None:
     add_run_args(p)
     add_engine_args(p, served_model=True)
     add_gate_args(p, True)
+    add_label_args(p)
     p.set_defaults(fn=cmd_run)
 
 
@@ -152,6 +155,7 @@ def cmd_run(args) -> int:
     con = console()
     spec = workload(args)
     engine = engine_config(args, resolve=False)
+    labels = run_labels(args)
     if args.via == "locust":
         return api.run_via_locust(
             spec,
@@ -166,6 +170,7 @@ def cmd_run(args) -> int:
             min_attainment=args.target_attainment,
             api_key_env=args.api_key_env,
             pin=not args.no_pin,
+            labels=labels,
         )
     install_uvloop()
     with Stages(con, quiet=args.quiet) as stages:
@@ -181,6 +186,7 @@ def cmd_run(args) -> int:
             scrape_metrics=args.scrape,
             grace_s=args.grace_period,
             pin=not args.no_pin,
+            labels=labels,
             on_stage=stages,
             live=_live(con, args.quiet, bool(spec.slo), stages),
         )

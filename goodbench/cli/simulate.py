@@ -6,10 +6,12 @@ from .common import (
     Stages,
     add_engine_args,
     add_gate_args,
+    add_label_args,
     add_workload_args,
     console,
     engine_config,
     maybe_gate,
+    run_labels,
     workload,
 )
 from .scale import add_cluster_args, add_price_args, cluster_spec, prices
@@ -32,6 +34,7 @@ def add_parser(sub) -> None:
     p.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
     p.add_argument("--quiet", action="store_true", help="no progress line while the workload is built and simulated")
     add_gate_args(p, True)
+    add_label_args(p)
     p.set_defaults(fn=cmd_simulate)
 
 
@@ -52,6 +55,7 @@ def cmd_simulate(args) -> int:
             step_trace=args.step_trace,
             cluster=cluster_spec(args),
             prices=prices(args),
+            labels=run_labels(args),
             on_stage=stages,
         )
     s = run.summary

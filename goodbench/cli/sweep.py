@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from .common import EXIT_GATE, EXIT_OK, Stages, add_engine_args, add_workload_args, console, engine_config, workload
+from .common import (
+    EXIT_GATE,
+    EXIT_OK,
+    Stages,
+    add_engine_args,
+    add_label_args,
+    add_workload_args,
+    console,
+    engine_config,
+    run_labels,
+    workload,
+)
 from .scale import add_cluster_args, add_price_args, cluster_spec, prices
 
 
@@ -37,6 +48,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-replicas", type=int, default=16, help="for --min-gpus: most replicas tried (default 16)")
     _add_grid_args(p)
     _add_backend_args(p)
+    add_label_args(p)
     p.set_defaults(fn=cmd_sweep)
 
 
@@ -119,6 +131,7 @@ def cmd_sweep(args) -> int:
             cluster=cluster_spec(args),
             prices=prices(args),
             layouts=_layouts(args),
+            labels=run_labels(args),
             on_stage=stages,
             target_attainment=args.target_attainment,
         )

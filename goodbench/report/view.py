@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..columnar import RecordArrays, RunArrays
+from ..errors import RunDirError
+from ..llmd import aggregate_only
 from ..metrics import RequestMetrics, measured_arrays
 from ..rundir import summarize_dir
 from ..store import incomplete, load_arrays, load_server_metrics, read_jsonl
@@ -40,6 +42,8 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
     the one the run wrote, or the same definitions applied to a run imported from another tool), the
     columns and derived arrays the figures draw, the step trace and the scraped server metrics."""
     run: RunArrays = load_arrays(run_dir)
+    if aggregate_only(run.meta):
+        raise RunDirError(f"{run_dir}: {aggregate_only(run.meta)}")
     cols = measured_arrays(run)
     c = RequestMetrics(cols)
     summary = summarize_dir(run_dir, slo=slo, prepared=c, run=run)

@@ -1,0 +1,169 @@
+"""A run's place in a history: its identity (what makes two runs comparable over time) and the metrics a
+catalogue keeps, read from run.json and summary.json. Pure.
+
+The identity is the workload (its name and a hash of its requests, arrivals and count, without the
+seed: runs of other seeds draw from the same distributions, which is the noise a series absorbs), the
+model, the SLO, the server's kind (vllm, sglang, goodbench's engine, the simulator, ...), the GPUs and,
+for the reference engine, its configuration. The server's version, the commit, goodbench's version and
+the labels are deliberately not part of it: they are what changes along a series."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+from ..engine.config import EngineConfig
+from ..records import format_slo
+
+# name -> (where in summary.json, unit, which way is better)
+METRICS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "goodput": (("goodput",), "req/s", "higher"),
+    "slo_attainment": (("slo_attainment",), "fraction", "higher"),
+    "request_throughput": (("request_throughput",), "req/s", "higher"),
+    "output_throughput": (("output_throughput",), "tok/s", "higher"),
+    "achieved_rate": (("achieved_rate",), "req/s", "higher"),
+    "failed_fraction": ((), "fraction", "lower"),  # requests.failed / requests.issued
+    "goodput_per_gpu": (("cost", "goodput_per_gpu"), "req/s", "higher"),
+    "usd_per_million_output_tokens": (("cost", "usd_per_million_output_tokens"), "$", "lower"),
+    "prefix_cache_hit_rate": (("prefix_cache", "hit_rate"), "fraction", "higher"),
+    "duration_s": (("duration_s",), "s", "lower"),
+}
+for _m in ("ttft", "tpot", "itl", "e2el", "ttfo", "schedule_lag"):
+    for _q in ("p50", "p90", "p95", "p99", "mean", "max"):
+        METRICS[f"{_m}_{_q}"] = ((f"{_m}_ms", _q), "ms", "lower")
+
+# the metrics the dashboard draws and gate --history checks by default
+HEADLINE = ("goodput", "slo_attainment", "output_throughput", "ttft_p99", "tpot_p99", "itl_p99", "e2el_p99")
+IDENTITY_FIELDS = ("workload", "workload_key", "model", "slo", "server", "gpu", "engine")
+# not part of what a run measures: where the file was, its prose, the seed, the gate, the SLO (kept apart)
+_NOT_WORKLOAD = {"path", "description", "seed", "gate", "slo", "source", "caveats", "aggregate_only"}
+_ENGINE_DEFAULTS = EngineConfig().to_dict()
+_DERIVED = {"num_gpu_blocks"}  # resolved from GPU memory and the cost model's tables, not chosen
+
+
+def metric_info(name: str) -> tuple[str, str]:
+    """(unit, "higher" | "lower") of a catalogue metric."""
+    return METRICS[name][1], METRICS[name][2]
+
+
+def metrics_of(summary: dict | None) -> dict[str, float]:
+    """Every finite catalogue metric the summary holds."""
+    if not summary:
+        return {}
+    out: dict[str, float] = {}
+    for name, (path, _, _) in METRICS.items():
+        v = _dig(summary, path) if path else _failed(summary)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[name] = float(v)
+    return out
+
+
+def _dig(d, path):
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+def _failed(summary: dict):
+    req = summary.get("requests") or {}
+    issued = req.get("issued")
+    return req.get("failed", 0) / issued if issued else None
+
+
+def server_of(meta: dict) -> tuple[str, str | None]:
+    """(kind, version) of what served the run."""
+    mode, engine, srv = meta.get("mode"), meta.get("engine"), meta.get("server") or {}
+    if mode == "simulate":
+        return "goodbench-sim", meta.get("goodbench_version")
+    if srv.get("name"):
+        return str(srv["name"]), srv.get("version")
+    if engine:
+        return "goodbench", meta.get("goodbench_version")
+    if mode == "imported":
+        return "unknown", None
+    return "unknown", srv.get("version")
+
+
+def gpu_of(meta: dict) -> str:
+    """ "h100-sxm x1" from the GPUs a simulated or auto-started engine used, else the `gpu` label."""
+    gpus = meta.get("gpus")
+    engine = meta.get("engine") or {}
+    if not gpus and engine.get("gpu"):
+        gpus = {engine["gpu"]: engine.get("tensor_parallel_size") or 1}
+    if gpus:
+        return " + ".join(f"{k} x{v}" for k, v in sorted(gpus.items()))
+    return str((meta.get("labels") or {}).get("gpu") or "")
+
+
+def engine_key(engine: dict | None) -> str:
+    """The reference engine's configuration as it bears on results: the knobs that differ from
+    EngineConfig's defaults (so a goodbench upgrade that adds a knob keeps the series), without the
+    KV-cache size derived from memory."""
+    if not engine:
+        return ""
+    kept = {k: v for k, v in engine.items() if k not in _DERIVED and _ENGINE_DEFAULTS.get(k, object()) != v}
+    return _hash(kept)
+
+
+def _hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def workload_key(workload: dict | None) -> str:
+    """The workload's requests and arrivals, whatever its seed, file or description."""
+    return _hash({k: v for k, v in (workload or {}).items() if k not in _NOT_WORKLOAD})
+
+
+def identity_of(meta: dict) -> dict:
+    """The fields that make runs comparable (IDENTITY_FIELDS) and their key."""
+    wl = meta.get("workload") or {}
+    server, _ = server_of(meta)
+    ident = {
+        "workload": str(wl.get("name") or ""),
+        "workload_key": workload_key(wl),
+        "model": str((meta.get("target") or {}).get("model") or ""),
+        "slo": format_slo(meta.get("slo")),
+        "server": server,
+        "gpu": gpu_of(meta),
+        "engine": engine_key(meta.get("engine")),
+    }
+    ident["key"] = _hash([ident[k] for k in IDENTITY_FIELDS])
+    return ident
+
+
+def describe(ident: dict) -> str:
+    """One line naming an identity: 'mixed-long-short · llama-3.1-8b · vllm · h100-sxm x1 · ttft:500'."""
+    parts = [ident.get("workload"), ident.get("model"), ident.get("server"), ident.get("gpu")]
+    slo = ident.get("slo")
+    return " · ".join(str(p) for p in parts if p) + (f" · {slo}" if slo and slo != "none" else "")
+
+
+def run_row(meta: dict, summary: dict | None) -> dict:
+    """Everything the catalogue keeps about one run (its path is the caller's)."""
+    ident = identity_of(meta)
+    server, version = server_of(meta)
+    prov = meta.get("provenance") or {}
+    target = meta.get("target") or {}
+    return {
+        "run_id": str(meta.get("run_id") or ""),
+        "started": str(meta.get("started_wall") or ""),
+        "finished": meta.get("finished_wall"),
+        "mode": str(meta.get("mode") or ""),
+        "identity": ident["key"],
+        **{k: ident[k] for k in IDENTITY_FIELDS},
+        "workload_hash": str(meta.get("workload_hash") or ""),
+        "server_version": version,
+        "endpoint": str(target.get("endpoint") or ""),
+        "base_url": str(target.get("base_url") or ""),
+        "label": str(meta.get("label") or ""),
+        "goodbench_version": str(meta.get("goodbench_version") or ""),
+        "commit": prov.get("commit"),
+        "branch": prov.get("branch"),
+        "build": prov.get("build"),
+        "build_url": prov.get("build_url"),
+        "labels": {str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        "valid": None if not summary else summary.get("valid"),
+        "interrupted": bool(meta.get("interrupted")),
+        "metrics": metrics_of(summary),
+    }

@@ -1,0 +1,85 @@
+"""The run catalogue: upserts keyed by directory, paths that survive a move, and concurrent writers."""
+
+import multiprocessing as mp
+import os
+import shutil
+import sqlite3
+
+from histruns import write_run
+
+from goodbench.history.catalogue import Catalogue, default_path
+from goodbench.history.identity import run_row
+from goodbench.history.scan import index_dirs, read_run
+
+
+def _row(d):
+    row, why = read_run(d)
+    assert not why
+    return row
+
+
+def test_upsert_is_idempotent_and_replaces_metrics(tmp_path):
+    d = write_run(str(tmp_path), "r1", 0, {"goodput": 3.0})
+    with Catalogue(str(tmp_path / "h.sqlite")) as cat:
+        cat.upsert([(d, _row(d), "s1")])
+        cat.upsert([(d, _row(d), "s1")])
+        row = _row(d) | {"metrics": {"goodput": 4.0}, "labels": {"x": "1"}}
+        cat.upsert([(d, row, "s2")])
+        assert cat.count() == 1
+        assert cat.con.execute("SELECT name, value FROM metrics").fetchall() == [("goodput", 4.0)]
+        assert cat.con.execute("SELECT key, value FROM labels").fetchall() == [("x", "1")]
+        assert cat.signatures() == {"r1": "s2"}
+
+
+def test_paths_are_relative_inside_and_survive_a_move(tmp_path):
+    res = tmp_path / "results"
+    with Catalogue(str(res / "h.sqlite")) as cat:
+        index_dirs(cat, [write_run(str(res), "r1", 0, {"goodput": 3.0})])
+    outside = write_run(str(tmp_path / "elsewhere"), "r2", 1, {"goodput": 3.0})
+    with Catalogue(str(res / "h.sqlite")) as cat:
+        index_dirs(cat, [outside])
+        assert sorted(cat.signatures()) == sorted(["r1", os.path.abspath(outside)])
+    shutil.move(str(res), str(tmp_path / "moved"))
+    with Catalogue(str(tmp_path / "moved" / "h.sqlite")) as cat:
+        assert os.path.isdir(cat.resolve("r1")) and cat.prune() == 0
+        shutil.rmtree(os.path.join(cat.root, "r1"))
+        assert cat.prune() == 1 and cat.count() == 1
+
+
+def test_where_the_catalogue_lives():
+    assert default_path({"GOODBENCH_HISTORY_DB": "/x/h.sqlite", "XDG_DATA_HOME": "/d"}) == "/x/h.sqlite"
+    assert default_path({"XDG_DATA_HOME": "/d"}) == "/d/goodbench/history.sqlite"
+    home = os.path.expanduser("~")
+    assert default_path({}) == os.path.join(home, ".local", "share", "goodbench", "history.sqlite")
+
+
+def _writer(args):
+    db, d, k = args
+    row = _row(d)
+    for i in range(k):
+        with Catalogue(db) as cat:  # a fresh connection each time, as runs finishing in processes do
+            cat.upsert([(d, row | {"metrics": {"goodput": float(i)}}, str(i))])
+    return k
+
+
+def test_concurrent_writers_never_corrupt_it(tmp_path):
+    """Eight processes, each upserting its own run and one shared run 25 times: every write lands
+    (busy timeout, BEGIN IMMEDIATE), the shared row is one row, and SQLite's integrity check passes."""
+    db = str(tmp_path / "h.sqlite")
+    own = [write_run(str(tmp_path), f"r{i}", i, {"goodput": 1.0}) for i in range(8)]
+    shared = write_run(str(tmp_path), "shared", 9, {"goodput": 1.0})
+    jobs = [(db, d, 25) for d in own] + [(db, shared, 25)] * 8
+    with mp.get_context("fork").Pool(8) as pool:
+        assert sum(pool.map(_writer, jobs)) == 25 * 16
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (9,)
+        assert con.execute("SELECT count(*) FROM metrics").fetchone() == (9,)
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_a_row_without_summary(tmp_path):
+    d = write_run(str(tmp_path), "r1", 0, {"goodput": 2.0})
+    with Catalogue(str(tmp_path / "h.sqlite")) as cat:
+        cat.upsert([(d, run_row({"run_id": "r1"}, None), None)])
+        assert cat.count() == 1 and cat.con.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
