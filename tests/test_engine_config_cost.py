@@ -3,6 +3,7 @@ import pytest
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel, explain
 from goodbench.engine.hardware import GIB, GPUS, MODELS, get_model
+from goodbench.engine.uncertainty import REGIME_ERROR
 from goodbench.errors import InputError, UsageError as ConfigError
 
 
@@ -191,6 +192,9 @@ def test_explain_prints_the_breakdown_and_its_basis(tmp_path):
 
     r = run_cli("engine", "explain", "--prefill", "4096", "--decode", "32x1000")
     assert r.returncode == 0 and "of their roofline" in r.stdout and "Vidur operator curves" in r.stdout
+    pct = 100 * max(REGIME_ERROR["batch 17-64"], REGIME_ERROR["prefill-heavy"])  # 33 requests, a prefill
+    assert f"expected error ±{pct:.0f}%" in r.stdout and "out of sample" in r.stdout
+    assert explain(EngineConfig(), [], [(1, 100)])["uncertainty"]["regimes"] == ["batch 1"]
     r = run_cli("engine", "explain", "--calibration", write(tmp_path), "--prefill", "512", "--decode", "8x500")
     assert r.returncode == 0 and "calibration profile" in r.stdout and "roofline" not in r.stdout
 

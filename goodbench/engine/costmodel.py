@@ -26,6 +26,7 @@ from .config import EngineConfig
 from .hardware import get_gpu, get_model
 from .opmodel import allreduce_time, elementwise_time, family, fast_fabric, gemm_time
 from .profile import Profile, load_profile
+from .uncertainty import engine_uncertainty
 
 
 @dataclass(frozen=True)
@@ -314,9 +315,12 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
     seqs = len(prefill) + dt
     b = {k: float(v) for k, v in cm.breakdown(pt, dt, dc, pa, pc, seqs).items()}
     roof = _roofline(cfg, pt + dt)
+    total = sum(b.values())
+    stats = {"busy_s": total, "mean_batch": seqs, "prefill_share": 1.0 if pt else 0.0, "profile": cm.profile}
+    tier = {"gpu": cfg.gpu, "tensor_parallel_size": cfg.tensor_parallel_size}
     return {
         "breakdown_s": b,
-        "total_s": sum(b.values()),
+        "total_s": total,
         "tokens": pt + dt,
         "prefill_tokens": pt,
         "decode_tokens": dt,
@@ -325,6 +329,7 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
         "one_token_linear_s": float(cm.linear[1]),
         "frontend_s": cm.frontend_s,
         "basis": cm.basis,
+        "uncertainty": engine_uncertainty(tier, stats),  # how sure: the regime's out-of-sample error
     }
 
 

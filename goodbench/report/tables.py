@@ -435,6 +435,9 @@ def explain_lines(cfg, r: dict) -> list[str]:
         f"front end {r['frontend_s'] * 1000:.1f} ms per request, not in the step)",
         f"  [dim]{r['basis']}[/]",
     ]
+    u = r.get("uncertainty")
+    if u and u.get("step_time_pct") is not None:
+        out.append(f"  expected error ±{u['step_time_pct']:.0f}% [dim]({u['basis']})[/]")
     out += [f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}" for k, v in r["breakdown_s"].items()]
     return out
 
