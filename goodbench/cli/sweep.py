@@ -304,6 +304,9 @@ def cmd_advise(args) -> int:
     from ..analysis.advise import reconcile
 
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
+    legend = tables.flip_legend(rows, 0.9)  # the check sweep's verdict bar (analysis.sweep.setup's default)
+    if legend:
+        con.print(legend, style="dim")
     verdict = reconcile(a, rows)
     if verdict:
         con.print(f"  note: {verdict}", style="yellow")

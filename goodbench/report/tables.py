@@ -328,7 +328,7 @@ def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Ta
             ms(r["long_ttft_p99_ms"]),
             ms(r["itl_p99_ms"]),
             ms(r.get("itl_max_ms")),
-            f"{r['slo_attainment']:.1%}",
+            f"{r['slo_attainment']:.1%}" + (" ~" if r.get("verdict_could_flip") else ""),
             f"{r['goodput']:.2f}",
             usd(r.get("usd_per_million_output_tokens")),
         )
