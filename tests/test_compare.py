@@ -130,7 +130,7 @@ def test_a_significant_change_smaller_than_the_practical_margin_is_no_regression
 def test_the_table_says_a_worsening_within_the_margin_is_not_a_regression():
     from rich.console import Console
 
-    from goodbench.report.tables import compare_table
+    from goodbench.report.comparetable import compare_table
 
     cb, sb = _steady(0.0)
     cn, sn = _steady(0.0004)

@@ -70,7 +70,8 @@ def test_numbers_that_print_as_zero_carry_no_minus_sign():
 
 
 def test_compare_and_sweep_lines_print_no_negative_zero():
-    from goodbench.report.tables import best_lines, compare_table
+    from goodbench.report.comparetable import compare_table
+    from goodbench.report.tables import best_lines
 
     d = {
         "metric": "goodput",

@@ -20,6 +20,7 @@ from ..metrics import RequestMetrics
 from ..metrics.stats import cluster_replicates
 
 RESAMPLES = 500
+LOAD_TOLERANCE = 0.05  # achieved rates further apart than this: the runs offered different loads
 MAX_BOOT = 50_000  # samples per run resampled exactly; above, a normal approximation from order statistics
 
 LATENCY = (("ttft", 50), ("ttft", 99), ("tpot", 50), ("tpot", 99), ("itl", 50), ("itl", 99), ("e2el", 50), ("e2el", 99))
@@ -38,6 +39,7 @@ class Delta:
     verdict: str  # better | worse | no significant change | not comparable
     regression: bool = False
     threshold: float | None = None  # the practical margin, in unit: a smaller worsening is no regression
+    load_explained: bool = False  # worse beyond the margin, but the new run offered more load (not a regression)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -214,19 +216,28 @@ def compare(
         d.threshold = practical_threshold(d.unit, d.base, margin) if d.base is not None else None
         d.regression = d.verdict == "worse" and _beyond(d)
     rb, rn = base_s.get("achieved_rate"), new_s.get("achieved_rate")
+    heavier = bool(rb and rn and rn > rb * (1 + LOAD_TOLERANCE))
     for d in deltas:  # an open-loop run's goodput follows its offered load: a drop the arrivals explain is theirs
         if d.metric == "goodput" and d.regression and rb and rn and d.base:
             d.regression = d.new / d.base < (rn / rb) * (1 - margin)
+        elif d.unit == "ms" and d.regression and heavier:  # more load, longer latencies: not the server's change
+            d.regression, d.load_explained = False, True
     warnings = [
         f"{w} ({which})"
         for which, s in (("base", base_s), ("new", new_s))
         for w in s.get("warnings", [])
         if "fell behind" in w or "under the schedule" in w
     ]
-    if rb and rn and abs(rn - rb) > 0.05 * max(rb, rn):
+    if rb and rn and abs(rn - rb) > LOAD_TOLERANCE * max(rb, rn):
         warnings.append(
             f"the runs offered different loads ({rb:.2f} vs {rn:.2f} req/s achieved): goodput and "
             "latency deltas mix the server's change with the load's"
+            + (
+                "; latencies that got worse under the heavier new load are not called regressions (give both "
+                "runs the same --seed for the same arrivals)"
+                if heavier
+                else ""
+            )
         )
     return {
         "base": base_s.get("run_id"),

@@ -131,7 +131,7 @@ def cmd_compare(args) -> int:
 
     from .. import api
     from ..gating import parse_fraction
-    from ..report.tables import compare_table
+    from ..report.comparetable import compare_table
     from ..report.width import print_wide
     from ..store import json_safe
 

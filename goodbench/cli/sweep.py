@@ -98,7 +98,8 @@ def _add_backend_args(p) -> None:
         "--target-attainment",
         type=float,
         default=TARGET_ATTAINMENT,
-        help=f"for --find-max-rate and --min-gpus (default {TARGET_ATTAINMENT}, as run and gate; DistServe used 0.9)",
+        help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks "
+        f"(default {TARGET_ATTAINMENT}, as run and gate; DistServe used 0.9)",
     )
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
@@ -135,6 +136,7 @@ def cmd_sweep(args) -> int:
             layouts=_layouts(args),
             labels=run_labels(args),
             on_stage=stages,
+            target_attainment=args.target_attainment,
         )
     if args.find_max_rate:
         return _max_rate(args, con, s)
@@ -173,6 +175,9 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     print_wide(con, tables.sweep_table(title, out.rows))
     for line in tables.config_names(out.rows)[1]:
         con.print(line, style="dim")
+    legend = tables.flip_legend(out.rows, s.target)
+    if legend:
+        con.print(legend)
     for line in tables.best_lines(out.best):
         con.print(line)
     if any(b.get("tied") for b in out.best.values()):
@@ -318,6 +323,11 @@ def cmd_advise(args) -> int:
     from ..analysis.advise import reconcile
 
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
+    legend = tables.flip_legend(
+        rows, TARGET_ATTAINMENT
+    )  # the check sweep's verdict bar (analysis.sweep.setup's default)
+    if legend:
+        con.print(legend, style="dim")
     verdict = reconcile(a, rows)
     if verdict:
         con.print(f"  note: {verdict}", style="yellow")
