@@ -83,8 +83,8 @@ async def _models(s: aiohttp.ClientSession, base: str, model: str | None, timeou
         served = _served(json.loads(body)) if body else []
     except (ValueError, RecursionError):  # not JSON (or absurdly nested): the server lists nothing usable
         served = []
-    if not served:
-        return model or "default", [f"{url} lists no models: sending model={model or 'default'}"]
+    if not served:  # nothing to check against; a model the user named is tried by the tiny request
+        return (model, []) if model else ("default", [f"{url} lists no models: sending model=default"])
     if model and model not in served:
         names = ", ".join(served[:5]) + (" ..." if len(served) > 5 else "")
         raise TargetError(f"model {model!r} is not served at {base} (it serves {names}): give --model {served[0]}")
