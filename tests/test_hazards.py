@@ -179,3 +179,20 @@ def test_tokenizer_mismatch_names_the_tokenizer_to_pass():
     assert "--tokenizer Qwen/Qwen2.5-7B-Instruct" in found[0].text
     close = [RequestRecord("r", "a", 0, 0, 0.1, 0.2, (0.1, 0.2), (1, 1), 100, "usage", output_tokens_local=99)]
     assert hz.tokenizer_mismatch(evidence(close)) == []
+
+
+def test_priority_lanes_are_judged_honoured_or_not():
+    from goodbench.metrics.hazards import lanes_honoured
+
+    def lanes(p50s):
+        return {str(k): {"ttft_ms": {"p50": v}} for k, v in enumerate(p50s)}
+
+    assert lanes_honoured(lanes([50.0, 900.0]), {"scheduling_policy": "fcfs"}) == (
+        False,
+        "the engine ran --scheduling-policy fcfs",
+    )
+    assert lanes_honoured(lanes([50.0, 900.0]), {"scheduling_policy": "priority"})[0] is True
+    # an external server: lane 0 waiting longer than lane 2 is evidence it ignored priority (the run)
+    assert lanes_honoured(lanes([820.0, 500.0, 410.0]), None)[0] is False
+    assert lanes_honoured(lanes([40.0, 500.0, 410.0]), None)[0] is None  # shorter prompts prove nothing
+    assert lanes_honoured(lanes([40.0]), None) == (None, "")

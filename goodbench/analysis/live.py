@@ -52,11 +52,20 @@ def start_server(
     return proc
 
 
+def external_gpu(cell: Cell, server_cmd: str | None) -> str:
+    """What a cell's server ran on, as far as goodbench knows: the tier filled into --server-cmd's {gpu},
+    else "external" (the command chose its own; the grid's tier is only a default)."""
+    return cell.gpu if not server_cmd or "{gpu}" in server_cmd else "external"
+
+
 def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float) -> dict:
     """One cell on the real clock: start its server, run the plan, stop the server; its row. A cell
     interrupted by Ctrl-C or SIGTERM is summarised as interrupted, its row has an error (it is not
     ranked), and SweepInterrupted follows (live_cells)."""
     row, cfg = start_row(s, cell)
+    gpu = external_gpu(cell, server_cmd)
+    if gpu != cell.gpu:
+        row.update(gpu=gpu, cell=gpu + cell.label[len(cell.gpu) :])
     if cfg is None:
         return row
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, None if server_cmd else cfg, "open"))

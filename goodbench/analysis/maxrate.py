@@ -11,6 +11,7 @@ import os
 from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec
 from ..errors import TargetError, UsageError
+from ..limits import TARGET_ATTAINMENT
 from ..metrics.stats import wilson
 from .grid import cell_config
 from .sweep import SweepSetup
@@ -103,7 +104,7 @@ class _Search:
 
 def find_max_rate(
     evaluate,
-    target: float = 0.9,
+    target: float = TARGET_ATTAINMENT,
     start: float = 1.0,
     rel_tol: float = 0.05,
     max_probes: int = 24,

@@ -129,3 +129,39 @@ def not_a_stream(ctype: str, body: bytes) -> str:
         else "not an event stream"
     )
     return f"expected text/event-stream, got {ctype or 'no content type'} ({why}): {text}"
+
+
+_API_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1")
+
+
+def normalize_base_url(url: str, endpoint: str | None) -> tuple[str, str | None, list[str]]:
+    """(base URL, endpoint, notes) for what a user typed as --base-url: a scheme added, a trailing slash,
+    a /v1 suffix or a whole endpoint URL taken off (the endpoint carries /v1). UsageError with the
+    corrected flags for what cannot be meant (another scheme, an endpoint that contradicts --endpoint)."""
+    from urllib.parse import urlsplit
+
+    from ..errors import UsageError
+
+    why, text = [], url.strip()
+    if "://" not in text:
+        text = "http://" + text
+        why.append("no scheme: http:// added")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--base-url {url!r}: expected http(s)://HOST:PORT, e.g. --base-url http://127.0.0.1:8000")
+    path = parts.path.rstrip("/")
+    suffix = next((p for p in _API_PATHS if path.endswith(p)), None)
+    if suffix:
+        found = suffix if suffix.endswith("completions") else None
+        wanted = resolve_endpoint(endpoint, "completions") if endpoint else None
+        path = path[: -len(suffix)]
+        base = f"{parts.scheme}://{parts.netloc}{path}"
+        if found and wanted and wanted != found:
+            raise UsageError(
+                f"--base-url {url!r} names the endpoint {found} but --endpoint is {wanted}: give "
+                f"--base-url {base} --endpoint {wanted} (or --endpoint {found})"
+            )
+        endpoint = endpoint or found
+        why.append(f"{suffix} taken off (goodbench adds the endpoint{': ' + found if found else ''})")
+    base = f"{parts.scheme}://{parts.netloc}{path}"
+    return base, endpoint, [f"--base-url {url!r} read as {base}: {'; '.join(why)}"] if why else []

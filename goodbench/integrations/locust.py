@@ -54,6 +54,7 @@ from ..rundir import RunDir
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan, load_workload
 from . import locust_options  # registers goodbench's options with locust's parser
+from .locust_report import keep_report
 
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
 FLUSH_S = 0.5
@@ -349,24 +350,15 @@ def _quitting(environment, **kw) -> None:
 
 
 def _report(environment, rd: RunDir, summary: dict) -> None:
-    from rich.console import Console
-
-    from ..report.console import print_summary
-
-    min_att = environment.parsed_options.goodbench_min_attainment
-    print_summary(
-        Console(width=120, highlight=False),
-        summary,
-        rd.meta.to_dict(),
-        min_att,
-        rd.dir,
-        slo_hint='--goodbench-slo "ttft:MS tpot:MS"',
-    )
+    """goodbench's summary and why the run ended, printed after locust's tables (locust_report.py)."""
+    o, master = environment.parsed_options, isinstance(environment.runner, MasterRunner)
+    workers = _expected_workers(environment) if master else None
+    keep_report(summary, rd, o, RUN.complete(environment), workers, getattr(RUN, "total", None))
     if environment.process_exit_code is not None:
         return  # stopped early (2), or a failure that set it
     att = summary.get("slo_attainment")
     environment.process_exit_code = (
-        1 if (att is not None and att < min_att) or not summary["requests"]["completed"] else 0
+        1 if (att is not None and att < o.goodbench_min_attainment) or not summary["requests"]["completed"] else 0
     )
 
 

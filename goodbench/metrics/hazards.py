@@ -36,6 +36,7 @@ class Evidence:
     lag_limit_ms: float = LAG_P99_LIMIT_MS
     target: dict | None = None  # RunMeta.target: base_url, endpoint, model
     errors: tuple = ()  # a few failed requests' error texts, as recorded ("HTTP 404: {...}")
+    engine: dict | None = None  # RunMeta.engine: the reference engine's config, when it ran the workload
 
     @property
     def open_loop(self) -> bool:
@@ -242,6 +243,37 @@ def server_message(error: str) -> str:
     return str(msg) if msg else body.strip()
 
 
+def lanes_honoured(lanes: dict | None, engine: dict | None) -> tuple[bool | None, str]:
+    """Whether the server served priority lanes in priority order: the engine's policy when goodbench
+    ran it; else, from the lanes themselves, False when the first lane waited longer (TTFT p50) than the
+    last, None when nothing says (a server may honour priority and still serve a lane of long prompts
+    slowly)."""
+    if not lanes or len(lanes) < 2:
+        return None, ""
+    policy = (engine or {}).get("scheduling_policy")
+    if policy:
+        return policy == "priority", f"the engine ran --scheduling-policy {policy}"
+    keys = sorted(lanes, key=float)
+    first, last = (lanes[k]["ttft_ms"].get("p50") for k in (keys[0], keys[-1]))
+    if first is None or last is None:
+        return None, "the server does not say"
+    said = f"lane {keys[0]} TTFT p50 {first:.1f} ms, lane {keys[-1]} {last:.1f} ms"
+    return (False, said) if first > last else (None, f"the server does not say ({said})")
+
+
+def priority_ignored(e: Evidence) -> list[Hazard]:
+    """Priority lanes that the server served first-come first-served: the lane numbers mean nothing."""
+    honoured, why = lanes_honoured(e.summary.get("per_priority"), e.engine)
+    if honoured is not False:
+        return []
+    return [
+        Hazard(
+            f"the server did not serve the priority lanes in order ({why}): vLLM and the reference engine "
+            "honour `priority` only with --scheduling-policy priority."
+        )
+    ]
+
+
 def base_url_v1(e: Evidence) -> list[Hazard]:
     """A base URL ending in /v1 doubles the API prefix (/v1/v1/completions): every request fails."""
     n = _most_failed(e)
@@ -291,6 +323,7 @@ CHECKS = (
     nothing_completed,
     base_url_v1,
     server_rejected,
+    priority_ignored,
     thin_per_class,
 )
 

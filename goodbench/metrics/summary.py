@@ -15,7 +15,7 @@ from ..columnar import RunArrays
 from ..records import STATUSES, RunResult
 from .derived import RequestMetrics, measured_arrays
 from .dist import dist, ratio
-from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
+from .hazards import LAG_P99_LIMIT_MS, Evidence, assess, lanes_honoured
 from .hol import hol_block
 from .saturation import saturation
 from .sessions import session_block, turns
@@ -155,6 +155,7 @@ def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, err
         model=str((meta.target or {}).get("model") or ""),
         target=meta.target,
         errors=errors,
+        engine=meta.engine if isinstance(meta.engine, dict) else None,
     )
 
 
@@ -206,6 +207,8 @@ def summarize(
                 s[key] = {k: f.result() for k, f in futures.items()}
         if subsets["per_turn"]:  # multi-turn sessions: whole sessions too
             s["sessions"] = session_block(c, c.meets(slo), duration)
+        if s.get("per_priority"):  # added by issue 23: were the lanes served in priority order (None: unknown)
+            s["priority_honoured"] = lanes_honoured(s["per_priority"], meta.engine)[0]
         s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])

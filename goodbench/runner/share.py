@@ -42,6 +42,7 @@ class Share:
     on_tick: Callable | None = None
     scrape: bool = False
     stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: the parent's PRESS alone
+    announce: bool = True  # say on stderr that Ctrl-C was heard (a worker process leaves it to its parent)
 
 
 async def _ticker(d: Dispatch, on_tick) -> None:
@@ -132,15 +133,26 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             await asyncio.wait([scraper], timeout=3)
 
 
-def _stop_on_signals(d: Dispatch, loop, sigs) -> dict:
+def stop_notice(press: int, in_flight: int, grace_s: float) -> str:
+    """What Ctrl-C does, said the moment it is pressed (the run may take grace_s more to end)."""
+    if press > 1:
+        return f"goodbench: aborting: cancelling {in_flight} in-flight requests (recorded as cancelled)"
+    return f"goodbench: stopping: finishing {in_flight} in-flight requests (up to {grace_s:g} s), Ctrl-C again to abort"
+
+
+def _stop_on_signals(d: Dispatch, loop, sigs, announce: bool = True) -> dict:
     """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them.
-    A worker process listens to its parent's PRESS alone (workers.py: one per press; the SIGINT or SIGTERM
-    sent to the whole group also reaches the worker, which ignores it, so one press is never counted
-    twice)."""
+    Each press is acknowledged on stderr at once (announce). A worker process listens to its parent's
+    PRESS alone (workers.py: one per press; the SIGINT or SIGTERM sent to the whole group also reaches
+    the worker, which ignores it, so one press is never counted twice)."""
+    import sys
+
     presses = {"n": 0}
 
     def on_signal():
         presses["n"] += 1
+        if announce:
+            print("\n" + stop_notice(presses["n"], len(d.tasks), d.opts.grace_s), file=sys.stderr, flush=True)
         d.stop.set()
         if presses["n"] > 1:
             for t in list(d.tasks):
@@ -172,7 +184,7 @@ async def run_share(sh: Share) -> bool:
     loop = asyncio.get_running_loop()
     async with CLIENTS[sh.cfg.client](sh.cfg, sh.t0, sh.tok) as client:
         d = Dispatch(client, sh.sink, sh.progress, sh.opts)
-        old = _stop_on_signals(d, loop, sh.stop_signals)
+        old = _stop_on_signals(d, loop, sh.stop_signals, sh.announce)
         try:
             n_warm = (
                 sh.opts.prewarm

@@ -25,7 +25,7 @@ from ..proctree import forward, worker_init
 from ..store import RunStore, records_lost
 from ..workloads import Plan
 from .dispatch import Progress, RunOptions
-from .share import Share, run_share
+from .share import Share, run_share, stop_notice
 
 PRESS = signal.SIGUSR1  # the parent's "Ctrl-C was pressed", one per press
 
@@ -62,7 +62,7 @@ def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: 
             users = plan.arrival.concurrency // w + (1 if k < plan.arrival.concurrency % w else 0)
             if users == 0:
                 continue
-        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0))
+        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0, announce=False))
     return out
 
 
@@ -89,7 +89,9 @@ def run_workers(
         p.start()
         procs.append(p)
 
-    def stop_workers(_presses=0):
+    def stop_workers(presses=0):
+        if presses:  # a Ctrl-C (not a worker's failed write): said at once
+            print("\n" + stop_notice(presses, progress.in_flight, opts.grace_s), file=sys.stderr, flush=True)
         for p in procs:
             if p.is_alive():
                 os.kill(p.pid, PRESS)

@@ -15,7 +15,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
-from ..errors import InputError, UsageError
+from ..errors import InputError, UsageError, warn
 from ..gating import GateSpec
 from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
@@ -181,6 +181,7 @@ def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpe
 
 
 TOP_KEYS = {
+    "requires",
     "name",
     "description",
     "generator",
@@ -257,9 +258,21 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
             if gen == "sharegpt"
             else [ClassSpec("random")]
         )
-    if sum(c.weight for c in classes) <= 0:
-        raise ctx.err("class", "weights must not all be zero")
+    _check_weights(ctx, classes)
     return tuple(classes)
+
+
+def _check_weights(ctx: _Ctx, classes: list) -> None:
+    """All zero is an error; fractions that do not sum to 1 are rescaled, which the user is told."""
+    total = sum(c.weight for c in classes)
+    if total <= 0:
+        raise ctx.err("class", "weights must not all be zero")
+    if len(classes) > 1 and all(c.weight <= 1 for c in classes) and abs(total - 1) > 1e-6:
+        shares = ", ".join(f"{c.name} {c.weight / total:.1%}" for c in classes)
+        warn(
+            f"{ctx.path}: class weights {' + '.join(f'{c.weight:g}' for c in classes)} = {total:g}, not 1: "
+            f"used as ratios ({shares})"
+        )
 
 
 def _prefixes(ctx: _Ctx, c: dict, key: str) -> dict:
@@ -388,6 +401,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
             GateSpec.from_table(gate)  # checked now, not after the run it would judge
         except UsageError as e:
             raise InputError(f"{path}: {e}") from None
+    requires = _requires(ctx, doc.get("requires"))
     return WorkloadSpec(
         name=str(doc.get("name", os.path.splitext(os.path.basename(path))[0])),
         description=str(doc.get("description", "")),
@@ -406,4 +420,21 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         ignore_eos=bool(doc.get("ignore_eos", True)),
         gate=gate,
         path=path,
+        requires=requires,
     )
+
+
+REQUIRES = {"scheduling_policy": ("fcfs", "priority"), "prefix_caching": (True, False), "endpoint": ENDPOINTS}
+
+
+def _requires(ctx: _Ctx, t) -> dict | None:
+    """[requires]: what the server must do (docs/workloads.md); the run checks what it can."""
+    if t is None:
+        return None
+    if not isinstance(t, dict):
+        raise ctx.err("requires", "expected a table")
+    ctx.known(t, set(REQUIRES), "requires.")
+    for k, v in t.items():
+        if v not in REQUIRES[k]:
+            raise ctx.err(f"requires.{k}", f"{v!r} is not one of {', '.join(map(str, REQUIRES[k]))}")
+    return dict(t) or None

@@ -126,11 +126,22 @@ class WorkloadSpec:
     ignore_eos: bool = True
     gate: dict | None = None
     path: str | None = None
+    requires: dict | None = None  # what the server must do: {scheduling_policy, prefix_caching, endpoint}
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["arrival"]["trace"] = len(self.arrival.trace)  # the count, not every timestamp
+        if d["requires"] is None:
+            d.pop("requires")  # run.json's workload block is unchanged for workloads that need nothing
         return d
+
+    def needs(self) -> dict:
+        """What the server must do for this workload to mean anything: the [requires] table, and a
+        priority scheduler whenever a class sends a priority."""
+        out = dict(self.requires or {})
+        if any(c.priority is not None for c in self.classes):
+            out.setdefault("scheduling_policy", "priority")
+        return out
 
     def to_json(self) -> str:
         """Everything, trace timestamps included: for handing a spec to another process."""
@@ -155,4 +166,26 @@ class WorkloadSpec:
     def hash(self) -> str:
         d = self.to_dict()
         d.pop("path", None)
+        d.pop("requires", None)  # a condition on the server, not the traffic
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_FIX = {
+    "scheduling_policy": "--scheduling-policy {v}",
+    "prefix_caching": "--enable-prefix-caching",
+    "endpoint": "--endpoint-type {v}",
+}
+
+
+def unmet(needs: dict, known: dict, where: str) -> list[str]:
+    """What a workload needs (WorkloadSpec.needs) against what is known of the server (a value, or None
+    when it does not say): one line per requirement that is not met or cannot be checked."""
+    out = []
+    for k, v in needs.items():
+        have = known.get(k)
+        fix = _FIX[k].format(v=v) if not (k == "prefix_caching" and not v) else "--no-enable-prefix-caching"
+        if have is None:
+            out.append(f"the workload needs {k} = {v}; {where} does not say which it runs: start it with {fix}")
+        elif have != v:
+            out.append(f"the workload needs {k} = {v} but {where} runs {k} = {have}: give {fix}")
+    return out

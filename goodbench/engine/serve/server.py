@@ -91,6 +91,8 @@ class ServeOptions:
     step_trace: str | None = None
     eos_dist: str | None = None  # without ignore_eos: "uniform:MIN:MAX" or "lognormal:MEDIAN:SIGMA"
     seed: int = 0
+    log_interval_s: float = 10.0  # one stats line this often while there is work (0: none)
+    log_requests: bool = False  # one line per finished request
 
 
 def parse_eos_dist(spec: str | None):
@@ -293,6 +295,8 @@ class EngineServer:
             return await self._unary(stream, stream.fmt)
         finally:  # finished, failed or the client went away (the handler is cancelled): free the sequence
             self._release(seq)
+            if self.opts.log_requests:
+                print(request_line(f"{'chatcmpl' if chat else 'cmpl'}-{rid}", seq, stream, self.clock()), flush=True)
 
     def _submit(self, seq: Seq, req: Parsed) -> None:
         """Hand a validated request to an engine instance (one here; a router's choice in a cluster)."""
@@ -337,6 +341,16 @@ class EngineServer:
     def _metric_rows(self) -> list[tuple[str, EngineLoop]]:
         """(Prometheus labels, instance) per engine instance."""
         return [(self.labels, self.loops[0])]
+
+
+def request_line(rid: str, seq: Seq, stream: Stream, now: float) -> str:
+    """`goodbench serve --log-requests`: one line per request as it ends."""
+    queued = f", queued {(stream.scheduled - stream.arrived) * 1000:.1f} ms" if stream.scheduled is not None else ""
+    status = "client gone" if stream.dead else seq.status
+    return (
+        f"request {rid}: {seq.prompt_len} prompt + {stream.n} output tokens, {status}{queued}, "
+        f"{(now - stream.arrived) * 1000:.1f} ms in all"
+    )
 
 
 # handler_cancellation: a client that goes away cancels its handler, which aborts its request (a
