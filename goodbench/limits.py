@@ -37,6 +37,7 @@ LIMITS = {
     "timeout": Limit(0, lo_open=True),
     "idle_timeout": Limit(0, lo_open=True),
     "keepalive": Limit(0, lo_open=True),
+    "pool_batch": Limit(1, 100_000),
     "grace_period": Limit(0),
     "target_attainment": Limit(0, 1),
     "users": Limit(1),

@@ -94,6 +94,7 @@ class Target:
     idle_timeout_s: float = 60.0
     client: str = "lean"  # lean (asyncio + httptools) | aiohttp (the baseline)
     keepalive_s: float = 4.0  # never reuse a connection idle longer than this
+    pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
 
 
 def _target(target) -> Target:
@@ -120,7 +121,7 @@ def _stop_engine(proc, run_dir: str | None) -> None:
 
 def _connect(target: Target, spec: WorkloadSpec):
     """The client config for a reachable target (TargetError otherwise)."""
-    from ..client.config import ClientConfig, resolve_endpoint
+    from ..client.config import ClientConfig, resolve_api, resolve_endpoint
     from ..client.target import check_reachable, resolve_model
 
     why = asyncio.run(check_reachable(target.base_url))
@@ -128,10 +129,13 @@ def _connect(target: Target, spec: WorkloadSpec):
         raise TargetError(f"target unreachable: {why}")
     model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
     header = {"session_header": spec.session.header} if spec.session else {}
+    path = resolve_endpoint(target.endpoint, spec.endpoint)
     return ClientConfig(
         **header,
         base_url=target.base_url,
-        endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
+        endpoint=path,
+        endpoint_type=resolve_api(path, spec.endpoint),
+        pool_batch=target.pool_batch,
         model=model,
         api_key=target.api_key,
         ignore_eos=spec.ignore_eos and target.ignore_eos,

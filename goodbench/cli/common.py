@@ -7,6 +7,7 @@ import argparse
 
 from ..engine.config import EngineConfig
 from ..engine.knobs import field_kind, flag_fields, flag_names
+from ..workloads.spec import ENDPOINTS
 
 DATASETS = ("sharegpt", "random", "mixed", "hol")  # workloads.datasets.DATASETS (a test keeps them equal),
 # written out so building the parser does not import numpy
@@ -92,7 +93,12 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help="seed for workload and arrivals (default: the workload's, else 0)")
     g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: the bundled Qwen3 tokenizer)")
     add_goodput_arg(g, "the workload's [slo]")
-    g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
+    g.add_argument(
+        "--endpoint-type",
+        choices=list(ENDPOINTS),
+        help="the API to speak: completions, chat, responses (OpenAI Responses), messages (Anthropic "
+        "Messages), embeddings, rerank, score (default: the workload's; inferred from --endpoint's path)",
+    )
     g.add_argument(
         "--trace",
         metavar="FILE",

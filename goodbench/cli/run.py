@@ -24,7 +24,18 @@ def add_target_args(p) -> None:
         help="OpenAI-compatible server, e.g. http://127.0.0.1:8000 "
         "(default: start the reference engine on a free loopback port)",
     )
-    g.add_argument("--endpoint", help="API path, e.g. /v1/completions or /v1/chat/completions")
+    g.add_argument(
+        "--endpoint",
+        help="API path, e.g. /v1/completions, /v1/chat/completions, /v1/responses, /v1/messages, "
+        "/v1/embeddings, /v1/rerank (the API is inferred from the path; --endpoint-type says it otherwise)",
+    )
+    g.add_argument(
+        "--pool-batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="embeddings: texts per request; rerank / score: documents per query (default 1)",
+    )
     g.add_argument("--model", help="model name sent in requests (default: the server's first /v1/models entry)")
     g.add_argument(
         "--api-key-env",
@@ -127,6 +138,7 @@ def _target(args):
         idle_timeout_s=args.idle_timeout,
         client=args.client,
         keepalive_s=args.keepalive,
+        pool_batch=args.pool_batch,
     )
 
 

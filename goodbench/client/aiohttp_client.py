@@ -14,6 +14,7 @@ from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from .config import ERROR_BODY_LIMIT, ClientConfig, not_a_stream, request_body
 from .stream import StreamState, local_count_due
+from .unary import new_state
 
 
 class _Sent:
@@ -78,9 +79,8 @@ class AiohttpClient:
         self.tok = tok
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if cfg.api_key:
-            headers["Authorization"] = f"Bearer {cfg.api_key}"
+        accept = "application/json" if cfg.unary else "text/event-stream"
+        headers = {"Content-Type": "application/json", "Accept": accept, **cfg.headers()}
         self._headers = headers
         self._pacer = TurnPacer()
         self.finished = 0
@@ -134,7 +134,7 @@ class AiohttpClient:
         """One request, streamed to its end, as a record. Never raises (but for cancellation of the
         caller itself): every fault, and any surprise in the client, becomes the record's status."""
         clock, t0 = self.clock, self.t0
-        st = StreamState(clock, t0)
+        st = new_state(self.cfg, clock, t0)
         mark = _Sent()
         res = {"sent": clock() - t0, "http": None}  # sent_at is replaced by the socket-write time once known
         try:
@@ -191,7 +191,7 @@ class AiohttpClient:
                 st.fail("http_error", f"HTTP {resp.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}")
                 return
             ctype = resp.headers.get("Content-Type", "")
-            if not ctype.startswith("text/event-stream"):
+            if not ctype.startswith("application/json" if getattr(st, "unary", False) else "text/event-stream"):
                 raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
                 st.fail("bad_stream", not_a_stream(ctype, raw))
                 return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from array import array
 
-from ..records import RequestRecord, RequestSpec
+from ..records import RequestRecord, RequestSpec, job_fields
 from .sse import SSEParser, classify
 
 
@@ -27,10 +27,13 @@ class StreamState:
         "status",
         "error",
         "done",
+        "classify",
     )
 
-    def __init__(self, clock, t0: float):
-        self.clock, self.t0 = clock, t0
+    def __init__(self, clock, t0: float, classify=classify):
+        """classify: one event's payload -> sse.Chunk (OpenAI's by default; client/events.py has the
+        Responses and Messages APIs')."""
+        self.clock, self.t0, self.classify = clock, t0, classify
         self.parser = SSEParser()
         self.times = array("d")
         self.toks = array("i")
@@ -61,7 +64,7 @@ class StreamState:
         if self.done or self.status != "ok":
             return  # after [DONE] or a fault nothing more counts
         for ev in events:
-            c = classify(ev)
+            c = self.classify(ev)
             kind = c.kind
             if kind == "content":
                 self.times.append(t)
@@ -73,7 +76,7 @@ class StreamState:
                 else:
                     self.toks.append(0)  # unknown: settled when the stream ends
             elif kind == "done":
-                self.done = True
+                self._end(c)
                 return
             elif kind == "error" or kind == "bad":
                 self.status, self.error = "bad_stream", c.error
@@ -84,6 +87,23 @@ class StreamState:
                 self.prompt_srv = c.prompt_tokens
             if c.reasoning_tokens is not None:
                 self.usage_rt = c.reasoning_tokens
+
+    def _end(self, c) -> None:
+        """The end of the stream ([DONE], or an API's terminal event, which may carry the usage). Output
+        the server counted but no event carried is a mismatch: the parser does not know this stream."""
+        self.done = True
+        if c.completion_tokens is not None:
+            self.usage_ct = c.completion_tokens
+        if c.prompt_tokens is not None:
+            self.prompt_srv = c.prompt_tokens
+        if c.reasoning_tokens is not None:
+            self.usage_rt = c.reasoning_tokens
+        if not self.times and self.usage_ct:
+            self.status = "bad_stream"
+            self.error = (
+                f"the server counted {self.usage_ct} output tokens but no output event arrived: "
+                "is --endpoint-type right for this endpoint?"
+            )
 
     def answer_text(self) -> str:
         """The reply as a user reads it (reasoning left out): what a multi-turn session resends."""
@@ -161,6 +181,7 @@ class StreamState:
             session=spec.session,
             turn=spec.turn,
             session_turns=spec.session_turns,
+            **job_fields(spec),
         )
 
 

@@ -20,6 +20,7 @@ from .spec import (
     DISTS,
     ENDPOINTS,
     GENERATORS,
+    MESSAGE_APIS,
     ClassSpec,
     HolSpec,
     LengthDist,
@@ -325,8 +326,10 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     ctx.known(doc, TOP_KEYS, "")
     gen = _choice(ctx, doc, "generator", "synthetic", GENERATORS)
     endpoint = _choice(ctx, doc, "endpoint", "completions", ENDPOINTS)
-    if endpoint != "chat" and any(isinstance(c, dict) and c.get("reasoning") for c in doc.get("class", []) or []):
-        raise ctx.err("endpoint", 'classes with reasoning need endpoint = "chat" (reasoning streams are chat deltas)')
+    if endpoint not in MESSAGE_APIS and any(
+        isinstance(c, dict) and c.get("reasoning") for c in doc.get("class", []) or []
+    ):
+        raise ctx.err("endpoint", 'classes with reasoning need endpoint = "chat", "responses" or "messages"')
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
     arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen in ("hol", "trace") else "poisson")
     if gen == "sessions" and arrival.kind in ("closed", "workload"):

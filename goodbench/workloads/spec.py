@@ -11,7 +11,8 @@ from ..arrivals import ArrivalSpec
 
 GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
-ENDPOINTS = ("completions", "chat")
+ENDPOINTS = ("completions", "chat", "responses", "messages", "embeddings", "rerank", "score")
+MESSAGE_APIS = ("chat", "responses", "messages")  # prompts are lists of messages (client/apis.py)
 
 DEFAULT_REQUESTS = 200  # requests in a workload that gives neither a count nor a duration
 
