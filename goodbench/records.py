@@ -12,7 +12,8 @@ from .version import __version__
 
 STATUSES = ("ok", "http_error", "timeout", "disconnected", "bad_stream", "cancelled")
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
-SLO_KEYS = ("ttft", "ttfo", "tpot", "e2el", "max_itl")
+SLO_KEYS = ("ttft", "ttfo", "tpot", "e2el", "max_itl", "jct")
+JOB_SLO_KEYS = ("jct",)  # judged per agent job (metrics/jobs.py), not per request
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,12 @@ def parse_slo(text: str | list[str] | None) -> dict[str, float] | None:
             if not math.isfinite(ms) or ms <= 0:
                 raise UsageError(f"bad SLO clause {item!r}: threshold must be a positive number of ms")
             out[key] = ms
+    return out or None
+
+
+def request_slo(slo: dict | None) -> dict | None:
+    """The clauses judged per request (an agent job's `jct` is judged per job)."""
+    out = {k: v for k, v in (slo or {}).items() if k not in JOB_SLO_KEYS}
     return out or None
 
 

@@ -237,6 +237,8 @@ def run(
 
     spec, target = as_workload(workload), _target(target)
     _check_run_options(target, max_concurrency, workers, grace_s)
+    if spec.generator == "agent" and workers > 1:
+        raise UsageError("agent jobs run in one load-generator process: leave --workers at 1")
     if run_id:
         RunDir.check_free(result_dir, run_id)
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):

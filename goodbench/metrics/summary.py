@@ -12,11 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..columnar import RunArrays
-from ..records import STATUSES, RunResult
+from ..records import STATUSES, RunResult, request_slo
 from .derived import RequestMetrics, measured_arrays
 from .dist import dist, ratio
 from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
 from .hol import hol_block
+from .jobs import job_block
 from .saturation import saturation
 from .sessions import session_block, turns
 from .stats import goodput_bootstrap, goodput_interval, wilson
@@ -34,7 +35,7 @@ def _slo_block(c: RequestMetrics, sel: np.ndarray, slo: dict | None, duration: f
         "slo_met": good,
         "slo_clauses": {
             k: {"threshold_ms": ms, "attainment": float((c.clause(k, ms) & sel).sum() / issued) if issued else None}
-            for k, ms in slo.items()
+            for k, ms in request_slo(slo).items()
         },
         "slo_attainment": good / issued if issued else None,
         "goodput": good / duration if duration > 0 else None,
@@ -206,6 +207,8 @@ def summarize(
                 s[key] = {k: f.result() for k, f in futures.items()}
         if subsets["per_turn"]:  # multi-turn sessions: whole sessions too
             s["sessions"] = session_block(c, c.meets(slo), duration)
+        if (cols.job >= 0).any():  # agent jobs: whole jobs too
+            s["jobs"] = job_block(c, slo, duration)
         s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
@@ -222,7 +225,7 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
-    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions") if k in s}
+    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs") if k in s}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
     s.update(valid=valid, warnings=warnings, per_class=per, **lanes, **tail)

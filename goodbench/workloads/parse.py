@@ -21,6 +21,7 @@ from .spec import (
     ENDPOINTS,
     GENERATORS,
     MESSAGE_APIS,
+    AgentSpec,
     ClassSpec,
     HolSpec,
     LengthDist,
@@ -162,6 +163,7 @@ TOP_KEYS = {
     "hol",
     "session",
     "trace",
+    "agent",
     "arrival",
     "num_requests",
     "duration_s",
@@ -293,6 +295,26 @@ def _session(ctx: _Ctx, t: dict) -> SessionSpec:
     )
 
 
+def _agent(ctx: _Ctx, t: dict) -> AgentSpec:
+    ctx.known(t, set(AgentSpec.__dataclass_fields__), "agent.")
+    d, p = AgentSpec(), "agent."
+    dists = ("fanout", "task", "output", "tool_result", "tool_ms")
+    lengths = {k: _length(ctx, t[k], p + k) if k in t else getattr(d, k) for k in dists}
+    tools = t.get("tools", d.tools)
+    if not isinstance(tools, bool):
+        raise ctx.err("agent.tools", "expected true or false")
+    return AgentSpec(
+        jobs=ctx.num(t, "jobs", p, int, d.jobs, lo=1),
+        depth=ctx.num(t, "depth", p, int, d.depth, lo=2),
+        think_s=ctx.num(t, "think_s", p, float, d.think_s, lo=0),
+        think=_choice(ctx, t, "think", d.think, ("exponential", "constant")),
+        system_tokens=ctx.num(t, "system_tokens", p, int, d.system_tokens, lo=0),
+        max_concurrent=ctx.num(t, "max_concurrent", p, int, 0, lo=0),
+        tools=tools,
+        **lengths,
+    )
+
+
 def _trace(ctx: _Ctx, t: dict, base_dir: str) -> TraceSpec:
     ctx.known(t, {"path", "format", "speedup", "window", "max_output"}, "trace.")
     path = t.get("path")
@@ -332,11 +354,11 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         raise ctx.err("endpoint", 'classes with reasoning need endpoint = "chat", "responses" or "messages"')
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
     arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen in ("hol", "trace") else "poisson")
-    if gen == "sessions" and arrival.kind in ("closed", "workload"):
+    if gen in ("sessions", "agent") and arrival.kind in ("closed", "workload"):
         raise ctx.err(
             "arrival.process",
-            "sessions arrive by an open process (poisson, gamma, constant, onoff, "
-            "trace); cap them with session.max_concurrent",
+            f"{gen} arrive by an open process (poisson, gamma, constant, onoff, "
+            "trace); cap them with session.max_concurrent or agent.max_concurrent",
         )
     try:
         slo = parse_slo(" ".join(f"{k}:{v}" for k, v in doc.get("slo", {}).items())) if doc.get("slo") else None
@@ -344,7 +366,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         raise ctx.err("slo", str(e)) from None
     n = ctx.num(doc, "num_requests", "", int, None, lo=1)
     dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
-    if n is None and dur is None and gen not in ("hol", "sessions", "trace"):
+    if n is None and dur is None and gen not in ("hol", "sessions", "trace", "agent"):
         n = DEFAULT_REQUESTS
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
@@ -357,6 +379,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         hol=_hol(ctx, doc.get("hol", {})) if gen == "hol" else None,
         session=_session(ctx, doc.get("session", {})) if gen == "sessions" else None,
         trace=_trace(ctx, doc.get("trace", {}), base_dir) if gen == "trace" else None,
+        agent=_agent(ctx, doc.get("agent", {})) if gen == "agent" else None,
         arrival=arrival,
         num_requests=n,
         duration_s=dur,

@@ -27,6 +27,7 @@ class Plan:
     sessions: list | None = None  # multi-turn sessions (workloads.sessions); requests are their planned turns
     spec: WorkloadSpec | None = None
     tok: object = None  # the tokenizer sessions build their turns' text with
+    jobs: list | None = None  # agent jobs (workloads.agent); requests are their planned calls
 
     @classmethod
     def at(cls, requests: list[RequestSpec], offsets, arrival: ArrivalSpec | None = None) -> Plan:
@@ -46,6 +47,11 @@ class Plan:
         return self.arrival.kind == "closed"
 
     @property
+    def job_cap(self) -> int:
+        """Agent jobs in flight at once (0: no cap)."""
+        return self.spec.agent.max_concurrent if self.jobs and self.spec is not None else 0
+
+    @property
     def session_cap(self) -> int:
         """Sessions in flight at once (0: no cap)."""
         return self.spec.session.max_concurrent if self.sessions and self.spec is not None else 0
@@ -63,7 +69,7 @@ class Plan:
     def planned(self) -> int | None:
         """How many requests the schedule sends (None: a closed loop bounded by time cycles them; sessions
         send their planned turns unless one fails, which ends its session)."""
-        if self.sessions or (self.closed and self.duration_s):
+        if self.sessions or self.jobs or (self.closed and self.duration_s):
             return None
         return len(self.requests)
 
@@ -94,6 +100,12 @@ def build_plan(spec: WorkloadSpec, tok) -> Plan:
         offs = arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed)
         sessions = build_sessions(spec, tok, offs)
         return Plan(planned_requests(spec, sessions, tok), None, a, spec.duration_s, sessions, spec, tok)
+    if spec.generator == "agent":
+        from ..workloads.agent import build_jobs, planned_requests as planned_calls
+
+        n = spec.num_requests if spec.num_requests is not None and spec.duration_s is None else spec.agent.jobs
+        jobs = build_jobs(spec, arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed))
+        return Plan(planned_calls(spec, jobs), None, a, spec.duration_s, spec=spec, tok=tok, jobs=jobs)
     if spec.generator == "hol" and a.kind == "workload":
         n = hol_count(spec) if spec.num_requests is None else min(spec.num_requests, hol_count(spec))
         reqs = build_requests(spec, tok, n)

@@ -78,8 +78,61 @@ class SessionArrivals:
                 self._fill(t)
 
 
+class JobArrivals:
+    """Agent jobs (workloads.agent): requests are the jobs' calls back to back, each job's in node order.
+    A job starts at its arrival (or when one of `cap` slots frees); a call arrives its planned delay
+    after the last of its parents ended; a failed call ends its job (nothing after it is sent)."""
+
+    dynamic = True
+
+    def __init__(self, jobs, cap: int = 0):
+        self.start, k = [], 0
+        for j in jobs:
+            self.start.append(k)
+            k += len(j.nodes)
+        self.jobs, self.cap = jobs, cap or len(jobs)
+        self.owner = [i for i, j in enumerate(jobs) for _ in j.nodes]
+        self.children = [j.children for j in jobs]
+        self.pending = [[len(n.parents) for n in j.nodes] for j in jobs]
+        self.latest = [[0.0] * len(j.nodes) for j in jobs]
+        self.inflight = [0] * len(jobs)
+        self.dead = [False] * len(jobs)
+        self.waiting = list(range(len(jobs)))[::-1]
+        self.active = 0
+        self.heap: list = []
+        self._fill(0.0)
+
+    def _fill(self, t: float) -> None:
+        while self.waiting and self.active < self.cap:
+            i = self.waiting.pop()
+            self.active += 1
+            self.inflight[i] = 1
+            heapq.heappush(self.heap, (max(t, self.jobs[i].arrival_s), self.start[i]))
+
+    def finished(self, ids, t: float, failed: bool = False) -> None:
+        for k in ids:
+            i = self.owner[k]
+            node = k - self.start[i]
+            self.dead[i] = self.dead[i] or failed
+            if not self.dead[i]:
+                for c in self.children[i][node]:
+                    self.pending[i][c] -= 1
+                    self.latest[i][c] = max(self.latest[i][c], t)
+                    if self.pending[i][c] == 0:
+                        self.inflight[i] += 1
+                        heapq.heappush(
+                            self.heap, (self.latest[i][c] + self.jobs[i].nodes[c].delay_s, self.start[i] + c)
+                        )
+            self.inflight[i] -= 1
+            if self.inflight[i] == 0:
+                self.active -= 1
+                self._fill(t)
+
+
 def arrivals_for(plan):
     """The arrivals a plan describes (workloads.plan.Plan)."""
+    if plan.jobs:
+        return JobArrivals(plan.jobs, plan.job_cap)
     if plan.sessions:
         return SessionArrivals(plan.sessions, plan.session_cap)
     if plan.closed:
