@@ -145,8 +145,6 @@ class RecordArrays:
         sess_names = sorted(set(named))
         sindex = {v: i for i, v in enumerate(sess_names)}
         sess_codes = np.fromiter((-1 if r.session is None else sindex[r.session] for r in recs), np.int64, n)
-        job_codes, job_names = _optional_codes([r.job for r in recs])
-        par_codes, par_names = _optional_codes([_parents_key(r.parents) for r in recs])
         org_codes, org_names = codes([r.origin for r in recs])
         nchunks = np.fromiter((len(r.chunk_times) for r in recs), np.int64, n)
         return cls(
@@ -178,14 +176,7 @@ class RecordArrays:
             session_names=sess_names,
             turn=np.fromiter((r.turn or 0 for r in recs), np.int32, n),
             session_turns=np.fromiter((r.session_turns or 0 for r in recs), np.int32, n),
-            items=np.fromiter((-1 if r.items is None else r.items for r in recs), np.int64, n),
-            job=job_codes,
-            job_names=job_names,
-            node=np.fromiter((-1 if r.node is None else r.node for r in recs), np.int32, n),
-            depth=np.fromiter((-1 if r.depth is None else r.depth for r in recs), np.int32, n),
-            delay=opt("delay_s"),
-            parents=par_codes.astype(np.int32),
-            parents_names=par_names,
+            **_sparse_columns(recs, opt("delay_s")),
             tokens=_chunk_tokens(recs, int(nchunks.sum())),
             chunk_times=np.fromiter(
                 itertools.chain.from_iterable(r.chunk_times for r in recs), float, int(nchunks.sum())
@@ -238,6 +229,23 @@ class RecordArrays:
 
 
 FIELDS = tuple(f.name for f in fields(RecordArrays))
+
+
+def _sparse_columns(recs, delay: np.ndarray) -> dict:
+    """The columns most runs leave empty: items (one-body APIs) and agent jobs' graph fields."""
+    n = len(recs)
+    job_codes, job_names = _optional_codes([r.job for r in recs])
+    par_codes, par_names = _optional_codes([_parents_key(r.parents) for r in recs])
+    return {
+        "items": np.fromiter((-1 if r.items is None else r.items for r in recs), np.int64, n),
+        "job": job_codes,
+        "job_names": job_names,
+        "node": np.fromiter((-1 if r.node is None else r.node for r in recs), np.int32, n),
+        "depth": np.fromiter((-1 if r.depth is None else r.depth for r in recs), np.int32, n),
+        "delay": delay,
+        "parents": par_codes.astype(np.int32),
+        "parents_names": par_names,
+    }
 
 
 def _optional_codes(values) -> tuple[np.ndarray, list]:

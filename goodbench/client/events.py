@@ -26,6 +26,8 @@ _RESP_END = ("response.completed", "response.incomplete")
 
 
 def _load(payload: bytes, api: str) -> dict | Chunk:
+    if payload == b"[DONE]":
+        return Chunk("bad", error=f"not a {api} API event (OpenAI's [DONE] sentinel): is --endpoint-type right?")
     try:
         s = payload.decode("utf-8")
         obj, end = _scan(s, 0)
@@ -34,7 +36,7 @@ def _load(payload: bytes, api: str) -> dict | Chunk:
     except (ValueError, UnicodeDecodeError, StopIteration, RecursionError) as e:
         return Chunk("bad", error=f"malformed JSON in stream: {str(e)[:80]}: {payload[:120]!r}")
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-        if payload == b"[DONE]" or (isinstance(obj, dict) and "choices" in obj):
+        if isinstance(obj, dict) and "choices" in obj:
             why = "an OpenAI chat/completions chunk"
         else:
             why = f"no event 'type': {payload[:120]!r}"
