@@ -20,26 +20,45 @@ def _parents(cols, i: int) -> tuple[int, ...]:
     return tuple(int(x) for x in key.split(",")) if key else ()
 
 
-def _one_job(c: RequestMetrics, rows: np.ndarray) -> tuple[bool, float, float, float, float]:
-    """(completed, JCT, critical path, of it the planned tool/think time, the client's share) in s."""
+def job_rows(cols) -> list[np.ndarray]:
+    """Each agent job's call rows (indices into cols), jobs in code order."""
+    idx = np.nonzero(cols.job >= 0)[0]
+    order = idx[np.argsort(cols.job[idx], kind="stable")]
+    return np.split(order, np.nonzero(np.diff(cols.job[order]))[0] + 1) if order.size else []
+
+
+def critical_path(c: RequestMetrics, rows: np.ndarray) -> tuple[bool, list[int]]:
+    """(completed, the rows on the job's critical path from its last call back to its first): from the
+    last call, through at each step the parent that finished last."""
     cols = c.cols
     by_node = {int(cols.node[i]): int(i) for i in rows}
     parents = {n: _parents(cols, i) for n, i in by_node.items()}
     used = {p for ps in parents.values() for p in ps}
     sinks = [n for n in by_node if n not in used]
     ok = bool(c.ok[rows].all()) and len(sinks) == 1 and all(p in by_node for ps in parents.values() for p in ps)
-    fin = np.where(np.isnan(c.fin[rows]), c.sent[rows], c.fin[rows])
-    jct = float(np.nanmax(fin) - np.nanmin(c.sched[rows]))
-    end = dict(zip((int(cols.node[i]) for i in rows), fin))
-    cur = sinks[0] if ok else max(end, key=end.get)
-    path = planned = 0.0
+    end = {n: _end(c, i) for n, i in by_node.items()}
+    cur, path = (sinks[0] if ok else max(end, key=end.get)), []
     while cur is not None:
-        i = by_node[cur]
-        delay = 0.0 if np.isnan(cols.delay[i]) or not parents[cur] else float(cols.delay[i])
-        path += float(c.fin[i] - c.sent[i]) + delay if not np.isnan(c.fin[i]) else delay
-        planned += delay
+        path.append(by_node[cur])
         ps = [p for p in parents[cur] if p in by_node]
         cur = max(ps, key=end.get) if ps else None
+    return ok, path
+
+
+def _end(c: RequestMetrics, i: int) -> float:
+    return float(c.sent[i] if np.isnan(c.fin[i]) else c.fin[i])
+
+
+def _one_job(c: RequestMetrics, rows: np.ndarray) -> tuple[bool, float, float, float, float]:
+    """(completed, JCT, critical path, of it the planned tool/think time, the client's share) in s."""
+    ok, path_rows = critical_path(c, rows)
+    jct = max(_end(c, i) for i in rows) - float(np.nanmin(c.sched[rows]))
+    path = planned = 0.0
+    for i in path_rows:
+        delay = c.cols.delay[i]
+        delay = 0.0 if np.isnan(delay) or i == path_rows[-1] else float(delay)
+        path += _end(c, i) - float(c.sent[i]) + delay
+        planned += delay
     return ok, jct, path, planned, jct - path
 
 
@@ -62,9 +81,8 @@ def job_block(c: RequestMetrics, slo: dict | None, duration: float) -> dict | No
     has = cols.job >= 0
     if not has.any():
         return None
-    idx = np.nonzero(has)[0]
-    order = idx[np.argsort(cols.job[idx], kind="stable")]
-    groups = np.split(order, np.nonzero(np.diff(cols.job[order]))[0] + 1)
+    groups = job_rows(cols)
+    n_calls = int(has.sum())
     res = np.array([_one_job(c, g) for g in groups], float)  # completed, jct, path, planned, client
     done = res[:, 0] > 0
     meets = c.meets(slo)
@@ -79,7 +97,7 @@ def job_block(c: RequestMetrics, slo: dict | None, duration: float) -> dict | No
     out = {
         "started": len(groups),
         "completed": int(done.sum()),
-        "calls_per_job": float(len(idx) / len(groups)),
+        "calls_per_job": float(n_calls / len(groups)),
         "jct_ms": dist(res[done, 1].copy()),
         "critical_path_ms": dist(res[done, 2].copy()),
         "critical_path_share": {"min": _f(np.min(share)), "p50": _f(np.median(share))} if share.size else None,

@@ -18,6 +18,7 @@ from .dist import dist, ratio
 from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
 from .hol import hol_block
 from .jobs import job_block
+from .pooling import pooling_block
 from .saturation import saturation
 from .sessions import session_block, turns
 from .stats import goodput_bootstrap, goodput_interval, wilson
@@ -209,6 +210,8 @@ def summarize(
             s["sessions"] = session_block(c, c.meets(slo), duration)
         if (cols.job >= 0).any():  # agent jobs: whole jobs too
             s["jobs"] = job_block(c, slo, duration)
+        if (cols.items >= 0).any():  # embeddings, rerank, score: items too
+            s["pooling"] = pooling_block(c, duration)
         s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
@@ -225,7 +228,7 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
-    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs") if k in s}
+    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs", "pooling") if k in s}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
     s.update(valid=valid, warnings=warnings, per_class=per, **lanes, **tail)

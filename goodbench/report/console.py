@@ -8,6 +8,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from .jobs import job_text
+
 DEFAULT_TARGET = 0.95
 
 
@@ -242,6 +244,7 @@ def render_summary(
                 style="dim",
             )
         )
+    parts += [Text(x) for x in job_text(summary)]
     parts.append(prefix_line(summary.get("prefix_cache")))
     lanes = summary.get("per_priority") or {}
     if lanes:

@@ -9,6 +9,7 @@ import os
 from html import escape
 
 from ..records import fmt_num
+from .jobs import job_html
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1d1d1f;max-width:1400px}
@@ -199,6 +200,7 @@ def _blocks(summary: dict) -> list[str]:
         parts.append(_lanes_table(summary["per_priority"]))
     if summary.get("sessions"):
         parts.append(_sessions_table(summary["sessions"], summary.get("per_turn") or {}))
+    parts.append(job_html(summary))
     if summary.get("prefix_cache"):
         parts.append(_prefix_line(summary["prefix_cache"]))
     if summary.get("hol"):

@@ -105,6 +105,8 @@ def build_plan(spec: WorkloadSpec, tok) -> Plan:
 
         n = spec.num_requests if spec.num_requests is not None and spec.duration_s is None else spec.agent.jobs
         jobs = build_jobs(spec, arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed))
+        if tok is not None:
+            tok.words  # noqa: B018 -- computed once here, not inside the first call's timed send
         return Plan(planned_calls(spec, jobs), None, a, spec.duration_s, spec=spec, tok=tok, jobs=jobs)
     if spec.generator == "hol" and a.kind == "workload":
         n = hol_count(spec) if spec.num_requests is None else min(spec.num_requests, hol_count(spec))
