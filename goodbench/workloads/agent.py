@@ -17,7 +17,7 @@ import numpy as np
 
 from ..records import RequestSpec
 from .lengths import sample_lengths
-from .segments import segment_text, tokens_of
+from .segments import segment_text, text_of, tokens_of
 from .spec import MESSAGE_APIS, AgentSpec, WorkloadSpec
 
 SYSTEM_KEY = ("agent-system",)
@@ -35,6 +35,8 @@ class Node:
     tool_result_tokens: int  # 0: the call makes no tool call
     tool_s: float  # the tool's latency after this call (0: none)
     delay_s: float  # planned wait between the last parent's end and this call: a tool's latency + think
+    segments: tuple | None = None  # a replayed call's recorded prompt blocks (agenttrace.py)
+    tools: bool | None = None  # the call offers tools (None: when it makes a tool call)
 
 
 @dataclass(frozen=True)
@@ -131,22 +133,12 @@ def node_request(
     """Call k's request. replies / reply_tokens: the server's earlier replies in this job (live runs);
     else the planned ones. tok=None leaves the prompt text out (the simulator needs only segments)."""
     node = job.nodes[k]
+    if node.segments is not None:
+        return _replayed(spec, job, node, tok)
     ctx = _context(spec, job, node)
     counts = reply_tokens or {}
     segs = tuple((key, counts.get(src, n) if src is not None else n) for _, key, n, src in ctx)
-    common = dict(
-        id=f"{job.id}.{k}",
-        cls=f"agent-{node.kind}",
-        prompt_tokens=tokens_of(segs),
-        max_tokens=node.output_tokens,
-        segments=segs,
-        job=job.id,
-        node=k,
-        parents=node.parents,
-        depth=node.depth,
-        delay_s=node.delay_s,
-        tools=node.tool_result_tokens > 0,
-    )
+    common = _common(job, node, segs)
     if tok is None:
         return RequestSpec(prompt="", **common)
     words, got = tok.words, replies or {}
@@ -159,6 +151,32 @@ def node_request(
     else:
         prompt = "".join(text for _, text in texts)
     return RequestSpec(prompt=prompt, **common)
+
+
+def _common(job: Job, node: Node, segs: tuple) -> dict:
+    return dict(
+        id=f"{job.id}.{node.index}",
+        cls=f"agent-{node.kind}",
+        prompt_tokens=tokens_of(segs),
+        max_tokens=node.output_tokens,
+        segments=segs,
+        job=job.id,
+        node=node.index,
+        parents=node.parents,
+        depth=node.depth,
+        delay_s=node.delay_s,
+        tools=node.tool_result_tokens > 0 if node.tools is None else node.tools,
+    )
+
+
+def _replayed(spec: WorkloadSpec, job: Job, node: Node, tok) -> RequestSpec:
+    """A recorded call: its recorded prompt blocks, as one user message (or one text)."""
+    segs = node.segments
+    if tok is None:
+        return RequestSpec(prompt="", **_common(job, node, segs))
+    text = text_of(segs, tok)
+    prompt = [{"role": "user", "content": text}] if spec.endpoint in MESSAGE_APIS else text
+    return RequestSpec(prompt=prompt, **_common(job, node, segs))
 
 
 def planned_requests(spec: WorkloadSpec, jobs: list[Job]) -> list[RequestSpec]:

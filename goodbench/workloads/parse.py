@@ -295,9 +295,15 @@ def _session(ctx: _Ctx, t: dict) -> SessionSpec:
     )
 
 
-def _agent(ctx: _Ctx, t: dict) -> AgentSpec:
+def _agent(ctx: _Ctx, t: dict, base_dir: str) -> AgentSpec:
     ctx.known(t, set(AgentSpec.__dataclass_fields__), "agent.")
     d, p = AgentSpec(), "agent."
+    trace = t.get("trace")
+    if trace is not None and not isinstance(trace, str):
+        raise ctx.err("agent.trace", "expected a file path")
+    fmt = t.get("trace_format")
+    if fmt is not None and fmt not in ("goodbench", "weka"):
+        raise ctx.err("agent.trace_format", f"{fmt!r} is not one of goodbench, weka")
     dists = ("fanout", "task", "output", "tool_result", "tool_ms")
     lengths = {k: _length(ctx, t[k], p + k) if k in t else getattr(d, k) for k in dists}
     tools = t.get("tools", d.tools)
@@ -311,6 +317,8 @@ def _agent(ctx: _Ctx, t: dict) -> AgentSpec:
         system_tokens=ctx.num(t, "system_tokens", p, int, d.system_tokens, lo=0),
         max_concurrent=ctx.num(t, "max_concurrent", p, int, 0, lo=0),
         tools=tools,
+        trace=trace if trace is None or os.path.isabs(trace) else os.path.join(base_dir, trace),
+        trace_format=fmt,
         **lengths,
     )
 
@@ -353,8 +361,15 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     ):
         raise ctx.err("endpoint", 'classes with reasoning need endpoint = "chat", "responses" or "messages"')
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
-    arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen in ("hol", "trace") else "poisson")
-    if gen in ("sessions", "agent") and arrival.kind in ("closed", "workload"):
+    replay = gen == "agent" and "trace" in (doc.get("agent") or {})
+    timed = replay and "rate" not in (doc.get("arrival") or {})  # a replay at its recorded arrivals
+    first = "workload" if gen in ("hol", "trace") or timed else "poisson"
+    arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, first)
+    if (
+        arrival.kind == "closed"
+        and gen in ("sessions", "agent")
+        or (arrival.kind == "workload" and (gen == "sessions" or (gen == "agent" and not replay)))
+    ):
         raise ctx.err(
             "arrival.process",
             f"{gen} arrive by an open process (poisson, gamma, constant, onoff, "
@@ -379,7 +394,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         hol=_hol(ctx, doc.get("hol", {})) if gen == "hol" else None,
         session=_session(ctx, doc.get("session", {})) if gen == "sessions" else None,
         trace=_trace(ctx, doc.get("trace", {}), base_dir) if gen == "trace" else None,
-        agent=_agent(ctx, doc.get("agent", {})) if gen == "agent" else None,
+        agent=_agent(ctx, doc.get("agent", {}), base_dir) if gen == "agent" else None,
         arrival=arrival,
         num_requests=n,
         duration_s=dur,

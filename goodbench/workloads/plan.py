@@ -89,6 +89,24 @@ def _trace_plan(spec: WorkloadSpec, tok) -> Plan:
     return Plan(reqs, np.array([r.arrival_s for r in reqs], float), spec.arrival, spec.duration_s, spec=spec)
 
 
+def replay_jobs(spec: WorkloadSpec, a: ArrivalSpec, n: int | None) -> list:
+    """A recorded agent trace's jobs: at their recorded arrivals (arrival process `workload`), else
+    by the arrival process; `n` of them at most (num_requests / --num-prompts, when given)."""
+    from dataclasses import replace
+
+    from ..workloads.agenttrace import read_agent_trace
+
+    jobs, timed = read_agent_trace(spec.agent.trace, spec.agent.trace_format)
+    if spec.num_requests is not None:
+        jobs = jobs[: spec.num_requests]
+    if a.kind == "workload":
+        if not timed:
+            raise UsageError(f"{spec.agent.trace}: these jobs have no arrival times: give [arrival] a process and rate")
+        return sorted(jobs, key=lambda j: j.arrival_s)
+    offs = arrival_offsets(a, n=len(jobs), duration_s=spec.duration_s, seed=spec.seed)
+    return [replace(j, arrival_s=float(t)) for j, t in zip(jobs, offs)]
+
+
 def build_plan(spec: WorkloadSpec, tok) -> Plan:
     a = spec.arrival
     if spec.generator == "trace":
@@ -104,7 +122,11 @@ def build_plan(spec: WorkloadSpec, tok) -> Plan:
         from ..workloads.agent import build_jobs, planned_requests as planned_calls
 
         n = spec.num_requests if spec.num_requests is not None and spec.duration_s is None else spec.agent.jobs
-        jobs = build_jobs(spec, arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed))
+        jobs = (
+            replay_jobs(spec, a, n)
+            if spec.agent.trace
+            else build_jobs(spec, arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed))
+        )
         if tok is not None:
             tok.words  # noqa: B018 -- computed once here, not inside the first call's timed send
         return Plan(planned_calls(spec, jobs), None, a, spec.duration_s, spec=spec, tok=tok, jobs=jobs)

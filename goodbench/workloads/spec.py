@@ -116,6 +116,8 @@ class AgentSpec:
     system_tokens: int = 1000  # the system prompt every call of every job shares
     max_concurrent: int = 0  # cap on jobs in flight (0: none)
     tools: bool = True  # tool steps offer tools and require a call (tool-call deltas in the reply)
+    trace: str | None = None  # replay recorded jobs instead (workloads/agenttrace.py)
+    trace_format: str | None = None  # goodbench | weka (None: from the file)
 
 
 @dataclass(frozen=True)
