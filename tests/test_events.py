@@ -109,3 +109,16 @@ def test_unary_bodies():
     assert unary_result("rerank", {"results": [{}]}) == (1, None)
     with pytest.raises(ValueError, match="no 'results'"):
         unary_result("rerank", {"data": []})
+
+
+@pytest.mark.parametrize("size", [1, 7, 50, 10_000])
+def test_named_events_split_or_merged_across_reads_parse_alike(size):
+    from goodbench.client.events import NamedEventParser
+
+    whole = []
+    for ev in RESPONSES.split(b"\n\n")[:-1]:
+        whole += NamedEventParser().feed(ev + b"\n\n")
+    p, got = NamedEventParser(), []
+    for i in range(0, len(RESPONSES), size):
+        got += p.feed(RESPONSES[i : i + size])
+    assert got == whole and len(got) == 11

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from .sse import Chunk, _count
+from .sse import Chunk, SSEParser, _count
 
 _scan = json.JSONDecoder().scan_once
 
@@ -134,6 +134,21 @@ def classify_messages(payload: bytes) -> Chunk:
 
 
 CLASSIFIERS = {"responses": classify_responses, "messages": classify_messages}
+
+
+class NamedEventParser(SSEParser):
+    """SSEParser with a fast path for the common read of these APIs: one whole `event: NAME` +
+    one-line `data:` event (the `event:` line says what the JSON's `type` says again)."""
+
+    __slots__ = ()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if chunk[:7] == b"event: " and chunk[-2:] == b"\n\n" and not (self._pending or self._data or self._cr):
+            nl = chunk.find(b"\n")
+            rest = chunk[nl + 1 : -2]
+            if rest[:6] == b"data: " and b"\n" not in rest and b"\r" not in chunk:
+                return [rest[6:]]
+        return super().feed(chunk)
 
 
 def unary_result(api: str, obj) -> tuple[int, int | None]:

@@ -9,7 +9,7 @@ import dataclasses
 import json
 
 from ..records import RequestRecord
-from .events import CLASSIFIERS, unary_result
+from .events import CLASSIFIERS, NamedEventParser, unary_result
 from .sse import classify
 from .stream import StreamState
 
@@ -66,4 +66,8 @@ def new_state(cfg, clock, t0: float) -> StreamState:
     """The state one response is parsed into, by the API the endpoint speaks."""
     if cfg.unary:
         return UnaryState(clock, t0, cfg.api)
-    return StreamState(clock, t0, CLASSIFIERS.get(cfg.api, classify))
+    if cfg.api in CLASSIFIERS:
+        st = StreamState(clock, t0, CLASSIFIERS[cfg.api])
+        st.parser = NamedEventParser()
+        return st
+    return StreamState(clock, t0, classify)
