@@ -56,7 +56,7 @@ def add_goodput_arg(g, default: str) -> None:
         "--goodput",
         nargs="+",
         metavar="KEY:MS",
-        help=f"SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:); default: {default}",
+        help=f"SLO, e.g. ttft:500 tpot:50 (also ttfo:, e2el:, max_itl:; jct: per agent job); default: {default}",
     )
 
 

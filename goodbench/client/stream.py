@@ -154,6 +154,8 @@ class StreamState:
         n = len(times)
         toks, out, source = self._counts(tok)
         first_answer, reasoning = self._reasoning(tok, toks) if n else (None, 0)
+        # a tool call's text is what the server's parser rewrote, not the tokens generated: not compared
+        local_count = local_count and not spec.tools
         local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
         return RequestRecord(
             id=spec.id,
