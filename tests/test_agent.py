@@ -148,3 +148,22 @@ def test_a_live_agent_run_against_the_reference_engine(tmp_path):
     assert s["jobs"]["critical_path_share"]["min"] > 0.9
     for x in recs:
         assert x.output_tokens == 12
+
+
+def test_the_report_shows_jobs_and_their_timeline(tmp_path):
+    import os
+
+    from goodbench.report.console import render_summary
+    from goodbench.report.write import write_reports
+
+    s = api.simulate(workload(tmp_path), EngineConfig(fixed_step_ms=5), result_dir=str(tmp_path))
+    ((path, nfig),) = write_reports([s.dir])
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert "Agent jobs" in text and "JCT p50" in text and "TTFT p50 by depth" in text
+    assert os.path.exists(os.path.join(s.dir, "job_timeline.png"))
+    from rich.console import Console
+
+    con = Console(record=True, width=160)
+    con.print(render_summary(s.summary, s.meta.to_dict()))
+    assert "agent jobs: 6/6 completed" in con.export_text()

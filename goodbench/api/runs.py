@@ -288,6 +288,8 @@ def run_via_locust(
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
+    if spec.generator == "agent":
+        raise UsageError("agent jobs run with goodbench's own client: leave out --via locust")
     with _server(_target(target), engine, pin, on_stage) as (target, _, _logs), labels_in_env(labels):
         return run_locust(
             spec,

@@ -31,7 +31,7 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from ..client.config import ClientConfig, request_body, resolve_endpoint
-from ..client.stream import StreamState
+from ..client.unary import new_state
 from ..records import RequestRecord, RequestSpec, RunMeta, parse_slo
 from ..rundir import RunDir
 from ..store import new_run_id
@@ -374,7 +374,7 @@ class GoodputUser(User):
 
     def _stream(self, spec: RequestSpec, scheduled: float) -> tuple[RequestRecord, str]:
         t0 = RUN.t0
-        st = StreamState(time.monotonic, t0)
+        st = new_state(RUN.cfg, time.monotonic, t0)
         status, http_status, error = "ok", None, None
         body = request_body(RUN.cfg, spec)
         headers = {RUN.cfg.session_header: spec.session} if spec.session else None
