@@ -81,23 +81,21 @@ class StreamState:
             elif kind == "error" or kind == "bad":
                 self.status, self.error = "bad_stream", c.error
                 return
-            if c.completion_tokens is not None:
-                self.usage_ct = c.completion_tokens
-            if c.prompt_tokens is not None:
-                self.prompt_srv = c.prompt_tokens
-            if c.reasoning_tokens is not None:
-                self.usage_rt = c.reasoning_tokens
+            self._usage(c)
 
-    def _end(self, c) -> None:
-        """The end of the stream ([DONE], or an API's terminal event, which may carry the usage). Output
-        the server counted but no event carried is a mismatch: the parser does not know this stream."""
-        self.done = True
+    def _usage(self, c) -> None:
         if c.completion_tokens is not None:
             self.usage_ct = c.completion_tokens
         if c.prompt_tokens is not None:
             self.prompt_srv = c.prompt_tokens
         if c.reasoning_tokens is not None:
             self.usage_rt = c.reasoning_tokens
+
+    def _end(self, c) -> None:
+        """The end of the stream ([DONE], or an API's terminal event, which may carry the usage). Output
+        the server counted but no event carried is a mismatch: the parser does not know this stream."""
+        self.done = True
+        self._usage(c)
         if not self.times and self.usage_ct:
             self.status = "bad_stream"
             self.error = (

@@ -167,16 +167,22 @@ class Dispatch:
         """Multi-turn sessions: each starts at its arrival (when a slot of session.max_concurrent is free:
         waiting shows as lag) and sends its turns one after another, each its think time after the
         previous reply, the server's replies resent as history. Runs as its own task, like open_loop."""
-        cap = plan.spec.session.max_concurrent
+        await self._units(
+            plan.sessions, plan.spec.session.max_concurrent, lambda s, slots: self._session(plan, s, slots)
+        )
+
+    async def _units(self, units, cap: int, run) -> None:
+        """Start each unit (a session, an agent job) at its arrival_s, when one of `cap` slots is free
+        (0: no cap); `run(unit, slots)` releases its slot when done."""
         slots = asyncio.Semaphore(cap) if cap else None
         t0, clock = self.client.t0, self.client.clock
-        for s in sorted(plan.sessions, key=lambda x: x.arrival_s):
-            d = t0 + s.arrival_s - clock()
+        for u in sorted(units, key=lambda x: x.arrival_s):
+            d = t0 + u.arrival_s - clock()
             if d > 0:
                 await asyncio.sleep(d)
             if slots is not None:
                 await slots.acquire()
-            t = asyncio.ensure_future(self._session(plan, s, slots))
+            t = asyncio.ensure_future(run(u, slots))
             self.tasks.add(t)
             t.add_done_callback(self._task_done)
 
@@ -205,18 +211,7 @@ class Dispatch:
     async def jobs_loop(self, plan) -> None:
         """Agent jobs: each starts at its arrival (when a slot of agent.max_concurrent is free: waiting
         shows as lag) and runs its graph (workloads.agent). Runs as its own task, like open_loop."""
-        cap = plan.job_cap
-        slots = asyncio.Semaphore(cap) if cap else None
-        t0, clock = self.client.t0, self.client.clock
-        for job in sorted(plan.jobs, key=lambda x: x.arrival_s):
-            d = t0 + job.arrival_s - clock()
-            if d > 0:
-                await asyncio.sleep(d)
-            if slots is not None:
-                await slots.acquire()
-            t = asyncio.ensure_future(self._job(plan, job, slots))
-            self.tasks.add(t)
-            t.add_done_callback(self._task_done)
+        await self._units(plan.jobs, plan.job_cap, lambda j, slots: self._job(plan, j, slots))
 
     async def _job(self, plan, job, slots) -> None:
         """One job: a call is sent when all its parents have answered, its planned delay (a tool's

@@ -11,7 +11,7 @@ import hashlib
 import json
 import struct
 
-from .openai_api import REASONING_FIELD, BadRequest, Parsed, _bool, _int, _message_text, tool_call_name
+from .openai_api import REASONING_FIELD, BadRequest, Parsed, _bool, _int, _message_text, check_body, tool_call_name
 
 EMBED_DIM = 64  # the reference engine's vectors: a stand-in, deterministic per text
 
@@ -35,11 +35,7 @@ def _items_text(items, key: str) -> str:
 
 def parse_api(body, api: str, model_names: tuple) -> Parsed:
     """A Responses or Messages request, validated into the engine's Parsed request."""
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model not in model_names:
-        raise BadRequest(f"The model `{str(model)[:100]}` does not exist.", "model")
+    check_body(body, model_names)
     if api == "responses":
         text, n = _items_text(body.get("input"), "input"), body.get("input")
         system, cap = body.get("instructions"), _int(body, "max_output_tokens", 1, None)
@@ -74,11 +70,7 @@ def parse_api(body, api: str, model_names: tuple) -> Parsed:
 def pool_inputs(body, api: str, model_names: tuple) -> list:
     """The texts (or token-id lists) an embeddings, rerank or score request carries: each is one
     prefill for the engine. Rerank / score: the query joined to each document (a cross-encoder's work)."""
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model not in model_names:
-        raise BadRequest(f"The model `{str(model)[:100]}` does not exist.", "model")
+    check_body(body, model_names)
     if api == "embeddings":
         inp = body.get("input")
         items = [inp] if isinstance(inp, str) or (isinstance(inp, list) and inp and type(inp[0]) is int) else inp

@@ -107,13 +107,18 @@ def _prompt(body: dict, chat: bool) -> tuple[str | None, tuple | None, int]:
     raise BadRequest("'prompt' must be a non-empty string or list of token ids", "prompt")
 
 
-def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
-    """Validate every field the engine uses; unknown fields are ignored, as OpenAI servers do."""
+def check_body(body, model_names: tuple) -> None:
+    """A JSON object naming a served model (or none): what every endpoint checks first."""
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     model = body.get("model")
     if model is not None and model not in model_names:
         raise BadRequest(f"The model `{str(model)[:100]}` does not exist.", "model")
+
+
+def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
+    """Validate every field the engine uses; unknown fields are ignored, as OpenAI servers do."""
+    check_body(body, model_names)
     if _int(body, "n", 1, 1) != 1:
         raise BadRequest("only n = 1 is supported", "n")
     text, ids, overhead = _prompt(body, chat)

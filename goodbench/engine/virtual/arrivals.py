@@ -41,6 +41,16 @@ class ClosedArrivals:
                 self.next += 1
 
 
+def _starts(groups) -> tuple[list[int], list[int]]:
+    """Requests laid out group after group (a session's turns, a job's calls): each group's first
+    request index, and each request's group."""
+    start, owner = [], []
+    for i, g in enumerate(groups):
+        start.append(len(owner))
+        owner += [i] * len(g)
+    return start, owner
+
+
 class SessionArrivals:
     """Multi-turn sessions: requests are the sessions' turns back to back (workloads.sessions). A session
     starts at its arrival (or when one of `cap` slots frees); each next turn arrives its think time after
@@ -49,12 +59,8 @@ class SessionArrivals:
     dynamic = True
 
     def __init__(self, sessions, cap: int = 0):
-        self.start, k = [], 0
-        for s in sessions:
-            self.start.append(k)
-            k += len(s.turns)
+        self.start, self.owner = _starts([s.turns for s in sessions])
         self.sessions, self.cap = sessions, cap or len(sessions)
-        self.owner = [i for i, s in enumerate(sessions) for _ in s.turns]
         self.waiting = list(range(len(sessions)))[::-1]  # next session to start at the end
         self.active = 0
         self.heap: list = []
@@ -86,12 +92,8 @@ class JobArrivals:
     dynamic = True
 
     def __init__(self, jobs, cap: int = 0):
-        self.start, k = [], 0
-        for j in jobs:
-            self.start.append(k)
-            k += len(j.nodes)
+        self.start, self.owner = _starts([j.nodes for j in jobs])
         self.jobs, self.cap = jobs, cap or len(jobs)
-        self.owner = [i for i, j in enumerate(jobs) for _ in j.nodes]
         self.children = [j.children for j in jobs]
         self.pending = [[len(n.parents) for n in j.nodes] for j in jobs]
         self.latest = [[0.0] * len(j.nodes) for j in jobs]
