@@ -8,6 +8,7 @@ import pytest
 
 from goodbench.client.events import classify_messages, classify_responses, unary_result
 from goodbench.client.stream import StreamState
+from goodbench.records import RequestSpec
 
 
 def frames(*events) -> bytes:
@@ -101,7 +102,11 @@ def test_a_chat_chunk_or_a_sentinel_is_not_this_apis_event(classify, api):
 def test_usage_without_any_output_event_is_a_clear_error_not_zeros():
     only_end = frames({"type": "response.completed", "response": {"usage": {"output_tokens": 7}}})
     st = state(classify_responses, only_end)
-    assert st.status == "bad_stream" and "7 output tokens" in st.error and "--endpoint-type" in st.error
+    r = st.record(RequestSpec("r", "c", "p", 1, 7), 0.0, 0.0, 1.0, st.status, 200, st.error)
+    assert r.status == "bad_stream" and "7 output tokens" in r.error and "--endpoint-type" in r.error
+    # a tool call a server's parser held back (cut short by max_tokens) is not a mismatch: no chunks
+    tool = st.record(RequestSpec("r", "c", "p", 1, 7, tools=True), 0.0, 0.0, 1.0, st.status, 200, st.error)
+    assert tool.status == "ok" and tool.output_tokens == 7 and tool.first_token_at is None
 
 
 def test_unary_bodies():

@@ -85,10 +85,10 @@ def test_an_agent_workload_with_fan_out_fan_in_and_tool_calls(tools_server, tmp_
     assert s["jobs"]["started"] == s["jobs"]["completed"] == 3 and s["jobs"]["calls_per_job"] == 6
     recs = run.records()
     for r in recs:
-        # the server's usage is the planned output (ignore_eos); a tool call's deltas are buffered by
-        # vLLM's parser, so it may arrive as fewer chunks than tokens
+        # the server's usage is the planned output (ignore_eos); a tool call's deltas are held by vLLM's
+        # parser until the call parses, so a call cut at 12 tokens may stream fewer chunks, or none
         assert r.output_tokens_source == "usage" and r.output_tokens == 12
-        assert len(r.chunk_times) >= 1
+        assert len(r.chunk_times) >= (0 if r.node in (1, 3) else 6)
     by = {(r.job, r.node): r for r in recs}
     for r in recs:
         for p in r.parents:  # the final call waited for both sub-agents

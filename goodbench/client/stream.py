@@ -92,16 +92,9 @@ class StreamState:
             self.usage_rt = c.reasoning_tokens
 
     def _end(self, c) -> None:
-        """The end of the stream ([DONE], or an API's terminal event, which may carry the usage). Output
-        the server counted but no event carried is a mismatch: the parser does not know this stream."""
+        """The end of the stream ([DONE], or an API's terminal event, which may carry the usage)."""
         self.done = True
         self._usage(c)
-        if not self.times and self.usage_ct:
-            self.status = "bad_stream"
-            self.error = (
-                f"the server counted {self.usage_ct} output tokens but no output event arrived: "
-                "is --endpoint-type right for this endpoint?"
-            )
 
     def answer_text(self) -> str:
         """The reply as a user reads it (reasoning left out): what a multi-turn session resends."""
@@ -150,6 +143,16 @@ class StreamState:
         with the tokenizer when the server sent usage (the tokenizer-mismatch check samples requests)."""
         times = self.times
         n = len(times)
+        if status == "ok" and self.done and not n and self.usage_ct and not spec.tools:
+            # output the server counted but no event carried: the parser does not know this stream (a
+            # tool call may stream nothing: a server's parser holds a call cut short by max_tokens)
+            status, error = (
+                "bad_stream",
+                (
+                    f"the server counted {self.usage_ct} output tokens but no output event arrived: "
+                    "is --endpoint-type right for this endpoint?"
+                ),
+            )
         toks, out, source = self._counts(tok)
         first_answer, reasoning = self._reasoning(tok, toks) if n else (None, 0)
         # a tool call's text is what the server's parser rewrote, not the tokens generated: not compared
