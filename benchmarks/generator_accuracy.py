@@ -34,6 +34,7 @@ sys.path.insert(0, ROOT)
 from goodbench import runner  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
 from goodbench.client.config import ClientConfig  # noqa: E402
+from goodbench.eventloop import install_uvloop  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
 from goodbench.records import RequestSpec  # noqa: E402
 from goodbench.store import RunStore, load  # noqa: E402
@@ -283,7 +284,7 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--repeat", type=int, default=1, help="run each case N times; print the median of each column")
     a = ap.parse_args()
-    runner.install_uvloop()
+    install_uvloop()
     runner.CLIENTS["floor"] = _floor_client()
     print(
         f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1; "

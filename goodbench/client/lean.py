@@ -7,7 +7,10 @@ generator_accuracy.py measures both side by side).
 Connection hygiene against real servers, which close idle keep-alive connections (uvicorn after 5 s): a
 connection idle longer than `keepalive_s` is never reused, and a request written on a reused connection
 that closes before any byte of the response arrived is sent once more on a fresh connection (the
-record says so: `retries`). Timeouts are checked by one sweeper per client, not a timer per read."""
+record says so: `retries`). Timeouts are checked by one sweeper per client, not a timer per read; the
+same sweeper ends a stream whose body does not end after `[DONE]` (the record ends at `[DONE]`).
+A reply that is not an event stream keeps its body as the error, whether its end is framed or is the
+connection's close (HTTP/1.0, `Connection: close`); 1xx replies are skipped; redirects are not followed."""
 
 from __future__ import annotations
 
@@ -24,22 +27,24 @@ from ..errors import UsageError
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from ..version import __version__
-from .config import ERROR_BODY_LIMIT, ClientConfig, not_a_stream, request_body
+from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, request_body, secret_free, wanted_body
 from .stream import StreamState, local_count_due
 from .unary import new_state
 
 SWEEP_S = 0.05  # how often timeouts and stale pooled connections are checked
 CONNECT_TIMEOUT_S = 10.0
+LINGER_S = 0.2  # after [DONE], how long the body may take to end before the connection is dropped
+_KEPT_HEADERS = frozenset((b"location", b"content-encoding"))
 
 
 class _Exchange:
     """One request/response on one connection: what the parser callbacks fill in."""
 
-    __slots__ = ("st", "done", "status", "ctype", "body", "got_bytes", "last", "deadline", "outcome", "sent")
+    __slots__ = ("st", "done", "status", "ctype", "body", "got_bytes", "last", "deadline", "outcome", "sent", "kept")
 
     def __init__(self, st: StreamState, done: asyncio.Future, deadline: float):
         self.st, self.done, self.deadline = st, done, deadline
-        self.status = self.ctype = None
+        self.status = self.ctype = self.kept = None  # kept: the _KEPT_HEADERS the reply had
         self.body: list[bytes] | None = None  # error or non-stream body, kept up to a limit
         self.got_bytes = False
         self.last = self.sent = 0.0
@@ -96,6 +101,10 @@ class _Conn(asyncio.Protocol):
         if not ex.got_bytes and self.reused:
             ex.finish("retry")  # the server closed a kept-alive connection as we reused it
             return
+        if ex.body is not None and ex.status is not None and ex.status >= 200:
+            self._body_ended(ex)  # a close-delimited error or non-stream body ends here
+            ex.finish()
+            return
         if ex.status is not None and ex.body is None:
             ex.st.on_eof()  # a close-delimited stream ends here; a stream that saw [DONE] is whole
         why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
@@ -104,14 +113,21 @@ class _Conn(asyncio.Protocol):
 
     # ---------------------------------------------------------------- parser callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-type":
+        name = name.lower()
+        if name == b"content-type":
             self.ex.ctype = value.decode("latin-1")
+        elif name in _KEPT_HEADERS:
+            ex = self.ex
+            ex.kept = {**(ex.kept or {}), name: value}
 
     def on_headers_complete(self) -> None:
         ex = self.ex
         ex.status = self.parser.get_status_code()
-        want = "application/json" if getattr(ex.st, "unary", False) else "text/event-stream"
-        if ex.status >= 400 or not (ex.ctype or "").startswith(want):
+        if (
+            ex.status >= 300
+            or not wanted_body(ex.ctype, getattr(ex.st, "unary", False))
+            or (ex.kept is not None and b"content-encoding" in ex.kept)
+        ):
             ex.body = []
 
     def on_body(self, body: bytes) -> None:
@@ -123,17 +139,16 @@ class _Conn(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         ex = self.ex
-        self.ex = None
         if ex.body is None:
             ex.st.on_eof()
             if not ex.st.done:
                 ex.st.fail("bad_stream", "stream ended without [DONE]")
+        elif ex.status < 200:  # 1xx (100 Continue, 103 Early Hints): the reply follows
+            ex.status = ex.ctype = ex.body = ex.kept = None
+            return
         else:
-            raw = b"".join(ex.body)
-            if ex.status >= 400:
-                ex.st.fail("http_error", f"HTTP {ex.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}")
-            else:
-                ex.st.fail("bad_stream", not_a_stream(ex.ctype or "", raw))
+            self._body_ended(ex)
+        self.ex = None
         if self.parser.should_keep_alive():
             self.client.release(self)
         else:
@@ -141,6 +156,15 @@ class _Conn(asyncio.Protocol):
         ex.finish()
 
     # ---------------------------------------------------------------- own
+    @staticmethod
+    def _body_ended(ex: _Exchange) -> None:
+        """A reply that is not an event stream ended: its status and body become the record's error."""
+        kept = ex.kept or {}
+        status, why = describe_reply(
+            ex.status, ex.ctype, b"".join(ex.body), kept.get(b"location"), kept.get(b"content-encoding")
+        )
+        ex.st.fail(status, why)
+
     def start(self, ex: _Exchange, data: bytes) -> None:
         self.ex = ex
         self.transport.write(data)
@@ -169,6 +193,7 @@ class LeanClient:
             f"Host: {u.netloc}",
             f"User-Agent: goodbench/{__version__}",
             "Accept: " + ("application/json" if cfg.unary else "text/event-stream"),
+            "Accept-Encoding: identity",
             "Content-Type: application/json",
         ]
         head += [f"{k}: {v}" for k, v in cfg.headers().items()]
@@ -261,7 +286,10 @@ class LeanClient:
                 ex = c.ex
                 if ex is None or ex.done.done():
                     continue
-                if now >= ex.deadline:
+                if ex.st.done:  # [DONE] came; the body has not ended: the stream ended at [DONE]
+                    if now - ex.st.t0 - ex.st.done_at < LINGER_S:
+                        continue
+                elif now >= ex.deadline:
                     ex.st.fail("timeout", f"total timeout after {now - ex.sent:.1f}s")
                 elif now - max(ex.last, ex.sent) >= cfg.idle_timeout_s:
                     ex.st.fail(
@@ -317,15 +345,11 @@ class LeanClient:
         self.finished += 1
         if on_text is not None:
             on_text(st.answer_text())
+        end, local = clock() - t0, local_count_due(self.finished - 1)
+        error = st.error if st.error is None else secret_free(st.error, self.cfg)
+        if self.tok is not None and st.heavy():  # tokenising it here would stall every other stream
+            args = (spec, scheduled_at, sent_at, end, st.status, http, error, self.tok, "", retries, local)
+            return await asyncio.to_thread(st.record, *args)
         return st.record(
-            spec,
-            scheduled_at,
-            sent_at,
-            clock() - t0,
-            st.status,
-            http,
-            st.error,
-            self.tok,
-            retries=retries,
-            local_count=local_count_due(self.finished - 1),
+            spec, scheduled_at, sent_at, end, st.status, http, error, self.tok, retries=retries, local_count=local
         )

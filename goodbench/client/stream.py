@@ -1,5 +1,9 @@
 """One response stream's state, fed bytes as they arrive, and the RequestRecord it becomes. Pure (the
-clock is passed in), shared by the aiohttp client and the locust integration."""
+clock is passed in), shared by both clients and the locust integration.
+
+The stream ends at `[DONE]` or at the end of the body, whichever comes first (`done_at`: a server that
+sends `[DONE]` and never ends the body has still answered then). `record()` never raises: whatever goes
+wrong after the last byte (counting, tokenising) becomes the record's error, never a lost record."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from array import array
 
 from ..records import RequestRecord, RequestSpec, job_fields
 from .sse import SSEParser, classify
+
+TOKENIZE_INLINE_CHARS = 256 * 1024  # more streamed text than this is tokenised off the event loop
 
 
 class StreamState:
@@ -28,7 +34,10 @@ class StreamState:
         "error",
         "done",
         "classify",
+        "done_at",
     )
+
+    unary = False  # a one-body reply (client/unary.py), not a stream
 
     def __init__(self, clock, t0: float, classify=classify):
         """classify: one event's payload -> sse.Chunk (OpenAI's by default; client/events.py has the
@@ -42,6 +51,7 @@ class StreamState:
         self.usage_ct = self.usage_rt = self.prompt_srv = None
         self.last_ct = 0
         self.status, self.error, self.done = "ok", None, False
+        self.done_at: float | None = None  # when [DONE] arrived (run clock)
 
     def on_data(self, data: bytes) -> None:
         t = self.clock() - self.t0
@@ -76,7 +86,7 @@ class StreamState:
                 else:
                     self.toks.append(0)  # unknown: settled when the stream ends
             elif kind == "done":
-                self._end(c)
+                self._end(c, t)
                 return
             elif kind == "error" or kind == "bad":
                 self.status, self.error = "bad_stream", c.error
@@ -91,9 +101,9 @@ class StreamState:
         if c.reasoning_tokens is not None:
             self.usage_rt = c.reasoning_tokens
 
-    def _end(self, c) -> None:
+    def _end(self, c, t: float) -> None:
         """The end of the stream ([DONE], or an API's terminal event, which may carry the usage)."""
-        self.done = True
+        self.done, self.done_at = True, t
         self._usage(c)
 
     def answer_text(self) -> str:
@@ -124,6 +134,31 @@ class StreamState:
             return first, int(self.usage_rt)
         return first, sum(k for k, th in zip(toks, self.thinking) if th)
 
+    def _tally(self, tok, local_count: bool) -> tuple:
+        """Token counts: the server's usage when sent, else the tokenizer over the streamed text, else one
+        per content chunk (and the source says which); the first answer chunk and the reasoning tokens.
+        local_count: also count the streamed text with the tokenizer when the server sent usage (the
+        tokenizer-mismatch check samples requests)."""
+        toks, out, source = self._counts(tok)
+        first_answer, reasoning = self._reasoning(tok, toks) if self.times else (None, 0)
+        local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
+        return toks, out, source, first_answer, reasoning, local
+
+    def _mismatch(self, spec: RequestSpec, status: str, error: str | None) -> tuple[str, str | None]:
+        """Output the server counted but no event carried: the parser does not know this stream (a
+        tool call may stream nothing: a server's parser holds a call cut short by max_tokens)."""
+        if status == "ok" and self.done and not self.times and self.usage_ct and not spec.tools:
+            return "bad_stream", (
+                f"the server counted {self.usage_ct} output tokens but no output event arrived: "
+                "is --endpoint-type right for this endpoint?"
+            )
+        return status, error
+
+    def heavy(self) -> bool:
+        """The streamed text is long enough that tokenising it would stall an event loop (clients then
+        build the record in a thread)."""
+        return sum(map(len, self.texts)) > TOKENIZE_INLINE_CHARS
+
     def record(
         self,
         spec: RequestSpec,
@@ -138,34 +173,26 @@ class StreamState:
         retries: int = 0,
         local_count: bool = False,
     ) -> RequestRecord:
-        """Token counts: the server's usage when sent, else the tokenizer over the streamed text, else
-        one per content chunk (and the source says which). local_count: also count the streamed text
-        with the tokenizer when the server sent usage (the tokenizer-mismatch check samples requests)."""
-        times = self.times
-        n = len(times)
-        if status == "ok" and self.done and not n and self.usage_ct and not spec.tools:
-            # output the server counted but no event carried: the parser does not know this stream (a
-            # tool call may stream nothing: a server's parser holds a call cut short by max_tokens)
-            status, error = (
-                "bad_stream",
-                (
-                    f"the server counted {self.usage_ct} output tokens but no output event arrived: "
-                    "is --endpoint-type right for this endpoint?"
-                ),
-            )
-        toks, out, source = self._counts(tok)
-        first_answer, reasoning = self._reasoning(tok, toks) if n else (None, 0)
+        """The record (token counts: _tally). finished_at: when the body ended, unless [DONE] came first.
+        Never raises: whatever fails while counting is kept in the record instead (_unrecordable)."""
+        finished_at = finished_at if self.done_at is None else min(finished_at, self.done_at)
+        status, error = self._mismatch(spec, status, error)
         # a tool call's text is what the server's parser rewrote, not the tokens generated: not compared
         local_count = local_count and not spec.tools
-        local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
+        try:
+            toks, out, source, first_answer, reasoning, local = self._tally(tok, local_count)
+        except Exception as e:  # noqa: BLE001 - the record is written whatever went wrong
+            return self._unrecordable(
+                e, spec, scheduled_at, sent_at, finished_at, status, http_status, error, origin, retries
+            )
         return RequestRecord(
             id=spec.id,
             cls=spec.cls,
             scheduled_at=scheduled_at,
             sent_at=sent_at,
-            first_token_at=times[0] if n else None,
+            first_token_at=self.times[0] if self.times else None,
             finished_at=finished_at,
-            chunk_times=tuple(times),
+            chunk_times=tuple(self.times),
             chunk_tokens=tuple(toks),
             output_tokens=out,
             output_tokens_source=source,
@@ -186,6 +213,15 @@ class StreamState:
             session_turns=spec.session_turns,
             **job_fields(spec),
         )
+
+    def _unrecordable(self, e, spec, scheduled_at, sent_at, finished_at, status, http_status, error, origin, retries):
+        """The record when counting failed: one token per chunk, no usage, and (when the request was ok)
+        status bad_stream with what failed."""
+        if status == "ok":
+            status, error = "bad_stream", f"client error while recording: {type(e).__name__}: {str(e)[:200]}"
+        self.toks = array("i", [1] * len(self.times))
+        self.usage_ct = self.usage_rt = self.prompt_srv = None
+        return self.record(spec, scheduled_at, sent_at, finished_at, status, http_status, error, None, origin, retries)
 
 
 def local_count_due(n: int) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import RunDirError
 from ..metrics import RequestMetrics
 from ..records import RequestRecord, RequestSpec
 
@@ -21,8 +22,8 @@ class Progress:
     """Live counters. In worker mode each worker owns one slot of a shared-memory array
     (one writer per slot, so no locks); the parent sums the slots."""
 
-    FIELDS = ("sent", "done", "failed", "good", "lag_max_ms")
-    sent, done, failed, good, lag_max_ms = (_counter(i) for i in range(5))
+    FIELDS = ("sent", "done", "failed", "good", "lag_max_ms", "write_errno")
+    sent, done, failed, good, lag_max_ms, write_errno = (_counter(i) for i in range(6))
 
     def __init__(self, arr=None, slot: int = 0):
         self._a = arr if arr is not None else [0] * len(self.FIELDS)
@@ -69,6 +70,7 @@ class Dispatch:
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
         self.unjudged: list[RequestRecord] = []  # finished, not yet counted against the SLO (judge())
+        self.write_error: RunDirError | None = None  # records cannot be written any more: the run ended
 
     async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None) -> RequestRecord:
         p = self.p
@@ -85,7 +87,11 @@ class Dispatch:
         finally:
             if self.sem is not None:
                 self.sem.release()
-        self.sink.append(rec)
+        try:
+            self.sink.append(rec)
+        except RunDirError as e:  # a full or read-only disk: nothing more can be kept, so stop now
+            self.cannot_write(e)
+            return rec
         p.done += 1
         if rec.status != "ok":
             p.failed += 1
@@ -94,6 +100,15 @@ class Dispatch:
         if rec.sent_at is not None:
             p.lag_max_ms = max(p.lag_max_ms, (rec.sent_at - scheduled_at) * 1000)
         return rec
+
+    def cannot_write(self, e: RunDirError) -> None:
+        """End the run at once: stop dispatch and cancel what is in flight (its records could not be kept)."""
+        if self.write_error is None:
+            self.write_error = e
+            self.p.write_errno = getattr(e, "errno", None) or 1  # the parent of --workers reads it
+            self.stop.set()
+            for t in list(self.tasks):
+                t.cancel()
 
     def judge(self) -> None:
         """Count the requests finished since the last call that meet the SLO (the live progress line),
@@ -260,6 +275,8 @@ class Dispatch:
         if not task.done():
             task.cancel()
             await asyncio.wait([task])
+        elif not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # a bug in dispatch must not pass for a run that sent nothing
 
     async def drain(self) -> bool:
         """Wait for in-flight requests; after a stop, only for the grace period. True if interrupted."""
