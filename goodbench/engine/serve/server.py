@@ -329,7 +329,10 @@ class EngineServer:
             items = pool_inputs(body, api, (self.model_name, "default"))
         except BadRequest as e:
             return _err(400, e.args[0], param=e.param)
-        req = Parsed(False, "", None, 0, 1, False, False, False, True, 0)
+        req = Parsed(
+            chat=False, text="", token_ids=None, overhead=0, max_tokens=1, stream=False,
+            include_usage=False, continuous_usage=False, ignore_eos=True, priority=0,
+        )  # fmt: skip
         loop, seqs = asyncio.get_running_loop(), []
         try:
             for x in items:
