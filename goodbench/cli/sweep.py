@@ -94,7 +94,10 @@ def _add_backend_args(p) -> None:
         help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment",
     )
     p.add_argument(
-        "--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)"
+        "--target-attainment",
+        type=float,
+        default=0.9,
+        help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks (default 0.9, DistServe's)",
     )
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
@@ -131,6 +134,7 @@ def cmd_sweep(args) -> int:
             layouts=_layouts(args),
             labels=run_labels(args),
             on_stage=stages,
+            target_attainment=args.target_attainment,
         )
     if args.find_max_rate:
         return _max_rate(args, con, s)
@@ -166,6 +170,9 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     offered = span_rate(s.plan.offsets) if s.plan.offsets is not None else None
     title = tables.sweep_title(s.sweep_id, spec.name, s.plan.arrival.label, len(s.plan.requests), spec.slo, offered)
     con.print(tables.sweep_table(title, out.rows))
+    legend = tables.flip_legend(out.rows, s.target)
+    if legend:
+        con.print(legend)
     for line in tables.best_lines(out.best):
         con.print(line)
     con.print(tables.cheapest_line(out.cheapest))
@@ -307,6 +314,9 @@ def cmd_advise(args) -> int:
     from ..analysis.advise import reconcile
 
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
+    legend = tables.flip_legend(rows, 0.9)  # the check sweep's verdict bar (analysis.sweep.setup's default)
+    if legend:
+        con.print(legend, style="dim")
     verdict = reconcile(a, rows)
     if verdict:
         con.print(f"  note: {verdict}", style="yellow")

@@ -203,6 +203,9 @@ def _blocks(summary: dict) -> list[str]:
     parts.append(job_html(summary))
     if summary.get("prefix_cache"):
         parts.append(_prefix_line(summary["prefix_cache"]))
+    u = summary.get("engine_uncertainty")
+    if u and u.get("step_time_pct") is not None:
+        parts.append(f"<p>engine: step times ±{u['step_time_pct']:.0f}% <span class=dim>{_e(u['basis'])}</span></p>")
     if summary.get("hol"):
         parts.append(_hol_table(summary["hol"]))
     if summary.get("server_timing"):

@@ -1,9 +1,12 @@
 """When each request reaches the engine in virtual time, as a plan says: at fixed offsets (open loop),
-when a user's previous request finished (closed loop), or when a session's previous turn was answered.
+when a user's previous request finished (closed loop), when a session's previous turn was answered,
+or when an agent job's call has every parent answered.
 One interface for the one-instance loop and the cluster: `heap` holds (time, request index) of known
 arrivals; `finished(ids, t, failed)` tells the arrivals that requests ended at t (closed loops and
 sessions then schedule what follows); `dynamic` says whether a finish can create an earlier arrival
-than the heap shows (the cluster then keeps its instances in step)."""
+than the heap shows (the cluster then keeps its instances in step). `delay`: the server's front end
+(HTTP, tokenizing) between a request's send and its arrival at the engine; heap times are engine
+arrivals, so a request was sent `delay` earlier."""
 
 from __future__ import annotations
 
@@ -11,12 +14,13 @@ import heapq
 
 
 class OpenArrivals:
-    """Request k arrives at offsets[k]."""
+    """Request k arrives at offsets[k] (+ delay)."""
 
     dynamic = False
 
-    def __init__(self, offsets):
-        self.heap = [(float(t), k) for k, t in enumerate(offsets)]
+    def __init__(self, offsets, delay: float = 0.0):
+        self.delay = delay
+        self.heap = [(float(t) + delay, k) for k, t in enumerate(offsets)]
         heapq.heapify(self.heap)
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
@@ -29,15 +33,15 @@ class ClosedArrivals:
 
     dynamic = True
 
-    def __init__(self, n: int, users: int, think_s: float = 0.0, duration_s: float | None = None):
-        self.n, self.think_s, self.duration_s = n, think_s, duration_s
+    def __init__(self, n: int, users: int, think_s: float = 0.0, duration_s: float | None = None, delay: float = 0.0):
+        self.n, self.think_s, self.duration_s, self.delay = n, think_s, duration_s, delay
         self.next = min(users, n)
-        self.heap = [(0.0, k) for k in range(self.next)]
+        self.heap = [(delay, k) for k in range(self.next)]
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
         for _ in ids:
             if self.next < self.n and (self.duration_s is None or t + self.think_s < self.duration_s):
-                heapq.heappush(self.heap, (t + self.think_s, self.next))
+                heapq.heappush(self.heap, (t + self.think_s + self.delay, self.next))
                 self.next += 1
 
 
@@ -58,7 +62,8 @@ class SessionArrivals:
 
     dynamic = True
 
-    def __init__(self, sessions, cap: int = 0):
+    def __init__(self, sessions, cap: int = 0, delay: float = 0.0):
+        self.delay = delay
         self.start, self.owner = _starts([s.turns for s in sessions])
         self.sessions, self.cap = sessions, cap or len(sessions)
         self.waiting = list(range(len(sessions)))[::-1]  # next session to start at the end
@@ -70,7 +75,7 @@ class SessionArrivals:
         while self.waiting and self.active < self.cap:
             i = self.waiting.pop()
             self.active += 1
-            heapq.heappush(self.heap, (max(t, self.sessions[i].arrival_s), self.start[i]))
+            heapq.heappush(self.heap, (max(t, self.sessions[i].arrival_s) + self.delay, self.start[i]))
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
         for k in ids:
@@ -78,7 +83,7 @@ class SessionArrivals:
             turn = k - self.start[i]  # 0-based
             turns = self.sessions[i].turns
             if not failed and turn + 1 < len(turns):
-                heapq.heappush(self.heap, (t + turns[turn + 1].think_s, k + 1))
+                heapq.heappush(self.heap, (t + turns[turn + 1].think_s + self.delay, k + 1))
             else:
                 self.active -= 1
                 self._fill(t)
@@ -91,7 +96,8 @@ class JobArrivals:
 
     dynamic = True
 
-    def __init__(self, jobs, cap: int = 0):
+    def __init__(self, jobs, cap: int = 0, delay: float = 0.0):
+        self.delay = delay
         self.start, self.owner = _starts([j.nodes for j in jobs])
         self.jobs, self.cap = jobs, cap or len(jobs)
         self.children = [j.children for j in jobs]
@@ -109,34 +115,37 @@ class JobArrivals:
             i = self.waiting.pop()
             self.active += 1
             self.inflight[i] = 1
-            heapq.heappush(self.heap, (max(t, self.jobs[i].arrival_s), self.start[i]))
+            heapq.heappush(self.heap, (max(t, self.jobs[i].arrival_s) + self.delay, self.start[i]))
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
         for k in ids:
             i = self.owner[k]
-            node = k - self.start[i]
             self.dead[i] = self.dead[i] or failed
             if not self.dead[i]:
-                for c in self.children[i][node]:
-                    self.pending[i][c] -= 1
-                    self.latest[i][c] = max(self.latest[i][c], t)
-                    if self.pending[i][c] == 0:
-                        self.inflight[i] += 1
-                        heapq.heappush(
-                            self.heap, (self.latest[i][c] + self.jobs[i].nodes[c].delay_s, self.start[i] + c)
-                        )
+                self._release_children(i, k - self.start[i], t)
             self.inflight[i] -= 1
             if self.inflight[i] == 0:
                 self.active -= 1
                 self._fill(t)
 
+    def _release_children(self, i: int, node: int, t: float) -> None:
+        """Node `node` of job i ended at t: its children whose parents have all ended arrive."""
+        for c in self.children[i][node]:
+            self.pending[i][c] -= 1
+            self.latest[i][c] = max(self.latest[i][c], t)
+            if self.pending[i][c] == 0:
+                self.inflight[i] += 1
+                when = self.latest[i][c] + self.jobs[i].nodes[c].delay_s + self.delay
+                heapq.heappush(self.heap, (when, self.start[i] + c))
 
-def arrivals_for(plan):
-    """The arrivals a plan describes (workloads.plan.Plan)."""
+
+def arrivals_for(plan, delay: float = 0.0):
+    """The arrivals a plan describes (workloads.plan.Plan), each reaching the engine `delay` after its send."""
     if plan.jobs:
-        return JobArrivals(plan.jobs, plan.job_cap)
+        return JobArrivals(plan.jobs, plan.job_cap, delay)
     if plan.sessions:
-        return SessionArrivals(plan.sessions, plan.session_cap)
+        return SessionArrivals(plan.sessions, plan.session_cap, delay)
     if plan.closed:
-        return ClosedArrivals(len(plan.requests), plan.arrival.concurrency, plan.arrival.think_time_s, plan.duration_s)
-    return OpenArrivals(plan.offsets)
+        a = plan.arrival
+        return ClosedArrivals(len(plan.requests), a.concurrency, a.think_time_s, plan.duration_s, delay)
+    return OpenArrivals(plan.offsets, delay)
