@@ -67,6 +67,7 @@ LIMITS = {
     "sigma": Limit(0, 20),
     "priority": Limit(-(2**31), 2**31 - 1),
     "trace_time": SECONDS,
+    "agent_depth": Limit(2, 1000),  # levels of an agent job's graph: plan, steps, final
     # gate clauses (a workload's [gate] table, --p50 ... --p99)
     "ceiling_ms": Limit(0, MAX_SECONDS * 1000.0, lo_open=True),
     # run
@@ -75,6 +76,7 @@ LIMITS = {
     "timeout": POSITIVE_SECONDS,
     "idle_timeout": POSITIVE_SECONDS,
     "keepalive": POSITIVE_SECONDS,
+    "pool_batch": Limit(1, 100_000),
     "grace_period": SECONDS,
     "target_attainment": FRACTION,
     "users": Limit(1, MAX_USERS),

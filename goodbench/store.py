@@ -23,7 +23,8 @@ from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
-COLUMNS_VERSION = 5  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions
+COLUMNS_VERSION = 6  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions;
+# 6: items, agent jobs
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -270,9 +271,7 @@ def save_arrays(run_dir: str, cols: RecordArrays) -> str:
                 {
                     "version": COLUMNS_VERSION,
                     "requests": len(cols),
-                    "cls_names": cols.cls_names,
-                    "origin_names": cols.origin_names,
-                    "session_names": cols.session_names,
+                    **{k: getattr(cols, k) for k in RecordArrays.NAMES},
                     "records_bytes": _records_bytes(run_dir),
                 },
                 f,
@@ -297,12 +296,7 @@ def _read_arrays(run_dir: str) -> RecordArrays | None:
         arrays = {name: np.load(os.path.join(d, name + ".npy"), allow_pickle=False) for name in RecordArrays.ARRAYS}
     except (OSError, ValueError, KeyError):
         return None
-    return RecordArrays(
-        cls_names=list(info["cls_names"]),
-        origin_names=list(info["origin_names"]),
-        session_names=list(info["session_names"]),
-        **arrays,
-    )
+    return RecordArrays(**{k: list(info[k]) for k in RecordArrays.NAMES}, **arrays)
 
 
 def load_arrays(run_dir: str, write_sidecar: bool = True) -> RunArrays:

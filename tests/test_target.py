@@ -40,11 +40,26 @@ class Target:
         await resp.write(b'data: {"choices":[{"index":0,"text":"x"}]}\n\ndata: [DONE]\n\n')
         return resp
 
+    async def _embeddings(self, request):
+        await request.read()
+        return web.json_response({"data": [{"index": 0, "embedding": [0.0]}], "usage": {"prompt_tokens": 1}})
+
+    async def _messages(self, request):
+        await request.read()
+        if "anthropic-version" not in request.headers:  # as Anthropic's API answers without it
+            return web.json_response({"error": {"message": "anthropic-version header is required"}}, status=400)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+        return resp
+
     def _serve(self, ready):
         asyncio.set_event_loop(self.loop)
         app = web.Application()
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/v1/messages", self._messages)
         runner = web.AppRunner(app)
         self.loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -75,6 +90,12 @@ def test_preflight_refuses_a_model_the_server_does_not_serve(server):
 def test_preflight_refuses_a_missing_endpoint_with_the_fix(server):
     with pytest.raises(TargetError, match="answered 404.*try --endpoint /v1/completions"):
         _pre(server.url, model="", endpoint="/v1/chat/completions")
+
+
+def test_preflight_speaks_the_endpoints_api(server):
+    """A one-body API answers JSON, not an event stream; Messages needs its own headers."""
+    assert _pre(server.url, model="", endpoint="/v1/embeddings") == ("served-model", [])
+    assert _pre(server.url, model="", endpoint="/v1/messages") == ("served-model", [])
 
 
 def test_preflight_says_what_the_server_answered():

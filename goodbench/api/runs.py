@@ -100,6 +100,7 @@ class Target:
     client: str = "lean"  # lean (asyncio + httptools) | aiohttp (the baseline)
     keepalive_s: float = 4.0  # never reuse a connection idle longer than this
     preflight: bool = True  # check the model and send one tiny request before the clock starts
+    pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
 
 
 def _target(target) -> Target:
@@ -140,15 +141,18 @@ def _stop_engine(proc, run_dir: str | None) -> None:
 def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
     """The client config for a reachable target (TargetError otherwise), after the preflight (the
     model against /v1/models, one tiny request; client/target.py) unless target.preflight is False."""
-    from ..client.config import ClientConfig, resolve_endpoint
+    from ..client.config import ClientConfig, resolve_api, resolve_endpoint
     from ..client.target import check_reachable, preflight, resolve_model
     from ..errors import warn
 
     header = {"session_header": spec.session.header} if spec.session else {}
+    path = resolve_endpoint(target.endpoint, spec.endpoint)
     ccfg = ClientConfig(
         **header,
         base_url=target.base_url,
-        endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
+        endpoint=path,
+        endpoint_type=resolve_api(path, spec.endpoint),
+        pool_batch=target.pool_batch,
         model=target.model or "",
         api_key=target.api_key,
         ignore_eos=spec.ignore_eos and target.ignore_eos,
@@ -276,6 +280,8 @@ def run(
 
     spec, target = as_workload(workload), _target(target)
     _check_run_options(target, max_concurrency, workers, grace_s)
+    if spec.generator == "agent" and workers > 1:
+        raise UsageError("agent jobs run in one load-generator process: leave --workers at 1")
     if run_id:
         RunDir.check_free(result_dir, run_id)
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):
@@ -327,6 +333,8 @@ def run_via_locust(
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
+    if spec.generator == "agent":
+        raise UsageError("agent jobs run with goodbench's own client: leave out --via locust")
     check_all({"users": users, "spawn_rate": spawn_rate, "locust_workers": locust_workers})
     check_all({"min_attainment": min_attainment})
     if run_id:

@@ -8,6 +8,7 @@ import argparse
 from ..engine.config import EngineConfig
 from ..engine.knobs import field_kind, flag_fields, flag_names
 from ..limits import GATE_MARGIN, TARGET_ATTAINMENT
+from ..workloads.spec import ENDPOINTS
 
 DATASETS = ("sharegpt", "random", "mixed", "hol")  # workloads.datasets.DATASETS (a test keeps them equal),
 # written out so building the parser does not import numpy
@@ -56,7 +57,7 @@ def add_goodput_arg(g, default: str) -> None:
         "--goodput",
         nargs="+",
         metavar="KEY:MS",
-        help=f"SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:); default: {default}",
+        help=f"SLO, e.g. ttft:500 tpot:50 (also ttfo:, e2el:, max_itl:; jct: per agent job); default: {default}",
     )
 
 
@@ -93,7 +94,12 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help="seed for workload and arrivals (default: the workload's, else 0)")
     g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: the bundled Qwen3 tokenizer)")
     add_goodput_arg(g, "the workload's [slo]")
-    g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
+    g.add_argument(
+        "--endpoint-type",
+        choices=list(ENDPOINTS),
+        help="the API to speak: completions, chat, responses (OpenAI Responses), messages (Anthropic "
+        "Messages), embeddings, rerank, score (default: the workload's; inferred from --endpoint's path)",
+    )
     g.add_argument(
         "--trace",
         metavar="FILE",

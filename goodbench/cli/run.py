@@ -27,7 +27,15 @@ def add_target_args(p) -> None:
     )
     g.add_argument(
         "--endpoint",
-        help="API path, e.g. /v1/completions or /v1/chat/completions (default: the workload's, /v1/completions)",
+        help="API path, e.g. /v1/completions, /v1/chat/completions, /v1/responses, /v1/messages, "
+        "/v1/embeddings, /v1/rerank (default: the workload's, /v1/completions; the API is inferred from the path, --endpoint-type says it otherwise)",
+    )
+    g.add_argument(
+        "--pool-batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="embeddings: texts per request; rerank / score: documents per query (default 1)",
     )
     g.add_argument("--model", help="model name sent in requests (default: the server's first /v1/models entry)")
     g.add_argument(
@@ -149,6 +157,7 @@ def _target(args):
         client=args.client,
         keepalive_s=args.keepalive,
         preflight=not args.no_preflight,
+        pool_batch=args.pool_batch,
     )
 
 

@@ -14,8 +14,9 @@ from aiohttp.streams import StreamReader
 
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
-from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, is_event_stream, request_body, secret_free
+from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, request_body, secret_free, wanted_body
 from .stream import StreamState, local_count_due
+from .unary import new_state
 
 LINGER_S = 0.2  # after [DONE], how long the body may take to end
 
@@ -96,9 +97,9 @@ class AiohttpClient:
         self.tok = tok
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
-        if cfg.api_key:
-            headers["Authorization"] = f"Bearer {cfg.api_key}"
+        accept = "application/json" if cfg.unary else "text/event-stream"
+        headers = {"Content-Type": "application/json", "Accept": accept, "Accept-Encoding": "identity"}
+        headers.update(cfg.headers())
         self._headers = headers
         self._pacer = TurnPacer()
         self.finished = 0
@@ -154,7 +155,7 @@ class AiohttpClient:
         """One request, streamed to its end, as a record. Never raises (but for cancellation of the
         caller itself): every fault, and any surprise in the client, becomes the record's status."""
         clock, t0 = self.clock, self.t0
-        st = StreamState(clock, t0)
+        st = new_state(self.cfg, clock, t0)
         mark = _Sent()
         res = {"sent": clock() - t0, "http": None}  # sent_at is replaced by the socket-write time once known
         try:
@@ -203,7 +204,7 @@ class AiohttpClient:
             res["http"] = resp.status
             h = resp.headers
             ctype = h.get("Content-Type", "")
-            if resp.status >= 300 or not is_event_stream(ctype) or h.get("Content-Encoding"):
+            if resp.status >= 300 or not wanted_body(ctype, getattr(st, "unary", False)) or h.get("Content-Encoding"):
                 raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
                 st.fail(*describe_reply(resp.status, ctype, raw, h.get("Location"), h.get("Content-Encoding")))
                 return

@@ -27,8 +27,9 @@ from ..errors import UsageError
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from ..version import __version__
-from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, is_event_stream, request_body, secret_free
+from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, request_body, secret_free, wanted_body
 from .stream import StreamState, local_count_due
+from .unary import new_state
 
 SWEEP_S = 0.05  # how often timeouts and stale pooled connections are checked
 CONNECT_TIMEOUT_S = 10.0
@@ -124,7 +125,7 @@ class _Conn(asyncio.Protocol):
         ex.status = self.parser.get_status_code()
         if (
             ex.status >= 300
-            or not is_event_stream(ex.ctype)
+            or not wanted_body(ex.ctype, getattr(ex.st, "unary", False))
             or (ex.kept is not None and b"content-encoding" in ex.kept)
         ):
             ex.body = []
@@ -191,12 +192,11 @@ class LeanClient:
             f"POST {path} HTTP/1.1",
             f"Host: {u.netloc}",
             f"User-Agent: goodbench/{__version__}",
-            "Accept: text/event-stream",
+            "Accept: " + ("application/json" if cfg.unary else "text/event-stream"),
             "Accept-Encoding: identity",
             "Content-Type: application/json",
         ]
-        if cfg.api_key:
-            head.append(f"Authorization: Bearer {cfg.api_key}")
+        head += [f"{k}: {v}" for k, v in cfg.headers().items()]
         self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
         self.idle: deque[_Conn] = deque()
         self.active: set[_Conn] = set()
@@ -310,7 +310,7 @@ class LeanClient:
         """One request, streamed to its end, as a record. Never raises (but for cancellation of the
         caller itself): every fault becomes the record's status. on_text gets the reply's answer text."""
         clock, t0 = self.clock, self.t0
-        st = StreamState(clock, t0)
+        st = new_state(self.cfg, clock, t0)
         sent_at, http, retries, c = clock() - t0, None, 0, None
         try:
             await self.wait_turn()

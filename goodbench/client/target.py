@@ -14,7 +14,7 @@ import aiohttp
 
 from ..errors import TargetError
 from ..records import RequestSpec
-from .config import ClientConfig, model_from_listing, not_a_stream, request_body
+from .config import ClientConfig, model_from_listing, not_a_stream, request_body, wanted_body
 
 PREFLIGHT_S = 2.0  # the whole preflight: /v1/models and one tiny request
 
@@ -107,7 +107,7 @@ async def _tiny(s: aiohttp.ClientSession, cfg: ClientConfig, timeout: float) -> 
                 hint = " (try --no-ignore-eos)" if "ignore_eos" in text else ""
                 raise TargetError(f"POST {cfg.url} answered HTTP {r.status}{hint}: {text}")
             ctype = r.headers.get("Content-Type", "")
-            if "event-stream" not in ctype:
+            if not wanted_body(ctype, cfg.unary):
                 raise TargetError(f"POST {cfg.url}: {not_a_stream(ctype, await r.content.read(300))}")
             return []
     except (aiohttp.ClientError, asyncio.TimeoutError) as e:
@@ -118,9 +118,8 @@ async def preflight(cfg: ClientConfig, budget_s: float = PREFLIGHT_S) -> tuple[s
     """Before any timed request: the model (checked against /v1/models, or its first entry when
     cfg.model is None) and one tiny request to the endpoint, all within budget_s. Returns (the model,
     notes for the user); raises TargetError with the fix for a target that cannot work."""
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
     t0 = time.monotonic()
-    async with aiohttp.ClientSession(headers=headers) as s:
+    async with aiohttp.ClientSession(headers=cfg.headers()) as s:
         model, notes = await _models(s, cfg.base_url.rstrip("/"), cfg.model or None, budget_s / 2)
         left = max(0.2, budget_s - (time.monotonic() - t0))
         cfg = replace(cfg, model=model)

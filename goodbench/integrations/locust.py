@@ -40,13 +40,13 @@ from locust.runners import MasterRunner, WorkerRunner
 from ..client.config import (
     ClientConfig,
     describe_reply,
-    is_event_stream,
     model_from_listing,
     request_body,
     resolve_endpoint,
     secret_free,
+    wanted_body,
 )
-from ..client.stream import StreamState
+from ..client.unary import new_state
 from ..errors import RunDirError
 from ..records import RequestRecord, RequestSpec, RunMeta, parse_slo
 from ..redact import scrub_url
@@ -433,7 +433,7 @@ class GoodputUser(User):
 
     def _stream(self, spec: RequestSpec, scheduled: float) -> tuple[RequestRecord, str]:
         t0 = RUN.t0
-        st = StreamState(time.monotonic, t0)
+        st = new_state(RUN.cfg, time.monotonic, t0)
         http_status = None
         body = request_body(RUN.cfg, spec)
         headers = {RUN.cfg.session_header: spec.session} if spec.session else None
@@ -441,8 +441,8 @@ class GoodputUser(User):
         try:
             with RUN.http.stream("POST", RUN.endpoint, json=body, headers=headers) as resp:
                 http_status = resp.status_code
-                h = resp.headers
-                if resp.status_code >= 300 or not is_event_stream(h.get("content-type")) or h.get("content-encoding"):
+                h, ok = resp.headers, resp.status_code < 300
+                if not ok or not wanted_body(resp.headers.get("content-type"), st.unary) or h.get("content-encoding"):
                     raw = b"".join(_upto(resp.iter_raw(), 2000))
                     st.fail(
                         *describe_reply(

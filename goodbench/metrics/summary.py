@@ -12,11 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..columnar import RunArrays
-from ..records import STATUSES, RunResult
+from ..records import STATUSES, RunResult, request_slo
 from .derived import RequestMetrics, measured_arrays
 from .dist import dist, ratio
 from .hazards import LAG_P99_LIMIT_MS, Evidence, assess, lanes_honoured
 from .hol import hol_block
+from .jobs import job_block
+from .pooling import pooling_block
 from .saturation import saturation
 from .sessions import session_block, turns
 from .stats import goodput_bootstrap, goodput_interval, wilson
@@ -34,7 +36,7 @@ def _slo_block(c: RequestMetrics, sel: np.ndarray, slo: dict | None, duration: f
         "slo_met": good,
         "slo_clauses": {
             k: {"threshold_ms": ms, "attainment": float((c.clause(k, ms) & sel).sum() / issued) if issued else None}
-            for k, ms in slo.items()
+            for k, ms in request_slo(slo).items()
         },
         "slo_attainment": good / issued if issued else None,
         "goodput": good / duration if duration > 0 else None,
@@ -159,6 +161,20 @@ def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, err
     )
 
 
+def _shaped_blocks(s: dict, c: RequestMetrics, slo: dict | None, duration: float, meta) -> None:
+    """The blocks only some workloads have: whole sessions, whether priority lanes were honoured,
+    whole agent jobs, pooled items (embeddings, rerank, score)."""
+    cols = c.cols
+    if s.get("per_turn"):  # multi-turn sessions: whole sessions too
+        s["sessions"] = session_block(c, c.meets(slo), duration)
+    if s.get("per_priority"):  # were the lanes served in priority order (None: unknown)
+        s["priority_honoured"] = lanes_honoured(s["per_priority"], meta.engine)[0]
+    if (cols.job >= 0).any():  # agent jobs: whole jobs too
+        s["jobs"] = job_block(c, slo, duration)
+    if (cols.items >= 0).any():  # embeddings, rerank, score: items too
+        s["pooling"] = pooling_block(c, duration)
+
+
 def summarize(
     result: RunResult | RunArrays,
     slo: dict | None = None,
@@ -205,10 +221,7 @@ def summarize(
         for key, futures in subsets.items():  # per_class always; priority lanes and turns when there are any
             if futures or key == "per_class":
                 s[key] = {k: f.result() for k, f in futures.items()}
-        if subsets["per_turn"]:  # multi-turn sessions: whole sessions too
-            s["sessions"] = session_block(c, c.meets(slo), duration)
-        if s.get("per_priority"):  # added by issue 23: were the lanes served in priority order (None: unknown)
-            s["priority_honoured"] = lanes_honoured(s["per_priority"], meta.engine)[0]
+        _shaped_blocks(s, c, slo, duration, meta)
         s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
@@ -225,7 +238,7 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
-    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions") if k in s}
+    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs", "pooling") if k in s}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
     s.update(valid=valid, warnings=warnings, per_class=per, **lanes, **tail)

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..limits import TARGET_ATTAINMENT
+from .jobs import job_text
 
 DEFAULT_TARGET = TARGET_ATTAINMENT
 
@@ -260,6 +261,7 @@ def render_summary(
                 style="dim",
             )
         )
+    parts += [Text(x) for x in job_text(summary)]
     parts.append(prefix_line(summary.get("prefix_cache")))
     lanes = summary.get("per_priority") or {}
     if lanes:

@@ -9,6 +9,7 @@ import os
 from html import escape
 
 from .captions import caption
+from .jobs import job_html
 from .tables import best_text
 
 CSS = """
@@ -198,6 +199,7 @@ def _blocks(summary: dict) -> list[str]:
         parts.append(_lanes_table(summary["per_priority"]))
     if summary.get("sessions"):
         parts.append(_sessions_table(summary["sessions"], summary.get("per_turn") or {}))
+    parts.append(job_html(summary))
     if summary.get("prefix_cache"):
         parts.append(_prefix_line(summary["prefix_cache"]))
     u = summary.get("engine_uncertainty")

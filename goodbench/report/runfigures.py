@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from ..metrics.jobs import critical_path, job_rows
 from .figures import _plt, _save, gauge_words, is_fraction, log_ms_axis
 from .view import RunView
 
@@ -352,13 +353,53 @@ def _server_panel(ax, views: list[RunView]) -> None:
 PREFERRED_GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage", "cache_usage_perc")
 
 
+def _pick_jobs(c, groups) -> list[tuple[str, np.ndarray]]:
+    """The median-JCT job and the slowest one (by their last end minus their first schedule)."""
+    jct = np.array(
+        [np.nanmax(np.where(np.isnan(c.fin[g]), c.sent[g], c.fin[g])) - np.nanmin(c.sched[g]) for g in groups]
+    )
+    order = np.argsort(jct)
+    picks = [("median job", groups[order[len(order) // 2]])]
+    if len(order) > 1:
+        picks.append(("slowest job", groups[order[-1]]))
+    return picks
+
+
+def job_timeline(views: list[RunView], out_dir: str) -> str | None:
+    """The first run's median and slowest jobs: each call a bar from sent to end (red: on the critical
+    path), its planned tool / think wait a grey bar before it, the job's JCT in the title."""
+    v = views[0]
+    groups = job_rows(v.cols)
+    if not groups:
+        return None
+    plt = _plt()
+    picks = _pick_jobs(v.c, groups)
+    fig, axes = plt.subplots(1, len(picks), figsize=(7 * len(picks), 4), squeeze=False)
+    for ax, (title, rows) in zip(axes[0], picks):
+        _, path = critical_path(v.c, rows)
+        t0 = float(np.nanmin(v.c.sched[rows]))
+        for y, i in enumerate(sorted(rows, key=lambda i: (v.cols.depth[i], v.cols.node[i]))):
+            sent = float(v.c.sent[i]) - t0
+            end = (float(v.c.fin[i]) - t0) if not np.isnan(v.c.fin[i]) else sent
+            wait = 0.0 if np.isnan(v.cols.delay[i]) else float(v.cols.delay[i])
+            ax.barh(y, wait, left=sent - wait, color="#d0d7de", height=0.6)
+            ax.barh(y, end - sent, left=sent, color="#cf222e" if i in path else "#0969da", height=0.6)
+            ax.text(end, y, f" {v.cols.node[i]} (d{v.cols.depth[i]})", va="center", fontsize=7)
+        jct = max(float(v.c.fin[i]) for i in rows) - t0
+        ax.set_title(f"{title}: JCT {jct * 1000:,.0f} ms (red: critical path, grey: tool / think)", fontsize=9)
+        ax.set_xlabel("s since the job arrived")
+        ax.set_yticks([])
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "job_timeline.png"))
+
+
 def _server_series(rows: list[dict]) -> list[str]:
     names = list(dict.fromkeys(k for r in rows[:50] for k in r["metrics"]))
     pick = [n for n in names if any(p in n for p in PREFERRED_GAUGES)]
     return (pick or [n for n in names if not n.endswith(("_total", "_sum", "_count", "_created"))])[:4]
 
 
-FIGURES = (cdfs, itl_timeline, vs_prompt, timeseries, attainment_by_class, schedule_lag, engine_steps)
+FIGURES = (cdfs, itl_timeline, vs_prompt, timeseries, attainment_by_class, schedule_lag, engine_steps, job_timeline)
 
 
 def run_figures(views: list[RunView], out_dir: str) -> list[str]:

@@ -372,7 +372,9 @@ def workloads_table(catalogue) -> Table:
             else f"{spec.session.sessions} sessions"
             if spec.session
             else "the trace's"
-            if spec.trace
+            if spec.trace or (spec.agent and spec.agent.trace)
+            else f"{spec.agent.jobs} jobs"
+            if spec.agent
             else str(spec.num_requests)
             if spec.num_requests
             else f"{spec.duration_s:g} s"

@@ -182,16 +182,22 @@ class Dispatch:
         """Multi-turn sessions: each starts at its arrival (when a slot of session.max_concurrent is free:
         waiting shows as lag) and sends its turns one after another, each its think time after the
         previous reply, the server's replies resent as history. Runs as its own task, like open_loop."""
-        cap = plan.spec.session.max_concurrent
+        await self._units(
+            plan.sessions, plan.spec.session.max_concurrent, lambda s, slots: self._session(plan, s, slots)
+        )
+
+    async def _units(self, units, cap: int, run) -> None:
+        """Start each unit (a session, an agent job) at its arrival_s, when one of `cap` slots is free
+        (0: no cap); `run(unit, slots)` releases its slot when done."""
         slots = asyncio.Semaphore(cap) if cap else None
         t0, clock = self.client.t0, self.client.clock
-        for s in sorted(plan.sessions, key=lambda x: x.arrival_s):
-            d = t0 + s.arrival_s - clock()
+        for u in sorted(units, key=lambda x: x.arrival_s):
+            d = t0 + u.arrival_s - clock()
             if d > 0:
                 await asyncio.sleep(d)
             if slots is not None:
                 await slots.acquire()
-            t = asyncio.ensure_future(self._session(plan, s, slots))
+            t = asyncio.ensure_future(run(u, slots))
             self.tasks.add(t)
             t.add_done_callback(self._task_done)
 
@@ -214,6 +220,51 @@ class Dispatch:
                 replies.append(got[0] if got else "")
                 reply_tokens.append(rec.output_tokens)
         finally:
+            if slots is not None:
+                slots.release()
+
+    async def jobs_loop(self, plan) -> None:
+        """Agent jobs: each starts at its arrival (when a slot of agent.max_concurrent is free: waiting
+        shows as lag) and runs its graph (workloads.agent). Runs as its own task, like open_loop."""
+        await self._units(plan.jobs, plan.job_cap, lambda j, slots: self._job(plan, j, slots))
+
+    async def _job(self, plan, job, slots) -> None:
+        """One job: a call is sent when all its parents have answered, its planned delay (a tool's
+        latency, think time) after the last of them, with their replies in its prompt. A failed call
+        ends its branch: what depends on it is never sent (the job is not completed)."""
+        from ..workloads.agent import node_request
+
+        replies: dict[int, str] = {}
+        tokens: dict[int, int] = {}
+        loop = asyncio.get_running_loop()
+        done = {n.index: loop.create_future() for n in job.nodes}
+        t0, clock = self.client.t0, self.client.clock
+
+        async def call(node) -> None:
+            ok = True
+            for p in node.parents:
+                ok = await done[p] and ok
+            if not ok:
+                done[node.index].set_result(False)
+                return
+            scheduled = job.arrival_s if not node.parents else clock() - t0 + node.delay_s
+            if node.parents and node.delay_s > 0:
+                await asyncio.sleep(node.delay_s)
+            spec = node_request(plan.spec, job, node.index, plan.tok, replies, tokens)
+            got: list[str] = []
+            if self.sem is not None:
+                await self.sem.acquire()
+            rec = await self._one(spec, scheduled, on_text=got.append)
+            if rec.status == "ok":
+                replies[node.index], tokens[node.index] = (got[0] if got else ""), rec.output_tokens
+            done[node.index].set_result(rec.status == "ok")
+
+        calls = [asyncio.ensure_future(call(n)) for n in job.nodes]
+        try:
+            await asyncio.gather(*calls)
+        finally:
+            for c in calls:
+                c.cancel()
             if slots is not None:
                 slots.release()
 

@@ -113,6 +113,8 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     try:
         if plan.sessions:
             await d.dispatch(d.sessions_loop(plan))
+        elif plan.jobs:
+            await d.dispatch(d.jobs_loop(plan))
         elif plan.closed:
             await d.dispatch(
                 d.closed_loop(
