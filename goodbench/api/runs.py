@@ -229,6 +229,7 @@ def run(
     port for the run. labels: {key: value} kept in run.json and the history catalogue. live(progress,
     fn): wraps the timed part for a progress display; fn(on_tick)."""
     from .. import tokenizer as tokmod
+    from ..client.lag import client_lag
     from ..runner import Progress, RunOptions, run_plan
 
     spec, target = as_workload(workload), _target(target)
@@ -255,6 +256,7 @@ def run(
             return run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)
 
         rd.meta.interrupted = live(prog, go) if live is not None else go(None)
+        rd.meta.client_lag = client_lag(prog.lag_states)
         return Run(rd.dir, rd.meta, rd.finish(), rd.meta.interrupted)
 
 

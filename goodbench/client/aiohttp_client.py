@@ -13,7 +13,8 @@ from aiohttp.streams import StreamReader
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from .config import ERROR_BODY_LIMIT, ClientConfig, not_a_stream, request_body
-from .stream import StreamState, local_count_due
+from .lag import LagMeter
+from .stream import Finished, StreamState, local_count_due
 
 
 class _Sent:
@@ -84,6 +85,8 @@ class AiohttpClient:
         self._headers = headers
         self._pacer = TurnPacer()
         self.finished = 0
+        self.chunks = 0
+        self.meter = LagMeter()  # loop lags only: aiohttp's transport reads the sockets
 
     async def wait_turn(self) -> None:
         """One request leaves per event-loop iteration (see pacing): in a burst, sockets are polled
@@ -130,9 +133,12 @@ class AiohttpClient:
     def payload(self, spec: RequestSpec) -> dict:
         return request_body(self.cfg, spec)
 
-    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None) -> RequestRecord:
+    async def send(
+        self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None, later: bool = False
+    ) -> RequestRecord | Finished:
         """One request, streamed to its end, as a record. Never raises (but for cancellation of the
-        caller itself): every fault, and any surprise in the client, becomes the record's status."""
+        caller itself): every fault, and any surprise in the client, becomes the record's status.
+        later=True: a Finished whose record is built when asked (see stream.Finished)."""
         clock, t0 = self.clock, self.t0
         st = StreamState(clock, t0)
         mark = _Sent()
@@ -163,9 +169,11 @@ class AiohttpClient:
         except Exception as e:  # a surprise in the client must not lose the record (its text says what)
             st.fail("bad_stream", f"client error: {type(e).__name__}: {str(e)[:200]}")
         self.finished += 1
+        self.chunks += len(st.times)
         if on_text is not None:
             on_text(st.answer_text())
-        return st.record(
+        fin = Finished(
+            st,
             spec,
             scheduled_at,
             res["sent"],
@@ -176,6 +184,7 @@ class AiohttpClient:
             self.tok,
             local_count=local_count_due(self.finished - 1),
         )
+        return fin if later else fin.record()
 
     async def _exchange(self, spec: RequestSpec, st: StreamState, mark: _Sent, res: dict) -> None:
         """POST, then read the stream into st (or the error body); under send's total deadline."""

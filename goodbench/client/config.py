@@ -26,6 +26,7 @@ class ClientConfig:
     keepalive_s: float = 4.0  # never reuse a connection idle longer (uvicorn closes idle ones after 5 s)
     client: str = "lean"  # lean (asyncio + httptools, the default) | aiohttp (the baseline)
     session_header: str = "X-Session-ID"  # carries a multi-turn request's session id (also sent as `user`)
+    kernel_stamps: bool = True  # lean client, plain http on Linux: chunk times from the kernel (SO_TIMESTAMPNS)
 
     @property
     def is_chat(self) -> bool:

@@ -12,6 +12,15 @@ import numpy as np
 from ..metrics import RequestMetrics
 from ..records import RequestRecord, RequestSpec
 
+FLUSH_S = 0.05  # how often finished records are considered for writing
+BUSY_S = 0.002  # a wake-up later than this: the loop is busy, the write waits
+FLUSH_MAX_S = 1.0  # ... but never longer than this (a killed process loses at most this much)
+
+
+def _record(r) -> RequestRecord:
+    """A record, or a client's Finished stream built into one (client/stream.Finished)."""
+    return r if isinstance(r, RequestRecord) else r.record()
+
 
 def _counter(i: int):
     return property(lambda s: s._a[s._b + i], lambda s, v: s._a.__setitem__(s._b + i, v))
@@ -30,6 +39,7 @@ class Progress:
         self.total = 0
         self.started = time.monotonic()
         self.t0: float | None = None  # the run's clock origin (monotonic), once set-up is done
+        self.lag_states: list[dict] = []  # each load-generator process's LagMeter state (client/lag.py)
 
     @property
     def in_flight(self) -> int:
@@ -69,8 +79,12 @@ class Dispatch:
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
         self.unjudged: list[RequestRecord] = []  # finished, not yet counted against the SLO (judge())
+        self.unwritten: list[RequestRecord] = []  # finished, not yet in the sink (flush())
 
-    async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None) -> RequestRecord:
+    async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None):
+        """One request; its record goes to the sink in the next batch (flush). Without on_text the
+        record itself is built then too (stream.Finished): a wave of streams ending together costs the
+        loop only their counters. Returns the record, or the Finished one that builds it."""
         p = self.p
 
         def sent():
@@ -80,12 +94,12 @@ class Dispatch:
             rec = (
                 await self.client.send(spec, scheduled_at, sent, on_text=on_text)
                 if on_text
-                else await self.client.send(spec, scheduled_at, sent)
+                else await self.client.send(spec, scheduled_at, sent, later=True)
             )
         finally:
             if self.sem is not None:
                 self.sem.release()
-        self.sink.append(rec)
+        self.unwritten.append(rec)  # written in batches when the loop is idle (flush_when_idle)
         p.done += 1
         if rec.status != "ok":
             p.failed += 1
@@ -101,9 +115,34 @@ class Dispatch:
         if not self.unjudged:
             return
         batch, self.unjudged = self.unjudged, []
-        c = RequestMetrics(batch)
+        c = RequestMetrics([_record(r) for r in batch])
         met = c.meets(self.opts.slo)
         self.p.good += int((met if met is not None else c.ok & ~np.isnan(c.first)).sum())
+
+    def flush(self) -> None:
+        """Write the finished records to the sink in one batch."""
+        if not self.unwritten:
+            return
+        batch, self.unwritten = [_record(r) for r in self.unwritten], []
+        many = getattr(self.sink, "append_many", None)
+        if many is not None:
+            many(batch)
+        else:
+            for rec in batch:
+                self.sink.append(rec)
+
+    async def flush_when_idle(self, every_s: float = FLUSH_S) -> None:
+        """Write records off the moments that matter: when a wake-up comes on time (the loop is not
+        working through a burst of reads and sends), or at the latest after FLUSH_MAX_S."""
+        clock = time.monotonic
+        last = clock()
+        while True:
+            due = clock() + every_s
+            await asyncio.sleep(every_s)
+            now = clock()
+            if self.unwritten and (now - due < BUSY_S or now - last >= FLUSH_MAX_S):
+                self.flush()
+                last = clock()
 
     def _spawn(self, spec, scheduled_at):
         t = asyncio.ensure_future(self._one(spec, scheduled_at))

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..client.aiohttp_client import AiohttpClient
 from ..client.config import ClientConfig
+from ..client.lag import loop_probe
 from ..client.lean import LeanClient
 from ..gcquiet import quiet_gc, watchdog as gc_watchdog
 from ..metrics.saturation import GROWTH, MIN_GROWTH, MIN_SENT
@@ -106,6 +107,9 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     )
     ticker = asyncio.ensure_future(_ticker(d, sh.on_tick))
     watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
+    meter = client.meter
+    meter.start()
+    helpers = (asyncio.ensure_future(loop_probe(meter.loop)), asyncio.ensure_future(d.flush_when_idle()))
     plan = sh.plan
     reqs = [plan.requests[i] for i in sh.idx]
     try:
@@ -121,11 +125,14 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             await d.dispatch(d.open_loop(reqs, plan.offsets[sh.idx]))
         return await d.drain()
     finally:
+        meter.stop()
         gc_dog.cancel()
-        for task in (ticker, watch):
+        for task in (ticker, watch, *helpers):
             if task:
                 task.cancel()
+        d.flush()
         d.judge()
+        sh.progress.lag_states.append(meter.state(client.finished, client.chunks))
         scrape_stop.set()
         if scraper:
             await asyncio.wait([scraper], timeout=3)

@@ -22,7 +22,7 @@ from .dispatch import Progress, RunOptions
 from .share import Share, run_share
 
 
-def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -> None:
+def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int, lags) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
     die_with_parent()  # a killed parent (even SIGKILL) stops its workers: they keep what finished
     if os.getppid() != parent:
@@ -37,6 +37,7 @@ def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -
     share.progress = Progress(arr, slot)
     try:
         asyncio.run(run_share(share))
+        lags.put(share.progress.lag_states)  # the parent adds them up (client_lag)
     finally:
         sink.close()
 
@@ -67,10 +68,11 @@ def run_workers(
     w = opts.workers
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     arr = ctx.Array("d", w * len(Progress.FIELDS), lock=False)
+    lags = ctx.SimpleQueue()
     t0 = time.monotonic() + 1.0 + 0.2 * w  # leave the workers time to start and prewarm
     procs = []
     for k, share in enumerate(_shares(plan, cfg, opts, t0, scrape)):
-        p = ctx.Process(target=_worker_main, args=(share, run_dir, tok_name, arr, k, os.getpid()), daemon=True)
+        p = ctx.Process(target=_worker_main, args=(share, run_dir, tok_name, arr, k, os.getpid(), lags), daemon=True)
         p.start()
         procs.append(p)
     interrupted = False
@@ -93,7 +95,11 @@ def run_workers(
                 on_tick()
             for p in procs:
                 p.join(timeout=0.25 / len(procs))
+            while not lags.empty():  # read as they come: a full pipe would block a finishing worker
+                progress.lag_states += lags.get()
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+    while not lags.empty():
+        progress.lag_states += lags.get()
     return interrupted
