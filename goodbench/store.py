@@ -68,6 +68,11 @@ class RunStore:
         if recs:
             os.write(self._fd, "".join(r.to_json() + "\n" for r in recs).encode())
 
+    def write_lines(self, lines: list[str]) -> None:
+        """Records already serialised (RequestRecord.to_json), one write."""
+        if lines:
+            os.write(self._fd, ("\n".join(lines) + "\n").encode())
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -147,3 +147,39 @@ def test_sharegpt_conversations_replay_as_sessions(tmp_path):
     s = json.loads((tmp_path / run / "summary.json").read_text())
     assert s["sessions"]["started"] == 20 and s["sessions"]["turns_per_session"] >= 2
     assert "1" in s["per_turn"] and "2" in s["per_turn"] and "TTFT p50 by turn" in r.stdout
+
+
+def test_session_first_turns_are_built_before_the_clock_starts(tmp_path):
+    """Each session's first prompt (and the tokenizer's word list it is drawn from) is built before the
+    clock starts: built at the first arrival, it made session 0's first request leave 240-430 ms late."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    async def handler(request):
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b'data: {"choices":[{"delta":{"content":" ok"}}]}\n\ndata: [DONE]\n\n')
+        return resp
+
+    async def go():
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        try:
+            spec = api.load_workload(workload(tmp_path, think=0.01), num_prompts=4)
+            return await asyncio.get_running_loop().run_in_executor(
+                None, lambda: api.run(spec, f"http://127.0.0.1:{server.port}", result_dir=str(tmp_path / "r"))
+            )
+        finally:
+            await server.close()
+
+    from goodbench.tokenizer import load
+
+    load(None).__dict__.pop("words", None)  # as in a fresh process: the word list not built yet
+    run = asyncio.run(go())
+    with open(os.path.join(run.dir, "records.jsonl")) as f:
+        recs = [json.loads(line) for line in f]
+    first = [r["sent_at"] - r["scheduled_at"] for r in recs if r["turn"] == 1]
+    assert len(first) == 4 and max(first) < 0.1, first

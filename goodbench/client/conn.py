@@ -161,6 +161,7 @@ class KernelConn(Conn):
         self.loop = asyncio.get_running_loop()
         self.meter = client.meter
         self.pending = b""  # bytes a full send buffer did not take yet
+        self.read_at = 0.0  # the loop's time of this connection's previous read
         self.transport = self
         self.loop.add_reader(self.fd, self._readable)
 
@@ -190,22 +191,38 @@ class KernelConn(Conn):
         self._took(data, anc, self.clock())
 
     def _took(self, data: bytes, anc, now: float) -> None:
-        """One read: its kernel stamp (when the bytes reached the host) becomes the bytes' time."""
+        """One read: its kernel stamp (when the bytes reached the host) becomes the bytes' time. The
+        kernel keeps one stamp per queued segment, and merges a segment into the one before it while
+        the socket is unread (the later stamp wins): a read that brings several events of the stream
+        gives the earlier ones a later time. Their possible error (the stamp minus this connection's
+        previous read) goes into the meter's `merged` histogram; the summary reports it."""
         if not data:
             self._lost(None)
             return
-        if anc:
-            sec, nsec = _TIMESPEC(anc[0][2])
-            stamp = sec + nsec * 1e-9 - self.client.rt_offset
-            lag = now - stamp
-            self.meter.reads.add(lag)
-            self.meter.kernel_reads += 1
-            if lag >= 0.0:  # a stamp from the future is a clock step: keep the loop's own time
-                ex = self.ex
-                now = stamp if ex is None or stamp >= ex.sent else ex.sent
-        else:
-            self.meter.user_reads += 1
+        ex, meter = self.ex, self.meter
+        if not anc:
+            meter.user_reads += 1
+            self.feed_at(data, now)
+            return
+        sec, nsec = _TIMESPEC(anc[0][2])
+        stamp = sec + nsec * 1e-9 - self.client.rt_offset
+        lag = now - stamp
+        meter.reads.add(lag)
+        meter.kernel_reads += 1
+        user, before = now, self.read_at
+        if lag >= 0.0:  # a stamp from the future is a clock step: keep the loop's own time
+            now = stamp if ex is None or stamp >= ex.sent else ex.sent
+        if ex is None:
+            self.feed_at(data, now)
+            return
+        n0 = len(ex.st.times)
         self.feed_at(data, now)
+        self.read_at = user
+        merged = len(ex.st.times) - n0 - 1
+        if merged > 0:
+            bound = now - max(before, ex.sent)
+            for _ in range(merged):
+                meter.merged.add(bound)
 
     # ------------------------------------------------------------ the transport's part
     def write(self, data: bytes) -> None:

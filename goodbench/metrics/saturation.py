@@ -117,3 +117,22 @@ def waiting_series(rows: list[dict]) -> tuple[list[float], list[float]] | None:
     """(times, waiting requests) from server_metrics.jsonl rows: vLLM's `num_requests_waiting` gauge,
     summed over its label sets (engines, models). None when the server does not export it."""
     return prometheus.series(rows, "vllm:num_requests_waiting")
+
+
+OVERDUE_SLACK = 1.5  # a request is overdue past this multiple of its predicted service time
+MIN_FINISHED = 5  # finished requests before service times can be predicted
+
+
+def overdue(now: float, inflight, service) -> int | None:
+    """Requests in flight past their predicted end: send + OVERDUE_SLACK x (TTFT + (planned tokens - 1)
+    x time per further token), TTFT and time per token the 90th percentiles of the requests finished so
+    far. A server that keeps up holds this near a constant (a few slow requests), however many requests
+    are in flight while a backlog of long requests fills up to rate x service time; a server that does
+    not lets it grow with the queue. inflight: (send time, planned tokens) pairs; service: (TTFT, time
+    per further token) pairs; None while fewer than MIN_FINISHED requests finished."""
+    if len(service) < MIN_FINISHED:
+        return None
+    ttft, per = np.percentile(np.asarray(service, float), 90, axis=0)
+    pairs = np.asarray(list(inflight), float).reshape(-1, 2)
+    ends = pairs[:, 0] + OVERDUE_SLACK * (ttft + np.maximum(pairs[:, 1] - 1, 0) * per)
+    return int((ends < now).sum())
