@@ -1,7 +1,8 @@
 """Results directory: results/<run-id>/{run.json, records.jsonl, summary.json}.
 
-records.jsonl gets one os.write per finished request (O_APPEND, no user-space buffer), so a killed
-process loses only requests still in flight, and several worker processes can append to one file."""
+records.jsonl gets whole lines in one os.write per batch (O_APPEND, no user-space buffer): the runner
+writes finished requests within a second, in slices off the reads' path, so a killed process loses only
+requests in flight or finished in its last second, and several worker processes can append to one file."""
 
 from __future__ import annotations
 

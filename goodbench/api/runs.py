@@ -94,6 +94,7 @@ class Target:
     idle_timeout_s: float = 60.0
     client: str = "lean"  # lean (asyncio + httptools) | aiohttp (the baseline)
     keepalive_s: float = 4.0  # never reuse a connection idle longer than this
+    kernel_stamps: bool = True  # lean client on http:// (Linux): chunk times from the kernel's receive stamps
 
 
 def _target(target) -> Target:
@@ -140,6 +141,7 @@ def _connect(target: Target, spec: WorkloadSpec):
         idle_timeout_s=target.idle_timeout_s,
         client=target.client,
         keepalive_s=target.keepalive_s,
+        kernel_stamps=target.kernel_stamps,
     )
 
 

@@ -43,6 +43,12 @@ def add_target_args(p) -> None:
         help="load-generator client: lean (asyncio + httptools, default) or aiohttp (the baseline)",
     )
     g.add_argument(
+        "--no-kernel-timestamps",
+        action="store_true",
+        help="lean client on http://: stamp chunks with the event loop's clock instead of the kernel's "
+        "receive time (SO_TIMESTAMPNS, the default on Linux)",
+    )
+    g.add_argument(
         "--keepalive",
         type=float,
         default=4.0,
@@ -127,6 +133,7 @@ def _target(args):
         idle_timeout_s=args.idle_timeout,
         client=args.client,
         keepalive_s=args.keepalive,
+        kernel_stamps=not args.no_kernel_timestamps,
     )
 
 
