@@ -23,7 +23,7 @@ from .stream import StreamState
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: the module does not always export it
 KERNEL_STAMPS = sys.platform.startswith("linux")
 CMSG_BYTES = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
-READ_BYTES = 262144
+READ_BYTES = 65536  # below glibc's mmap threshold (128 KiB): a bigger buffer costs an mmap per read
 _TIMESPEC = struct.Struct("qq").unpack_from
 
 

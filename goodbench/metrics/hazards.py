@@ -20,7 +20,7 @@ MOST_FAILED = 0.5  # the failure hazards name a cause once at least this share o
 CLIENT_LAG_WARN = 0.05  # the client's stamp error p99 as a share of a percentile that earns a warning
 CLIENT_LAG_INVALID = 0.20  # ... and that makes the run invalid
 CLIENT_LAG_MIN_MS = 0.5  # stamp errors below this move nothing worth a word
-BUSY_PCT = 85.0  # a load-generator process this busy is the likely cause of its own lag
+BUSY_PCT = 50.0  # a load-generator process this busy is the likely cause of its own lag (bursts queue)
 WORKER_BUSY = 0.6  # the share of a core each worker should need (headroom for bursts)
 
 
