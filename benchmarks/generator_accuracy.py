@@ -40,6 +40,7 @@ sys.path.insert(0, os.environ.get("GB_TREE") or ROOT)  # GB_TREE: measure anothe
 from goodbench import runner  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
 from goodbench.client.config import ClientConfig  # noqa: E402
+from goodbench.eventloop import install_uvloop  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
 from goodbench.records import RequestSpec  # noqa: E402
 from goodbench.store import RunStore, load  # noqa: E402
@@ -350,8 +351,6 @@ def main() -> None:
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--repeat", type=int, default=1, help="run each case N times; print the median of each column")
     a = ap.parse_args()
-    from goodbench.eventloop import install_uvloop
-
     install_uvloop()
     MAIN_TREE[0] = a.main_tree
     if a.rt:  # inherited by the stub and the `main` child processes

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError, UsageError
+from .limits import MAX_SECONDS
 
 KINDS = ("poisson", "gamma", "constant", "onoff", "trace", "closed", "workload")
 
@@ -199,6 +200,9 @@ def parse_trace(text: str, fmt: str) -> tuple[float, ...]:
                 raise InputError(f"row {i}: expected a timestamp in column {col + 1}, got {row!r}") from None
     if not ts:
         raise InputError("no timestamps found")
+    bad = next((i for i, t in enumerate(ts) if not math.isfinite(t) or abs(t) > MAX_SECONDS), None)
+    if bad is not None:
+        raise InputError(f"timestamp {ts[bad]!r} (entry {bad + 1}) is not a time: finite, at most {MAX_SECONDS:g} s")
     return tuple(ts)
 
 

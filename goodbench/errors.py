@@ -18,7 +18,13 @@ class InputError(GoodbenchError, ValueError):
 
 
 class RunDirError(GoodbenchError):
-    """A results directory that cannot be read or written (missing, corrupt, already used)."""
+    """A results directory that cannot be read or written (missing, corrupt, already used, a full or
+    read-only disk). summary: what the run measured before its results could not be written (the CLI
+    prints it before the one-line error)."""
+
+    def __init__(self, message: str, summary: dict | None = None):
+        super().__init__(message)
+        self.summary = summary
 
 
 class TargetError(GoodbenchError):

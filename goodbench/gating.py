@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
 from .errors import UsageError
+from .limits import problem
 from .records import fmt_num
 
 METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms", "e2e": "e2el_ms"}
@@ -27,27 +28,40 @@ class GateSpec:
         """From a workload file's [gate] table."""
         pct = {k: dict(v) for k, v in t.items() if k in ("p50", "p90", "p95", "p99") and isinstance(v, dict)}
         for k, v in pct.items():
-            for m in v:
+            for m, ms in v.items():
                 if m not in METRIC_KEYS:
                     raise UsageError(f"gate.{k}.{m}: unknown metric; use one of {', '.join(METRIC_KEYS)}")
+                _number(f"gate.{k}.{m}", "ceiling_ms", ms)
         unknown = set(t) - {"min_attainment", "max_failed", "min_goodput", "max_regression", "p50", "p90", "p95", "p99"}
         if unknown:
             raise UsageError(f"gate: unknown keys {', '.join(sorted(unknown))}")
+        reg = t.get("max_regression")
         return cls(
-            min_attainment=float(t.get("min_attainment", 0.95)),
+            min_attainment=_number("gate.min_attainment", "min_attainment", t.get("min_attainment", 0.95)),
             percentiles=pct,
-            max_failed=t.get("max_failed"),
-            min_goodput=t.get("min_goodput"),
-            max_regression=t.get("max_regression"),
+            max_failed=_number("gate.max_failed", "max_failed", t.get("max_failed")),
+            min_goodput=_number("gate.min_goodput", "min_goodput", t.get("min_goodput")),
+            max_regression=None if reg is None else parse_fraction(reg, "gate.max_regression"),
         )
+
+
+def _number(label: str, limit: str, v) -> float | None:
+    """v (a gate value from a file: a number, or a string holding one) as a float inside its limit."""
+    why = problem(limit, v)
+    if why:
+        raise UsageError(f"{label} {why}")
+    return None if v is None else float(v)
 
 
 def parse_fraction(text, flag: str) -> float:
     """5% or 0.05 -> 0.05."""
     try:
-        return float(text[:-1]) / 100 if str(text).endswith("%") else float(text)
-    except ValueError:
+        v = float(str(text)[:-1]) / 100 if str(text).endswith("%") else float(text)
+    except (TypeError, ValueError):
         raise UsageError(f"{flag} {text!r}: expected e.g. 5% or 0.05") from None
+    if not 0 <= v < 1e6:
+        raise UsageError(f"{flag} {text!r}: expected a fraction >= 0, e.g. 5% or 0.05")
+    return v
 
 
 def parse_ceilings(pname: str, items) -> dict[str, float]:
@@ -62,6 +76,8 @@ def parse_ceilings(pname: str, items) -> dict[str, float]:
                 out[m] = float(ms)
             except ValueError:
                 raise UsageError(f"--{pname} {part!r}: expected METRIC:MS") from None
+            if problem("ceiling_ms", out[m]):
+                raise UsageError(f"--{pname} {part!r}: {problem('ceiling_ms', out[m])}")
     return out
 
 

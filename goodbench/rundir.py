@@ -16,7 +16,7 @@ from .history.provenance import provenance, run_labels
 from .history.scan import index_run
 from .metrics.compose import compose
 from .records import RequestRecord, RunMeta, RunResult
-from .store import RunStore, error_samples, load_arrays, load_server_metrics, new_run_id
+from .store import RunStore, RunTaken, error_samples, load, load_arrays, load_server_metrics, new_run_id
 from .workloads import Plan, WorkloadSpec
 
 
@@ -29,20 +29,24 @@ class RunDir:
     @classmethod
     def open(cls, result_dir: str, meta: RunMeta, prefix: str = "run") -> RunDir:
         """meta.run_id names the directory; when empty, a fresh `PREFIX-DATE-TIME-PID` (with -2, -3, ...
-        appended if this process already made one this second)."""
-        if not meta.run_id:
-            base = meta.run_id = new_run_id(prefix)
-            k = 1
-            while os.path.exists(os.path.join(result_dir, meta.run_id)):
-                k += 1
-                meta.run_id = f"{base}-{k}"
-        store = RunStore(result_dir, meta.run_id)
-        if os.path.exists(store.dir) and not os.path.isdir(store.dir):
-            raise RunDirError(f"{store.dir} exists and is not a directory")
+        appended when that name is taken). The directory is claimed by creating its run.json exclusively:
+        of two processes opening one name at once, exactly one succeeds."""
+        given = bool(meta.run_id)
+        base = meta.run_id or new_run_id(prefix)
         meta.labels = run_labels(meta.labels)
         meta.provenance = meta.provenance or provenance()
-        store.start(meta)
-        return cls(store, meta)
+        for k in range(1, 1001):
+            meta.run_id = base if given or k == 1 else f"{base}-{k}"
+            store = RunStore(result_dir, meta.run_id)
+            if os.path.exists(store.dir) and not os.path.isdir(store.dir):
+                raise RunDirError(f"{store.dir} exists and is not a directory")
+            try:
+                store.start(meta)
+                return cls(store, meta)
+            except RunTaken:
+                if given:
+                    raise
+        raise RunDirError(f"no free run directory named {base}-N in {result_dir}")
 
     @staticmethod
     def check_free(result_dir: str, run_id: str) -> None:
@@ -67,6 +71,11 @@ class RunDir:
     def close(self) -> None:
         self.store.close()
 
+    @property
+    def write_error(self) -> RunDirError | None:
+        """Why records could not be written (the run ended there), or None."""
+        return self.store.write_error
+
     def finish(
         self,
         *,
@@ -80,15 +89,30 @@ class RunDir:
         history catalogue (history/catalogue.py). records: summarize these in memory (simulations, sweep
         cells: the same records were appended); else the run is read back from disk as columns.
         summarized=False writes no summary.json (imports: their summaries are computed when read).
-        summary: the summary made elsewhere (an aggregate-only import), written as it is."""
+        summary: the summary made elsewhere (an aggregate-only import), written as it is. When records
+        could not be written (the disk filled up) or the results cannot be, RunDirError carries the
+        summary of what was written."""
         self.store.close()
+        if self.store.write_error is not None:
+            self.meta.interrupted = True  # it stopped where its records could not be written
         if summary is None and summarized:
             if records is not None:
+                if self.store.write_error is not None:
+                    records = load(self.dir).records  # what is on disk, not what was meant to be
                 summary = compose(RunResult(self.meta, records), rows=load_server_metrics(self.dir), ci=ci)
             else:
                 summary = summarize_dir(self.dir, meta=self.meta, ci=ci)
-        self.store.finish(self.meta, summary)
+        try:
+            self.store.finish(self.meta, summary)
+        except OSError as e:
+            raise RunDirError(
+                f"cannot write the results in {self.dir}: {e.strerror or e}"
+                + (f" ({self.store.write_error})" if self.store.write_error else ""),
+                summary,
+            ) from None
         self._index(summary)
+        if self.store.write_error is not None:
+            raise RunDirError(str(self.store.write_error), summary)
         return summary
 
     def _index(self, summary: dict | None) -> None:
@@ -102,6 +126,8 @@ class RunDir:
             with catalogue.Catalogue(path) as cat:
                 index_run(cat, self.dir, self.meta.to_dict(), summary)
         except Exception as e:  # noqa: BLE001 - the run is on disk; `goodbench history index` can redo this
+            if self.store.write_error is not None:
+                return  # the disk is full: the one line about that says it all (issue 22)
             print(f"goodbench: warning: run not added to the history catalogue {path}: {e}", file=sys.stderr)
 
 

@@ -1,8 +1,8 @@
 """A server in a child process: start a command, wait for /health, stop it gracefully.
 
 Used for the auto-started reference engine and for live sweeps of real servers (`--server-cmd`).
-The child gets its own session (a terminal's Ctrl-C reaches only goodbench, which then stops it) and,
-on Linux, dies with its parent."""
+Started through proctree: its own session (a terminal's Ctrl-C reaches only goodbench, which then stops
+it, with whatever children it started) and, on Linux, death with its parent."""
 
 from __future__ import annotations
 
@@ -14,22 +14,13 @@ import time
 import urllib.request
 
 from .errors import TargetError
+from .proctree import kill_leftovers, signal_group, spawn
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def die_with_parent() -> None:
-    """Linux: SIGTERM this (child) process when its parent dies, so a killed run leaves no server."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 class ServerProcess:
@@ -42,20 +33,8 @@ class ServerProcess:
         self.log_path = log_path
         self.log = open(log_path, "w+b")
 
-        def child_setup():
-            if cpus and hasattr(os, "sched_setaffinity"):
-                os.sched_setaffinity(0, cpus)
-            die_with_parent()
-
         try:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=self.log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=child_setup if os.name == "posix" else None,
-                start_new_session=True,
-            )
+            self.proc = spawn(cmd, cpus, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as e:
             self.log.close()
             raise TargetError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
@@ -103,14 +82,15 @@ class ServerProcess:
             f.write(self._read())
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGINT, wait, SIGKILL only after the grace period."""
+        """SIGINT to its process group, wait, SIGKILL only after the grace period."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            signal_group(self.proc, signal.SIGINT)
             try:
                 self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                signal_group(self.proc, signal.SIGKILL)
                 self.proc.wait()
+        kill_leftovers(self.proc)
 
     def close(self) -> None:
         """Stop the child and release its log."""

@@ -2,15 +2,21 @@
 
 records.jsonl gets whole lines in one os.write per batch (O_APPEND, no user-space buffer): the runner
 writes finished requests within a second, in slices off the reads' path, so a killed process loses only
-requests in flight or finished in its last second, and several worker processes can append to one file."""
+requests in flight or finished in its last second, and several worker processes can append to one file.
+One writer per run directory: run.json is created exclusively (O_EXCL), so two processes opening the
+same run id cannot both succeed, and every temporary file is created exclusively and removed when a
+write fails. A write that fails (a full disk: ENOSPC, EDQUOT, EFBIG; a read-only one: EROFS) raises
+RunDirError at once and leaves no torn line behind; the caller ends the run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import socket
+import tempfile
 from datetime import datetime, timezone
 
 from .columnar import RecordArrays, RunArrays
@@ -35,11 +41,27 @@ def wall_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def records_lost(path: str, errno: int | None, why: str) -> RunDirError:
+    """The error that ends a run whose records.jsonl cannot be written (errno kept for --workers' parent)."""
+    e = RunDirError(f"cannot write {path}: {why}; the run stopped there (every record written before is kept)")
+    e.errno = errno
+    return e
+
+
+class RunTaken(RunDirError):
+    """The run directory already holds a run (RunDir.open tries the next automatic name)."""
+
+
+def _cannot(what: str, path: str, e: OSError) -> RunDirError:
+    return RunDirError(f"cannot {what} {path}: {e.strerror or e}")
+
+
 class RunStore:
     def __init__(self, result_dir: str, run_id: str):
         self.dir = os.path.join(result_dir, _safe(run_id))
         self.records_path = os.path.join(self.dir, "records.jsonl")
         self._fd: int | None = None
+        self.write_error: RunDirError | None = None  # set when a record could not be written
 
     @classmethod
     def at(cls, run_dir: str) -> RunStore:
@@ -48,35 +70,77 @@ class RunStore:
         return cls(os.path.dirname(run_dir), os.path.basename(run_dir))
 
     def start(self, meta: RunMeta) -> None:
-        if os.path.exists(os.path.join(self.dir, "run.json")):
-            raise RunDirError(f"{self.dir} already holds a run; choose another --run-id")
+        """Create run.json exclusively (RunTaken when the directory holds a run), then records.jsonl."""
         try:
             os.makedirs(self.dir, exist_ok=True)
         except OSError as e:
-            raise RunDirError(f"cannot create the run directory {self.dir}: {e.strerror or e}") from None
+            raise _cannot("create the run directory", self.dir, e) from None
         meta.started_wall = meta.started_wall or wall_now()
         meta.host = meta.host or socket.gethostname()
-        self.write_json("run.json", meta.to_dict())
-        self.open_records()
+        path = os.path.join(self.dir, "run.json")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise RunTaken(f"{self.dir} already holds a run; choose another --run-id") from None
+        except OSError as e:
+            raise _cannot("write", path, e) from None
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(_json_text(meta.to_dict()))
+            self._fd = os.open(self.records_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            if isinstance(e, FileExistsError):
+                raise RunTaken(f"{self.dir} already holds records.jsonl; choose another --run-id") from None
+            raise _cannot("write", self.dir, e) from None
 
     def open_records(self) -> None:
-        self._fd = os.open(self.records_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        """Append to the records of a run already started (worker processes)."""
+        try:
+            self._fd = os.open(self.records_path, os.O_WRONLY | os.O_APPEND)
+        except OSError as e:
+            raise _cannot("open", self.records_path, e) from None
 
     def append(self, rec: RequestRecord) -> None:
-        os.write(self._fd, (rec.to_json() + "\n").encode())
+        self._write((rec.to_json() + "\n").encode())
 
     def append_many(self, recs) -> None:
         if recs:
-            os.write(self._fd, "".join(r.to_json() + "\n" for r in recs).encode())
+            self._write("".join(r.to_json() + "\n" for r in recs).encode())
 
     def write_lines(self, lines: list[str]) -> None:
         """Records already serialised (RequestRecord.to_json), one write."""
         if lines:
-            os.write(self._fd, ("\n".join(lines) + "\n").encode())
+            self._write(("\n".join(lines) + "\n").encode())
+
+    def _write(self, data: bytes) -> None:
+        """One write of whole lines; after a failure every later one fails too (the fd is given up)."""
+        try:
+            n = os.write(self._fd, data)
+        except OSError as e:
+            raise self._failed(e, 0, len(data)) from None
+        if n != len(data):
+            try:  # a short write: the disk filled up (or a file-size limit was reached) in the middle
+                os.write(self._fd, data[n:])
+            except OSError as e:
+                raise self._failed(e, n, len(data)) from None
+
+    def _failed(self, e: OSError, written: int, size: int) -> RunDirError:
+        """Give up on records.jsonl: cut off a torn line, close it, remember why (the run ends)."""
+        if self.write_error is None:
+            if written and self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, os.lseek(self._fd, 0, os.SEEK_END) - written)
+            self.write_error = records_lost(self.records_path, e.errno, e.strerror or str(e))
+            self.close()
+            self._fd = -1  # every later write fails at once (EBADF) and lands here
+        return self.write_error
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
+        if self._fd is not None and self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
             self._fd = None
 
     def finish(self, meta: RunMeta, summary: dict | None) -> None:
@@ -87,11 +151,28 @@ class RunStore:
             self.write_json("summary.json", summary)
 
     def write_json(self, name: str, obj) -> None:
-        tmp = os.path.join(self.dir, name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(json_safe(obj), f, indent=2, default=str, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, os.path.join(self.dir, name))
+        """Atomically: an exclusive temporary file, then a rename; the temporary file never stays."""
+        write_atomic(os.path.join(self.dir, name), _json_text(obj))
+
+
+def _json_text(obj) -> str:
+    return json.dumps(json_safe(obj), indent=2, default=str, allow_nan=False) + "\n"
+
+
+def write_atomic(path: str, text: str) -> None:
+    """text to path through an exclusively created temporary file beside it, renamed over path; on any
+    failure the temporary file is removed and the OSError raised."""
+    fd, tmp = tempfile.mkstemp(
+        dir=os.path.dirname(path) or ".", prefix="." + os.path.basename(path) + ".", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def json_safe(obj):
@@ -112,27 +193,37 @@ def load_meta(run_dir: str) -> RunMeta:
             return RunMeta.from_dict(json.load(f))
     except FileNotFoundError:
         raise RunDirError(f"{run_dir} is not a goodbench run directory (no run.json)") from None
-    except (json.JSONDecodeError, TypeError, AttributeError) as e:
-        raise RunDirError(f"{meta_path} is corrupt: {e}") from None
+    except (ValueError, TypeError, AttributeError) as e:
+        raise RunDirError(f"{meta_path} is corrupt: {str(e)[:200]}") from None
+    except OSError as e:
+        raise _cannot("read", meta_path, e) from None
 
 
 def load(run_dir: str) -> RunResult:
-    """Load a run directory. A truncated last line (process killed mid-write) is skipped."""
+    """Load a run directory. A truncated last line (process killed mid-write) is skipped; any other line
+    that is not a record is a RunDirError naming it."""
     meta = load_meta(run_dir)
     records: list[RequestRecord] = []
     rp = os.path.join(run_dir, "records.jsonl")
-    if os.path.exists(rp):
-        with open(rp, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-        for i, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(RequestRecord.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, TypeError) as e:
-                if i >= len(lines) - 1:
-                    break  # torn final write
-                raise RunDirError(f"{rp}:{i}: corrupt record: {e}") from None
+    try:
+        with open(rp, "rb") as f:
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        return RunResult(meta, records)
+    except OSError as e:
+        raise _cannot("read", rp, e) from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line.decode("utf-8"))
+            if not isinstance(d, dict):
+                raise TypeError(f"a JSON {type(d).__name__}, not an object")
+            records.append(RequestRecord.from_dict(d))
+        except (ValueError, TypeError) as e:
+            if i >= len(lines) - 1 and not isinstance(e, UnicodeDecodeError):
+                break  # torn final write
+            raise RunDirError(f"{rp}:{i}: corrupt record: {str(e)[:200]}") from None
     return RunResult(meta, records)
 
 
@@ -142,16 +233,17 @@ def error_samples(run_dir: str, limit: int = 3, scan: int = 2000) -> tuple[str, 
     out: list[str] = []
     seen = 0
     try:
-        with open(os.path.join(run_dir, "records.jsonl"), encoding="utf-8") as f:
+        with open(os.path.join(run_dir, "records.jsonl"), encoding="utf-8", errors="replace") as f:
             for line in f:
                 if '"error":"' not in line and '"error": "' not in line:
                     continue
                 try:
-                    err = json.loads(line).get("error")
+                    d = json.loads(line)
                 except ValueError:
                     continue
+                err = d.get("error") if isinstance(d, dict) else None
                 seen += 1
-                if err and err not in out:
+                if isinstance(err, str) and err and err not in out:
                     out.append(err)
                 if len(out) >= limit or seen >= scan:
                     break
@@ -175,25 +267,27 @@ def save_arrays(run_dir: str, cols: RecordArrays) -> str:
     import numpy as np
 
     final = os.path.join(run_dir, COLUMNS_DIR)
-    tmp = final + f".tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    for name in RecordArrays.ARRAYS:
-        np.save(os.path.join(tmp, name + ".npy"), getattr(cols, name), allow_pickle=False)
-    with open(os.path.join(tmp, "columns.json"), "w", encoding="utf-8") as f:
-        json.dump(
-            {
-                "version": COLUMNS_VERSION,
-                "requests": len(cols),
-                "cls_names": cols.cls_names,
-                "origin_names": cols.origin_names,
-                "session_names": cols.session_names,
-                "records_bytes": _records_bytes(run_dir),
-            },
-            f,
-        )
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    tmp = tempfile.mkdtemp(dir=run_dir, prefix="." + COLUMNS_DIR + ".", suffix=".tmp")  # exclusive
+    try:
+        for name in RecordArrays.ARRAYS:
+            np.save(os.path.join(tmp, name + ".npy"), getattr(cols, name), allow_pickle=False)
+        with open(os.path.join(tmp, "columns.json"), "w", encoding="utf-8") as f:
+            json.dump(
+                {
+                    "version": COLUMNS_VERSION,
+                    "requests": len(cols),
+                    "cls_names": cols.cls_names,
+                    "origin_names": cols.origin_names,
+                    "session_names": cols.session_names,
+                    "records_bytes": _records_bytes(run_dir),
+                },
+                f,
+            )
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a full disk leaves nothing half-written behind
+        raise
     return final
 
 
@@ -223,7 +317,10 @@ def load_arrays(run_dir: str, write_sidecar: bool = True) -> RunArrays:
     meta = load_meta(run_dir)
     cols = _read_arrays(run_dir)
     if cols is None:
-        cols = RecordArrays.from_records(load(run_dir).records)
+        try:
+            cols = RecordArrays.from_records(load(run_dir).records)
+        except (ValueError, TypeError, OverflowError, KeyError, AttributeError) as e:
+            raise RunDirError(f"{run_dir}/records.jsonl holds a record with a value of the wrong type: {e}") from None
         if write_sidecar:
             try:
                 save_arrays(run_dir, cols)
@@ -273,7 +370,7 @@ def read_jsonl(path: str, limit: int = 2_000_000) -> list[dict]:
     """The JSON objects of a JSON-lines side file (server metrics, step traces); torn lines skipped."""
     rows = []
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for i, line in enumerate(f):
                 if i >= limit:
                     break

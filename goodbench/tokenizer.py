@@ -39,15 +39,21 @@ class Tok:
         return self.loaded
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
+        return len(self.encode(text))
 
     def count_batch(self, texts: list[str]) -> list[int]:
         """In parallel over the cores (tokenizers' batch encoder); without offsets where supported."""
         enc = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)  # tokenizers >= 0.21
-        return [len(e.ids) for e in enc(texts, add_special_tokens=False)]
+        try:
+            return [len(e.ids) for e in enc(texts, add_special_tokens=False)]
+        except TypeError:  # a lone surrogate (JSON's "\ud800") is not text the tokenizer takes
+            return [len(e.ids) for e in enc([valid_text(t) for t in texts], add_special_tokens=False)]
 
     def encode(self, text: str) -> list[int]:
-        return self._tok.encode(text, add_special_tokens=False).ids
+        try:
+            return self._tok.encode(text, add_special_tokens=False).ids
+        except TypeError:
+            return self._tok.encode(valid_text(text), add_special_tokens=False).ids
 
     @functools.cached_property
     def words(self) -> list[str]:
@@ -71,6 +77,14 @@ class Tok:
         """Text of exactly n_tokens tokens (a leading space keeps the first word one token)."""
         words = self.words
         return " " + " ".join(rng.choice(words) for _ in range(max(0, n_tokens)))
+
+
+def valid_text(text) -> str:
+    """text as the tokenizer takes it: lone surrogates (valid in a JSON string, not in UTF-8) replaced by
+    "?", anything that is not a string as its str()."""
+    if not isinstance(text, str):
+        text = str(text)
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def default_tokenizer_json() -> str:

@@ -50,6 +50,35 @@ def drive(srv, fn):
     return asyncio.run(go())
 
 
+def reference_engine(step_ms: float = 5.0):
+    """`goodbench serve` on a free loopback port with fixed steps, in a subprocess (a fixture's body:
+    yields its base URL, stops it afterwards)."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", str(step_ms)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=0.5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield url
+    p.terminate()
+    p.wait(10)
+
+
 def run_cli(*args, cwd=None, timeout=120, env=None):
     """Run the goodbench CLI in a subprocess (what a user types)."""
     import subprocess

@@ -1,5 +1,8 @@
 """Chunk-size advice (analysis.advise): the worked example, the memory ceiling, the simulated check."""
 
+import os
+import tempfile
+
 from conftest import run_cli
 
 
@@ -44,12 +47,17 @@ def test_advise_cli(tmp_path):
     assert "memory ceiling" in r.stdout and "SLO bound" in r.stdout and "(advised)" in r.stdout
 
 
-def test_the_check_reports_the_long_class_per_chunk_size(tok):
+def test_the_check_reports_the_long_class_per_chunk_size_and_cleans_up(tok, tmp_path):
     from goodbench.analysis.advise import advise, check, check_sizes, check_workload
     from goodbench.engine.config import EngineConfig
 
     a = advise(EngineConfig(gpu="l40s"), 500, 4000)
-    rows = check(a, EngineConfig(gpu="l40s"), check_workload(a, 500, None, 60, 4.0), tok, jobs=1)
+    tempfile.tempdir = str(tmp_path)  # where the check's cells go, watched: nothing may be left there
+    try:
+        rows = check(a, EngineConfig(gpu="l40s"), check_workload(a, 500, None, 60, 4.0), tok, jobs=1)
+    finally:
+        tempfile.tempdir = None
+    assert not os.listdir(tmp_path)  # the cells' temporary folder is gone
     assert [r["max_num_batched_tokens"] for r in rows] == check_sizes(a) and a.chunk in check_sizes(a)
     assert all(r["long_ttft_p50_ms"] is not None and "summary" not in r for r in rows)
     assert all(r["itl_max_ms"] is not None for r in rows)

@@ -580,3 +580,14 @@ def test_every_readme_command_parses():
         argv = shlex.split(call.split("#")[0].replace("$URL", "http://x").replace("$", ""))[1:]
         args, unknown = make_parser().parse_known_args(argv)
         assert not unknown and not getattr(args, "moved_model", None), call
+
+
+def test_a_run_that_sent_nothing_is_exit_2_not_a_pass():
+    from types import SimpleNamespace
+
+    from goodbench.cli.common import maybe_gate
+    from goodbench.report.console import make_console
+
+    summary = {"requests": {"issued": 0, "completed": 0, "by_status": {}}}
+    spec = SimpleNamespace(gate=None, slo=None)
+    assert maybe_gate(SimpleNamespace(gate=False), "", spec, make_console(True), summary) == 2

@@ -14,6 +14,8 @@ LAYERS = {
     "version": 0,
     "errors": 0,  # stdlib only
     "records": 1,  # the record types
+    "limits": 1,  # the one table of numeric limits (stdlib only)
+    "redact": 1,  # secrets scrubbed from what is stored or printed (stdlib only)
     "arrivals": 2,
     "columnar": 2,
     "client.sse": 2,
@@ -21,7 +23,7 @@ LAYERS = {
     "gcquiet": 2,
     "pacing": 2,
     "tokenizer": 2,
-    "limits": 2,
+    "proctree": 2,  # the owner of every child process
     "prometheus": 2,
     "client": 2,
     "client.config": 2,  # pure building blocks

@@ -4,14 +4,13 @@ headless, bounded in time, against the reference engine on loopback."""
 import importlib.util
 import json
 import os
-import socket
+import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, reference_engine
 from recs import same_summary
 
 # never import locust here: it monkey-patches this interpreter with gevent
@@ -38,25 +37,7 @@ output = 6
 
 @pytest.fixture(scope="module")
 def engine():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "goodbench", "serve", "--port", str(port), "--fixed-step-ms", "5"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=0.5)
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield url
-    p.terminate()
-    p.wait(10)
+    yield from reference_engine(5)
 
 
 def results(d):
@@ -177,6 +158,10 @@ def test_master_and_two_workers_merge_records(engine, tmp_path, slo, code):
     assert len(recs) == 40 and len({r["id"] for r in recs}) == 40  # each worker took its share
     assert len({r["origin"] for r in recs}) == 2  # two clocks, kept apart
     assert summary["requests"]["issued"] == 40
+    (run,) = os.listdir(tmp_path / "r")
+    with open(tmp_path / "r" / run / "run.json") as f:
+        server = json.load(f)["server"]  # asked before the load, as a native run asks (history: server info)
+    assert server and server.get("owned_by"), server
 
 
 def test_open_loop_follows_the_arrival_schedule(engine, tmp_path):
@@ -269,4 +254,97 @@ def test_trace_and_session_workloads_replay_their_own_plan_under_locust(engine, 
     assert len(recs) == 12 and summary["sessions"]["completed"] == 4
     assert sorted((r["session"], r["turn"]) for r in recs) == sorted(
         (s, t) for s in {r["session"] for r in recs} for t in (1, 2, 3)
+    )
+
+
+def _via_locust(engine, tmp_path, *extra, **kw):
+    cmd = [sys.executable, "-m", "goodbench", "run", "--via", "locust", "--base-url", engine]
+    cmd += ["--dataset-name", "random", "--random-input-len", "16", "--random-output-len", "40"]
+    return subprocess.Popen(
+        [*cmd, "--result-dir", str(tmp_path / "r"), *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **kw,
+    )
+
+
+def test_a_taken_run_id_is_refused_before_any_load(engine, tmp_path):
+    (tmp_path / "r" / "taken").mkdir(parents=True)
+    (tmp_path / "r" / "taken" / "run.json").write_text("{}")
+    p = _via_locust(engine, tmp_path, "--num-prompts", "5", "--run-id", "taken")
+    out = p.communicate(timeout=60)[0].decode()
+    assert p.returncode == 2 and "already holds a run" in out and "Traceback" not in out, out[-2000:]
+    assert "Starting Locust" not in out  # refused up front, not after the run
+
+
+def test_workers_that_miss_their_heartbeats_end_the_run_with_a_message(engine, tmp_path):
+    """Both workers paused (SIGSTOP) past locust's heartbeat timeout right after they start sending: the
+    master stops the test; goodbench ends within seconds with what it has, marked incomplete, instead of
+    waiting on a stopped master until its 24 h time limit."""
+    tag = f"stop-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, GB_SIGNAL_TAG=tag)
+    p = _sending(engine, tmp_path, "400", env)
+    workers = _tagged_workers(tag)
+    assert len(workers) == 2
+    for w in workers:
+        os.kill(w, signal.SIGSTOP)
+    time.sleep(5.5)  # locust marks a worker missing after 3 missed 1 s heartbeats (4 s)
+    for w in workers:
+        os.kill(w, signal.SIGCONT)
+    out = p.communicate(timeout=40)[0].decode()
+    assert p.returncode == 2 and "locust stopped the test before the plan ended" in out, out[-3000:]
+    (run,) = os.listdir(tmp_path / "r")
+    from goodbench.store import incomplete
+
+    assert incomplete(str(tmp_path / "r" / run))  # the gate will not judge it as a whole run
+
+
+def _sending(engine, tmp_path, prompts: str, env) -> subprocess.Popen:
+    """`run --via locust` with two workers, once its first records are written."""
+    p = _via_locust(engine, tmp_path, "--num-prompts", prompts, "--locust-workers", "2", "--users", "4", env=env)
+    deadline = time.monotonic() + 60
+    while not ((tmp_path / "r").exists() and _records(tmp_path)):
+        assert time.monotonic() < deadline and p.poll() is None, "the run never started sending"
+        time.sleep(0.05)
+    return p
+
+
+def _tagged_workers(tag: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f, open(f"/proc/{d}/cmdline", "rb") as c:
+                    if f"GB_SIGNAL_TAG={tag}".encode() in f.read().split(b"\0") and b"--worker" in c.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_a_worker_that_dies_mid_run_ends_the_run_with_a_message(engine, tmp_path):
+    """One of two workers killed while sending: its share of the plan can never finish and locust goes on
+    with the other, so the master would wait for it until its 24 h time limit. goodbench stops the master,
+    which writes what arrived, marked incomplete; exit 2 with one line saying why."""
+    tag = f"kill-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, GB_SIGNAL_TAG=tag)
+    p = _sending(engine, tmp_path, "200", env)
+    os.kill(_tagged_workers(tag)[0], signal.SIGKILL)
+    try:
+        out = p.communicate(timeout=60)[0].decode()
+    except subprocess.TimeoutExpired:
+        p.kill()  # its children die with it (proctree)
+        raise
+    assert p.returncode == 2 and "a locust worker exited (code -9) before the run ended" in out, out[-3000:]
+    (run,) = os.listdir(tmp_path / "r")
+    from goodbench.store import incomplete, load
+
+    assert incomplete(str(tmp_path / "r" / run)) and load(str(tmp_path / "r" / run)).records
+
+
+def _records(tmp_path) -> int:
+    d = tmp_path / "r"
+    return sum(
+        (d / r / "records.jsonl").read_text().count("\n") for r in os.listdir(d) if (d / r / "records.jsonl").exists()
     )

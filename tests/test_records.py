@@ -55,3 +55,18 @@ def test_parse_slo_rejects(bad):
 def test_format_slo():
     assert format_slo({"ttft": 500.0, "tpot": 50.0}) == "ttft:500 tpot:50"
     assert format_slo(None) == "none"
+
+
+def test_a_chunk_time_copied_into_first_token_at_keeps_the_chunk_times_precision():
+    """All chunks in one read: first_token_at is chunk_times[0]; written at full precision while chunk
+    times were rounded to 0.1 us, TPOT came out as -0.0 ms (a tiny negative)."""
+    import json
+
+    from goodbench.metrics import RequestMetrics
+
+    t = 0.12345674999  # rounds down: the stored chunk time is below first_token_at
+    r = RequestRecord("r0", "c", 0.0, 0.0, t, t, chunk_times=(t, t, t), chunk_tokens=(1, 1, 1), output_tokens=3)
+    back = RequestRecord.from_dict(json.loads(r.to_json()))
+    assert back.first_token_at == back.chunk_times[0]
+    tpot = float(RequestMetrics([back]).tpot[0])
+    assert tpot == 0.0 and str(tpot) == "0.0"

@@ -262,3 +262,34 @@ def test_sessions_lanes_prefix_cache_and_reasoning_reach_the_report(tmp_path):
         html = (tmp_path / rid / "report.html").read_text()
         for text in needles:
             assert text in html, (rid, text)
+
+
+def test_a_report_that_cannot_be_written_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from goodbench.cli import main
+    from goodbench.report import write
+
+    st = RunStore(str(tmp_path), "r")
+    st.start(RunMeta("r"))
+    st.append(RequestRecord("r0", "c", 0.0, 0.0, 0.1, 0.2, (0.1, 0.2), (1, 1), 2))
+    st.close()
+
+    def full(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(write, "run_report", full)
+    assert main(["report", st.dir, "--no-figures"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"goodbench: error: cannot write the report in {st.dir}: No space left on device"
+
+
+def test_a_run_with_no_records_and_an_slo_reports_without_a_traceback(tmp_path, capfd):
+    """Every SLO clause's attainment is None when nothing was recorded (a run killed before its first
+    answer, `--duration` shorter than the first arrival)."""
+    from goodbench.cli import main
+    from goodbench.rundir import RunDir
+
+    rd = RunDir.open(str(tmp_path), RunMeta("empty", mode="live", slo={"ttft": 500, "tpot": 50}, planned_requests=10))
+    rd.finish()
+    assert main(["report", rd.dir]) == 0
+    html = (tmp_path / "empty" / "report.html").read_text()
+    assert "ttft ≤ 500 ms met by -" in html and "incomplete" in capfd.readouterr().out

@@ -74,6 +74,32 @@ def test_a_fresh_run_id_and_collisions(tmp_path):
         RunDir.open(str(tmp_path), RunMeta(rd.meta.run_id))
 
 
+def test_a_full_disk_ends_with_a_summary_of_what_was_written(tmp_path, monkeypatch):
+    from goodbench import store as store_mod
+
+    rd = RunDir.open(str(tmp_path), RunMeta("r"))
+    recs = records(10)
+    for r in recs[:6]:
+        rd.append(r)
+    real = os.write
+    monkeypatch.setattr(
+        store_mod.os, "write", lambda fd, b: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+    )
+    with pytest.raises(RunDirError):
+        rd.append(recs[6])
+    monkeypatch.setattr(store_mod.os, "write", real)
+    with pytest.raises(RunDirError, match="No space left on device") as e:
+        rd.finish(records=recs)  # what it meant to keep: the summary is of what is on disk
+    assert e.value.summary["requests"]["issued"] == 6
+    assert load_meta(rd.dir).interrupted  # incomplete: the gate will not judge it as whole
+
+
+def test_open_with_an_automatic_name_takes_the_next_free_one(tmp_path):
+    a = RunDir.open(str(tmp_path), RunMeta(""), prefix="x")
+    b = RunDir.open(str(tmp_path), RunMeta(""), prefix="x")
+    assert a.dir != b.dir and os.path.exists(os.path.join(b.dir, "run.json"))
+
+
 # ----------------------------------------------------------------------------------------------- history
 def _rows():
     import sqlite3

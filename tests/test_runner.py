@@ -134,3 +134,22 @@ def test_a_ttfo_clause_counts_in_the_live_progress(server, tmp_path):
         p,
     )
     assert len(sink.records) == 6 and p.good == 6
+
+
+def test_a_failure_inside_dispatch_is_raised_not_taken_for_a_run_that_sent_nothing():
+    """A MemoryError (or any bug) in the dispatch task used to end the run as "DONE 0/0", exit 0."""
+    from goodbench.runner.dispatch import Dispatch
+
+    class NoSink:
+        def append(self, rec):
+            pass
+
+    async def broken():
+        raise MemoryError("cannot allocate the users")
+
+    async def go():
+        d = Dispatch(client=None, sink=NoSink(), progress=Progress(), opts=RunOptions())
+        await d.dispatch(broken())
+
+    with pytest.raises(MemoryError):
+        asyncio.run(go())

@@ -320,3 +320,30 @@ def test_request_success_counts_finished_requests_not_submitted_ones(tok):
         return during, after
 
     assert serve(fn, tok, step_ms=10) == (0, 1)
+
+
+def test_hostile_bodies_are_400s_or_answers_never_500s(tok):
+    """A lone surrogate in the prompt (valid JSON, not UTF-8) is served; JSON nested 100,000 deep is a
+    400, not a RecursionError's 500."""
+
+    async def fn(s, srv):
+        surrogate = json.dumps({"prompt": "a\ud800b", "max_tokens": 2})  # \\ud800 on the wire
+        r1 = await s.post("/v1/completions", data=surrogate, headers={"Content-Type": "application/json"})
+        deep = "[" * 100_000 + "]" * 100_000
+        r2 = await s.post("/v1/completions", data=deep, headers={"Content-Type": "application/json"})
+        ok = await s.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
+        return r1.status, r2.status, (await r2.json())["message"], ok.status
+
+    s1, s2, msg, after = serve(fn, tok)
+    assert (s1, s2, after) == (200, 400, 200) and "not valid JSON" in msg
+
+
+@pytest.mark.parametrize(
+    "dist", ["uniform:5:1", "uniform:0:3", "lognormal:0:1", "lognormal:100:nan", "lognormal:5:1e9"]
+)
+def test_an_eos_length_distribution_that_cannot_draw_is_refused_at_start(tok, dist):
+    from goodbench.errors import UsageError
+
+    cfg = EngineConfig(max_model_len=4096).resolved()
+    with pytest.raises(UsageError, match="--eos-length-dist"):
+        EngineServer(cfg, ServeOptions(eos_dist=dist), tok, CostModel.for_config(cfg, fixed_step_ms=2.0))

@@ -76,3 +76,126 @@ def test_store_at_an_existing_directory(tmp_path):
     st = started(tmp_path)
     again = RunStore.at(st.dir + os.sep)
     assert again.dir == st.dir and again.records_path == st.records_path
+
+
+def _fail_writes(monkeypatch, err=28, after=0, partial=0):
+    """os.write in the store fails with errno err (28: ENOSPC) after `after` successful writes; with
+    partial > 0 the failing call first writes that many bytes (a disk that fills mid-line)."""
+    import errno as errno_mod
+
+    from goodbench import store as store_mod
+
+    real, calls = os.write, {"n": 0}
+
+    def write(fd, data):
+        calls["n"] += 1
+        if calls["n"] <= after:
+            return real(fd, data)
+        if partial and calls["n"] == after + 1:
+            return real(fd, data[:partial])
+        raise OSError(err, os.strerror(err) if err != errno_mod.EROFS else "Read-only file system")
+
+    monkeypatch.setattr(store_mod.os, "write", write)
+    return calls
+
+
+@pytest.mark.parametrize("partial", [0, 17])
+def test_a_full_disk_ends_the_records_at_once_without_a_torn_line(tmp_path, monkeypatch, partial):
+    st = started(tmp_path)
+    st.append(rec(0, chunks=(0.1,)))
+    calls = _fail_writes(monkeypatch, after=0, partial=partial)
+    with pytest.raises(RunDirError, match="cannot write .*records.jsonl: No space left on device; the run stopped"):
+        st.append(rec(1, chunks=(0.2,)))
+    size = os.path.getsize(st.records_path)
+    monkeypatch.undo()  # space again: still, every later record fails at once and writes nothing
+    with pytest.raises(RunDirError):
+        st.append(rec(2, chunks=(0.3,)))
+    assert os.path.getsize(st.records_path) == size and calls["n"] >= 1
+    assert [r.id for r in load(st.dir).records] == ["r0"]  # no torn line: the partial write was cut off
+    with open(st.records_path) as f:
+        assert f.read().endswith("}\n")
+
+
+def test_a_json_write_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
+    st = started(tmp_path)
+
+    def full(src, dst):  # the temporary file is written; putting it in place fails
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        st.write_json("summary.json", {"x": 1})
+    assert sorted(os.listdir(st.dir)) == ["records.jsonl", "run.json"]
+
+
+def test_a_sidecar_that_cannot_be_written_leaves_nothing_behind(tmp_path, monkeypatch):
+    import numpy as np
+
+    from goodbench.store import load_arrays
+
+    st = started(tmp_path)
+    st.append_many([rec(i, chunks=(0.1 * i,)) for i in range(1, 4)])
+    st.close()
+
+    def full(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", full)
+    assert len(load_arrays(st.dir).cols) == 3  # summarised all the same, just not cached
+    assert sorted(os.listdir(st.dir)) == ["records.jsonl", "run.json"]
+
+
+def test_a_read_only_run_directory_is_one_clear_error(tmp_path, monkeypatch):
+    import builtins
+    import errno
+
+    (tmp_path / "ro").mkdir()
+    ro_dir = str(tmp_path / "ro")
+    real_os_open, real_open = os.open, builtins.open
+
+    def denied(path):
+        if str(path).startswith(ro_dir):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    def os_open(path, flags, *a, **kw):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            denied(path)
+        return real_os_open(path, flags, *a, **kw)
+
+    def open_(path, mode="r", *a, **kw):
+        if any(c in mode for c in "wax+"):
+            denied(path)
+        return real_open(path, mode, *a, **kw)
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", open_)
+    with pytest.raises(RunDirError, match="cannot write .*: Read-only file system"):
+        RunStore(str(tmp_path), "ro").start(RunMeta("ro"))
+
+
+def _claim(result_dir, run_id, barrier, out):
+    try:
+        barrier.wait(5)
+        st = RunStore(result_dir, run_id)
+        st.start(RunMeta(run_id))
+        st.append(rec(0, chunks=(0.1,)))
+        out.put("won")
+    except RunDirError:
+        out.put("refused")
+    except Exception as e:  # noqa: BLE001
+        out.put(f"crashed: {type(e).__name__}: {e}")
+
+
+def test_two_processes_opening_one_run_id_exactly_one_wins(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    for i in range(25):
+        barrier, out = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_claim, args=(str(tmp_path), f"race{i}", barrier, out)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(10)
+        assert sorted(out.get(timeout=5) for _ in procs) == ["refused", "won"]
+        assert len(load(str(tmp_path / f"race{i}")).records) == 1

@@ -130,7 +130,8 @@ def check_sizes(a: Advice) -> list[int]:
 
 def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0) -> list[dict]:
     """Simulate the check workload at each of check_sizes(a) on the advised tier. Rows are sweep rows
-    plus the long class's TTFT (long_ttft_p50_ms / long_ttft_p99_ms); cells go to a temporary folder."""
+    plus the long class's TTFT (long_ttft_p50_ms / long_ttft_p99_ms); cells go to a temporary folder,
+    removed afterwards."""
     import tempfile
 
     from ..workloads import build_plan
@@ -140,9 +141,9 @@ def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0)
 
     plan = build_plan(spec, tok)
     cells = grid([base.gpu], {"max_num_batched_tokens": check_sizes(a)})
-    out = tempfile.mkdtemp(prefix="goodbench-advise-")
-    s = setup(spec, plan, base, cells, out, "check", [base.gpu], {})
-    rows = run_sweep(s, Simulated(jobs, keep_summaries=True)).rows
+    with tempfile.TemporaryDirectory(prefix="goodbench-advise-") as out:  # removed afterwards, even on Ctrl-C
+        s = setup(spec, plan, base, cells, out, "check", [base.gpu], {})
+        rows = run_sweep(s, Simulated(jobs, keep_summaries=True)).rows
     for r in rows:
         summary = r.pop("summary", {})
         long_ttft = (summary.get("per_class") or {}).get("long", {}).get("ttft_ms", {})

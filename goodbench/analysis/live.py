@@ -23,7 +23,7 @@ from ..serverproc import ServerProcess, free_port
 from ..workloads import Plan
 from .grid import Cell
 from .rates import at_rate, scaled
-from .sweep import SweepSetup, cell_meta, config_row, start_row, summary_row
+from .sweep import SweepInterrupted, SweepSetup, cell_meta, config_row, start_row, summary_row
 
 
 def server_command(
@@ -44,12 +44,18 @@ def start_server(
 ) -> ServerProcess:
     port = free_port()
     proc = ServerProcess(server_command(cfg, port, server_cmd, cluster), port, log_path)
-    proc.wait_ready(timeout)
+    try:
+        proc.wait_ready(timeout)
+    except BaseException:  # Ctrl-C while it starts: it does not outlive us
+        proc.close()
+        raise
     return proc
 
 
 def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float) -> dict:
-    """One cell on the real clock: start its server, run the plan, stop the server; its row."""
+    """One cell on the real clock: start its server, run the plan, stop the server; its row. A cell
+    interrupted by Ctrl-C or SIGTERM is summarised as interrupted, its row has an error (it is not
+    ranked), and SweepInterrupted follows (live_cells)."""
     row, cfg = start_row(s, cell)
     if cfg is None:
         return row
@@ -64,7 +70,7 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
         model = asyncio.run(resolve_model(proc.base_url, None))
         endpoint = resolve_endpoint(None, s.spec.endpoint)
         rd.meta.target = {"base_url": proc.base_url, "endpoint": endpoint, "model": model}
-        run_plan(
+        rd.meta.interrupted = run_plan(
             s.plan,
             ClientConfig(base_url=proc.base_url, endpoint=endpoint, model=model),
             rd,
@@ -82,6 +88,10 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
     proc.close()
     row.update(summary_row(summary))
     row.update(config_row(cfg, rd.dir))
+    if rd.meta.interrupted:
+        issued = summary["requests"]["issued"]
+        row["error"] = f"interrupted after {issued} of {len(s.plan.requests)} requests (not ranked)"
+        row["interrupted"] = True
     return row
 
 
@@ -91,10 +101,15 @@ def live_cells(
     """Cells in turn: start the server, wait for /health, run the workload, stop it (SIGINT, then SIGKILL
     after a grace). A server that fails to start or dies makes a failed row with its log tail."""
     rows = []
-    for cell in s.cells:
-        rows.append(live_cell(s, cell, server_cmd, startup_timeout))
-        if on_done:
-            on_done(rows[-1])
+    try:
+        for cell in s.cells:
+            rows.append(live_cell(s, cell, server_cmd, startup_timeout))
+            if on_done:
+                on_done(rows[-1])
+            if rows[-1].get("interrupted"):
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        raise SweepInterrupted(rows) from None
     return rows
 
 

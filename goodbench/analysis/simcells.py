@@ -7,13 +7,23 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 
 from ..engine.prices import price_table
 from ..engine.virtual import simulate
+from ..proctree import pool_init
 from ..rundir import RunDir
 from .grid import Cell
-from .sweep import SweepSetup, cell_meta, config_row, cost_row, slo_scale_row, start_row, summary_row
+from .sweep import (
+    SweepInterrupted,
+    SweepSetup,
+    cell_meta,
+    config_row,
+    cost_row,
+    slo_scale_row,
+    start_row,
+    summary_row,
+)
 
 # The plan is built once in the parent; forked workers read it from here.
 _SHARED: dict = {}
@@ -52,19 +62,46 @@ def run_cell(cell: Cell) -> dict:
 
 def run_cells(s: SweepSetup, jobs: int = 0, on_done=None, slo_scales=(), keep_summaries: bool = False) -> list[dict]:
     """Every cell (in parallel processes when jobs > 1; 0: one per CPU). keep_summaries: each row also
-    carries its cell's whole summary under "summary" (not written to sweep.csv)."""
+    carries its cell's whole summary under "summary" (not written to sweep.csv). Ctrl-C or SIGTERM:
+    the pool's workers are stopped at once and SweepInterrupted carries the rows of finished cells."""
     _SHARED.update(setup=s, slo_scales=tuple(slo_scales), keep_summaries=keep_summaries)
     jobs = jobs or (os.cpu_count() or 1)
     rows: list[dict] = []
     if jobs <= 1 or len(s.cells) <= 1:
-        for c in s.cells:
-            rows.append(run_cell(c))
+        try:
+            for c in s.cells:
+                rows.append(run_cell(c))
+                if on_done:
+                    on_done(rows[-1])
+        except KeyboardInterrupt:
+            raise SweepInterrupted(rows) from None
+        return rows
+    # the workers ignore SIGINT, die with this process and exit at once if it is already gone (proctree)
+    ex = ProcessPoolExecutor(
+        max_workers=min(jobs, len(s.cells)),
+        mp_context=mp.get_context("fork"),
+        initializer=pool_init,
+        initargs=(os.getpid(),),
+    )
+    futures: list[Future] = []
+    try:
+        futures = [ex.submit(run_cell, c) for c in s.cells]
+        for f in futures:
+            rows.append(f.result())
             if on_done:
                 on_done(rows[-1])
-        return rows
-    with ProcessPoolExecutor(max_workers=min(jobs, len(s.cells)), mp_context=mp.get_context("fork")) as ex:
-        for row in ex.map(run_cell, s.cells):
-            rows.append(row)
-            if on_done:
-                on_done(row)
+    except KeyboardInterrupt:
+        _abort(ex)
+        done = [f.result() for f in futures if f.done() and not f.cancelled() and not f.exception()]
+        raise SweepInterrupted(done) from None
+    finally:
+        ex.shutdown(cancel_futures=True)
     return rows
+
+
+def _abort(ex: ProcessPoolExecutor) -> None:
+    """Stop a pool now: its workers terminated (no public API does it), queued cells cancelled."""
+    for p in list((getattr(ex, "_processes", None) or {}).values()):
+        if p.is_alive():
+            p.terminate()
+    ex.shutdown(wait=True, cancel_futures=True)

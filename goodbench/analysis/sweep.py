@@ -70,6 +70,15 @@ class SweepSetup:
         }
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a sweep: the rows of the cells that finished (an interrupted live cell's
+    row says so in its error and is not ranked). run_sweep writes them, then re-raises (exit 130)."""
+
+    def __init__(self, rows: list[dict]):
+        super().__init__()
+        self.rows = rows
+
+
 @dataclass
 class SweepResult:
     """A finished grid: one row per cell (sweep.csv), the best cell per tier, the cheapest cell."""
@@ -196,7 +205,11 @@ def slo_scale_row(recs, slo: dict | None, scales) -> dict:
 def run_sweep(s: SweepSetup, backend, on_done=None) -> SweepResult:
     """Every cell on the backend (backends.Simulated or backends.Live); writes sweep.csv and sweep.json."""
     os.makedirs(s.out_dir, exist_ok=True)
-    rows = backend.run_cells(s, on_done)
+    try:
+        rows = backend.run_cells(s, on_done)
+    except SweepInterrupted as e:
+        write_results(e.rows, s.out_dir, s.meta | {"interrupted": True, "cells_planned": len(s.cells)})
+        raise
     return write_results(rows, s.out_dir, s.meta)
 
 
@@ -222,7 +235,7 @@ def write_results(rows: list[dict], out_dir: str, meta: dict) -> SweepResult:
 def cheapest(rows: list[dict]) -> dict | None:
     """The cell (any tier, chunk size or layout) with the lowest $ per million output tokens delivered
     within the SLO, and the most goodput per GPU; None when no cell has a price and a delivery."""
-    priced = [r for r in rows if r.get("usd_per_million_output_tokens") is not None]
+    priced = [r for r in rows if r.get("usd_per_million_output_tokens") is not None and not r.get("error")]
     if not priced:
         return None
     top = min(priced, key=lambda r: r["usd_per_million_output_tokens"])
@@ -241,7 +254,7 @@ def best_per_tier(rows: list[dict]) -> dict:
     """Per GPU: the cell with the highest goodput (ties: lower ITL p99), and its margin to the next."""
     out = {}
     for gpu in dict.fromkeys(r["gpu"] for r in rows):
-        ok = [r for r in rows if r["gpu"] == gpu and r.get("goodput") is not None]
+        ok = [r for r in rows if r["gpu"] == gpu and r.get("goodput") is not None and not r.get("error")]
         if not ok:
             continue
         top = max(r["goodput"] for r in ok)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from ..engine.config import EngineConfig
 from ..errors import TargetError, UsageError
 from ..limits import check_all
+from ..redact import scrub, scrub_url
 from ..rundir import RunDir, plan_meta
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan
@@ -115,7 +116,10 @@ def _stop_engine(proc, run_dir: str | None) -> None:
     proc.stop()
     release_cpus()
     if run_dir and os.path.isdir(run_dir):
-        proc.copy_log(os.path.join(run_dir, "engine.log"))
+        try:
+            proc.copy_log(os.path.join(run_dir, "engine.log"))
+        except OSError:
+            pass  # a full or read-only results disk: the run's own error says so
     proc.close()
 
 
@@ -126,7 +130,7 @@ def _connect(target: Target, spec: WorkloadSpec):
 
     why = asyncio.run(check_reachable(target.base_url))
     if why:
-        raise TargetError(f"target unreachable: {why}")
+        raise TargetError(f"target unreachable: {scrub(why, (target.api_key,))}")
     model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
     header = {"session_header": spec.session.header} if spec.session else {}
     return ClientConfig(
@@ -192,7 +196,7 @@ def _server_info(ccfg, cfg) -> dict:
 def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels) -> RunDir:
     """The run directory of a live run: its meta from the plan, the target and the engine it started."""
     cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
-    target = {"base_url": ccfg.base_url, "endpoint": ccfg.endpoint, "model": ccfg.model}
+    target = {"base_url": scrub_url(ccfg.base_url), "endpoint": ccfg.endpoint, "model": ccfg.model}
     meta = plan_meta(
         spec,
         plan,
@@ -282,11 +286,18 @@ def run_via_locust(
     """The same workload under locust (one process, or a local master and N workers); the locust
     master writes the results directory. Returns its exit code (1: attainment below min_attainment).
     labels reach the master's run.json through $GOODBENCH_LABELS, which its process inherits."""
+    from ..client.config import ClientConfig
     from ..history.provenance import labels_in_env
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
-    with _server(_target(target), engine, pin, on_stage) as (target, _, _logs), labels_in_env(labels):
+    check_all({"users": users, "spawn_rate": spawn_rate, "locust_workers": locust_workers})
+    check_all({"min_attainment": min_attainment})
+    if run_id:
+        RunDir.check_free(result_dir, run_id)  # before any load: the master could not write it afterwards
+    with _server(_target(target), engine, pin, on_stage) as (target, cfg, _logs), labels_in_env(labels):
+        key = os.environ.get(api_key_env) or None
+        server = _server_info(ClientConfig(base_url=target.base_url, model=target.model, api_key=key), cfg)
         return run_locust(
             spec,
             LocustRun(
@@ -301,5 +312,6 @@ def run_via_locust(
                 api_key_env=api_key_env,
                 model=target.model,
                 endpoint=target.endpoint,
+                server=server,
             ),
         )

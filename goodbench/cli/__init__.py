@@ -87,17 +87,30 @@ def parse(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> int:
     from ..errors import GoodbenchError
     from ..limits import check_all
+    from ..proctree import sigterm_interrupts
 
     args = parse(argv)
-    try:
-        check_all(vars(args))  # every numeric flag against its range, before any work
-        return args.fn(args)
-    except GoodbenchError as e:
-        print(f"goodbench: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("goodbench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with sigterm_interrupts():  # SIGTERM is a Ctrl-C: what finished is summarized, exit 130
+        try:
+            check_all(vars(args))  # every numeric flag against its range, before any work
+            return args.fn(args)
+        except GoodbenchError as e:
+            _summary_of_what_was_kept(e)
+            print(f"goodbench: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("goodbench: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _summary_of_what_was_kept(e) -> None:
+    """A run whose results could not all be written (a full disk) still shows what it measured."""
+    summary = getattr(e, "summary", None)
+    if summary:
+        from ..report.console import print_summary
+        from .common import console
+
+        print_summary(console(), summary)
 
 
 if __name__ == "__main__":

@@ -342,10 +342,13 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
 
 
 def maybe_gate(args, run_dir: str, spec, con, summary: dict) -> int:
-    """After run/simulate: exit 2 when no request succeeded (nothing was measured); else judge when
-    --gate is given or the workload has a [gate] table."""
+    """After run/simulate: exit 2 when no request was sent or none succeeded (nothing was measured);
+    else judge when --gate is given or the workload has a [gate] table."""
     req = summary["requests"]
-    if req["issued"] and not req["completed"]:
+    if not req["issued"]:
+        con.print("[bold red]no request was sent: nothing was measured[/]")
+        return EXIT_USAGE
+    if not req["completed"]:
         con.print(f"[bold red]no request succeeded ({req['by_status']}): nothing was measured[/]")
         return EXIT_USAGE
     if not (getattr(args, "gate", False) or spec.gate):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .common import (
     EXIT_GATE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     Stages,
     add_engine_args,
@@ -135,15 +136,24 @@ def cmd_sweep(args) -> int:
         return _max_rate(args, con, s)
     if args.min_gpus:
         return _min_gpus(args, con, s)
+    from ..analysis.sweep import SweepInterrupted
+
     backend, done = _backend(args, scales), []
-    with Stages(con, quiet=args.quiet) as st:
-        st(f"{'running' if backend.live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} requests ...")
-        out = api.sweep(
-            s,
-            backend,
-            plots=not args.no_plots,
-            on_done=lambda row: (done.append(row), st(f"{len(done)}/{len(s.cells)} cells done ...")),
-        )
+    try:
+        with Stages(con, quiet=args.quiet) as st:
+            st(
+                f"{'running' if backend.live else 'simulating'} {len(s.cells)} cells x {len(s.plan.requests)} requests ..."
+            )
+            out = api.sweep(
+                s,
+                backend,
+                plots=not args.no_plots,
+                on_done=lambda row: (done.append(row), st(f"{len(done)}/{len(s.cells)} cells done ...")),
+            )
+    except SweepInterrupted as e:
+        kept = sum(1 for r in e.rows if not r.get("interrupted"))
+        con.print(f"[yellow]interrupted: {kept} of {len(s.cells)} cells finished; kept in {s.out_dir}[/]")
+        return EXIT_INTERRUPTED
     return _print_sweep(con, s, out, scales, backend)
 
 

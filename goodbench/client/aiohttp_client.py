@@ -1,6 +1,8 @@
 """The aiohttp client (`--client aiohttp`, the baseline the lean client is measured against):
 RequestSpec -> RequestRecord. Never raises on server faults; every fault becomes a record with a status.
-Timestamps are taken once per socket read, on the shared monotonic clock."""
+Timestamps are taken once per socket read, on the shared monotonic clock. As the lean client: idle
+connections are not reused past `keepalive_s`, no compression is asked for, redirects are not
+followed, and a body that does not end after `[DONE]` is given up after LINGER_S."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from aiohttp.streams import StreamReader
 
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
-from .config import ERROR_BODY_LIMIT, ClientConfig, not_a_stream, request_body
+from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, is_event_stream, request_body, secret_free
 from .lag import LagMeter
 from .stream import Finished, StreamState, local_count_due
+
+LINGER_S = 0.2  # after [DONE], how long the body may take to end
 
 
 class _Sent:
@@ -38,15 +42,27 @@ _TAPS: dict[int, StreamState] = {}
 class _TapReader(StreamReader):
     """aiohttp's StreamReader with the body handed straight to the stream state as the protocol
     parses it: no buffering and no coroutine wake-up per chunk (the load generator's hot path).
-    EOF and errors still go through the base class, so `wait_eof()` ends or raises as usual."""
+    EOF and errors still go through the base class, so `wait_eof()` ends or raises as usual; after
+    [DONE], a body that has not ended within LINGER_S ends the wait (the connection is then closed)."""
 
     __slots__ = ()
 
     def feed_data(self, data: bytes, size: int = 0) -> bool:
         if data:
             self.total_bytes += len(data)
-            _TAPS[id(self)].on_data(data)
+            st = _TAPS[id(self)]
+            if not st.done:
+                st.on_data(data)
+                if st.done:
+                    self._loop.call_later(LINGER_S, _end_wait, self)
         return False
+
+
+def _end_wait(reader: StreamReader) -> None:
+    """[DONE] came LINGER_S ago and the body has not ended: stop waiting for its end."""
+    waiter = reader._eof_waiter
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 async def _read_stream(content, st: StreamState) -> None:
@@ -57,6 +73,8 @@ async def _read_stream(content, st: StreamState) -> None:
             content.__class__ = _TapReader
             if buffered:
                 st.on_data(buffered)
+                if st.done:
+                    content._loop.call_later(LINGER_S, _end_wait, content)
             await content.wait_eof()
         finally:
             _TAPS.pop(id(content), None)
@@ -79,7 +97,7 @@ class AiohttpClient:
         self.tok = tok
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
         if cfg.api_key:
             headers["Authorization"] = f"Bearer {cfg.api_key}"
         self._headers = headers
@@ -95,7 +113,9 @@ class AiohttpClient:
         await self._pacer.turn()
 
     async def __aenter__(self):
-        conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=False)
+        conn = aiohttp.TCPConnector(
+            limit=0, ttl_dns_cache=300, enable_cleanup_closed=False, keepalive_timeout=self.cfg.keepalive_s
+        )
         # sent_at is when the body reached the socket: aiohttp writes it from a separate task, so the
         # time before post() would count the client's own queueing into TTFT instead of schedule lag
         trace = aiohttp.TraceConfig()
@@ -172,37 +192,28 @@ class AiohttpClient:
         self.chunks += len(st.times)
         if on_text is not None:
             on_text(st.answer_text())
-        fin = Finished(
-            st,
-            spec,
-            scheduled_at,
-            res["sent"],
-            clock() - t0,
-            st.status,
-            res["http"],
-            st.error,
-            self.tok,
-            local_count=local_count_due(self.finished - 1),
-        )
+        end, local = clock() - t0, local_count_due(self.finished - 1)
+        error = st.error if st.error is None else secret_free(st.error, self.cfg)
+        args = (spec, scheduled_at, res["sent"], end, st.status, res["http"], error, self.tok, "", 0, local)
+        if self.tok is not None and st.heavy():  # tokenising it here would stall every other stream
+            return await asyncio.to_thread(st.record, *args)
+        fin = Finished(st, *args)
         return fin if later else fin.record()
 
     async def _exchange(self, spec: RequestSpec, st: StreamState, mark: _Sent, res: dict) -> None:
         """POST, then read the stream into st (or the error body); under send's total deadline."""
         headers = {self.cfg.session_header: spec.session} if spec.session is not None else None
         async with self.session.post(
-            self.cfg.url, json=self.payload(spec), trace_request_ctx=mark, headers=headers
+            self.cfg.url, json=self.payload(spec), trace_request_ctx=mark, headers=headers, allow_redirects=False
         ) as resp:
             if mark.t is not None:
                 res["sent"] = mark.t - self.t0
             res["http"] = resp.status
-            if resp.status >= 400:
+            h = resp.headers
+            ctype = h.get("Content-Type", "")
+            if resp.status >= 300 or not is_event_stream(ctype) or h.get("Content-Encoding"):
                 raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
-                st.fail("http_error", f"HTTP {resp.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}")
-                return
-            ctype = resp.headers.get("Content-Type", "")
-            if not ctype.startswith("text/event-stream"):
-                raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
-                st.fail("bad_stream", not_a_stream(ctype, raw))
+                st.fail(*describe_reply(resp.status, ctype, raw, h.get("Location"), h.get("Content-Encoding")))
                 return
             await _read_stream(resp.content, st)
             if not st.done:

@@ -1,5 +1,6 @@
 """What every client shares: the request a RequestSpec becomes (ClientConfig, request_body), endpoint
-names, and how a 200 that is not an event stream is described. Pure."""
+names, and how a reply that is not an event stream is described (an error, a redirect, a compressed or
+non-streaming body), with secrets scrubbed from what is kept. Pure."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from ..records import RequestSpec
+from ..redact import scrub
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 ERROR_BODY_LIMIT = 500
@@ -75,6 +77,46 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
     if cfg.extra_body:
         body.update(cfg.extra_body)
     return body
+
+
+def is_event_stream(ctype: str | None) -> bool:
+    """Media types are case-insensitive: Text/Event-Stream is an event stream too."""
+    return bool(ctype) and (ctype.startswith("text/event-stream") or ctype.lower().startswith("text/event-stream"))
+
+
+def describe_reply(status: int, ctype: str | None, body: bytes, location=None, encoding=None) -> tuple[str, str]:
+    """(record status, error) for a reply that is not a 200 event stream: an HTTP error with its body's
+    start, a redirect (never followed: the API key stays with the base URL), a compressed body (goodbench
+    asks for none), or a 200 that is not a stream."""
+    if 300 <= status < 400:
+        where = location.decode("latin-1") if isinstance(location, bytes) else location
+        return "http_error", (
+            f"HTTP {status} redirect to {where or '(no Location header)'}: goodbench does not follow redirects "
+            "(the API key stays with the base URL); use the final URL as --base-url"
+        )
+    if status >= 400:
+        return "http_error", f"HTTP {status}: {body.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}"
+    enc = encoding.decode("latin-1") if isinstance(encoding, bytes) else encoding
+    if enc and enc.strip().lower() != "identity":
+        return "bad_stream", (
+            f"the server sent a {enc}-compressed body though goodbench asks for none (Accept-Encoding: "
+            "identity): is a proxy compressing it?"
+        )
+    return "bad_stream", not_a_stream(ctype or "", body)
+
+
+def secret_free(error: str | None, cfg: ClientConfig) -> str | None:
+    """A record's error text without the API key or any credential a server echoed back."""
+    return scrub(error, (cfg.api_key,)) if error else error
+
+
+def model_from_listing(data) -> str | None:
+    """The first model id of a /v1/models reply; None when the reply is not shaped like OpenAI's."""
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items or not isinstance(items[0], dict):
+        return None
+    name = items[0].get("id")
+    return name if isinstance(name, str) and name else None
 
 
 def not_a_stream(ctype: str, body: bytes) -> str:

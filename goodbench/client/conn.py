@@ -17,7 +17,7 @@ import sys
 
 import httptools
 
-from .config import ERROR_BODY_LIMIT, not_a_stream
+from .config import ERROR_BODY_LIMIT, describe_reply, is_event_stream
 from .stream import StreamState
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: the module does not always export it
@@ -25,16 +25,17 @@ KERNEL_STAMPS = sys.platform.startswith("linux")
 CMSG_BYTES = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 READ_BYTES = 65536  # below glibc's mmap threshold (128 KiB): a bigger buffer costs an mmap per read
 _TIMESPEC = struct.Struct("qq").unpack_from
+_KEPT_HEADERS = frozenset((b"location", b"content-encoding"))
 
 
 class Exchange:
     """One request/response on one connection: what the parser callbacks fill in."""
 
-    __slots__ = ("st", "done", "status", "ctype", "body", "got_bytes", "last", "deadline", "outcome", "sent")
+    __slots__ = ("st", "done", "status", "ctype", "body", "got_bytes", "last", "deadline", "outcome", "sent", "kept")
 
     def __init__(self, st: StreamState, done: asyncio.Future, deadline: float):
         self.st, self.done, self.deadline = st, done, deadline
-        self.status = self.ctype = None
+        self.status = self.ctype = self.kept = None  # kept: the _KEPT_HEADERS the reply had
         self.body: list[bytes] | None = None  # error or non-stream body, kept up to a limit
         self.got_bytes = False
         self.last = self.sent = 0.0
@@ -95,6 +96,10 @@ class Conn(asyncio.Protocol):
         if not ex.got_bytes and self.reused:
             ex.finish("retry")  # the server closed a kept-alive connection as we reused it
             return
+        if ex.body is not None and ex.status is not None and ex.status >= 200:
+            self._body_ended(ex)  # a close-delimited error or non-stream body ends here
+            ex.finish()
+            return
         if ex.status is not None and ex.body is None:
             ex.st.on_eof()  # a close-delimited stream ends here; a stream that saw [DONE] is whole
         why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
@@ -103,13 +108,21 @@ class Conn(asyncio.Protocol):
 
     # ---------------------------------------------------------------- parser callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-type":
+        name = name.lower()
+        if name == b"content-type":
             self.ex.ctype = value.decode("latin-1")
+        elif name in _KEPT_HEADERS:
+            ex = self.ex
+            ex.kept = {**(ex.kept or {}), name: value}
 
     def on_headers_complete(self) -> None:
         ex = self.ex
         ex.status = self.parser.get_status_code()
-        if ex.status >= 400 or not (ex.ctype or "").startswith("text/event-stream"):
+        if (
+            ex.status >= 300
+            or not is_event_stream(ex.ctype)
+            or (ex.kept is not None and b"content-encoding" in ex.kept)
+        ):
             ex.body = []
 
     def on_body(self, body: bytes) -> None:
@@ -121,17 +134,16 @@ class Conn(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         ex = self.ex
-        self.ex = None
         if ex.body is None:
             ex.st.on_eof()
             if not ex.st.done:
                 ex.st.fail("bad_stream", "stream ended without [DONE]")
+        elif ex.status < 200:  # 1xx (100 Continue, 103 Early Hints): the reply follows
+            ex.status = ex.ctype = ex.body = ex.kept = None
+            return
         else:
-            raw = b"".join(ex.body)
-            if ex.status >= 400:
-                ex.st.fail("http_error", f"HTTP {ex.status}: {raw.decode('utf-8', 'replace')[:ERROR_BODY_LIMIT]}")
-            else:
-                ex.st.fail("bad_stream", not_a_stream(ex.ctype or "", raw))
+            self._body_ended(ex)
+        self.ex = None
         if self.parser.should_keep_alive():
             self.client.release(self)
         else:
@@ -139,6 +151,15 @@ class Conn(asyncio.Protocol):
         ex.finish()
 
     # ---------------------------------------------------------------- own
+    @staticmethod
+    def _body_ended(ex: Exchange) -> None:
+        """A reply that is not an event stream ended: its status and body become the record's error."""
+        kept = ex.kept or {}
+        status, why = describe_reply(
+            ex.status, ex.ctype, b"".join(ex.body), kept.get(b"location"), kept.get(b"content-encoding")
+        )
+        ex.st.fail(status, why)
+
     def start(self, ex: Exchange, data: bytes) -> None:
         self.ex = ex
         self.transport.write(data)

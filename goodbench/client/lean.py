@@ -7,7 +7,10 @@ generator_accuracy.py measures both side by side).
 Connection hygiene against real servers, which close idle keep-alive connections (uvicorn after 5 s): a
 connection idle longer than `keepalive_s` is never reused, and a request written on a reused connection
 that closes before any byte of the response arrived is sent once more on a fresh connection (the
-record says so: `retries`). Timeouts are checked by one sweeper per client, not a timer per read.
+record says so: `retries`). Timeouts are checked by one sweeper per client, not a timer per read; the
+same sweeper ends a stream whose body does not end after `[DONE]` (the record ends at `[DONE]`).
+A reply that is not an event stream keeps its body as the error, whether its end is framed or is the
+connection's close (HTTP/1.0, `Connection: close`); 1xx replies are skipped; redirects are not followed.
 
 On plain http:// (Linux) chunk times are the kernel's receive stamps (conn.KernelConn), so ITL does not
 depend on what else the client was doing when a chunk arrived; https:// reads through asyncio's TLS
@@ -26,7 +29,7 @@ from ..errors import UsageError
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from ..version import __version__
-from .config import ClientConfig, request_body
+from .config import ClientConfig, request_body, secret_free
 from .conn import KERNEL_STAMPS, Conn, Exchange, KernelConn
 from .lag import LagMeter, realtime_offset
 from .stream import Finished, StreamState, local_count_due
@@ -34,6 +37,7 @@ from .stream import Finished, StreamState, local_count_due
 SWEEP_S = 0.05  # how often timeouts and stale pooled connections are checked
 OFFSET_EVERY = 20  # sweeps between two readings of the realtime-monotonic offset (kernel stamps)
 CONNECT_TIMEOUT_S = 10.0
+LINGER_S = 0.2  # after [DONE], how long the body may take to end before the connection is dropped
 
 
 class LeanClient:
@@ -56,6 +60,7 @@ class LeanClient:
             f"Host: {u.netloc}",
             f"User-Agent: goodbench/{__version__}",
             "Accept: text/event-stream",
+            "Accept-Encoding: identity",
             "Content-Type: application/json",
         ]
         if cfg.api_key:
@@ -155,7 +160,10 @@ class LeanClient:
                 ex = c.ex
                 if ex is None or ex.done.done():
                     continue
-                if now >= ex.deadline:
+                if ex.st.done:  # [DONE] came; the body has not ended: the stream ended at [DONE]
+                    if now - ex.st.t0 - ex.st.done_at < LINGER_S:
+                        continue
+                elif now >= ex.deadline:
                     ex.st.fail("timeout", f"total timeout after {now - ex.sent:.1f}s")
                 elif now - max(ex.last, ex.sent) >= cfg.idle_timeout_s:
                     ex.st.fail(
@@ -215,17 +223,10 @@ class LeanClient:
         self.chunks += len(st.times)
         if on_text is not None:
             on_text(st.answer_text())
-        fin = Finished(
-            st,
-            spec,
-            scheduled_at,
-            sent_at,
-            clock() - t0,
-            st.status,
-            http,
-            st.error,
-            self.tok,
-            retries=retries,
-            local_count=local_count_due(self.finished - 1),
-        )
+        end, local = clock() - t0, local_count_due(self.finished - 1)
+        error = st.error if st.error is None else secret_free(st.error, self.cfg)
+        args = (spec, scheduled_at, sent_at, end, st.status, http, error, self.tok, "", retries, local)
+        if self.tok is not None and st.heavy():  # tokenising it here would stall every other stream
+            return await asyncio.to_thread(st.record, *args)
+        fin = Finished(st, *args)
         return fin if later else fin.record()

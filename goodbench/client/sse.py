@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..limits import MAX_TOKENS
+
 _scan = json.JSONDecoder().scan_once
 
 
@@ -86,8 +88,9 @@ DONE = Chunk("done")
 
 
 def _count(v) -> int | None:
-    """A token count as servers send it; anything else (a string, a float, a bool) is ignored."""
-    return v if type(v) is int and v >= 0 else None
+    """A token count as servers send it; anything else (a string, a float, a bool, a number beyond any
+    request's tokens: limits.MAX_TOKENS) is ignored, and the tokenizer counts instead."""
+    return v if type(v) is int and 0 <= v <= MAX_TOKENS else None
 
 
 def _tool_text(calls) -> str | None:

@@ -1,5 +1,9 @@
 """One response stream's state, fed bytes as they arrive, and the RequestRecord it becomes. Pure (the
-clock is passed in), shared by the aiohttp client and the locust integration."""
+clock is passed in), shared by both clients and the locust integration.
+
+The stream ends at `[DONE]` or at the end of the body, whichever comes first (`done_at`: a server that
+sends `[DONE]` and never ends the body has still answered then). `record()` never raises: whatever goes
+wrong after the last byte (counting, tokenising) becomes the record's error, never a lost record."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from array import array
 
 from ..records import RequestRecord, RequestSpec
 from .sse import SSEParser, classify
+
+TOKENIZE_INLINE_CHARS = 256 * 1024  # more streamed text than this is tokenised off the event loop
 
 
 class StreamState:
@@ -27,6 +33,7 @@ class StreamState:
         "status",
         "error",
         "done",
+        "done_at",
     )
 
     def __init__(self, clock, t0: float):
@@ -39,6 +46,7 @@ class StreamState:
         self.usage_ct = self.usage_rt = self.prompt_srv = None
         self.last_ct = 0
         self.status, self.error, self.done = "ok", None, False
+        self.done_at: float | None = None  # when [DONE] arrived (run clock)
 
     def on_data(self, data: bytes) -> None:
         t = self.clock() - self.t0
@@ -73,7 +81,7 @@ class StreamState:
                 else:
                     self.toks.append(0)  # unknown: settled when the stream ends
             elif kind == "done":
-                self.done = True
+                self.done, self.done_at = True, t
                 return
             elif kind == "error" or kind == "bad":
                 self.status, self.error = "bad_stream", c.error
@@ -113,6 +121,21 @@ class StreamState:
             return first, int(self.usage_rt)
         return first, sum(k for k, th in zip(toks, self.thinking) if th)
 
+    def _tally(self, tok, local_count: bool) -> tuple:
+        """Token counts: the server's usage when sent, else the tokenizer over the streamed text, else one
+        per content chunk (and the source says which); the first answer chunk and the reasoning tokens.
+        local_count: also count the streamed text with the tokenizer when the server sent usage (the
+        tokenizer-mismatch check samples requests)."""
+        toks, out, source = self._counts(tok)
+        first_answer, reasoning = self._reasoning(tok, toks) if self.times else (None, 0)
+        local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
+        return toks, out, source, first_answer, reasoning, local
+
+    def heavy(self) -> bool:
+        """The streamed text is long enough that tokenising it would stall an event loop (clients then
+        build the record in a thread)."""
+        return sum(map(len, self.texts)) > TOKENIZE_INLINE_CHARS
+
     def record(
         self,
         spec: RequestSpec,
@@ -127,22 +150,23 @@ class StreamState:
         retries: int = 0,
         local_count: bool = False,
     ) -> RequestRecord:
-        """Token counts: the server's usage when sent, else the tokenizer over the streamed text, else
-        one per content chunk (and the source says which). local_count: also count the streamed text
-        with the tokenizer when the server sent usage (the tokenizer-mismatch check samples requests)."""
-        times = self.times
-        n = len(times)
-        toks, out, source = self._counts(tok)
-        first_answer, reasoning = self._reasoning(tok, toks) if n else (None, 0)
-        local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
+        """The record (token counts: _tally). finished_at: when the body ended, unless [DONE] came first.
+        Never raises: whatever fails while counting is kept in the record instead (_unrecordable)."""
+        finished_at = finished_at if self.done_at is None else min(finished_at, self.done_at)
+        try:
+            toks, out, source, first_answer, reasoning, local = self._tally(tok, local_count)
+        except Exception as e:  # noqa: BLE001 - the record is written whatever went wrong
+            return self._unrecordable(
+                e, spec, scheduled_at, sent_at, finished_at, status, http_status, error, origin, retries
+            )
         return RequestRecord(
             id=spec.id,
             cls=spec.cls,
             scheduled_at=scheduled_at,
             sent_at=sent_at,
-            first_token_at=times[0] if n else None,
+            first_token_at=self.times[0] if self.times else None,
             finished_at=finished_at,
-            chunk_times=tuple(times),
+            chunk_times=tuple(self.times),
             chunk_tokens=tuple(toks),
             output_tokens=out,
             output_tokens_source=source,
@@ -162,6 +186,15 @@ class StreamState:
             turn=spec.turn,
             session_turns=spec.session_turns,
         )
+
+    def _unrecordable(self, e, spec, scheduled_at, sent_at, finished_at, status, http_status, error, origin, retries):
+        """The record when counting failed: one token per chunk, no usage, and (when the request was ok)
+        status bad_stream with what failed."""
+        if status == "ok":
+            status, error = "bad_stream", f"client error while recording: {type(e).__name__}: {str(e)[:200]}"
+        self.toks = array("i", [1] * len(self.times))
+        self.usage_ct = self.usage_rt = self.prompt_srv = None
+        return self.record(spec, scheduled_at, sent_at, finished_at, status, http_status, error, None, origin, retries)
 
 
 class Finished:

@@ -7,6 +7,8 @@ import asyncio
 
 import aiohttp
 
+from .config import model_from_listing
+
 
 async def check_reachable(base_url: str) -> str | None:
     """None when something answers HTTP at base_url; else the reason, for a one-line error."""
@@ -31,10 +33,8 @@ async def resolve_model(base_url: str, api_key: str | None) -> str:
             async with s.get(base_url.rstrip("/") + "/v1/models") as r:
                 if r.status != 200:
                     return "default"
-                data = await r.json(content_type=None)
-                items = data.get("data") or []
-                return (items[0].get("id") if items else None) or "default"
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError):
+                return model_from_listing(await r.json(content_type=None)) or "default"
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, RecursionError):
         return "default"
 
 

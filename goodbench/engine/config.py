@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from ..errors import UsageError
+from ..limits import check
 from .hardware import GIB, GPUS, get_gpu, get_model
 from .knobs import knob, to_argv
 
@@ -100,7 +101,11 @@ class EngineConfig:
         return 2 * model.layers * heads * model.head_dim * kvb
 
     def _check_knobs(self, gpu, model) -> None:
-        """Knobs that are wrong whatever else is set (UsageError naming the problem)."""
+        """Knobs that are wrong whatever else is set (UsageError naming the problem); every number in
+        its range of limits.py (a negative step overhead or a zero fixed step never reach the engine)."""
+        for f in fields(self):
+            if f.init:
+                check(f.name, getattr(self, f.name))
         if self.scheduler not in SCHEDULERS:
             raise UsageError(f"scheduler {self.scheduler!r} is not one of {', '.join(SCHEDULERS)}")
         if self.scheduling_policy not in POLICIES:

@@ -13,8 +13,14 @@ environment variable); a master forwards them to its workers. Every process buil
 takes their send times from the plan's schedule, so the workers together follow one schedule. A user
 that takes a session sends its turns one after another, each with the server's earlier replies as
 history. Workers send their records to the master over locust's messaging; the master writes one
-merged results directory. Each record keeps its sender's clock (`origin`): times from two processes
-are never subtracted.
+merged results directory, record by record as they arrive (an interrupted run keeps them). Each record
+keeps its sender's clock (`origin`): times from two processes are never subtracted.
+
+A run that ends before its plan does (Ctrl-C, SIGTERM, the time limit, or the master stopping the test
+because its workers went missing) is summarised as interrupted, so `goodbench gate` calls it
+incomplete; a headless master whose test stopped early quits at once with a message and exit code 2
+instead of waiting out its time limit. A worker builds its plan in a native thread, so its heartbeats
+keep flowing while it works.
 """
 
 from __future__ import annotations
@@ -25,77 +31,33 @@ import socket
 import time
 
 import gevent
+import gevent.lock
 import httpx
 from locust import User, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
-from ..client.config import ClientConfig, request_body, resolve_endpoint
+from ..client.config import (
+    ClientConfig,
+    describe_reply,
+    is_event_stream,
+    model_from_listing,
+    request_body,
+    resolve_endpoint,
+    secret_free,
+)
 from ..client.stream import StreamState
+from ..errors import RunDirError
 from ..records import RequestRecord, RequestSpec, RunMeta, parse_slo
+from ..redact import scrub_url
 from ..rundir import RunDir
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan, load_workload
+from . import locust_options  # registers goodbench's options with locust's parser
 
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
 FLUSH_S = 0.5
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
-
-
-@events.init_command_line_parser.add_listener
-def _arguments(parser) -> None:
-    g = parser.add_argument_group("goodbench")
-    g.add_argument(
-        "--goodbench-workload",
-        env_var="GOODBENCH_WORKLOAD",
-        default="",
-        help="a goodbench workload TOML file or a built-in workload's name, e.g. hol-stress "
-        "(default: 1024-token prompts, 128 out)",
-    )
-    g.add_argument(
-        "--goodbench-spec-json", env_var="GOODBENCH_SPEC_JSON", default="", help="(internal) workload as JSON"
-    )
-    g.add_argument(
-        "--goodbench-model",
-        env_var="GOODBENCH_MODEL",
-        default="",
-        help="model name sent in requests (default: the server's first /v1/models entry)",
-    )
-    g.add_argument(
-        "--goodbench-endpoint",
-        env_var="GOODBENCH_ENDPOINT",
-        default="",
-        help="API path (default: the workload's, /v1/completions)",
-    )
-    g.add_argument("--goodbench-slo", env_var="GOODBENCH_SLO", default="", help='SLO, e.g. "ttft:500 tpot:50"')
-    g.add_argument(
-        "--goodbench-min-attainment",
-        env_var="GOODBENCH_MIN_ATTAINMENT",
-        type=float,
-        default=0.95,
-        help="exit 1 when SLO attainment is below this (default 0.95)",
-    )
-    g.add_argument(
-        "--goodbench-result-dir",
-        env_var="GOODBENCH_RESULT_DIR",
-        default="results",
-        help="parent folder of the results directory (default results)",
-    )
-    g.add_argument("--goodbench-run-id", env_var="GOODBENCH_RUN_ID", default="", help="results directory name")
-    g.add_argument(
-        "--goodbench-open-loop",
-        env_var="GOODBENCH_OPEN_LOOP",
-        action="store_true",
-        default=False,
-        help="take send times from the workload's arrival schedule (default: closed loop, "
-        "locust's model, which hides queueing)",
-    )
-    g.add_argument(
-        "--goodbench-api-key-env",
-        env_var="GOODBENCH_API_KEY_ENV",
-        default="OPENAI_API_KEY",
-        help="environment variable holding the API key",
-    )
 
 
 class _Run:
@@ -105,12 +67,22 @@ class _Run:
         self.ready = False
         self.records: list[RequestRecord] = []
         self.outbox: list[dict] = []
-        self.done_workers: set[int] = set()
+        self.done_workers: dict[int, int] = {}  # worker index -> its planned requests (None: unknown)
         self.finished = False
+        self.rd: RunDir | None = None  # the master's (or single process's) results directory
+        self.stopped_early: str | None = None  # why the test stopped before the plan ended
+        self.closed = False  # the results are complete (quitting): later records stay in memory only
+        self._lock = gevent.lock.BoundedSemaphore()
 
     def setup(self, env) -> None:
+        """Once per process (the first user or test_start; others wait): the plan, the HTTP client."""
         if self.ready:
             return
+        with self._lock:
+            if not self.ready:
+                self._setup(env)
+
+    def _setup(self, env) -> None:
         o = env.parsed_options
         runner = env.runner
         self.spec = _spec(o)
@@ -128,7 +100,7 @@ class _Run:
             # which costs tens of ms per user at spawn time
             self.http = httpx.Client(
                 base_url=env.host or "",
-                headers={"Authorization": f"Bearer {key}"} if key else {},
+                headers={"Accept-Encoding": "identity", **({"Authorization": f"Bearer {key}"} if key else {})},
                 timeout=httpx.Timeout(600.0, connect=10.0, read=60.0),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
             )
@@ -138,6 +110,7 @@ class _Run:
                 base_url=env.host or "",
                 endpoint=self.endpoint,
                 model=_model(env),
+                api_key=key,
                 ignore_eos=self.spec.ignore_eos,
             )
         self.t0 = time.monotonic()  # after set-up (tokenizer, workload, client): the schedule starts now
@@ -149,7 +122,8 @@ class _Run:
         session, with its send time from the schedule in open-loop mode."""
         from .. import tokenizer
 
-        self.plan = plan = build_plan(self.spec, tokenizer.load())
+        # in a native thread: the CPU-bound build must not starve this process's heartbeats to the master
+        self.plan = plan = gevent.get_hub().threadpool.apply(lambda: build_plan(self.spec, tokenizer.load()))
         self.expected_reuse = plan.expected_reuse()
         if plan.sessions:
             items = [("session", s, s.arrival_s) for s in plan.sessions]
@@ -159,6 +133,7 @@ class _Run:
         self.queue = [(kind, x, off if self.open_loop else None) for kind, x, off in items[index::n_workers]]
         self.queue.reverse()  # pop() from the end
         self.total = len(self.queue)
+        self.planned = self.total if plan.planned is not None else None  # this process's requests
         self.in_flight = 0
         self.think = plan.arrival.think_time_s if plan.closed else 0.0
         self.duration = plan.duration_s if plan.duration_s and not self.open_loop else None
@@ -181,11 +156,29 @@ class _Run:
             return self.queue.pop()
 
     def add(self, env, rec: RequestRecord) -> None:
-        """A finished request's record: to the master (worker) or kept (master or single process)."""
+        """A finished request's record: to the master (worker) or kept and written (single process)."""
         if isinstance(env.runner, WorkerRunner):
             self.outbox.append(rec.to_dict())
         else:
-            self.records.append(rec)
+            self.keep(env, [rec])
+
+    def keep(self, env, recs: list[RequestRecord]) -> None:
+        """Records reach the results directory as they arrive; a disk that cannot take them ends the run."""
+        self.records.extend(recs)
+        if self.rd is None or self.rd.write_error is not None or self.closed:
+            return
+        try:
+            self.rd.append_many(recs)
+        except RunDirError as e:
+            logging.getLogger("goodbench").error("goodbench: %s", e)
+            env.process_exit_code = 2
+            gevent.spawn(env.runner.quit)
+
+    def complete(self, env) -> bool:
+        """The plan ended (every worker said so), rather than a signal, a time limit or a stop."""
+        if isinstance(env.runner, MasterRunner):
+            return len(self.done_workers) >= _expected_workers(env)
+        return self.finished
 
     def release(self, env) -> None:
         """A user is done with what it took; the last one ends this process's share."""
@@ -200,7 +193,7 @@ class _Run:
         self.finished = True
         if isinstance(env.runner, WorkerRunner):
             self.flush(env)
-            env.runner.send_message(MSG_DONE, env.runner.worker_index)
+            env.runner.send_message(MSG_DONE, [env.runner.worker_index, getattr(self, "planned", None)])
         else:
             gevent.spawn_later(0.1, env.runner.quit)
 
@@ -224,18 +217,63 @@ def _spec(o) -> WorkloadSpec:
     return random_workload()
 
 
+def _upto(chunks, limit: int):
+    """The first chunks of a body, up to about limit bytes (an error body is kept in part)."""
+    n = 0
+    for c in chunks:
+        yield c
+        n += len(c)
+        if n >= limit:
+            return
+
+
+def _expected_workers(env) -> int:
+    return max(1, int(getattr(env.parsed_options, "expect_workers", 1) or 1))
+
+
+def _open_results(env) -> None:
+    """The master's (or single process's) results directory, opened before any load: a taken run id
+    fails here, not after the run; records are appended as they arrive."""
+    o = env.parsed_options
+    spec = _spec(o)
+    open_loop = bool(o.goodbench_open_loop)
+    mode = "open" if open_loop else "closed"
+    meta = RunMeta(
+        run_id=o.goodbench_run_id or new_run_id("locust"),
+        label=f"locust-{mode}",
+        target={
+            "base_url": scrub_url(env.host),
+            "endpoint": resolve_endpoint(o.goodbench_endpoint or None, spec.endpoint),
+            "model": _model(env),
+        },
+        workload=spec.to_dict(),
+        workload_hash=spec.hash(),
+        slo=parse_slo(o.goodbench_slo) if o.goodbench_slo else spec.slo,
+        seed=spec.seed,
+        mode=mode,
+        requested_rate=spec.arrival.mean_rate if open_loop else None,
+        server=locust_options.server_block(o),
+    )
+    try:
+        RUN.rd = RunDir.open(o.goodbench_result_dir, meta)
+    except RunDirError as e:
+        logging.getLogger("goodbench").error("goodbench: %s", e)
+        env.process_exit_code = 2
+        gevent.spawn(env.runner.quit)
+
+
 @events.init.add_listener
 def _init(environment, **kw) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner):
 
         def on_records(msg, **_):
-            RUN.records.extend(RequestRecord.from_dict(d) for d in msg.data)
+            RUN.keep(environment, [RequestRecord.from_dict(d) for d in msg.data])
 
         def on_done(msg, **_):
-            RUN.done_workers.add(msg.data)
-            expected = max(1, int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
-            if len(RUN.done_workers) >= expected:
+            index, planned = msg.data if isinstance(msg.data, list) else (msg.data, None)
+            RUN.done_workers[index] = planned
+            if RUN.complete(environment):
                 gevent.spawn_later(0.2, runner.quit)
 
         runner.register_message(MSG_RECORDS, on_records)
@@ -249,6 +287,8 @@ def _init(environment, **kw) -> None:
                     RUN.flush(environment)
 
         gevent.spawn(flusher)
+    if runner is not None and not isinstance(runner, WorkerRunner):
+        _open_results(environment)
 
 
 @events.test_start.add_listener
@@ -258,47 +298,75 @@ def _test_start(environment, **kw) -> None:
 
 @events.test_stop.add_listener
 def _test_stop(environment, **kw) -> None:
-    if isinstance(environment.runner, WorkerRunner) and RUN.ready:
-        RUN.flush(environment)
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        if RUN.ready:
+            RUN.flush(environment)
+        return
+    if RUN.closed or RUN.complete(environment) or RUN.stopped_early:
+        return  # quitting (a signal, the end of the plan) or already said
+    if not getattr(environment.parsed_options, "headless", False):
+        return
+    # the master stopped before the plan ended (its workers went missing, the time limit): say so and
+    # quit now with what arrived, rather than wait out the time limit
+    done, expected = len(RUN.done_workers), _expected_workers(environment)
+    RUN.stopped_early = (
+        f"locust stopped the test before the plan ended ({done} of {expected} workers finished their share; "
+        f"{len(RUN.records)} records kept): the run is incomplete"
+    )
+    logging.getLogger("goodbench").error("goodbench: %s", RUN.stopped_early)
+    environment.process_exit_code = 2
+    gevent.spawn_later(0.5, runner.quit)
 
 
 @events.quitting.add_listener
 def _quitting(environment, **kw) -> None:
-    """The master (or a single process) writes the merged results and sets the exit code."""
-    if isinstance(environment.runner, WorkerRunner) or not RUN.ready:
+    """The master (or a single process) completes the results and sets the exit code."""
+    if isinstance(environment.runner, WorkerRunner):
+        if RUN.ready:
+            RUN.flush(environment)
         return
-    o = environment.parsed_options
-    mode = "open" if RUN.open_loop else "closed"
-    meta = RunMeta(
-        run_id=o.goodbench_run_id or new_run_id("locust"),
-        label=f"locust-{mode}",
-        target={"base_url": environment.host, "endpoint": RUN.endpoint, "model": _model(environment)},
-        workload=RUN.spec.to_dict(),
-        workload_hash=RUN.spec.hash(),
-        slo=RUN.slo,
-        seed=RUN.spec.seed,
-        mode=mode,
-        requested_rate=RUN.spec.arrival.mean_rate if RUN.open_loop else None,
-        expected_prefix_reuse=getattr(RUN, "expected_reuse", None),
-    )
-    rd = RunDir.open(o.goodbench_result_dir, meta)
-    rd.append_many(RUN.records)
-    summary = rd.finish(records=RUN.records)
+    rd = RUN.rd
+    if rd is None or RUN.closed:
+        return
+    RUN.closed = True
+    rd.meta.interrupted = not RUN.complete(environment)
+    rd.meta.expected_prefix_reuse = getattr(RUN, "expected_reuse", None)
+    if isinstance(environment.runner, MasterRunner):
+        shares = list(RUN.done_workers.values())
+        rd.meta.planned_requests = sum(shares) if shares and None not in shares else None
+    else:
+        rd.meta.planned_requests = getattr(RUN, "planned", None)
+    try:
+        summary = rd.finish(records=RUN.records)
+    except RunDirError as e:  # a full disk: the summary of what was written, then the one line
+        environment.process_exit_code = 2
+        if e.summary:
+            _report(environment, rd, e.summary)
+        logging.getLogger("goodbench").error("goodbench: %s", e)
+        return
+    _report(environment, rd, summary)
+
+
+def _report(environment, rd: RunDir, summary: dict) -> None:
     from rich.console import Console
 
     from ..report.console import print_summary
 
+    min_att = environment.parsed_options.goodbench_min_attainment
     print_summary(
         Console(width=120, highlight=False),
         summary,
-        meta.to_dict(),
-        RUN.min_attainment,
+        rd.meta.to_dict(),
+        min_att,
         rd.dir,
         slo_hint='--goodbench-slo "ttft:MS tpot:MS"',
     )
+    if environment.process_exit_code is not None:
+        return  # stopped early (2), or a failure that set it
     att = summary.get("slo_attainment")
     environment.process_exit_code = (
-        1 if (att is not None and att < RUN.min_attainment) or not summary["requests"]["completed"] else 0
+        1 if (att is not None and att < min_att) or not summary["requests"]["completed"] else 0
     )
 
 
@@ -312,8 +380,7 @@ def _model(env) -> str:
     if not name:
         try:
             r = httpx.get((env.host or "").rstrip("/") + "/v1/models", timeout=5)
-            items = r.json().get("data") or []
-            name = items[0].get("id") if items else "default"
+            name = model_from_listing(r.json()) or "default"
         except (httpx.HTTPError, ValueError):
             name = "default"
     _MODEL["name"] = name
@@ -375,30 +442,36 @@ class GoodputUser(User):
     def _stream(self, spec: RequestSpec, scheduled: float) -> tuple[RequestRecord, str]:
         t0 = RUN.t0
         st = StreamState(time.monotonic, t0)
-        status, http_status, error = "ok", None, None
+        http_status = None
         body = request_body(RUN.cfg, spec)
         headers = {RUN.cfg.session_header: spec.session} if spec.session else None
         sent = time.monotonic() - t0
         try:
             with RUN.http.stream("POST", RUN.endpoint, json=body, headers=headers) as resp:
                 http_status = resp.status_code
-                if resp.status_code >= 400:
-                    raw = resp.read()[:2000]
-                    status, error = "http_error", f"HTTP {resp.status_code}: {raw.decode('utf-8', 'replace')[:500]}"
+                h = resp.headers
+                if resp.status_code >= 300 or not is_event_stream(h.get("content-type")) or h.get("content-encoding"):
+                    raw = b"".join(_upto(resp.iter_raw(), 2000))
+                    st.fail(
+                        *describe_reply(
+                            resp.status_code, h.get("content-type"), raw, h.get("location"), h.get("content-encoding")
+                        )
+                    )
                 else:
                     for data in resp.iter_raw():
                         st.on_data(data)
                     st.on_eof()
-                    status, error = st.status, st.error
-                    if status == "ok" and not st.done:
-                        status, error = "bad_stream", "stream ended without [DONE]"
+                    if not st.done:
+                        st.fail("bad_stream", "stream ended without [DONE]")
         except httpx.TimeoutException as e:
-            status, error = "timeout", f"{type(e).__name__}: {e}"
+            st.fail("timeout", f"{type(e).__name__}: {e}")
         except httpx.ConnectError as e:
-            status, error = "disconnected", f"cannot connect to {self.host}: {e}"
+            st.fail("disconnected", f"cannot connect to {self.host}: {e}")
         except httpx.HTTPError as e:
-            status, error = "disconnected", f"{type(e).__name__}: {str(e)[:200]}"
-        rec = st.record(spec, scheduled, sent, time.monotonic() - t0, status, http_status, error, origin=RUN.origin)
+            st.fail("disconnected", f"{type(e).__name__}: {str(e)[:200]}")
+        error = secret_free(st.error, RUN.cfg) if st.error else None
+        now = time.monotonic() - t0
+        rec = st.record(spec, scheduled, sent, now, st.status, http_status, error, origin=RUN.origin)
         return rec, st.answer_text()
 
     def _fire(self, rec: RequestRecord) -> None:

@@ -222,7 +222,7 @@ def _run_section(v, heading: bool) -> str:
         ok = c["attainment"] is not None and c["attainment"] >= 0.95
         parts.append(
             f"<div><span class={'pass' if ok else 'fail'}>{'✓' if ok else '✗'}</span> {_e(k)} ≤ "
-            f"{c['threshold_ms']:g} ms met by {c['attainment']:.1%}</div>"
+            f"{c['threshold_ms']:g} ms met by {_num(c['attainment'], '{:.1%}')}</div>"
         )
     parts.append(
         f"<p>throughput {_num(summary.get('request_throughput'), '{:.2f}')} req/s, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from ..errors import UsageError
+from ..errors import RunDirError, UsageError
 from .html import run_report, sweep_report
 from .runfigures import run_figures
 from .view import load_view
@@ -25,7 +25,10 @@ def write_reports(
     written, runs = [], []
     for path in paths:
         if os.path.exists(os.path.join(path, "sweep.json")):
-            written.append((sweep_report(path), 0))
+            try:
+                written.append((sweep_report(path), 0))
+            except OSError as e:
+                raise RunDirError(f"cannot write the report in {path}: {e.strerror or e}") from None
         elif os.path.exists(os.path.join(path, "run.json")):
             runs.append(path)
         else:
@@ -41,11 +44,14 @@ def write_reports(
         tag = hashlib.sha1("\0".join(os.path.abspath(r) for r in runs).encode()).hexdigest()[:8]
         out = os.path.join(os.path.dirname(os.path.abspath(runs[0])), f"combined-{tag}")
     out = out or runs[0]
-    os.makedirs(out, exist_ok=True)
-    pngs = []
-    if figures:
-        stage("drawing figures ...")
-        pngs = run_figures(views, out)
-    stage("writing report.html ...")
-    written.append((run_report(views, out, pngs), len(pngs)))
+    try:
+        os.makedirs(out, exist_ok=True)
+        pngs = []
+        if figures:
+            stage("drawing figures ...")
+            pngs = run_figures(views, out)
+        stage("writing report.html ...")
+        written.append((run_report(views, out, pngs), len(pngs)))
+    except OSError as e:  # a full or read-only disk
+        raise RunDirError(f"cannot write the report in {out}: {e.strerror or e}") from None
     return written

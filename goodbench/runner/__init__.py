@@ -47,4 +47,4 @@ def run_plan(
                 )
             )
         )
-    return run_workers(plan, cfg, sink.dir, opts, tok_name, progress, on_tick, scrape)
+    return run_workers(plan, cfg, sink, opts, tok_name, progress, on_tick, scrape)

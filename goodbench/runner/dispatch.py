@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import RunDirError
 from ..metrics import RequestMetrics
 from ..records import RequestRecord, RequestSpec
 from ..workloads.sessions import turn_request
@@ -34,8 +35,8 @@ class Progress:
     """Live counters. In worker mode each worker owns one slot of a shared-memory array
     (one writer per slot, so no locks); the parent sums the slots."""
 
-    FIELDS = ("sent", "done", "failed", "good", "lag_max_ms")
-    sent, done, failed, good, lag_max_ms = (_counter(i) for i in range(5))
+    FIELDS = ("sent", "done", "failed", "good", "lag_max_ms", "write_errno")
+    sent, done, failed, good, lag_max_ms, write_errno = (_counter(i) for i in range(6))
 
     def __init__(self, arr=None, slot: int = 0):
         self._a = arr if arr is not None else [0] * len(self.FIELDS)
@@ -85,6 +86,7 @@ class Dispatch:
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
         self.unjudged: list[RequestRecord] = []  # finished, not yet counted against the SLO (judge())
         self.unwritten: deque = deque()  # finished, not yet in the sink (flush())
+        self.write_error: RunDirError | None = None  # records cannot be written any more: the run ended
         # rate probes (stop_when_saturated): what is in flight (send time, planned tokens) and the
         # finished requests' (TTFT, time per further token), the evidence of share._watch_saturation
         self.track = opts.stop_when_saturated
@@ -112,6 +114,8 @@ class Dispatch:
         finally:
             if self.sem is not None:
                 self.sem.release()
+        if self.write_error is not None:  # records cannot be kept any more: the run is ending
+            return rec
         self.unwritten.append(rec)  # written in batches when the loop is idle (flush_when_idle)
         if track:
             self._service(spec, rec)
@@ -123,6 +127,15 @@ class Dispatch:
         if rec.sent_at is not None:
             p.lag_max_ms = max(p.lag_max_ms, (rec.sent_at - scheduled_at) * 1000)
         return rec
+
+    def cannot_write(self, e: RunDirError) -> None:
+        """End the run at once: stop dispatch and cancel what is in flight (its records could not be kept)."""
+        if self.write_error is None:
+            self.write_error = e
+            self.p.write_errno = getattr(e, "errno", None) or 1  # the parent of --workers reads it
+            self.stop.set()
+            for t in list(self.tasks):
+                t.cancel()
 
     def _service(self, spec: RequestSpec, rec) -> None:
         """One finished request's (TTFT, seconds per further chunk) for the backlog prediction."""
@@ -157,11 +170,15 @@ class Dispatch:
             recs.append(_record(waiting.popleft()))
             if write_lines is not None:
                 lines.append(recs[-1].to_json())
-        if write_lines is not None:
-            write_lines(lines)
-        else:  # a plain sink (tests): the records themselves
-            for rec in recs:
-                self.sink.append(rec)
+        try:
+            if write_lines is not None:
+                write_lines(lines)
+            else:  # a plain sink (tests): the records themselves
+                for rec in recs:
+                    self.sink.append(rec)
+        except RunDirError as e:  # a full or read-only disk: nothing more can be kept, so stop now
+            self.unwritten.clear()
+            self.cannot_write(e)
 
     async def flush_when_idle(self, every_s: float = FLUSH_S) -> None:
         """Write records off the moments that matter: a slice of FLUSH_SLICE_S whenever a wake-up comes
@@ -291,6 +308,8 @@ class Dispatch:
         if not task.done():
             task.cancel()
             await asyncio.wait([task])
+        elif not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # a bug in dispatch must not pass for a run that sent nothing
 
     async def drain(self) -> bool:
         """Wait for in-flight requests; after a stop, only for the grace period. True if interrupted."""

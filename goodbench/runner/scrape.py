@@ -44,20 +44,23 @@ async def scrape_loop(
     import aiohttp
 
     url = base_url.rstrip("/") + "/metrics"
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
-        with open(path, "a", encoding="utf-8") as f:
-            if baseline is not None:
-                f.write(json.dumps({"t": round(baseline[0] - t0, 4), "metrics": baseline[1]}) + "\n")
-            while True:
-                last = stop.is_set()
-                t = time.monotonic() - t0
-                text = await _fetch(s, url)
-                if text:
-                    f.write(json.dumps({"t": round(t, 4), "metrics": parse_prometheus(text)}) + "\n")
-                    f.flush()
-                if last:
-                    break
-                try:
-                    await asyncio.wait_for(stop.wait(), interval)
-                except asyncio.TimeoutError:
-                    pass
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
+            with open(path, "a", encoding="utf-8") as f:
+                if baseline is not None:
+                    f.write(json.dumps({"t": round(baseline[0] - t0, 4), "metrics": baseline[1]}) + "\n")
+                while True:
+                    last = stop.is_set()
+                    t = time.monotonic() - t0
+                    text = await _fetch(s, url)
+                    if text:
+                        f.write(json.dumps({"t": round(t, 4), "metrics": parse_prometheus(text)}) + "\n")
+                        f.flush()
+                    if last:
+                        break
+                    try:
+                        await asyncio.wait_for(stop.wait(), interval)
+                    except asyncio.TimeoutError:
+                        pass
+    except OSError:
+        pass  # a full or read-only results disk: the records' own write failure ends the run and says so

@@ -42,6 +42,7 @@ class Share:
     tok: object = None
     on_tick: Callable | None = None
     scrape: bool = False
+    stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: the parent's PRESS alone
 
 
 async def _ticker(d: Dispatch, on_tick) -> None:
@@ -147,8 +148,11 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             await asyncio.wait([scraper], timeout=3)
 
 
-def _stop_on_signals(d: Dispatch, loop) -> None:
-    """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them."""
+def _stop_on_signals(d: Dispatch, loop, sigs) -> dict:
+    """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them.
+    A worker process listens to its parent's PRESS alone (workers.py: one per press; the SIGINT or SIGTERM
+    sent to the whole group also reaches the worker, which ignores it, so one press is never counted
+    twice)."""
     presses = {"n": 0}
 
     def on_signal():
@@ -158,18 +162,24 @@ def _stop_on_signals(d: Dispatch, loop) -> None:
             for t in list(d.tasks):
                 t.cancel()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    old = {}
+    for sig in sigs:
         try:
+            before = signal.getsignal(sig)
             loop.add_signal_handler(sig, on_signal)
-        except (NotImplementedError, RuntimeError):
+            old[sig] = before
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
+    return old
 
 
-def _forget_signals(loop) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):
+def _forget_signals(loop, old: dict) -> None:
+    """The handlers in place before the run (asyncio would leave the defaults: SIGTERM would kill)."""
+    for sig, handler in old.items():
         try:
             loop.remove_signal_handler(sig)
-        except (NotImplementedError, RuntimeError):
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        except (NotImplementedError, RuntimeError, ValueError):
             pass
 
 
@@ -178,7 +188,7 @@ async def run_share(sh: Share) -> bool:
     loop = asyncio.get_running_loop()
     async with CLIENTS[sh.cfg.client](sh.cfg, sh.t0, sh.tok) as client:
         d = Dispatch(client, sh.sink, sh.progress, sh.opts)
-        _stop_on_signals(d, loop)
+        old = _stop_on_signals(d, loop, sh.stop_signals)
         try:
             n_warm = (
                 sh.opts.prewarm
@@ -189,7 +199,7 @@ async def run_share(sh: Share) -> bool:
             with quiet_gc():  # collector pauses would make the loop late (see gcquiet)
                 interrupted = await _run_timed(d, client, sh)
         finally:
-            _forget_signals(loop)
+            _forget_signals(loop, old)
         if sh.on_tick is not None:
             sh.on_tick()
         return interrupted

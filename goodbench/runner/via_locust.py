@@ -1,19 +1,31 @@
 """`goodbench run --via locust`: the same workload driven by locust (one process, or a local master and
 N workers) in subprocesses; the locust master writes the results directory and its exit code is the
-verdict. This module only starts processes: locust itself is imported by integrations/locust.py alone."""
+verdict. This module only starts processes: locust itself is imported by integrations/locust.py alone.
+
+The processes are goodbench's (proctree): each in its own session, dying with goodbench. A Ctrl-C or
+SIGTERM reaches the master once, as SIGTERM (locust handles it in its event loop; a SIGINT would raise
+KeyboardInterrupt in whichever user happened to run): it stops and writes the summary of what arrived,
+marked interrupted; goodbench waits for that, bounded by STOP_GRACE_S, and exits 130."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..proctree import EXIT_INTERRUPTED, forward, signal_group, spawn, stop
 from ..records import format_slo
 from ..serverproc import free_port
 from ..workloads import WorkloadSpec
+
+STOP_GRACE_S = 30.0  # after a forwarded Ctrl-C, how long the master may take to write its summary
+WORKERS_WAIT_S = 120.0  # how long a master waits for its workers to connect before it gives up
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "integrations", "locustfile.py")
 
@@ -31,6 +43,7 @@ class LocustRun:
     api_key_env: str = "OPENAI_API_KEY"
     model: str | None = None
     endpoint: str | None = None
+    server: dict | None = None  # run.json's server block (api/runs.py asks the target before the load)
 
 
 def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
@@ -70,43 +83,57 @@ def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
 
 
 def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
+    """The master's exit code; 130 when interrupted (the master's summary of what arrived is written); 2
+    when a worker died before the run ended (the master's summary of what arrived is written)."""
     if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
         raise UsageError("--via locust needs locust and httpx: pip install 'goodbench[locust]'")
-    env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json())
+    env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json(), GOODBENCH_SERVER_JSON=json.dumps(r.server or {}))
     cmd = locust_command(spec, r)
-    workers = []
+    procs: list[subprocess.Popen] = []
+    if r.workers > 0:
+        port = free_port()
+        cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
+        cmd += ["--expect-workers", str(r.workers), "--expect-workers-max-wait", str(int(WORKERS_WAIT_S))]
+        worker_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--worker"]
+        worker_cmd += ["--master-host", "127.0.0.1", "--master-port", str(port)]
+    state = {"presses": 0, "sent": 0, "at": 0.0, "lost": None}
+
+    def on_signal(presses: int) -> None:
+        state["presses"], state["at"] = presses, state["at"] or time.monotonic()
+
     try:
-        if r.workers > 0:
-            port = free_port()
-            cmd += [
-                "--master",
-                "--master-bind-host",
-                "127.0.0.1",
-                "--master-bind-port",
-                str(port),
-                "--expect-workers",
-                str(r.workers),
-            ]
-            worker_cmd = [
-                sys.executable,
-                "-m",
-                "locust",
-                "-f",
-                LOCUSTFILE,
-                "--worker",
-                "--master-host",
-                "127.0.0.1",
-                "--master-port",
-                str(port),
-            ]
-            workers = [
-                subprocess.Popen(worker_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                for _ in range(r.workers)
-            ]
-        return subprocess.run(cmd, env=env).returncode
+        with forward(on_signal):
+            procs.append(spawn(cmd, env=env, stdin=subprocess.DEVNULL))
+            quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+            procs += [spawn(worker_cmd, env=env, **quiet) for _ in range(r.workers)]
+            _watch(procs, state)
     finally:
-        for w in workers:
-            try:
-                w.wait(15)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        stop(procs, signal.SIGTERM, grace_s=10.0)
+    if state["presses"]:
+        return EXIT_INTERRUPTED
+    return 2 if state["lost"] is not None else procs[0].returncode
+
+
+def _watch(procs: list[subprocess.Popen], state: dict) -> None:
+    """Wait for the master. A press is forwarded to it once (it stops and writes). A worker that dies
+    before the master (killed, crashed) leaves its share of the plan undone, and locust would wait for it
+    until its time limit: the master is stopped the same way, with one line saying why."""
+    master, workers = procs[0], procs[1:]
+    while master.poll() is None:
+        dead = next((w for w in workers if w.poll() not in (None, 0)), None)
+        if dead is not None and state["lost"] is None and not state["sent"]:
+            state["lost"], state["at"] = dead.returncode, time.monotonic()
+            print(
+                f"goodbench: a locust worker exited (code {dead.returncode}) before the run ended: "
+                "stopping with the records that arrived (the run is incomplete)",
+                file=sys.stderr,
+            )
+        if (state["presses"] or state["lost"] is not None) and not state["sent"]:  # once: it stops and writes
+            state["sent"] = 1
+            signal_group(master, signal.SIGTERM)
+        if state["at"] and time.monotonic() - state["at"] > STOP_GRACE_S:
+            break
+        try:
+            master.wait(0.2)
+        except subprocess.TimeoutExpired:
+            pass

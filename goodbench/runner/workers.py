@@ -1,5 +1,11 @@
 """--workers N: several load-generator processes on the shared monotonic clock, each taking every N-th
-request (or its share of the users); all append to one records.jsonl (O_APPEND writes)."""
+request (or its share of the users); all append to one records.jsonl (O_APPEND writes).
+
+Signals (proctree): a worker ignores SIGINT and SIGTERM, which reach every process of the foreground
+group (a terminal's Ctrl-C, `kill -TERM -PGID`); the parent sends it PRESS once per press it gets, so
+one press stops dispatch and gives in-flight requests the grace period, and a second cancels them. A
+worker gets PRESS when its parent dies (even by SIGKILL): it stops the same way and keeps what
+finished. A worker that cannot write its records (a full disk) stops, and the parent stops the others."""
 
 from __future__ import annotations
 
@@ -15,17 +21,17 @@ import numpy as np
 
 from ..client.config import ClientConfig
 from ..eventloop import install_uvloop
-from ..serverproc import die_with_parent
-from ..store import RunStore
+from ..proctree import forward, worker_init
+from ..store import RunStore, records_lost
 from ..workloads import Plan
 from .dispatch import Progress, RunOptions
 from .share import Share, run_share
 
+PRESS = signal.SIGUSR1  # the parent's "Ctrl-C was pressed", one per press
+
 
 def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int, lags) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent forwards SIGTERM instead
-    die_with_parent()  # a killed parent (even SIGKILL) stops its workers: they keep what finished
-    if os.getppid() != parent:
+    if not worker_init(parent, PRESS):
         return  # the parent died before we could ask to be told
     install_uvloop()
     from .. import tokenizer as tokmod
@@ -35,6 +41,7 @@ def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int, l
     share.sink = sink
     share.tok = tokmod.load(tok_name) if tok_name is not None else None
     share.progress = Progress(arr, slot)
+    share.stop_signals = (PRESS,)
     try:
         asyncio.run(run_share(share))
         lags.put(share.progress.lag_states)  # the parent adds them up (client_lag)
@@ -60,11 +67,19 @@ def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: 
     return out
 
 
+def _sum_progress(progress: Progress, arr, w: int) -> None:
+    n = len(Progress.FIELDS)
+    for i, f in enumerate(Progress.FIELDS):
+        vals = [arr[k * n + i] for k in range(w)]
+        setattr(progress, f, max(vals) if f in ("lag_max_ms", "write_errno") else int(sum(vals)))
+
+
 def run_workers(
-    plan: Plan, cfg: ClientConfig, run_dir: str, opts: RunOptions, tok_name, progress: Progress, on_tick, scrape: bool
+    plan: Plan, cfg: ClientConfig, sink, opts: RunOptions, tok_name, progress: Progress, on_tick, scrape: bool
 ) -> bool:
-    """Returns True if interrupted (SIGINT or SIGTERM is forwarded to the workers as SIGTERM; they stop
-    dispatch, let in-flight requests finish within the grace period, and exit; the caller summarizes)."""
+    """Returns True if interrupted (each SIGINT or SIGTERM reaches the workers as one PRESS; they stop
+    dispatch, let in-flight requests finish within the grace period, and exit; the caller summarizes).
+    A worker's failed write is set on sink.store.write_error."""
     w = opts.workers
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     arr = ctx.Array("d", w * len(Progress.FIELDS), lock=False)
@@ -72,34 +87,38 @@ def run_workers(
     t0 = time.monotonic() + 1.0 + 0.2 * w  # leave the workers time to start and prewarm
     procs = []
     for k, share in enumerate(_shares(plan, cfg, opts, t0, scrape)):
-        p = ctx.Process(target=_worker_main, args=(share, run_dir, tok_name, arr, k, os.getpid(), lags), daemon=True)
+        p = ctx.Process(target=_worker_main, args=(share, sink.dir, tok_name, arr, k, os.getpid(), lags), daemon=True)
         p.start()
         procs.append(p)
-    interrupted = False
 
-    def fwd(signum, frame):
-        nonlocal interrupted
-        interrupted = True
+    def stop_workers(_presses=0):
         for p in procs:
             if p.is_alive():
-                os.kill(p.pid, signal.SIGTERM)
+                os.kill(p.pid, PRESS)
 
-    old = {sig: signal.signal(sig, fwd) for sig in (signal.SIGINT, signal.SIGTERM)}
-    fields_ = Progress.FIELDS
+    stopped = False
     try:
-        while any(p.is_alive() for p in procs):
-            for i, f in enumerate(fields_):
-                vals = [arr[k * len(fields_) + i] for k in range(w)]
-                setattr(progress, f, max(vals) if f == "lag_max_ms" else int(sum(vals)))
-            if on_tick:
-                on_tick()
-            for p in procs:
-                p.join(timeout=0.25 / len(procs))
-            while not lags.empty():  # read as they come: a full pipe would block a finishing worker
-                progress.lag_states += lags.get()
+        with forward(stop_workers) as presses:
+            while any(p.is_alive() for p in procs):
+                _sum_progress(progress, arr, w)
+                if progress.write_errno and not stopped:
+                    stopped = True
+                    stop_workers()  # one worker cannot write: nothing the others record could be kept
+                if on_tick:
+                    on_tick()
+                for p in procs:
+                    p.join(timeout=0.25 / len(procs))
+                while not lags.empty():  # read as they come: a full pipe would block a finishing worker
+                    progress.lag_states += lags.get()
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        for p in procs:  # only after a failure in this loop: they ignore SIGTERM, so no one is left waiting
+            if p.is_alive():
+                p.kill()
+    _sum_progress(progress, arr, w)
     while not lags.empty():
         progress.lag_states += lags.get()
-    return interrupted
+    if progress.write_errno:
+        code = int(progress.write_errno)
+        store = getattr(sink, "store", sink)  # a RunDir, or a bare RunStore
+        store.write_error = records_lost(store.records_path, code, os.strerror(code))
+    return presses[0] > 0 or bool(progress.write_errno)

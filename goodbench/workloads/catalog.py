@@ -56,6 +56,8 @@ def resolve(source: str) -> tuple[str, str]:
                 return f.read(), source
         except OSError as e:
             raise InputError(f"{source}: cannot read workload file: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"{source}: not UTF-8 text (byte {e.start}): a workload file is TOML") from None
     name = builtin_name(source) if os.sep not in source and "/" not in source else None
     if name:
         return read(name)

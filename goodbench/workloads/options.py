@@ -146,7 +146,7 @@ def _counts(o: WorkloadOptions) -> dict:
 def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
     """The workload file (or built-in dataset) with every given option applied (UsageError for an
     option out of its range: the same checks as the command line's)."""
-    check_all({f.name: getattr(o, f.name) for f in fields(o) if f.name not in ("goodput", "seed")})
+    check_all({f.name: getattr(o, f.name) for f in fields(o) if f.name != "goodput"})
     check_upfront(o.num_prompts, o.duration)
     spec = _lengths(_base(o), o)
     kw = {"arrival": _arrival(spec.arrival, o), **_counts(o)}

@@ -1,5 +1,7 @@
 """A workload TOML file -> WorkloadSpec (spec.py), every key checked: errors name the file and the key
-(`InputError('FILE: key: message')`), unknown keys get the closest known one."""
+(`InputError('FILE: key: message')`), unknown keys get the closest known one. Every number is checked
+against its range in limits.py (NaN and infinities are refused but where "inf" is a rate), so nothing
+downstream meets a count no machine can hold or a duration that never ends."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
-from ..errors import InputError
+from ..errors import InputError, UsageError
+from ..gating import GateSpec
+from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
 from .spec import (
     DEFAULT_REQUESTS,
@@ -38,33 +42,50 @@ class _Ctx:
     def err(self, key: str, msg: str) -> InputError:
         return InputError(f"{self.path}: {key}: {msg}")
 
-    def num(self, table: dict, key: str, prefix: str, kind=float, default=None, lo=None, allow_inf=False):
+    def num(self, table: dict, key: str, prefix: str, kind=float, default=None, limit=None):
+        """table[key] as kind, inside limits.LIMITS[limit] (default when absent)."""
         if key not in table:
             return default
         v = table[key]
+        if isinstance(v, str) and v.strip().lower() == "inf" and limit == "rate":
+            return math.inf
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            if allow_inf and isinstance(v, str) and v.lower() == "inf":
-                return math.inf
             raise self.err(f"{prefix}{key}", f"expected a number, got {v!r}")
+        if isinstance(v, float) and not math.isfinite(v) and not (limit == "rate" and v == math.inf):
+            raise self.err(f"{prefix}{key}", f"must be a finite number, got {v}")
         if kind is int and (isinstance(v, float) and not v.is_integer()):
             raise self.err(f"{prefix}{key}", f"expected a whole number, got {v!r}")
-        v = kind(v)
-        if lo is not None and v < lo:
-            raise self.err(f"{prefix}{key}", f"must be >= {lo}, got {v}")
-        return v
+        why = problem(limit, v) if limit else None
+        if why:
+            raise self.err(f"{prefix}{key}", why)
+        return kind(v)
 
     def known(self, table: dict, allowed: set, prefix: str):
         for k in table:
             if k not in allowed:
                 raise self.err(f"{prefix}{k}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
 
+    def table(self, doc: dict, key: str) -> dict:
+        """doc[key] when it is a TOML table ({} when absent)."""
+        v = doc.get(key, {})
+        if not isinstance(v, dict):
+            raise self.err(key, f"expected a table ([{key}]), got {v!r}"[:200])
+        return v
+
+    def text(self, doc: dict, key: str, default=None):
+        v = doc.get(key, default)
+        if v is not None and not isinstance(v, str):
+            raise self.err(key, f"expected a string, got {v!r}"[:200])
+        return v
+
 
 def _length(ctx: _Ctx, v, key: str) -> LengthDist:
     if isinstance(v, bool):
         raise ctx.err(key, f"expected a token count or a table with dist = one of {', '.join(DISTS)}")
     if isinstance(v, int):
-        if v < 1:
-            raise ctx.err(key, "token count must be >= 1")
+        why = problem("tokens", v)
+        if why:
+            raise ctx.err(key, f"token count {why}")
         return LengthDist("constant", value=v)
     if isinstance(v, str) and v == "dataset":
         return LengthDist("dataset")
@@ -75,13 +96,13 @@ def _length(ctx: _Ctx, v, key: str) -> LengthDist:
         raise ctx.err(f"{key}.dist", f"{dist!r} is not one of {', '.join(DISTS)}")
     ctx.known(v, {"dist", "value", "min", "max", "mean", "std", "median", "sigma"}, f"{key}.")
     p = f"{key}."
-    lo = ctx.num(v, "min", p, int, 1, lo=1)
-    hi = ctx.num(v, "max", p, int, 1_000_000, lo=1)
+    lo = ctx.num(v, "min", p, int, 1, limit="tokens")
+    hi = ctx.num(v, "max", p, int, 1_000_000, limit="tokens")
     if lo > hi:
         raise ctx.err(key, f"min ({lo}) > max ({hi})")
     d = LengthDist(dist, min=lo, max=hi)
     if dist == "constant":
-        val = ctx.num(v, "value", p, int, None, lo=1)
+        val = ctx.num(v, "value", p, int, None, limit="tokens")
         if val is None:
             raise ctx.err(f"{key}.value", "required for dist = constant")
         return replace(d, value=val)
@@ -90,12 +111,18 @@ def _length(ctx: _Ctx, v, key: str) -> LengthDist:
             raise ctx.err(key, "dist = uniform needs min and max")
         return d
     if dist == "normal":
-        mean, std = ctx.num(v, "mean", p, float, None, lo=1), ctx.num(v, "std", p, float, 0.0, lo=0)
+        mean, std = (
+            ctx.num(v, "mean", p, float, None, limit="tokens"),
+            ctx.num(v, "std", p, float, 0.0, limit="tokens_or_zero"),
+        )
         if mean is None:
             raise ctx.err(f"{key}.mean", "required for dist = normal")
         return replace(d, mean=mean, std=std)
     if dist == "lognormal":
-        med, sig = ctx.num(v, "median", p, float, None, lo=1), ctx.num(v, "sigma", p, float, None, lo=0)
+        med, sig = (
+            ctx.num(v, "median", p, float, None, limit="tokens"),
+            ctx.num(v, "sigma", p, float, None, limit="sigma"),
+        )
         if med is None or sig is None:
             raise ctx.err(key, "dist = lognormal needs median and sigma")
         return replace(d, median=med, sigma=sig)
@@ -124,16 +151,16 @@ def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpe
     p = "arrival."
     kw = dict(
         kind=kind,
-        rate=ctx.num(a, "rate", p, float, 1.0, lo=0, allow_inf=True),
-        burstiness=ctx.num(a, "burstiness", p, float, 1.0),
-        ramp_up_s=ctx.num(a, "ramp_up_s", p, float, 0.0, lo=0),
-        on_rate=ctx.num(a, "on_rate", p, float, 0.0, lo=0),
-        off_rate=ctx.num(a, "off_rate", p, float, 0.0, lo=0),
-        on_mean_s=ctx.num(a, "on_mean_s", p, float, 1.0),
-        off_mean_s=ctx.num(a, "off_mean_s", p, float, 1.0),
-        time_scale=ctx.num(a, "time_scale", p, float, 1.0),
-        concurrency=ctx.num(a, "concurrency", p, int, 0, lo=0),
-        think_time_s=ctx.num(a, "think_time_s", p, float, 0.0, lo=0),
+        rate=ctx.num(a, "rate", p, float, 1.0, limit="rate"),
+        burstiness=ctx.num(a, "burstiness", p, float, 1.0, limit="burstiness"),
+        ramp_up_s=ctx.num(a, "ramp_up_s", p, float, 0.0, limit="seconds"),
+        on_rate=ctx.num(a, "on_rate", p, float, 0.0, limit="rate_or_zero"),
+        off_rate=ctx.num(a, "off_rate", p, float, 0.0, limit="rate_or_zero"),
+        on_mean_s=ctx.num(a, "on_mean_s", p, float, 1.0, limit="positive_seconds"),
+        off_mean_s=ctx.num(a, "off_mean_s", p, float, 1.0, limit="positive_seconds"),
+        time_scale=ctx.num(a, "time_scale", p, float, 1.0, limit="scale"),
+        concurrency=ctx.num(a, "concurrency", p, int, 0, limit="users_or_zero"),
+        think_time_s=ctx.num(a, "think_time_s", p, float, 0.0, limit="seconds"),
     )
     if kind == "trace":
         tpath = a.get("trace")
@@ -179,6 +206,8 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
     classes = []
     for i, c in enumerate(raw):
         key = f"class[{i}]"
+        if not isinstance(c, dict):
+            raise ctx.err(key, f"expected a [[class]] table, got {c!r}"[:200])
         ctx.known(
             c,
             {
@@ -206,19 +235,19 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
         out = _length(ctx, c.get("output", "dataset" if source == "sharegpt" else 128), f"{key}.output")
         if source == "synthetic" and "dataset" in (inp.dist, out.dist):
             raise ctx.err(key, 'input/output = "dataset" needs source = "sharegpt"')
-        reasoning = ctx.num(c, "reasoning", f"{key}.", float, 0.0, lo=0)
+        reasoning = ctx.num(c, "reasoning", f"{key}.", float, 0.0, limit="fraction")
         if reasoning >= 1:
             raise ctx.err(f"{key}.reasoning", "a share of the response below 1 (e.g. 0.6: 60% thinking)")
         classes.append(
             ClassSpec(
                 name=str(c.get("name", f"class{i}")),
-                weight=ctx.num(c, "weight", f"{key}.", float, 1.0, lo=0),
+                weight=ctx.num(c, "weight", f"{key}.", float, 1.0, limit="weight"),
                 input=inp,
                 output=out,
                 source=source,
-                dataset=c.get("dataset"),
+                dataset=ctx.text(c, "dataset"),
                 reasoning=reasoning,
-                priority=ctx.num(c, "priority", f"{key}.", int, None),
+                priority=ctx.num(c, "priority", f"{key}.", int, None, limit="priority"),
                 **_prefixes(ctx, c, key),
             )
         )
@@ -236,12 +265,12 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
 def _prefixes(ctx: _Ctx, c: dict, key: str) -> dict:
     p = f"{key}."
     out = {
-        "system_prompts": ctx.num(c, "system_prompts", p, int, 0, lo=0),
-        "prefix_tokens": ctx.num(c, "prefix_tokens", p, int, 0, lo=0),
-        "prefix_share": ctx.num(c, "prefix_share", p, float, 1.0, lo=0),
-        "documents": ctx.num(c, "documents", p, int, 0, lo=0),
-        "document_tokens": ctx.num(c, "document_tokens", p, int, 0, lo=0),
-        "document_skew": ctx.num(c, "document_skew", p, float, 0.0, lo=0),
+        "system_prompts": ctx.num(c, "system_prompts", p, int, 0, limit="count_or_zero"),
+        "prefix_tokens": ctx.num(c, "prefix_tokens", p, int, 0, limit="tokens_or_zero"),
+        "prefix_share": ctx.num(c, "prefix_share", p, float, 1.0, limit="fraction"),
+        "documents": ctx.num(c, "documents", p, int, 0, limit="count_or_zero"),
+        "document_tokens": ctx.num(c, "document_tokens", p, int, 0, limit="tokens_or_zero"),
+        "document_skew": ctx.num(c, "document_skew", p, float, 0.0, limit="weight"),
     }
     if out["prefix_share"] > 1:
         raise ctx.err(f"{key}.prefix_share", "a fraction of the requests, at most 1")
@@ -256,20 +285,21 @@ def _prefixes(ctx: _Ctx, c: dict, key: str) -> dict:
 
 def _hol(ctx: _Ctx, h: dict) -> HolSpec:
     fields_ = {
-        "long_input": int,
-        "long_output": int,
-        "short_input": int,
-        "short_output": int,
-        "shorts": int,
-        "stagger_ms": float,
-        "repeats": int,
-        "period_s": float,
+        "long_input": (int, "tokens"),
+        "long_output": (int, "tokens"),
+        "short_input": (int, "tokens"),
+        "short_output": (int, "tokens"),
+        "shorts": (int, "requests"),
+        "stagger_ms": (float, "milliseconds"),
+        "repeats": (int, "requests"),
+        "period_s": (float, "seconds"),
     }
     ctx.known(h, set(fields_), "hol.")
     dflt = HolSpec()
-    return HolSpec(
-        **{k: ctx.num(h, k, "hol.", t, getattr(dflt, k), lo=(0 if t is float else 1)) for k, t in fields_.items()}
-    )
+    hol = HolSpec(**{k: ctx.num(h, k, "hol.", t, getattr(dflt, k), limit=lim) for k, (t, lim) in fields_.items()})
+    if hol.repeats * (1 + hol.shorts) > MAX_UPFRONT_REQUESTS:
+        raise ctx.err("hol", f"repeats x (1 + shorts) is more than {MAX_UPFRONT_REQUESTS:,} requests")
+    return hol
 
 
 def _session(ctx: _Ctx, t: dict) -> SessionSpec:
@@ -280,13 +310,13 @@ def _session(ctx: _Ctx, t: dict) -> SessionSpec:
     source = _choice(ctx, t, "source", d.source, ("synthetic", "sharegpt"))
     lengths = {k: _length(ctx, t[k], p + k) if k in t else getattr(d, k) for k in ("turns", "user", "output")}
     return SessionSpec(
-        sessions=ctx.num(t, "sessions", p, int, d.sessions, lo=1),
-        think_s=ctx.num(t, "think_s", p, float, d.think_s, lo=0),
+        sessions=ctx.num(t, "sessions", p, int, d.sessions, limit="requests"),
+        think_s=ctx.num(t, "think_s", p, float, d.think_s, limit="seconds"),
         think=think,
         source=source,
-        dataset=t.get("dataset"),
-        system_tokens=ctx.num(t, "system_tokens", p, int, 0, lo=0),
-        max_concurrent=ctx.num(t, "max_concurrent", p, int, 0, lo=0),
+        dataset=ctx.text(t, "dataset"),
+        system_tokens=ctx.num(t, "system_tokens", p, int, 0, limit="tokens_or_zero"),
+        max_concurrent=ctx.num(t, "max_concurrent", p, int, 0, limit="users_or_zero"),
         header=str(t.get("header", d.header)),
         **lengths,
     )
@@ -303,10 +333,14 @@ def _trace(ctx: _Ctx, t: dict, base_dir: str) -> TraceSpec:
     return TraceSpec(
         path=path if os.path.isabs(path) else os.path.join(base_dir, path),
         format=fmt,
-        speedup=ctx.num(t, "speedup", "trace.", float, 1.0, lo=1e-9),
+        speedup=ctx.num(t, "speedup", "trace.", float, 1.0, limit="scale"),
         window=str(t["window"]) if "window" in t else None,
-        max_output=ctx.num(t, "max_output", "trace.", int, None, lo=1),
+        max_output=ctx.num(t, "max_output", "trace.", int, None, limit="tokens"),
     )
+
+
+def _listed(v) -> list:
+    return v if isinstance(v, list) else []
 
 
 def _choice(ctx: _Ctx, doc: dict, key: str, default: str, allowed: tuple) -> str:
@@ -325,10 +359,11 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     ctx.known(doc, TOP_KEYS, "")
     gen = _choice(ctx, doc, "generator", "synthetic", GENERATORS)
     endpoint = _choice(ctx, doc, "endpoint", "completions", ENDPOINTS)
-    if endpoint != "chat" and any(isinstance(c, dict) and c.get("reasoning") for c in doc.get("class", []) or []):
+    classes = doc.get("class", [])
+    if endpoint != "chat" and any(isinstance(c, dict) and c.get("reasoning") for c in _listed(classes)):
         raise ctx.err("endpoint", 'classes with reasoning need endpoint = "chat" (reasoning streams are chat deltas)')
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
-    arrival = _arrival(ctx, doc.get("arrival", {}), base_dir, "workload" if gen in ("hol", "trace") else "poisson")
+    arrival = _arrival(ctx, ctx.table(doc, "arrival"), base_dir, "workload" if gen in ("hol", "trace") else "poisson")
     if gen == "sessions" and arrival.kind in ("closed", "workload"):
         raise ctx.err(
             "arrival.process",
@@ -336,29 +371,36 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
             "trace); cap them with session.max_concurrent",
         )
     try:
-        slo = parse_slo(" ".join(f"{k}:{v}" for k, v in doc.get("slo", {}).items())) if doc.get("slo") else None
+        slo = parse_slo(" ".join(f"{k}:{v}" for k, v in ctx.table(doc, "slo").items())) if doc.get("slo") else None
     except ValueError as e:
         raise ctx.err("slo", str(e)) from None
-    n = ctx.num(doc, "num_requests", "", int, None, lo=1)
-    dur = ctx.num(doc, "duration_s", "", float, None, lo=0)
+    n = ctx.num(doc, "num_requests", "", int, None, limit="num_prompts")
+    dur = ctx.num(doc, "duration_s", "", float, None, limit="positive_seconds")
+    if n is not None and dur is None and n > MAX_UPFRONT_REQUESTS:
+        raise ctx.err("num_requests", f"more than {MAX_UPFRONT_REQUESTS:,} requests to build up front; add duration_s")
     if n is None and dur is None and gen not in ("hol", "sessions", "trace"):
         n = DEFAULT_REQUESTS
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
         raise ctx.err("gate", "expected a table")
+    if gate:
+        try:
+            GateSpec.from_table(gate)  # checked now, not after the run it would judge
+        except UsageError as e:
+            raise InputError(f"{path}: {e}") from None
     return WorkloadSpec(
         name=str(doc.get("name", os.path.splitext(os.path.basename(path))[0])),
         description=str(doc.get("description", "")),
         generator=gen,
         classes=_classes(ctx, doc.get("class", []), gen),
-        hol=_hol(ctx, doc.get("hol", {})) if gen == "hol" else None,
-        session=_session(ctx, doc.get("session", {})) if gen == "sessions" else None,
-        trace=_trace(ctx, doc.get("trace", {}), base_dir) if gen == "trace" else None,
+        hol=_hol(ctx, ctx.table(doc, "hol")) if gen == "hol" else None,
+        session=_session(ctx, ctx.table(doc, "session")) if gen == "sessions" else None,
+        trace=_trace(ctx, ctx.table(doc, "trace"), base_dir) if gen == "trace" else None,
         arrival=arrival,
         num_requests=n,
         duration_s=dur,
-        warmup_requests=ctx.num(doc, "warmup_requests", "", int, 0, lo=0),
-        seed=ctx.num(doc, "seed", "", int, 0),
+        warmup_requests=ctx.num(doc, "warmup_requests", "", int, 0, limit="count_or_zero"),
+        seed=ctx.num(doc, "seed", "", int, 0, limit="seed"),
         endpoint=endpoint,
         slo=slo,
         ignore_eos=bool(doc.get("ignore_eos", True)),

@@ -14,10 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..errors import InputError, UsageError
+from ..limits import MAX_SECONDS, MAX_TOKENS
 from ..records import RequestSpec
 
 FORMATS = ("mooncake", "azure", "burstgpt")
@@ -46,13 +48,25 @@ def sniff(path: str, first_line: str) -> str:
 
 
 def _int(v, path: str, line: int, what: str) -> int:
+    """A token count: a whole number from 0 to limits.MAX_TOKENS."""
     try:
         x = int(float(v))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"{path}:{line}: {what} {v!r} is not a number") from None
-    if x < 0:
-        raise InputError(f"{path}:{line}: {what} {x} is negative")
+    if not 0 <= x <= MAX_TOKENS:
+        raise InputError(f"{path}:{line}: {what} {x} is out of range (0 to {MAX_TOKENS:,} tokens)")
     return x
+
+
+def _time(v, path: str, line: int, what: str, per_second: float = 1.0) -> float:
+    """A timestamp in seconds (v counts 1/per_second seconds): finite, within limits.MAX_SECONDS."""
+    try:
+        t = float(v) / per_second
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{path}:{line}: {what} {v!r} is not a number") from None
+    if not math.isfinite(t) or abs(t) > MAX_SECONDS:
+        raise InputError(f"{path}:{line}: {what} {v!r} is not a time (finite, at most {MAX_SECONDS:g} s)")
+    return t
 
 
 def _mooncake(text: str, path: str) -> list[TraceRow]:
@@ -67,11 +81,11 @@ def _mooncake(text: str, path: str) -> list[TraceRow]:
         if not isinstance(d, dict) or "timestamp" not in d or "input_length" not in d:
             raise InputError(f"{path}:{i}: expected timestamp, input_length, output_length and hash_ids")
         ids = d.get("hash_ids") or []
-        if not isinstance(ids, list):
-            raise InputError(f"{path}:{i}: hash_ids must be a list")
+        if not isinstance(ids, list) or not all(isinstance(h, (int, str)) and not isinstance(h, bool) for h in ids):
+            raise InputError(f"{path}:{i}: hash_ids must be a list of block ids (numbers or strings)")
         rows.append(
             TraceRow(
-                _int(d["timestamp"], path, i, "timestamp") / 1000.0,
+                _time(d["timestamp"], path, i, "timestamp", 1000.0),
                 _int(d["input_length"], path, i, "input_length"),
                 _int(d.get("output_length", 1), path, i, "output_length"),
                 tuple(ids),
@@ -105,10 +119,7 @@ def _csv(text: str, path: str, fmt: str) -> list[TraceRow]:
         if fmt == "azure":
             t = _azure_time(r[cols[0]], path, i)
         else:
-            try:
-                t = float(r[cols[0]])
-            except (TypeError, ValueError):
-                raise InputError(f"{path}:{i}: Timestamp {r[cols[0]]!r} is not a number") from None
+            t = _time(r[cols[0]], path, i, "Timestamp")
         out_tokens = _int(r[cols[2]], path, i, cols[2])
         if fmt == "burstgpt" and out_tokens == 0:
             continue  # BurstGPT logs failed requests with no response tokens: they never streamed
@@ -123,6 +134,8 @@ def read_trace(path: str, fmt: str | None = None) -> list[TraceRow]:
             text = f.read()
     except OSError as e:
         raise InputError(f"{path}: cannot read the trace: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start}): a trace is JSON lines or CSV") from None
     if not text.strip():
         raise InputError(f"{path}: the trace is empty")
     fmt = fmt or sniff(path, text.lstrip().splitlines()[0])

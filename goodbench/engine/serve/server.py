@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ...errors import UsageError
+from ...limits import MAX_TOKENS
 from ...pacing import TurnPacer
 from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
@@ -93,19 +94,25 @@ class ServeOptions:
 
 
 def parse_eos_dist(spec: str | None):
+    """The output-length cap without ignore_eos, checked at start (a bad one would fail every request)."""
     if not spec:
         return None
     parts = spec.split(":")
     try:
         if parts[0] == "uniform" and len(parts) == 3:
             lo, hi = int(parts[1]), int(parts[2])
-            return lambda rng: rng.randint(lo, hi)
+            if 1 <= lo <= hi <= MAX_TOKENS:
+                return lambda rng: rng.randint(lo, hi)
         if parts[0] == "lognormal" and len(parts) == 3:
             med, sig = float(parts[1]), float(parts[2])
-            return lambda rng: max(1, int(round(rng.lognormvariate(math.log(med), sig))))
-    except ValueError:
+            if 1 <= med <= MAX_TOKENS and 0 <= sig <= 20:
+                return lambda rng: min(MAX_TOKENS, max(1, int(round(rng.lognormvariate(math.log(med), sig)))))
+    except (ValueError, OverflowError):
         pass
-    raise UsageError(f"--eos-length-dist {spec!r}: use uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
+    raise UsageError(
+        f"--eos-length-dist {spec!r}: use uniform:MIN:MAX (1 <= MIN <= MAX) or lognormal:MEDIAN:SIGMA "
+        "(MEDIAN >= 1, 0 <= SIGMA <= 20)"
+    )
 
 
 class EngineServer:
@@ -226,8 +233,8 @@ class EngineServer:
         here, before the request reaches the engine."""
         try:
             body = await request.json()
-        except (ValueError, UnicodeDecodeError):
-            raise BadRequest("request body is not valid JSON") from None
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested beyond any use
+            raise BadRequest("request body is not valid JSON (or nested too deeply)") from None
         req = parse_request(body, chat, (self.model_name, "default"))
         if req.token_ids is not None:
             ids = req.token_ids
@@ -295,8 +302,8 @@ class EngineServer:
     async def _stream(self, request, seq: Seq, stream: Stream, fmt) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         resp.enable_chunked_encoding()
-        await resp.prepare(request)
         try:
+            await resp.prepare(request)  # a client gone before the headers: nothing worth a traceback
             await resp.write(fmt.role_chunk() if fmt.chat else b": ok\n\n")  # sends the headers
             if stream.buf:
                 data = b"".join(stream.buf)

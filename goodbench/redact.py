@@ -1,0 +1,30 @@
+"""Secrets kept out of anything goodbench stores or prints. An error body may quote the request's
+Authorization header (some gateways echo it), a base URL may carry user:password: every error text a
+record keeps, and every URL written to run.json, goes through scrub() first. Stdlib only."""
+
+from __future__ import annotations
+
+import re
+
+REDACTED = "[redacted]"
+_AUTH = re.compile(r"(?i)\b(bearer|basic|token)(\s+|=|:\s*)[A-Za-z0-9._~+/=:-]{6,}")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s:]+(:[^/@\s]*)?@")
+
+
+def scrub(text: str | None, secrets=()) -> str | None:
+    """text with every known secret (an API key: at least 4 characters), any bearer/basic credential and
+    any URL user:password replaced by [redacted]. Runs on error texts only, never per chunk."""
+    if not text:
+        return text
+    for s in secrets:
+        if s and len(s) >= 4 and s in text:
+            text = text.replace(s, REDACTED)
+    text = _AUTH.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    if "@" in text:
+        text = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    return text
+
+
+def scrub_url(url: str | None) -> str | None:
+    """A URL without its user:password (for run.json's target)."""
+    return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", url) if url and "@" in url else url
