@@ -241,9 +241,7 @@ class KernelConn(Conn):
         self.read_at = user
         merged = len(ex.st.times) - n0 - 1
         if merged > 0:
-            bound = now - max(before, ex.sent)
-            for _ in range(merged):
-                meter.merged.add(bound)
+            meter.merged.add(now - max(before, ex.sent), merged)
 
     # ------------------------------------------------------------ the transport's part
     def write(self, data: bytes) -> None:

@@ -32,14 +32,15 @@ class LagHistogram:
         self.bins = array("q", bytes(8 * (FINE_BINS + COARSE_BINS + 1)))
         self.n, self.max = 0, 0.0
 
-    def add(self, lag: float) -> None:
+    def add(self, lag: float, n: int = 1) -> None:
+        """n lags of this size (one add for a read's merged chunks: no work per chunk when late)."""
         if lag < 0.0:
             lag = 0.0
         k = int(lag / FINE_S)
         if k >= FINE_BINS:
             k = min(FINE_BINS + int(lag / COARSE_S) - int(FINE_S * FINE_BINS / COARSE_S), FINE_BINS + COARSE_BINS)
-        self.bins[k] += 1
-        self.n += 1
+        self.bins[k] += n
+        self.n += n
         if lag > self.max:
             self.max = lag
 
