@@ -31,6 +31,7 @@ _EXPORTS = {
     "max_rate": "api",
     "advise": "api",
     "check_advice": "api",
+    "calibrate": "api",
     "index_history": "api",
     "history_runs": "api",
     "history_trend": "api",

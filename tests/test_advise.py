@@ -61,6 +61,7 @@ def test_the_check_reports_the_long_class_per_chunk_size_and_cleans_up(tok, tmp_
     assert [r["max_num_batched_tokens"] for r in rows] == check_sizes(a) and a.chunk in check_sizes(a)
     assert all(r["long_ttft_p50_ms"] is not None and "summary" not in r for r in rows)
     assert all(r["itl_max_ms"] is not None for r in rows)
+    assert all(isinstance(r.get("verdict_could_flip"), bool) for r in rows)  # within the engine's error?
 
 
 def _row(chunk, ttft99, itl99, itl_max, att=1.0, goodput=3.5):
@@ -89,3 +90,22 @@ def test_advice_and_its_check_never_disagree_silently():
     assert "favours 512 tokens" in reconcile(a, dominated) and "take 512" in reconcile(a, dominated)
     consistent = [_row(256, 422, 9.5, 10.0), _row(512, 337, 15.0, 16.2), _row(1024, 297, 25.3, 28.3, goodput=3.4)]
     assert reconcile(a, consistent) is None
+
+
+def test_the_check_table_marks_verdicts_within_the_engines_error():
+    import io
+
+    from rich.console import Console
+
+    from goodbench.analysis.advise import advise
+    from goodbench.engine.config import EngineConfig
+    from goodbench.report.tables import advice_check_table, flip_legend
+
+    a = advise(EngineConfig(gpu="l40s"), 500, 4000)
+    edge = {"long_ttft_p50_ms": 500.0, "engine_uncertainty_pct": 26.8}
+    rows = [_row(256, 900, 40, 90, att=0.91) | edge | {"verdict_could_flip": True}]
+    rows.append(_row(2048, 700, 45, 95) | edge | {"verdict_could_flip": False})
+    buf = io.StringIO()
+    Console(file=buf, width=160, color_system=None).print(advice_check_table(a, rows, 60, 4.0))
+    assert "91.0% ~" in buf.getvalue() and "100.0% ~" not in buf.getvalue()
+    assert "±27%" in flip_legend(rows, 0.9) and "1 cell(s)" in flip_legend(rows, 0.9)

@@ -27,6 +27,7 @@ EXPORTS = [
     "max_rate",
     "advise",
     "check_advice",
+    "calibrate",
     "index_history",
     "history_runs",
     "history_trend",

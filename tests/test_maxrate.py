@@ -196,3 +196,20 @@ def test_a_filling_backlog_of_long_requests_does_not_stop_a_probe(tmp_path):
     (probe,) = res["probes"]
     assert not probe["stopped_early"] and probe["requests"] == probe["planned"] == 40 and probe["pass"]
     assert res["max_rate"] >= rate
+
+
+def test_a_stopped_probe_says_so_on_the_console_and_in_the_table():
+    from goodbench.report.maxrate import max_rate_line, probe_line, stopped_early
+
+    p = {"rate": 4.0, "requests": 23, "planned": 200, "attainment": 1.0, "lo": 0.86, "hi": 1.0, "pass": True}
+    assert "stopped early" not in probe_line(p)
+    line = probe_line(p | {"stopped_early": True})
+    assert "pass" in line and "stopped early after 23 of 200 requests" in line
+    r = {
+        "cell": "x",
+        "max_rate": 4.0,
+        "bracket": [4.0, 8.0],
+        "conclusive": False,
+        "probes": [p | {"stopped_early": True}, p],
+    }
+    assert stopped_early(r) == "1 of 2" and "1 of 2 probes stopped early" in max_rate_line(r)

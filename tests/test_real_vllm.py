@@ -241,3 +241,67 @@ def test_ctrl_c_keeps_records_and_the_server_frees_the_cancelled(pool, tmp_path)
     while gauge(srv.base_url, "vllm:num_requests_running") > 0:
         assert time.monotonic() < deadline, "vLLM still runs requests goodbench cancelled"
         time.sleep(0.5)
+
+
+# calibrate -> predict (issue 20): a profile fitted to one workload at one load (prompts of 32 to 1,024
+# tokens, Poisson 1.2/s) predicts another workload (75% 64-token chats, 25% 1,024-token documents, other
+# output lengths; chunked prefill on at 512) at another rate, as measured live against the same vLLM and
+# as `goodbench simulate --calibration` gives it
+CALIBRATE_TOML = """
+name = "cal-cpu"
+generator = "mixed"
+num_requests = 50
+seed = 5
+[arrival]
+process = "poisson"
+rate = 1.2
+[[class]]
+name = "varied"
+input = { dist = "uniform", min = 32, max = 1024 }
+output = { dist = "uniform", min = 16, max = 96 }
+"""
+PREDICT_TOML = """
+name = "mixed-cpu"
+generator = "mixed"
+num_requests = 40
+seed = 3
+[arrival]
+process = "poisson"
+rate = 1.0
+[[class]]
+name = "short"
+weight = 0.75
+input = 64
+output = 32
+[[class]]
+name = "long"
+weight = 0.25
+input = 1024
+output = 16
+"""
+
+
+def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
+    srv = pool.get(512)
+    (tmp_path / "cal-cpu.toml").write_text(CALIBRATE_TOML)
+    cal_wl = gb.load_workload(str(tmp_path / "cal-cpu.toml"))
+    cal_run = gb.run(cal_wl, srv.base_url, result_dir=str(tmp_path), run_id="cal")
+    assert cal_run.summary["requests"]["failed"] == 0
+    profile = str(tmp_path / "cpu-vllm.toml")
+    knobs = gb.EngineConfig(max_num_batched_tokens=512, max_num_seqs=16, max_model_len=8192)
+    cal = gb.calibrate([cal_run.dir], knobs, out=profile)
+    wl_path = tmp_path / "mixed-cpu.toml"
+    wl_path.write_text(PREDICT_TOML)
+    wl = gb.load_workload(str(wl_path))
+    live = gb.run(wl, srv.base_url, result_dir=str(tmp_path), run_id="live").summary
+    sim = gb.simulate(wl, gb.EngineConfig(calibration=profile, max_model_len=8192), result_dir=str(tmp_path)).summary
+    assert live["requests"]["failed"] == 0 and sim["requests"]["failed"] == 0
+    got = {k: (sim[k]["p50"], live[k]["p50"]) for k in ("ttft_ms", "itl_ms")}
+    print(f"\ncalibrated: {cal.profile.terms}; in-sample error {cal.profile.step_time_pct}%")
+    print(
+        "predicted vs live p50 (ms): "
+        + ", ".join(f"{k} {p:.1f} vs {m:.1f} ({p / m - 1:+.1%})" for k, (p, m) in got.items())
+    )
+    for k, (pred, meas) in got.items():
+        assert abs(pred / meas - 1) <= 0.15, (k, pred, meas)
+    assert sim["engine_uncertainty"]["step_time_pct"] == cal.profile.step_time_pct

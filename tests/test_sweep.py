@@ -7,7 +7,7 @@ import os
 
 from conftest import ROOT, run_cli
 
-from goodbench.analysis.sweep import best_per_tier
+from goodbench.analysis.sweep import best_per_tier, mark_flips
 
 
 def test_best_per_tier_breaks_ties_on_itl():
@@ -18,6 +18,35 @@ def test_best_per_tier_breaks_ties_on_itl():
     ]
     b = best_per_tier(rows)["a"]
     assert b["cell"] == "a2" and b["next"] == "a1" and b["margin_goodput"] == 0.0 and not b["separated"]
+
+
+def test_verdicts_and_best_cells_within_the_engines_error_are_marked():
+    """A cell meets the SLO at step times the engine's error faster but not slower: its verdict could
+    flip; the best cell at one edge is another cell: the best could flip."""
+    rows = [
+        {
+            "gpu": "a",
+            "cell": "a1",
+            "goodput": 5.0,
+            "goodput_fast": 5.1,
+            "goodput_slow": 4.0,
+            "attainment_fast": 0.97,
+            "attainment_slow": 0.80,
+        },
+        {
+            "gpu": "a",
+            "cell": "a2",
+            "goodput": 4.9,
+            "goodput_fast": 4.95,
+            "goodput_slow": 4.6,
+            "attainment_fast": 0.99,
+            "attainment_slow": 0.95,
+        },
+    ]
+    mark_flips(rows, 0.9)
+    assert rows[0]["verdict_could_flip"] and not rows[1]["verdict_could_flip"]
+    b = best_per_tier(rows)["a"]
+    assert b["cell"] == "a1" and b["best_if_fast"] == "a1" and b["best_if_slow"] == "a2" and b["could_flip"]
 
 
 def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
@@ -60,6 +89,11 @@ def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
         for png in ("sweep_metrics.png", "sweep_goodput_heatmap.png", "sweep_frontier.png"):
             assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     assert "best on h100-sxm" in r.stdout and "offered " in r.stdout and "(the workload's own timing)" in r.stdout
+    # every simulated cell was run again at the engine's error either side: the marks are computed
+    for c in data["cells"]:
+        assert c["engine_uncertainty_pct"] > 0 and isinstance(c["verdict_could_flip"], bool)
+        assert c["attainment_fast"] >= c["attainment_slow"] - 1e-9
+    assert all("could_flip" in b for b in data["best"].values())
 
 
 def test_sweep_title_labels_load_by_what_the_schedule_offered():

@@ -11,7 +11,9 @@ from concurrent.futures import Future, ProcessPoolExecutor
 
 from ..engine.prices import price_table
 from ..engine.virtual import simulate
+from ..metrics import summarize
 from ..proctree import pool_init
+from ..records import RunMeta, RunResult
 from ..rundir import RunDir
 from .grid import Cell
 from .sweep import (
@@ -55,9 +57,26 @@ def run_cell(cell: Cell) -> dict:
     row.update(cost_row(summary["cost"], layout.label()))
     row.update(slo_scale_row(out.records, s.slo, _SHARED.get("slo_scales") or ()))
     row.update(config_row(cfg, rd.dir))
+    row.update(edge_row(s, cfg, layout, summary))
     if _SHARED.get("keep_summaries"):
         row["summary"] = summary
     return row
+
+
+def edge_row(s: SweepSetup, cfg, layout, summary: dict) -> dict:
+    """The cell again with every step time the engine's expected error faster and slower
+    (summary.engine_uncertainty): its attainment and goodput at both edges, so a verdict or a best chunk
+    size that the error could flip is marked (sweep.mark_flips, sweep.best_per_tier)."""
+    u = summary.get("engine_uncertainty") or {}
+    pct = u.get("step_time_pct")
+    if not pct:
+        return {}
+    out = {"engine_uncertainty_pct": pct}
+    for edge, f in (("fast", 1 - pct / 100), ("slow", 1 + pct / 100)):
+        recs = simulate(cfg, s.plan, layout, step_scale=f).records
+        e = summarize(RunResult(RunMeta(edge, slo=s.slo), recs), ci=False)
+        out[f"attainment_{edge}"], out[f"goodput_{edge}"] = e["slo_attainment"], e["goodput"]
+    return out
 
 
 def run_cells(s: SweepSetup, jobs: int = 0, on_done=None, slo_scales=(), keep_summaries: bool = False) -> list[dict]:

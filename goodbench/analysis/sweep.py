@@ -39,6 +39,7 @@ class SweepSetup:
     params: dict
     cluster: ClusterSpec | None = None  # every cell's instances (None: one instance)
     prices: dict = field(default_factory=dict)  # $ per GPU-hour overrides
+    target: float = 0.9  # the attainment a cell must reach to meet the SLO (its verdict)
     labels: dict = field(default_factory=dict)  # every cell's run.json labels (docs/history.md)
 
     @property
@@ -67,6 +68,7 @@ class SweepSetup:
             "endpoint": spec.endpoint,
             "cluster": self.cluster.to_dict() if self.cluster is not None else None,
             "prices": price_table(self.prices),
+            "target_attainment": self.target,
         }
 
 
@@ -106,6 +108,7 @@ def setup(
     params: dict,
     cluster: ClusterSpec | None = None,
     prices: dict | None = None,
+    target: float = 0.9,
 ) -> SweepSetup:
     require_slo(spec)
     if plan.closed:
@@ -113,7 +116,7 @@ def setup(
     out = os.path.join(result_dir, sweep_id)
     if os.path.exists(out):
         raise RunDirError(f"{out} exists; choose another --sweep-id")
-    return SweepSetup(spec, plan, base, cells, out, sweep_id, gpus, dict(params), cluster, dict(prices or {}))
+    return SweepSetup(spec, plan, base, cells, out, sweep_id, gpus, dict(params), cluster, dict(prices or {}), target)
 
 
 def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str, **kw) -> RunMeta:
@@ -208,9 +211,20 @@ def run_sweep(s: SweepSetup, backend, on_done=None) -> SweepResult:
     try:
         rows = backend.run_cells(s, on_done)
     except SweepInterrupted as e:
+        mark_flips(e.rows, s.target)
         write_results(e.rows, s.out_dir, s.meta | {"interrupted": True, "cells_planned": len(s.cells)})
         raise
+    mark_flips(rows, s.target)
     return write_results(rows, s.out_dir, s.meta)
+
+
+def mark_flips(rows: list[dict], target: float) -> None:
+    """verdict_could_flip on each simulated cell: whether it meets the SLO (attainment >= target) at
+    step times the engine's error faster and slower (simcells: attainment_fast / attainment_slow)
+    disagree, so the table's verdict is within the engine's error."""
+    for r in rows:
+        if r.get("attainment_fast") is not None and r.get("attainment_slow") is not None:
+            r["verdict_could_flip"] = (r["attainment_fast"] >= target) != (r["attainment_slow"] >= target)
 
 
 def write_results(rows: list[dict], out_dir: str, meta: dict) -> SweepResult:
@@ -282,5 +296,20 @@ def best_per_tier(rows: list[dict]) -> dict:
                 and b.get("goodput_lo") is not None
                 and b["goodput_lo"] > nxt.get("goodput_hi", math.inf)
             ),
-        }
+        } | _best_at_the_edges(ok, b["cell"])
+    return out
+
+
+def _best_at_the_edges(ok: list[dict], best: str) -> dict:
+    """The best cell with step times the engine's error faster and slower (simulated cells): when either
+    is another cell, the best chunk size could flip within that error."""
+    out = {}
+    for edge in ("fast", "slow"):
+        key = f"goodput_{edge}"
+        if all(r.get(key) is not None for r in ok):
+            top = max(r[key] for r in ok)
+            tied = [r["cell"] for r in ok if r[key] >= top * (1 - TIE_TOLERANCE)]
+            out[f"best_if_{edge}"] = best if best in tied else tied[0]
+    if out:
+        out["could_flip"] = any(v != best for v in out.values())
     return out

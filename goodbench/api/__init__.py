@@ -8,10 +8,12 @@
 Each function does one whole job (a run, a simulation, a sweep, a verdict) and returns typed results;
 rendering and exit codes stay in the CLI. runs.py: simulate, run, run_via_locust; verdicts.py:
 load_run, summarize, gate, compare; sweeps.py: prepare_sweep, sweep, max_rate, min_gpus, advise;
-history.py: index_history, history_runs, history_trend, history_dashboard (and gate's HistorySpec)."""
+calibration.py: calibrate; history.py: index_history, history_runs, history_trend, history_dashboard (and gate's
+HistorySpec)."""
 
 from __future__ import annotations
 
+from .calibration import calibrate
 from .common import Run, load_workload
 from .history import HistoryFilters, HistorySpec, history_dashboard, history_runs, history_trend, index_history
 from .runs import Target, run, run_via_locust, simulate
@@ -25,6 +27,7 @@ __all__ = [
     "SweepOutcome",
     "Target",
     "advise",
+    "calibrate",
     "check_advice",
     "compare",
     "gate",

@@ -41,11 +41,13 @@ def prepare_sweep(
     layouts: list[str] | None = None,
     labels: dict | None = None,
     on_stage=None,
+    target_attainment: float = 0.9,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
     analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
     per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
-    colocated and split); labels: {key: value} on every cell's run (docs/history.md)."""
+    colocated and split); labels: {key: value} on every cell's run (docs/history.md); target_attainment:
+    what a cell must reach to meet the SLO."""
     from .. import tokenizer as tokmod
     from ..analysis.grid import check_cells, grid
     from ..analysis.sweep import require_slo, setup
@@ -71,6 +73,7 @@ def prepare_sweep(
         params,
         cluster,
         prices,
+        target_attainment,
     )
     return replace(prepared, labels=dict(labels or {}))
 

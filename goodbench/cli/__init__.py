@@ -10,7 +10,7 @@ import argparse
 import difflib
 import sys
 
-from . import analysis, catalog, engine, gate, history, run, simulate, sweep
+from . import analysis, calibrate, catalog, engine, gate, history, run, simulate, sweep
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -46,6 +46,7 @@ def make_parser() -> argparse.ArgumentParser:
     sweep.add_advise_parser(sub)
     engine.add_serve_parser(sub)
     engine.add_engine_parser(sub)
+    calibrate.add_parser(sub)
     catalog.add_parsers(sub)
     return p
 

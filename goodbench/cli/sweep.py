@@ -94,7 +94,10 @@ def _add_backend_args(p) -> None:
         help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment",
     )
     p.add_argument(
-        "--target-attainment", type=float, default=0.9, help="for --find-max-rate (default 0.9, DistServe's)"
+        "--target-attainment",
+        type=float,
+        default=0.9,
+        help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks (default 0.9, DistServe's)",
     )
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
@@ -131,6 +134,7 @@ def cmd_sweep(args) -> int:
             layouts=_layouts(args),
             labels=run_labels(args),
             on_stage=stages,
+            target_attainment=args.target_attainment,
         )
     if args.find_max_rate:
         return _max_rate(args, con, s)
@@ -166,6 +170,9 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     offered = span_rate(s.plan.offsets) if s.plan.offsets is not None else None
     title = tables.sweep_title(s.sweep_id, spec.name, s.plan.arrival.label, len(s.plan.requests), spec.slo, offered)
     con.print(tables.sweep_table(title, out.rows))
+    legend = tables.flip_legend(out.rows, s.target)
+    if legend:
+        con.print(legend)
     for line in tables.best_lines(out.best):
         con.print(line)
     con.print(tables.cheapest_line(out.cheapest))
@@ -228,7 +235,7 @@ def _min_gpus(args, con, s) -> int:
 
 def _max_rate(args, con, s) -> int:
     from .. import api
-    from ..report import tables
+    from ..report import maxrate
 
     results = api.max_rate(
         s,
@@ -238,12 +245,12 @@ def _max_rate(args, con, s) -> int:
         on_start=lambda label: con.print(
             f"[bold]{label}[/]: searching the max rate with attainment >= {args.target_attainment:.0%}"
         ),
-        on_probe=lambda p: con.print(tables.probe_line(p)),
-        on_result=lambda r: con.print(tables.max_rate_line(r)),
+        on_probe=lambda p: con.print(maxrate.probe_line(p)),
+        on_result=lambda r: con.print(maxrate.max_rate_line(r)),
         plots=not args.no_plots,
     )
     if len({r.get("layout") for r in results}) > 1:
-        con.print(tables.max_rate_table(results, args.target_attainment))
+        con.print(maxrate.max_rate_table(results, args.target_attainment))
     import os
 
     figure = os.path.join(s.out_dir, "max_rate_per_gpu.png")
@@ -307,6 +314,9 @@ def cmd_advise(args) -> int:
     from ..analysis.advise import reconcile
 
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
+    legend = tables.flip_legend(rows, 0.9)  # the check sweep's verdict bar (analysis.sweep.setup's default)
+    if legend:
+        con.print(legend, style="dim")
     verdict = reconcile(a, rows)
     if verdict:
         con.print(f"  note: {verdict}", style="yellow")

@@ -4,12 +4,14 @@ carries its flag's help (`knob`), so the CLI generates the engine's arguments fr
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
 
 from ..errors import UsageError
 from ..limits import check
 from .hardware import GIB, GPUS, get_gpu, get_model
 from .knobs import knob, to_argv
+from .profile import load_profile
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
 POLICIES = ("fcfs", "priority")
@@ -49,6 +51,11 @@ class EngineConfig:
     )
     adaptive_chunk_floor: int = knob(128, "smallest budget the adaptive policy goes down to")
     step_overhead_ms: float | None = knob(None, "override the cost model's fixed per-step time")
+    calibration: str | None = knob(
+        None,
+        "a calibration profile (goodbench calibrate) fitted to your own server: replaces the tier's cost model "
+        "(its KV capacity, budget and sequence limit are the defaults)",
+    )
     fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
     # set by resolved(): the config as the user gave it (None: this config is not resolved)
     _knobs: EngineConfig | None = field(default=None, init=False, compare=False, repr=False)
@@ -71,8 +78,12 @@ class EngineConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
     def to_argv(self) -> list[str]:
-        """This config as `goodbench serve` flags (None fields are left to the child's defaults)."""
-        return to_argv(replace(self, kv_cache_dtype="auto") if self.kv_cache_dtype == "bf16" else self)
+        """This config as `goodbench serve` flags (None fields are left to the child's defaults; a
+        calibration profile by its absolute path, so a child in another directory finds it)."""
+        cfg = replace(self, kv_cache_dtype="auto") if self.kv_cache_dtype == "bf16" else self
+        if cfg.calibration:
+            cfg = replace(cfg, calibration=os.path.abspath(cfg.calibration))
+        return to_argv(cfg)
 
     def memory(self) -> dict:
         """Per-GPU memory budget in bytes: what the KV blocks are derived from."""
@@ -122,6 +133,26 @@ class EngineConfig:
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
             raise UsageError("block_size must be a power of two from 1 to 128")
 
+    def _blocks(self, served: dict) -> int:
+        """KV blocks: the user's, the profiled server's (in this config's block size), else what GPU
+        memory leaves after weights, activations and the runtime (UsageError when the model does not fit)."""
+        if self.num_gpu_blocks is not None:
+            return self.num_gpu_blocks
+        if served.get("num_gpu_blocks"):
+            return int(served["num_gpu_blocks"]) * int(served.get("block_size", 16)) // self.block_size
+        gpu, model = get_gpu(self.gpu), get_model(self.model)
+        mem = self.memory()
+        blocks = int(mem["kv"] // (self.kv_bytes_per_token() * self.block_size))
+        if blocks <= 0:
+            need = (mem["weights"] + mem["activations"] + mem["non_torch"]) / GIB
+            raise UsageError(
+                f"{model.name} does not fit on {gpu.name} at tp={self.tensor_parallel_size}: weights "
+                f"{mem['weights'] / GIB:.1f} GiB + activations {mem['activations'] / GIB:.1f} GiB + runtime "
+                f"{NON_TORCH_GIB:.1f} GiB = {need:.1f} GiB > {mem['usable'] / GIB:.1f} GiB usable ({gpu.mem_gib:g} GiB "
+                f"x {self.gpu_memory_utilization:g}). Raise --tensor-parallel-size, use --dtype fp8, or a bigger GPU."
+            )
+        return blocks
+
     def resolved(self) -> EngineConfig:
         """Every None filled in (budget, sequences, KV blocks, context length) and every knob checked;
         raises UsageError naming the problem. Idempotent: a resolved config resolves to itself. A knob
@@ -135,11 +166,11 @@ class EngineConfig:
     def _resolve(self) -> EngineConfig:
         gpu, model = get_gpu(self.gpu), get_model(self.model)
         self._check_knobs(gpu, model)
-        tp = self.tensor_parallel_size
         big = gpu.mem_gib >= 70 and not gpu.name.startswith("a100")
-        seqs = self.max_num_seqs or (1024 if big else 256)
+        served = load_profile(self.calibration).engine if self.calibration else {}  # what the server ran with
+        seqs = self.max_num_seqs or served.get("max_num_seqs") or (1024 if big else 256)
         budget_given = self.max_num_batched_tokens is not None
-        budget = self.max_num_batched_tokens or (8192 if big else 2048)
+        budget = self.max_num_batched_tokens or served.get("max_num_batched_tokens") or (8192 if big else 2048)
         if self.long_prefill_token_threshold < 0:
             raise UsageError("long_prefill_token_threshold must be >= 0")
         if budget < 1 or seqs < 1:
@@ -149,20 +180,7 @@ class EngineConfig:
         ):
             raise UsageError("adaptive_chunk_target_ms must be > 0 and adaptive_chunk_floor >= 1")
         cfg = replace(self, max_num_seqs=seqs, max_num_batched_tokens=budget)
-        mem = cfg.memory()
-        per_block = cfg.kv_bytes_per_token() * self.block_size
-        if self.num_gpu_blocks is not None:
-            blocks = self.num_gpu_blocks
-        else:
-            blocks = int(mem["kv"] // per_block)
-            if blocks <= 0:
-                need = (mem["weights"] + mem["activations"] + mem["non_torch"]) / GIB
-                raise UsageError(
-                    f"{model.name} does not fit on {gpu.name} at tp={tp}: weights {mem['weights'] / GIB:.1f} GiB + "
-                    f"activations {mem['activations'] / GIB:.1f} GiB + runtime {NON_TORCH_GIB:.1f} GiB = {need:.1f} GiB "
-                    f"> {mem['usable'] / GIB:.1f} GiB usable ({gpu.mem_gib:g} GiB x {self.gpu_memory_utilization:g}). "
-                    "Raise --tensor-parallel-size, use --dtype fp8, or a bigger GPU."
-                )
+        blocks = cfg._blocks(served)
         capacity = blocks * self.block_size
         if self.max_model_len is not None:
             if self.max_model_len > model.max_position:

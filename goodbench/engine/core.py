@@ -33,6 +33,8 @@ class EngineStats:
     generation_tokens: int = 0
     preemptions: int = 0
     busy_s: float = 0.0
+    busy_seqs_s: float = 0.0  # sum of step time x requests in the step: / busy_s = the mean batch
+    prefill_busy_s: float = 0.0  # time in steps that carried prefill tokens
     max_step_tokens: int = 0  # the most tokens one step carried: below the budget, the budget never bound
 
 
@@ -113,6 +115,9 @@ class Engine:
         st.max_step_tokens = max(st.max_step_tokens, batch.num_tokens)
         st.generation_tokens += len(res.emitted)
         st.busy_s += dur
+        st.busy_seqs_s += dur * batch.num_seqs
+        if batch.prefill_tokens:
+            st.prefill_busy_s += dur
         return res
 
     def _kv_room(self, run, k: int) -> tuple[int, list[int]]:
@@ -170,11 +175,13 @@ class Engine:
         for s in finished:
             sched.finish(s)
         ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
+        self.last_run = (r, ctx)  # the run's batch size and first step's summed context (calibration)
         st = self.stats
         st.steps += k
         st.max_step_tokens = max(st.max_step_tokens, r)
         st.generation_tokens += k * r
         st.busy_s += ends[-1] - now
+        st.busy_seqs_s += (ends[-1] - now) * r
         return ends, finished
 
 

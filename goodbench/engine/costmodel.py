@@ -1,139 +1,154 @@
-"""Step time from a step's composition: a per-op-group roofline (docs/engine.md). Pure.
+"""Step time from a step's composition (docs/engine.md). Pure.
 
-  T = max(F_lin / (P * eta_c(N)), W / (BW * eta_m))          linear layers: compute vs weight streaming
-    + max(F_attn_pf / (P * eta_attn), KV_pf / (BW * eta_m))    prefill attention
-    + KV_dec / (BW * eta_kv)                                   decode attention reads every context
-    + max(F_head / (P * eta_c(R)), W_head / (BW * eta_m))      LM head on one row per scheduled request
-    + 2 L (alpha + 2(T-1)/T * N d 2 / B_link)                  tensor-parallel all-reduces
-    + t_fixed + t_seq * R                                      launch, scheduling, sampling, detokenising
+  T = L [GEMMs(N) + element-wise(N)]            measured operator curves (opmodel.py, from Vidur)
+    + 2 L allreduce(N h 2 bytes) + L t_tp        TP > 1: measured collectives, plus a fitted per-layer term
+    + GEMM_head(R)                               LM head, one row per scheduled request
+    + max(F_attn_pf k_pf / P, KV_pf k_kv / BW)   prefill attention
+    + KV_dec k_kv / BW + L t_attn D              decode attention: context bytes, and a per-request cost
+    + t_step + t_req R                           host: scheduling, input preparation, sampling, output
+  N tokens in the step, R requests scheduled, D of them decoding, L layers, h hidden size.
 
-Calibration (constants below; each says where it comes from). Efficiencies are taken from
-operator-level data (Vidur's profiled GEMMs, microsoft/vidur data/profiling, MIT); the per-step and per-request times
-are fitted to public end-to-end measurements (calibration.py; fitting the HBM efficiency as well did
-not lower the leave-one-out error, so it stays at the operator-level value). Expected error against
-real vLLM: about ±10% on decode step time at small batches on H100/A100 (where there is data); decode
-attention efficiency is UNVERIFIED and matters at long contexts; larger for GDDR GPUs and MI300X, whose
-efficiencies are assumed, not measured.
-"""
+The operator curves are measured (Vidur); the nine terms of StepConstants are fitted to public
+end-to-end vLLM measurements (engine/virtual/calibration.csv; `python -m goodbench.engine.virtual.
+calreport --refit` refits them and a test fails if SHIPPED drifts). `goodbench calibrate` fits a
+profile (engine/profile.py) to a user's own server instead: profile_model.
+
+Every term is a table over N or R, or linear in the decode context: a decode-only step is linear in
+its summed context, which the simulator's closed-form decode runs rely on (engine/core.py)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .config import EngineConfig
 from .hardware import get_gpu, get_model
-
-# Vidur H100 Llama-2-7B TP1 linear layers reach 734-768 TFLOP/s at N >= 1024 (74-78% of 989);
-# A100 Llama-3-8B 205-228 of 312 (66-73%). One ceiling for both:
-ETA_COMPUTE_MAX = 0.75
-# Half-efficiency batch N_half = K * ridge(FLOP/byte): H100 ridge 295 -> 118 tokens, A100 153 -> 61;
-# Vidur: H100 reaches 288 TF at N=128 (model 0.75*128/246 = 0.39*989 = 386, weight-bound anyway) and
-# 631 TF at 512 (model 603); A100 148 TF at 128 (model 158) and 225 at 512 (model 209).
-N_HALF_PER_RIDGE = 0.4
-# Weight streaming: Vidur N=1 linear layers give 2.60 TB/s on H100 (0.78 of 3.35), 1.58 on A100 (0.77).
-ETA_MEM_HBM = 0.78
-ETA_MEM_GDDR = 0.80  # UNVERIFIED: GDDR6 boards typically sustain ~80-85% in STREAM-like kernels
-# Paged decode attention: DistServe's A100 fit implies ~1.3 TB/s (0.64). UNVERIFIED on other GPUs.
-ETA_KV = 0.65
-# FlashAttention-2 forward: ~50-70% of peak on A100/H100 for long sequences; 0.5 is conservative.
-ETA_ATTN = 0.5
-# All-reduce latency: NCCL H100 DGX ~34 us at 1 MB (vidur all_reduce.csv); vLLM's custom all-reduce is
-# faster for small messages. NVLink 12 us, PCIe 30 us per call.
-ALLREDUCE_ALPHA_NVLINK_S = 12e-6
-ALLREDUCE_ALPHA_PCIE_S = 30e-6
-# Fixed per-step time (kernel launches with CUDA graphs, scheduler, input prep) and per-request
-# (sampling, detokenising, output processing): fitted to public end-to-end measurements of vLLM V1
-# servers (engine/virtual/calibration.csv, `python -m goodbench.engine.virtual.calibration`; a test refits them and
-# fails if these drift). Leave-one-out error on the fitted points <= 1% (batch 1-4, H100 and A100-40G);
-# a batch-8 A100 PCIe check is 9% slower than this and vLLM's batch-8 CI latency test 16-26% slower
-# (docs/engine.md): per-request work at larger batches is probably under-priced.
-STEP_FIXED_S = 0.725e-3
-PER_SEQ_S = 7.1e-6
+from .opmodel import allreduce_time, elementwise_time, family, fast_fabric, gemm_time
+from .profile import Profile, load_profile
+from .uncertainty import engine_uncertainty
 
 
 @dataclass(frozen=True)
+class StepConstants:
+    """The fitted terms. kv_read, prefill_attn and fp8_gemm are inverse efficiencies (1 = the
+    roofline; fp8_gemm 1 = FP8 GEMMs at half the BF16 bytes and twice the FLOP/s)."""
+
+    step_s: float  # host time per step
+    request_s: float  # host time per scheduled request per step
+    kv_read: float  # KV bytes (decode, and prefill re-reads) at bandwidth / kv_read
+    attn_request_s: float  # decode attention per decoding request per layer
+    fp8_gemm: float  # FP8 GEMMs take this times their roofline
+    tp_layer_s: float  # per layer per step with TP > 1 over NVLink, beyond the measured all-reduces
+    tp_layer_pcie_s: float  # the same over PCIe (no NVLink: NCCL over the host bridge)
+    prefill_attn: float  # prefill attention FLOPs at peak / prefill_attn
+    frontend_s: float  # once per request: the server's front end between send and the engine (HTTP, tokenizing)
+
+
+SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
+    step_s=0.5741e-3,
+    request_s=18.06e-6,
+    kv_read=1.457,
+    attn_request_s=0.1822e-6,
+    fp8_gemm=1.698,
+    tp_layer_s=30.26e-6,
+    tp_layer_pcie_s=50.24e-6,
+    prefill_attn=2.314,
+    frontend_s=19.35e-3,
+)
+
+
+def _ext(table: np.ndarray, x):
+    """table[x], extended past its end along its last slope (vectorised)."""
+    last = len(table) - 1
+    slope = table[last] - table[last - 1]
+    x = np.asarray(x)
+    xi = np.clip(x, 0, last).astype(np.int64)
+    return np.where(x > last, table[last] + (x - last) * slope, table[xi])
+
+
+@dataclass(frozen=True, eq=False)
 class CostModel:
-    peak: float  # FLOP/s
-    bw: float  # B/s
-    eta_m: float
-    n_half: float
-    lin_flops_per_token: float  # 2 * matmul params per GPU (all layers)
-    weight_bytes: float  # layer weights per GPU
-    head_flops_per_row: float
-    head_bytes: float
-    attn_flops_coef: float  # 4 * heads/T * head_dim * layers
-    kv_bytes_per_token: float  # per GPU, all layers
-    comm_per_token_s: float  # all-reduce bandwidth term per token, all layers
-    comm_fixed_s: float  # all-reduce latency, all layers
-    fixed_s: float
-    per_seq_s: float
+    """Tables over tokens in the step (linear layers, collectives) and scheduled requests (LM head),
+    and per-unit costs for the rest. `basis` says where the numbers come from."""
+
+    linear: np.ndarray  # seconds, index N = tokens in the step
+    comm: np.ndarray  # seconds, index N
+    head: np.ndarray  # seconds, index R = requests scheduled
+    step_s: float
+    request_s: float
+    ctx_s: float  # per decode-context token read
+    decode_request_s: float  # per decoding request (all layers)
+    pf_flops_s: float  # per unit of prefill attention work (sum n (p + (n + 1) / 2))
+    pf_ctx_s: float  # per prefill context token read
+    basis: str = ""
     fixed_step_s: float | None = None  # tests: every step takes exactly this long
+    units: dict | None = None  # a tier model's per-unit terms: what each StepConstants term multiplies
+    frontend_s: float = 0.0  # the server's front end: a request reaches the engine this long after its send
+    profile: dict | None = None  # from a calibration profile: {path, step_time_pct} (engine/uncertainty.py)
+    _tok: list = field(default=None, init=False, repr=False, compare=False)
+    _row: list = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_tok", (self.linear + self.comm).tolist())
+        rows = np.arange(len(self.head))
+        object.__setattr__(self, "_row", (self.head + self.request_s * rows).tolist())
 
     @classmethod
-    def for_config(cls, cfg: EngineConfig, fixed_step_ms: float | None = None) -> CostModel:
+    def for_config(
+        cls, cfg: EngineConfig, fixed_step_ms: float | None = None, constants: StepConstants | None = None
+    ) -> CostModel:
+        """The tier's cost model for this config (its --calibration profile instead, when it names one)."""
         fixed_step_ms = cfg.fixed_step_ms if fixed_step_ms is None else fixed_step_ms
-        gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
-        tp = cfg.tensor_parallel_size
-        fp8 = cfg.dtype == "fp8"
-        peak = (gpu.fp8_tflops if fp8 else gpu.bf16_tflops) * 1e12
-        wb = 1.0 if fp8 else 2.0
-        bw = gpu.mem_bw_tbs * 1e12
-        ridge = peak / bw
-        comm_tok = comm_fixed = 0.0
-        if tp > 1:
-            link = gpu.interconnect_gbs * 1e9
-            alpha = ALLREDUCE_ALPHA_NVLINK_S if gpu.nvlink else ALLREDUCE_ALPHA_PCIE_S
-            comm_fixed = 2 * m.layers * alpha
-            comm_tok = 2 * m.layers * (2 * (tp - 1) / tp) * m.hidden * 2 / link
-        overhead = cfg.step_overhead_ms / 1000 if cfg.step_overhead_ms is not None else STEP_FIXED_S
-        return cls(
-            peak=peak,
-            bw=bw,
-            eta_m=ETA_MEM_HBM if gpu.hbm else ETA_MEM_GDDR,
-            n_half=N_HALF_PER_RIDGE * ridge,
-            lin_flops_per_token=2 * m.layers * m.params_per_layer / tp,
-            weight_bytes=wb * m.layers * m.params_per_layer / tp,
-            head_flops_per_row=2 * m.vocab * m.hidden / tp,
-            head_bytes=wb * m.vocab * m.hidden / tp,
-            attn_flops_coef=4 * (m.heads // tp) * m.head_dim * m.layers,
-            kv_bytes_per_token=cfg.kv_bytes_per_token(),
-            comm_per_token_s=comm_tok,
-            comm_fixed_s=comm_fixed,
-            fixed_s=overhead,
-            per_seq_s=PER_SEQ_S,
-            fixed_step_s=fixed_step_ms / 1000 if fixed_step_ms is not None else None,
+        fixed = fixed_step_ms / 1000 if fixed_step_ms is not None else None
+        if cfg.calibration and constants is None:
+            cm = profile_model(cfg.resolved(), load_profile(cfg.calibration))
+        else:
+            k = constants or SHIPPED
+            if cfg.step_overhead_ms is not None:
+                k = replace(k, step_s=cfg.step_overhead_ms / 1000)
+            cm = tier_model(cfg.resolved(), k)
+        if fixed is not None:  # tests: exactly this long per step, and nothing before the engine
+            return replace(cm, fixed_step_s=fixed, frontend_s=0.0)
+        return cm
+
+    def scaled(self, f: float) -> CostModel:
+        """Every step time times f (the front end unchanged): the engine at the edge of its error."""
+        if f == 1.0:
+            return self
+        return replace(
+            self,
+            linear=self.linear * f,
+            comm=self.comm * f,
+            head=self.head * f,
+            step_s=self.step_s * f,
+            request_s=self.request_s * f,
+            ctx_s=self.ctx_s * f,
+            decode_request_s=self.decode_request_s * f,
+            pf_flops_s=self.pf_flops_s * f,
+            pf_ctx_s=self.pf_ctx_s * f,
+            fixed_step_s=None if self.fixed_step_s is None else self.fixed_step_s * f,
         )
 
-    def _eta_c(self, n):
-        return ETA_COMPUTE_MAX * n / (n + self.n_half)
+    def _tokens(self, n):
+        return _ext(self.linear, n), _ext(self.comm, n)
 
     def breakdown(self, prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs) -> dict:
         """Seconds per op group. Works on scalars and on numpy arrays (vectorised decode runs)."""
-        n = prefill_tokens + decode_tokens
-        nn = np.maximum(n, 1)
-        lin = np.maximum(
-            self.lin_flops_per_token * n / (self.peak * self._eta_c(nn)), self.weight_bytes / (self.bw * self.eta_m)
+        n = np.asarray(prefill_tokens) + np.asarray(decode_tokens)
+        lin, comm = self._tokens(n)
+        attn_pf = np.where(
+            np.asarray(prefill_tokens) > 0,
+            np.maximum(self.pf_flops_s * np.asarray(prefill_attn), self.pf_ctx_s * np.asarray(prefill_ctx)),
+            0.0,
         )
-        rows = np.maximum(num_seqs, 1)
-        head = np.maximum(
-            self.head_flops_per_row * rows / (self.peak * self._eta_c(rows)), self.head_bytes / (self.bw * self.eta_m)
-        )
-        attn_pf = np.maximum(
-            self.attn_flops_coef * prefill_attn / (self.peak * ETA_ATTN),
-            self.kv_bytes_per_token * prefill_ctx / (self.bw * self.eta_m),
-        )
-        attn_dec = self.kv_bytes_per_token * decode_ctx / (self.bw * ETA_KV)
-        comm = np.where(n > 0, self.comm_fixed_s + self.comm_per_token_s * n, 0.0)
-        fixed = self.fixed_s + self.per_seq_s * num_seqs
         return {
             "linear": lin,
-            "lm_head": head,
+            "lm_head": _ext(self.head, num_seqs),
             "attention_prefill": attn_pf,
-            "attention_decode": attn_dec,
+            "attention_decode": self.ctx_s * np.asarray(decode_ctx) + self.decode_request_s * np.asarray(decode_tokens),
             "allreduce": comm,
-            "overhead": fixed,
+            "overhead": self.step_s + self.request_s * np.asarray(num_seqs),
         }
 
     def step_time(self, prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs):
@@ -141,34 +156,23 @@ class CostModel:
             if np.ndim(decode_ctx) == 0:
                 return self.fixed_step_s
             return np.full(np.shape(decode_ctx), self.fixed_step_s)
-        if np.ndim(decode_ctx) == 0:
+        if np.ndim(decode_ctx) == 0 and np.ndim(num_seqs) == 0:
             return self._scalar(prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs)
-        b = self.breakdown(prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs)
-        total = (
-            b["linear"] + b["lm_head"] + b["attention_prefill"] + b["attention_decode"] + b["allreduce"] + b["overhead"]
+        total = sum(
+            self.breakdown(prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs).values()
         )
         return float(total) if np.ndim(total) == 0 else total
 
     def _scalar(self, pt, dt, dctx, pattn, pctx, seqs) -> float:
         """step_time for plain numbers, without numpy's per-call overhead (the simulator's hot path)."""
-        n = pt + dt
-        nn = n if n > 1 else 1
-        peak, bwm = self.peak, self.bw * self.eta_m
-        wfloor = self.weight_bytes / bwm
-        t = self.lin_flops_per_token * n / (peak * ETA_COMPUTE_MAX * nn / (nn + self.n_half))
-        total = t if t > wfloor else wfloor
-        rows = seqs if seqs > 1 else 1
-        t = self.head_flops_per_row * rows / (peak * ETA_COMPUTE_MAX * rows / (rows + self.n_half))
-        hfloor = self.head_bytes / bwm
-        total += t if t > hfloor else hfloor
+        n = int(pt + dt)
+        tok, row = self._tok, self._row
+        t = tok[n] if n < len(tok) else float(sum(self._tokens(n)))
+        t += row[seqs] if seqs < len(row) else float(_ext(self.head, seqs)) + self.request_s * seqs
         if pt:
-            a = self.attn_flops_coef * pattn / (peak * ETA_ATTN)
-            b = self.kv_bytes_per_token * pctx / bwm
-            total += a if a > b else b
-        total += self.kv_bytes_per_token * dctx / (self.bw * ETA_KV)
-        if n > 0:
-            total += self.comm_fixed_s + self.comm_per_token_s * n
-        return total + self.fixed_s + self.per_seq_s * seqs
+            a, b = self.pf_flops_s * pattn, self.pf_ctx_s * pctx
+            t += a if a > b else b
+        return t + self.ctx_s * dctx + self.decode_request_s * dt + self.step_s
 
     def batch_time(self, batch) -> float:
         return self.step_time(
@@ -180,8 +184,123 @@ class CostModel:
             batch.num_seqs,
         )
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def features(self, batch) -> np.ndarray:
+        """d(step time)/d(StepConstants) for this step, in the dataclass's field order (calibration:
+        a tier model's step time is affine in the constants, the prefill attention's max aside)."""
+        u = self.units
+        pt, dt, seqs = batch.prefill_tokens, batch.decode_tokens + batch.padding, batch.num_seqs
+        if u.get("profile"):
+            return _profile_features(self, batch, pt, dt)
+        kv_pf = pf = 0.0
+        if pt:
+            if self.pf_flops_s * batch.prefill_attn >= self.pf_ctx_s * batch.prefill_ctx:
+                pf = u["pf"] * batch.prefill_attn
+            else:
+                kv_pf = u["kv"] * batch.prefill_ctx
+        n = pt + dt
+        fp8 = u["fp8"][min(n, len(u["fp8"]) - 1)] if u["fp8"] is not None else 0.0
+        tp = u["tp"] if n else 0.0
+        nvl = u["nvlink"]
+        return np.array(
+            [1.0, seqs, u["kv"] * batch.decode_ctx + kv_pf, u["layers"] * dt, fp8, tp * nvl, tp * (1 - nvl), pf]
+        )
+
+
+def _profile_features(cm: CostModel, batch, pt: int, dt: int) -> np.ndarray:
+    """d(step time)/d(profile terms), in profile.TERMS order without frontend_s (calibrate)."""
+    n = pt + dt
+    floor, token = (1.0, 0.0) if n and cm.units["floor_s"] >= cm.units["token_s"] * n else (0.0, float(n))
+    kv_pf = pf = 0.0
+    if pt:
+        if cm.pf_flops_s * batch.prefill_attn >= cm.pf_ctx_s * batch.prefill_ctx:
+            pf = batch.prefill_attn
+        else:
+            kv_pf = batch.prefill_ctx
+    return np.array([1.0, floor if n else 0.0, token, dt, batch.decode_ctx + kv_pf, pf])
+
+
+def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
+    """A calibration profile's terms as a cost model (no tier, no model shape: the fitted terms)."""
+    t = prof.terms
+    n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
+    linear = np.maximum(t["floor_s"], t["token_s"] * n)
+    linear[0] = 0.0
+    return CostModel(
+        linear=linear,
+        comm=np.zeros_like(n),
+        head=np.zeros(cfg.max_num_seqs + 2),
+        step_s=t["step_s"],
+        request_s=0.0,
+        ctx_s=t["context_token_s"],
+        decode_request_s=t["decode_request_s"],
+        pf_flops_s=t["prefill_attention_s"],
+        pf_ctx_s=t["context_token_s"],
+        frontend_s=t["frontend_s"],
+        basis=f"calibration profile {prof.path}",
+        units={"profile": True, "floor_s": t["floor_s"], "token_s": t["token_s"]},
+        profile={"path": prof.path, "step_time_pct": prof.step_time_pct},
+    )
+
+
+def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
+    """The tier's measured operator curves for the model shape, with the fitted constants k."""
+    gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
+    tp, fam = cfg.tensor_parallel_size, family(gpu)
+    fp8 = cfg.dtype == "fp8"
+    bf16_peak, bw = gpu.bf16_tflops * 1e12, gpu.mem_bw_tbs * 1e12
+    n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
+    params = m.params_per_layer / tp
+    fp8_unit = None
+    if fp8:
+        gemm = gemm_time(n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam, scale=k.fp8_gemm)
+        fp8_unit = m.layers * (gemm_time(n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam, count=0))
+        fp8_unit[0] = 0.0
+    else:
+        gemm = gemm_time(n, params, bf16_peak, bw, 2.0, fam)
+    linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.ffn / tp, bw, fam))
+    linear[0] = 0.0
+    comm = np.zeros_like(n)
+    if tp > 1:
+        extra = k.tp_layer_s if fast_fabric(gpu) else k.tp_layer_pcie_s
+        comm = m.layers * (2 * allreduce_time(n * m.hidden * 2, gpu, tp) + extra)
+        comm[0] = 0.0
+    rows = np.arange(cfg.max_num_seqs + 2, dtype=float)
+    head = gemm_time(np.maximum(rows, 1), m.vocab * m.hidden / tp, bf16_peak, bw, 2.0, fam, count=1)
+    head[0] = 0.0
+    kv_tok = cfg.kv_bytes_per_token()
+    dtype = f"{cfg.dtype}{' (fp8 KV)' if cfg.kv_cache_dtype == 'fp8' else ''}"
+    return CostModel(
+        linear=linear,
+        comm=comm,
+        head=head,
+        step_s=k.step_s,
+        request_s=k.request_s,
+        ctx_s=k.kv_read * kv_tok / bw,
+        decode_request_s=k.attn_request_s * m.layers,
+        pf_flops_s=k.prefill_attn * 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,
+        pf_ctx_s=k.kv_read * kv_tok / bw,
+        frontend_s=k.frontend_s,
+        basis=f"{gpu.name} {m.name} tp{tp} {dtype}: Vidur operator curves, public-data constants",
+        units={
+            "kv": kv_tok / bw,
+            "layers": m.layers,
+            "tp": m.layers if tp > 1 else 0.0,
+            "nvlink": 1.0 if fast_fabric(gpu) else 0.0,
+            "pf": 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,
+            "fp8": fp8_unit,
+        },
+    )
+
+
+def _roofline(cfg: EngineConfig, n: int) -> float | None:
+    """The linear layers' roofline for n tokens on the tier (None: a calibration profile has no tier)."""
+    if cfg.calibration or n < 1:
+        return None
+    gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
+    fp8 = cfg.dtype == "fp8"
+    peak = (gpu.fp8_tflops if fp8 else gpu.bf16_tflops) * 1e12
+    params = m.layers * m.params_per_layer / cfg.tensor_parallel_size
+    return max(2 * n * params / peak, (1.0 if fp8 else 2.0) * params / (gpu.mem_bw_tbs * 1e12))
 
 
 def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tuple[int, int]]) -> dict:
@@ -195,15 +314,22 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
     dc = sum(c * (ctx + 1) for c, ctx in decodes)
     seqs = len(prefill) + dt
     b = {k: float(v) for k, v in cm.breakdown(pt, dt, dc, pa, pc, seqs).items()}
+    roof = _roofline(cfg, pt + dt)
+    total = sum(b.values())
+    stats = {"busy_s": total, "mean_batch": seqs, "prefill_share": 1.0 if pt else 0.0, "profile": cm.profile}
+    tier = {"gpu": cfg.gpu, "tensor_parallel_size": cfg.tensor_parallel_size}
     return {
         "breakdown_s": b,
-        "total_s": sum(b.values()),
+        "total_s": total,
         "tokens": pt + dt,
         "prefill_tokens": pt,
         "decode_tokens": dt,
         "num_seqs": seqs,
-        "eta_compute": float(cm._eta_c(max(pt + dt, 1))),
-        "weight_floor_s": cm.weight_bytes / (cm.bw * cm.eta_m),
+        "linear_vs_roofline": roof / b["linear"] if roof and b["linear"] else None,
+        "one_token_linear_s": float(cm.linear[1]),
+        "frontend_s": cm.frontend_s,
+        "basis": cm.basis,
+        "uncertainty": engine_uncertainty(tier, stats),  # how sure: the regime's out-of-sample error
     }
 
 

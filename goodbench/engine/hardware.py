@@ -219,6 +219,7 @@ MODELS: dict[str, Model] = {
             131072,
             "meta-llama/Llama-3.2-3B config.json (tied embeddings)",
         ),
+        Model("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, False, 40960, "Qwen/Qwen3-8B config.json"),
         Model("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 32768, "Qwen/Qwen2.5-7B-Instruct config.json"),
         Model(
             "mistral-7b",
@@ -244,16 +245,21 @@ def get_gpu(name: str) -> GPU:
         raise UsageError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
 
 
+def read_toml(path: str, what: str) -> dict:
+    """One of the engine's TOML files (a model shape, a calibration profile); InputError naming the file."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read {what}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from None
+
+
 def load_model_file(path: str) -> Model:
     """A custom model from TOML: name, layers, hidden, heads, kv_heads, head_dim (default hidden/heads),
     ffn, vocab, tied_embeddings, max_position."""
-    try:
-        with open(path, "rb") as f:
-            d = tomllib.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read model file: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not valid TOML: {e}") from None
+    d = read_toml(path, "model file")
     need = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
     for k in need:
         if not isinstance(d.get(k), int) or d[k] <= 0:

@@ -7,10 +7,12 @@ Blocks beyond metrics.summary.summarize's, by what the run has:
   live runs (meta.mode open/closed)   server_timing (server /metrics histograms), prefix_cache (counters),
                                       client_lag (meta.client_lag), engine_lateness (goodbench's engine)
   simulated runs (meta.engine_stats)  simulation (steps, preemptions, speed-up, notes), prefix_cache
-                                      (the engine's own counts), cost (meta.gpus and meta.prices)"""
+                                      (the engine's own counts), engine_uncertainty (how sure the cost
+                                      model is in the run's regime), cost (meta.gpus and meta.prices)"""
 
 from __future__ import annotations
 
+from ..engine.uncertainty import engine_uncertainty
 from ..records import RunMeta
 from .cost import cost_summary
 from .derived import RequestMetrics, measured_arrays
@@ -60,7 +62,7 @@ def _simulated(s: dict, meta: RunMeta) -> dict:
     st = meta.engine_stats
     wall = st.get("wall_s")
     sim = st | {"speedup_vs_real_time": s["duration_s"] / wall if wall else None, "notes": st.get("notes") or []}
-    out = {"simulation": sim}
+    out = {"simulation": sim, "engine_uncertainty": engine_uncertainty(meta.engine, st)}
     q, h = st.get("prefix_cache_queries"), st.get("prefix_cache_hits")
     on = bool((meta.engine or {}).get("enable_prefix_caching", True))
     reuse = prefix_block(h / q if q and on else None, meta.expected_prefix_reuse, "the simulated engine", on)

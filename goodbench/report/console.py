@@ -246,6 +246,7 @@ def render_summary(
         _hol_line(summary.get("hol")),
         _server_timing_line(summary.get("server_timing")),
         _client_line(summary.get("client_lag"), summary.get("engine_lateness")),
+        uncertainty_line(summary.get("engine_uncertainty")),
         _per_class_table(summary.get("per_class") or {}),
     ]
     sess, per_turn = summary.get("sessions"), summary.get("per_turn") or {}
@@ -281,6 +282,13 @@ def render_summary(
     if results_path:
         parts.append(Text(f"  results: {results_path}", style="dim"))
     return Group(*[p for p in parts if p is not None])
+
+
+def uncertainty_line(u: dict | None) -> Text | None:
+    """How sure the simulated engine's step times are (engine/uncertainty.py)."""
+    if not u or u.get("step_time_pct") is None:
+        return None
+    return Text(f"  engine: step times ±{u['step_time_pct']:.0f}% ({u['basis']})", style="dim")
 
 
 def prefix_line(pc: dict | None) -> Text | None:

@@ -201,6 +201,9 @@ def _blocks(summary: dict) -> list[str]:
         parts.append(_sessions_table(summary["sessions"], summary.get("per_turn") or {}))
     if summary.get("prefix_cache"):
         parts.append(_prefix_line(summary["prefix_cache"]))
+    u = summary.get("engine_uncertainty")
+    if u and u.get("step_time_pct") is not None:
+        parts.append(f"<p>engine: step times ±{u['step_time_pct']:.0f}% <span class=dim>{_e(u['basis'])}</span></p>")
     if summary.get("hol"):
         parts.append(_hol_table(summary["hol"]))
     if summary.get("server_timing"):

@@ -61,7 +61,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
             r["gpu"],
             config,
             f"{r['goodput']:.2f} [{r['goodput_lo']:.2f}-{r['goodput_hi']:.2f}]",
-            f"{r['slo_attainment']:.1%}",
+            f"{r['slo_attainment']:.1%}" + (" ~" if r.get("verdict_could_flip") else ""),
             ms(r["ttft_p50_ms"]),
             ms(r["ttft_p99_ms"]),
             ms(r["itl_p99_ms"]),
@@ -114,7 +114,24 @@ def best_lines(best: dict) -> list[str]:
             f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
             f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}"
         )
+        if b.get("could_flip"):
+            alt = {v for k, v in b.items() if k.startswith("best_if_") and v != b["cell"]}
+            out.append(
+                f"    ~ within the engine's step-time error the best could be {', '.join(short(a) for a in sorted(alt))}"
+            )
     return out
+
+
+def flip_legend(rows: list[dict], target: float) -> str | None:
+    """The note under a sweep table whose cells carry ~ marks."""
+    flagged = [r for r in rows if r.get("verdict_could_flip")]
+    if not flagged:
+        return None
+    pct = max(r.get("engine_uncertainty_pct") or 0 for r in flagged)
+    return (
+        f"  ~ meets the SLO (attainment >= {target:.0%}) or not depending on the engine's step-time error "
+        f"(up to ±{pct:.0f}%, summary engine_uncertainty): {len(flagged)} cell(s); measure them on your server"
+    )
 
 
 def slo_scale_table(rows: list[dict], scales) -> Table:
@@ -155,69 +172,6 @@ def min_gpus_table(rows: list[dict], target: float) -> Table:
     return t
 
 
-def probe_line(p: dict) -> str:
-    stopped = (
-        f"  [yellow]stopped early after {p['requests']} of {p['planned']} requests (the server fell behind); "
-        "scored on those sent[/]"
-        if p.get("stopped_early")
-        else ""
-    )
-    return (
-        f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
-        f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}" + stopped
-    )
-
-
-def max_rate_line(r: dict) -> str:
-    label = r["cell"]
-    if r.get("error"):
-        return f"  [red]✗ {label}: {r['error']}[/]"
-    mr = r["max_rate"]
-    if not mr:
-        return (
-            f"  max goodput rate on {label}: [red]none: even the lowest probed rate misses the target (is the "
-            "SLO reachable on this GPU? see `goodbench engine explain`)[/]"
-        )
-    per = f" = {r['max_rate_per_gpu']:.3f} per GPU on {r['gpus']} GPUs" if (r.get("gpus") or 1) > 1 else ""
-    lo, hi = r["bracket"]
-    bracket = f"{lo:.2f}-{hi:.2f}" if hi is not None else f"{lo:.2f}-?"
-    stopped = stopped_early(r)
-    return (
-        f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/]{per} (bracket {bracket})"
-        + ("" if r["conclusive"] else " — inconclusive at the bracket ends: run more requests")
-        + ("" if stopped == "-" else f"; {stopped} probes stopped early (scored on the requests they sent)")
-    )
-
-
-def max_rate_table(results: list[dict], target: float) -> Table:
-    """DistServe's headline per cell: max goodput rate at the SLO, and per GPU, by instance layout."""
-    t = Table(title=f"max goodput rate with SLO attainment >= {target:.0%}, per GPU")
-    for col in ("cell", "layout", "GPUs", "max rate", "per GPU", "conclusive", "stopped early"):
-        t.add_column(col, justify="left" if col in ("cell", "layout") else "right")
-    for r in results:
-        if r.get("error"):
-            continue
-        cell = short(r["cell"].rsplit(",", 1)[0] if r.get("layout") and r["cell"].endswith(r["layout"]) else r["cell"])
-        mr, per = r.get("max_rate"), r.get("max_rate_per_gpu")
-        t.add_row(
-            cell,
-            r.get("layout", ""),
-            str(r.get("gpus", "")),
-            f"{mr:.2f}" if mr else "none",
-            f"{per:.3f}" if per else "",
-            "yes" if r.get("conclusive") else "no",
-            stopped_early(r),
-        )
-    return t
-
-
-def stopped_early(r: dict) -> str:
-    """How many of a search's live probes stopped early (the server fell behind), e.g. "1 of 5"."""
-    probes = r.get("probes") or []
-    n = sum(1 for p in probes if p.get("stopped_early"))
-    return f"{n} of {len(probes)}" if n else "-"
-
-
 # ----------------------------------------------------------------------------------------------- cost
 def usd(v, digits: int = 2) -> str:
     return "-" if v is None else f"${v:,.{digits}f}"
@@ -253,6 +207,44 @@ def instances_line(sim: dict) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- advise
+def calibration_lines(prof) -> list[str]:
+    """A calibration profile's fitted terms, in the units they are usually thought in."""
+    t = prof.terms
+    out = [
+        "[bold]fitted step-time model[/] (per step: step + max(floor, token x N) + decode request x D + "
+        "context token x C + prefill attention x A; front end once per request)",
+        f"  step {t['step_s'] * 1e3:.3f} ms · floor {t['floor_s'] * 1e3:.3f} ms · token {t['token_s'] * 1e6:.2f} us "
+        f"(floor covers {t['floor_s'] / t['token_s']:.0f} tokens) · decode request {t['decode_request_s'] * 1e6:.1f} us"
+        if t["token_s"]
+        else f"  step {t['step_s'] * 1e3:.3f} ms · floor {t['floor_s'] * 1e3:.3f} ms · token 0 us · decode request "
+        f"{t['decode_request_s'] * 1e6:.1f} us",
+        f"  context token {t['context_token_s'] * 1e9:.2f} ns · prefill attention {t['prefill_attention_s'] * 1e12:.3f} "
+        f"ps per unit · front end {t['frontend_s'] * 1e3:.2f} ms",
+        f"  engine as served: {', '.join(f'{k}={v}' for k, v in prof.engine.items())}",
+    ]
+    if prof.step_time_pct is not None:
+        out.append(f"  expected error: ±{prof.step_time_pct:.1f}% ({prof.basis})")
+    return out
+
+
+def calibration_table(rows: list[dict], out_of_sample: bool) -> Table:
+    """Per run: measured TTFT, ITL and TPOT p50, the fit's, and (several runs) a fit's without that run."""
+    t = Table(title="calibration: each run measured vs predicted (p50, ms)")
+    cols = ["run", "requests", "metric", "measured", "fitted", "error"]
+    if out_of_sample:
+        cols += ["without this run", "error "]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("run", "metric") else "right")
+    for r in rows:
+        for i, m in enumerate(("ttft_p50_ms", "itl_p50_ms", "tpot_p50_ms")):
+            cells = [r["run"] if i == 0 else "", str(r["requests"]) if i == 0 else "", m.split("_")[0].upper()]
+            cells += [ms(r["observed"][m]), ms(r["fitted"][m]), f"{r['fit_error'].get(m, 0):+.1%}"]
+            if out_of_sample:
+                cells += [ms(r["loro"][m]), f"{r['loro_error'].get(m, 0):+.1%}"]
+            t.add_row(*cells)
+    return t
+
+
 def advice_lines(a) -> list[str]:
     i = a.inputs
     out = [
@@ -290,7 +282,7 @@ def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Ta
             ms(r["long_ttft_p99_ms"]),
             ms(r["itl_p99_ms"]),
             ms(r.get("itl_max_ms")),
-            f"{r['slo_attainment']:.1%}",
+            f"{r['slo_attainment']:.1%}" + (" ~" if r.get("verdict_could_flip") else ""),
             f"{r['goodput']:.2f}",
             usd(r.get("usd_per_million_output_tokens")),
         )
@@ -381,11 +373,25 @@ def models_table(models) -> Table:
 
 def explain_lines(cfg, r: dict) -> list[str]:
     out = [
-        f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
-        f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests",
-        f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  (GEMM efficiency {r['eta_compute']:.0%}, "
-        f"weight-streaming floor {r['weight_floor_s'] * 1000:.2f} ms)",
+        (
+            "[bold]calibration profile[/]: step of "
+            if cfg.calibration
+            else f"[bold]{cfg.model}[/] on [bold]{cfg.gpu}[/] tp{cfg.tensor_parallel_size} {cfg.dtype}: step of "
+        )
+        + f"{r['prefill_tokens']} prefill + {r['decode_tokens']} decode tokens, {r['num_seqs']} requests",
+        f"  step time [bold]{r['total_s'] * 1000:.2f} ms[/]  ("
+        + (
+            f"linear layers at {r['linear_vs_roofline']:.0%} of their roofline, "
+            if r["linear_vs_roofline"] is not None
+            else ""
+        )
+        + f"one token's linear layers {r['one_token_linear_s'] * 1000:.2f} ms; "
+        f"front end {r['frontend_s'] * 1000:.1f} ms per request, not in the step)",
+        f"  [dim]{r['basis']}[/]",
     ]
+    u = r.get("uncertainty")
+    if u and u.get("step_time_pct") is not None:
+        out.append(f"  expected error ±{u['step_time_pct']:.0f}% [dim]({u['basis']})[/]")
     out += [f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}" for k, v in r["breakdown_s"].items()]
     return out
 

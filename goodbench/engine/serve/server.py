@@ -276,7 +276,11 @@ class EngineServer:
             thinking=min(req.reasoning_tokens, max_tokens - 1),
         )
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
-        seq = Seq(rid, n_prompt, max_tokens, arrival=arrived, priority=req.priority, hashes=hashes, payload=stream)
+        front = self.loops[0].engine.cost.frontend_s
+        if front > 0:  # the modelled server's front end (HTTP, tokenizing) before the engine sees the request
+            await asyncio.sleep(front)
+        at = self.clock() if front > 0 else arrived
+        seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)
         try:
             self._submit(seq, req)
         except RequestTooLong as e:

@@ -41,18 +41,21 @@ def simulate(
     trace_path: str | None = None,
     max_virtual_s: float | None = None,
     fast: bool = True,
+    step_scale: float = 1.0,
 ) -> Simulated:
     """The plan's requests through the engine in virtual time. layout: several instances (None or one
     instance: simulate's own loop). cost: a cost model to use instead of the config's (tests,
-    calibration). trace_path: write each step to a JSONL step trace (one instance only)."""
-    arr = arrivals_for(plan)
+    calibration). trace_path: write each step to a JSONL step trace (one instance only). step_scale:
+    every step time times this (a sweep asks what its verdicts would be at the engine's error)."""
+    own = (cost or CostModel.for_config(cfg.resolved())).scaled(step_scale)
+    arr = arrivals_for(plan, own.frontend_s)  # the front end is the (base) config's, on every layout
     if layout is not None and layout.many:
         if trace_path:
             raise UsageError("--step-trace is for one instance; drop it with --replicas / --disaggregate")
         if max_virtual_s is not None:
             raise UsageError("max_virtual_s is for one instance")
-        sim = ClusterSim(layout, cfg.resolved(), plan.requests, cost)
+        sim = ClusterSim(layout, cfg.resolved(), plan.requests, cost, step_scale)
         return Simulated(sim.run(arr), sim.stats())
-    eng = Engine(cfg, cost)
+    eng = Engine(cfg, own)
     recs = run_instance(eng, plan.requests, arr, trace_path=trace_path, max_virtual_s=max_virtual_s, fast=fast)
     return Simulated(recs, instance_stats(eng))

@@ -3,7 +3,9 @@ when a user's previous request finished (closed loop), or when a session's previ
 One interface for the one-instance loop and the cluster: `heap` holds (time, request index) of known
 arrivals; `finished(ids, t, failed)` tells the arrivals that requests ended at t (closed loops and
 sessions then schedule what follows); `dynamic` says whether a finish can create an earlier arrival
-than the heap shows (the cluster then keeps its instances in step)."""
+than the heap shows (the cluster then keeps its instances in step). `delay`: the server's front end
+(HTTP, tokenizing) between a request's send and its arrival at the engine; heap times are engine
+arrivals, so a request was sent `delay` earlier."""
 
 from __future__ import annotations
 
@@ -11,12 +13,13 @@ import heapq
 
 
 class OpenArrivals:
-    """Request k arrives at offsets[k]."""
+    """Request k arrives at offsets[k] (+ delay)."""
 
     dynamic = False
 
-    def __init__(self, offsets):
-        self.heap = [(float(t), k) for k, t in enumerate(offsets)]
+    def __init__(self, offsets, delay: float = 0.0):
+        self.delay = delay
+        self.heap = [(float(t) + delay, k) for k, t in enumerate(offsets)]
         heapq.heapify(self.heap)
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
@@ -29,15 +32,15 @@ class ClosedArrivals:
 
     dynamic = True
 
-    def __init__(self, n: int, users: int, think_s: float = 0.0, duration_s: float | None = None):
-        self.n, self.think_s, self.duration_s = n, think_s, duration_s
+    def __init__(self, n: int, users: int, think_s: float = 0.0, duration_s: float | None = None, delay: float = 0.0):
+        self.n, self.think_s, self.duration_s, self.delay = n, think_s, duration_s, delay
         self.next = min(users, n)
-        self.heap = [(0.0, k) for k in range(self.next)]
+        self.heap = [(delay, k) for k in range(self.next)]
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
         for _ in ids:
             if self.next < self.n and (self.duration_s is None or t + self.think_s < self.duration_s):
-                heapq.heappush(self.heap, (t + self.think_s, self.next))
+                heapq.heappush(self.heap, (t + self.think_s + self.delay, self.next))
                 self.next += 1
 
 
@@ -48,7 +51,8 @@ class SessionArrivals:
 
     dynamic = True
 
-    def __init__(self, sessions, cap: int = 0):
+    def __init__(self, sessions, cap: int = 0, delay: float = 0.0):
+        self.delay = delay
         self.start, k = [], 0
         for s in sessions:
             self.start.append(k)
@@ -64,7 +68,7 @@ class SessionArrivals:
         while self.waiting and self.active < self.cap:
             i = self.waiting.pop()
             self.active += 1
-            heapq.heappush(self.heap, (max(t, self.sessions[i].arrival_s), self.start[i]))
+            heapq.heappush(self.heap, (max(t, self.sessions[i].arrival_s) + self.delay, self.start[i]))
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
         for k in ids:
@@ -72,16 +76,17 @@ class SessionArrivals:
             turn = k - self.start[i]  # 0-based
             turns = self.sessions[i].turns
             if not failed and turn + 1 < len(turns):
-                heapq.heappush(self.heap, (t + turns[turn + 1].think_s, k + 1))
+                heapq.heappush(self.heap, (t + turns[turn + 1].think_s + self.delay, k + 1))
             else:
                 self.active -= 1
                 self._fill(t)
 
 
-def arrivals_for(plan):
-    """The arrivals a plan describes (workloads.plan.Plan)."""
+def arrivals_for(plan, delay: float = 0.0):
+    """The arrivals a plan describes (workloads.plan.Plan), each reaching the engine `delay` after its send."""
     if plan.sessions:
-        return SessionArrivals(plan.sessions, plan.session_cap)
+        return SessionArrivals(plan.sessions, plan.session_cap, delay)
     if plan.closed:
-        return ClosedArrivals(len(plan.requests), plan.arrival.concurrency, plan.arrival.think_time_s, plan.duration_s)
-    return OpenArrivals(plan.offsets)
+        a = plan.arrival
+        return ClosedArrivals(len(plan.requests), a.concurrency, a.think_time_s, plan.duration_s, delay)
+    return OpenArrivals(plan.offsets, delay)

@@ -1,266 +1,207 @@
-"""Calibration of the cost model's free constants against public end-to-end measurements.
+"""The cost model's fitted terms (costmodel.StepConstants), fitted to public end-to-end measurements.
 
-calibration.csv holds every measured point with its source. Each point is replayed on the simulator
-exactly as it was measured (one batch at once, or a closed loop at fixed concurrency), and the metric
-the source reports is computed from the simulated records. The step composition of such a replay does
-not depend on step times (closed loops with no think time, batches at t=0), so for a fixed memory
-efficiency every metric is affine in the per-step and per-request times: metric = a + b*t_fixed +
-c*t_seq. Three replays per point give (a, b, c); the fit is then non-negative least squares on
-relative error (optionally repeated over a grid of HBM weight-streaming efficiencies). Leave-one-out
-refits without each point and predicts it: that, not the in-sample error, is the honest measure.
+calpoints.py replays each point of calibration.csv as its source ran it. A step's time is affine in
+the constants (costmodel.CostModel.features), so following the clock through a replay gives every
+token time's derivative with respect to each constant (`replay_with_jacobian`): one replay yields
+the metric and its exact local Jacobian. The fit is Gauss-Newton on log(predicted / measured),
+bounded, with a weak pull towards physical priors (so a term no point constrains stays at its
+prior), each source weighted 1/sqrt(its points). Host time differs between vLLM's V0 engine and V1,
+so V0 sources get their own per-step and per-request terms; everything on the GPU is shared, and
+the shipped model uses the V1 terms.
 
-Points marked `use=check` are predicted with the fitted constants but never fitted: vLLM's CI latency
-test (offline benchmark_latency, version not shown) carries about 2 ms more per-step overhead than the
-V1 servers of the `fit` points; fitting both at once puts that version difference into the
-per-request time (265 us) and makes large batches absurdly slow, so they are reported, not fitted.
-"""
+Out of sample: `check` points (whole sources) are never fitted; each `fit` source is predicted by a
+fit made without it (leave-one-source-out: the full fit's linearisation re-solved without the
+source, then the source's points replayed with those constants)."""
 
 from __future__ import annotations
 
-import csv
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from ...records import RequestSpec
-from ...workloads.plan import Plan
-from ..config import EngineConfig
-from ..core import Engine
-from ..costmodel import CostModel
-from .arrivals import arrivals_for
-from .instance import run_instance
+from ..costmodel import SHIPPED, CostModel, StepConstants
+from ..uncertainty import regimes
+from .calpoints import Point, load_points, measured, metric, point_config, regime, run
+from .clock import ClockFollower, derivatives
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.csv")
-ETA_GRID = tuple(round(0.70 + 0.01 * k, 2) for k in range(21))  # HBM weight streaming, 0.70-0.90
-METRICS = ("e2e_mean_ms", "tpot_mean_ms", "tpot_p50_ms", "tpot_p99_ms", "ms_per_request")
-
-
-@dataclass(frozen=True)
-class Point:
-    id: str
-    gpu: str
-    model: str
-    tp: int
-    dtype: str
-    workload: str  # "batch": `concurrency` requests at t=0; "closed": that many users, no think time
-    concurrency: int
-    input_len: int
-    output_len: int
-    num_requests: int
-    metric: str
-    value: float
-    source: str
-    use: str = "fit"  # "fit": used by the fit; "check": predicted only
-    version: str = ""
-    note: str = ""
-    warm: bool = False  # measured in a repeat round: the same prompts were served before (prefix cache warm)
+K = len(fields(StepConstants))
+NAMES = tuple(f.name for f in fields(StepConstants)) + ("step_s_v0", "request_s_v0")
+SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1e-5, 1e-5, 1.0, 1e-2, 1e-3, 1e-5])
+PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 0.5e-3, 1e-5])
+LOWER = np.array([0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 1e-3, 1e-3, 5.0, 0.2, 10e-3, 1e-3])
+PRIOR_WEIGHT = 1e-4  # per scaled unit: a deviation of one scale from the prior costs as much as a 1% error on one point
+FRONTEND, V0_STEP, V0_REQ = K - 1, K, K + 1
+V0_HOST = (1.929e-3, 21.38e-6)  # the V0-era step and request times of the fit (SHIPPED holds the V1 terms)
+ONLINE = ("closed", "poisson")
+JOBS = min(2, os.cpu_count() or 1)  # served over HTTP: the front end is in the client's times
 
 
-@dataclass(frozen=True)
-class Fit:
-    fixed_s: float
-    per_seq_s: float
-    eta_m: float
-    sse: float  # sum of squared relative errors on the fitted points
+def era(p: Point) -> str:
+    """The host terms a point is fitted with: V1 where the source states a V1 vLLM (0.8 or later; the
+    shipped model), else V0 (vLLM <= 0.7, a 2024 release, or a version the source does not state)."""
+    v = p.version.strip()
+    major_minor = v.split(" ")[0].split("+")[0].split(".")[:2]
+    try:
+        return "v1" if (int(major_minor[0]), int(major_minor[1])) >= (0, 8) else "v0"
+    except (ValueError, IndexError):
+        return "v0"
 
 
-def load_points(path: str = DATA) -> list[Point]:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    out = []
-    for r in rows:
-        if r["metric"] not in METRICS or r["workload"] not in ("batch", "closed") or r["use"] not in ("fit", "check"):
-            raise ValueError(f"{path}: {r['id']}: unknown metric or workload")
-        out.append(
-            Point(
-                r["id"],
-                r["gpu"],
-                r["model"],
-                int(r["tp"]),
-                r["dtype"],
-                r["workload"],
-                int(r["concurrency"]),
-                int(r["input_len"]),
-                int(r["output_len"]),
-                int(r["num_requests"]),
-                r["metric"],
-                float(r["value"]),
-                r["source"],
-                r["use"],
-                r["version"],
-                r["note"],
-                r.get("prefix_cache", "") == "warm",
-            )
-        )
+def constants(theta: np.ndarray, p: Point | None = None) -> StepConstants:
+    """The StepConstants a point is priced with: its era's host terms; no front end offline."""
+    k = StepConstants(*theta[:K])
+    if p is not None and era(p) == "v0":
+        k = replace(k, step_s=theta[V0_STEP], request_s=theta[V0_REQ])
+    if p is not None and p.workload not in ONLINE:
+        k = replace(k, frontend_s=0.0)
+    return k
+
+
+def _to_theta(jac: np.ndarray, p: Point) -> np.ndarray:
+    """A point's derivative by the StepConstants, placed on the full vector (host terms by era)."""
+    out = np.zeros(len(NAMES))
+    out[:K] = jac
+    if era(p) == "v0":
+        out[[V0_STEP, V0_REQ]] = jac[:2]
+        out[:2] = 0.0
     return out
 
 
-def point_config(p: Point) -> EngineConfig:
-    """vLLM's defaults for the tier. Random prompts share no prefix, so prefix caching is moot (off),
-    except for a `warm` point, measured in a round that repeats an earlier round's prompts."""
-    return EngineConfig(
-        gpu=p.gpu, model=p.model, tensor_parallel_size=p.tp, dtype=p.dtype, enable_prefix_caching=p.warm
-    ).resolved()
+def replay_with_jacobian(p: Point, theta: np.ndarray) -> tuple[float, np.ndarray, dict]:
+    """(metric, d metric / d theta, regime) at theta: one replay, following the clock."""
+    cost = CostModel.for_config(point_config(p), constants=constants(theta, p))
+    follow = ClockFollower(cost)
+    recs, engine = run(p, cost, on_step=follow)
+    t = measured(recs)
+    dsent, dflat = derivatives(follow, t, closed=p.workload == "closed", online=p.workload in ONLINE)
+    value = metric(p, t)
+    jac = np.zeros(K)
+    for k in range(K):
+        h = 1e-6 * SCALE[k]  # the records are linear in the constants: a small step is exact
+        jac[k] = (metric(p, t.shifted(h * dsent[:, k], h * dflat[:, k])) - value) / h
+    return value, _to_theta(jac, p), regime(engine)
 
 
-def _run(p: Point, engine: Engine, reqs: list[RequestSpec]) -> list:
-    plan = Plan.at(reqs, np.zeros(len(reqs))) if p.workload == "batch" else Plan.closed_loop(reqs, p.concurrency)
-    return run_instance(engine, reqs, arrivals_for(plan))
+@dataclass
+class Linear:
+    """Every point's replay at one theta: values, Jacobians, regimes."""
+
+    theta: np.ndarray
+    values: np.ndarray
+    jac: np.ndarray
+    regimes: list
 
 
-def replay(p: Point, cost: CostModel) -> float:
-    """The point's metric (ms) on the simulator with this cost model. A warm point is replayed as the
-    source ran it: one round of the same (distinct) prompts first, then the measured round, whose
-    prompts are all in the prefix cache (far below the KV capacity, so nothing is evicted)."""
-    cfg = point_config(p)
-    reqs = [
-        RequestSpec(str(k), "cal", f"prompt {k} " * p.input_len if p.warm else "x", p.input_len, p.output_len)
-        for k in range(p.num_requests)
-    ]
-    engine = Engine(cfg, cost)
-    if p.warm:
-        _run(p, engine, reqs)
-    recs = _run(p, engine, reqs)
-    e2e = np.array([r.finished_at - r.sent_at for r in recs]) * 1000
-    if p.metric == "e2e_mean_ms":
-        return float(e2e.mean())
-    if p.metric == "ms_per_request":  # 1000 / request throughput: the run's duration per request
-        return float(max(r.finished_at for r in recs) * 1000 / len(recs))
-    ttft = np.array([r.first_token_at - r.sent_at for r in recs]) * 1000
-    tpot = (e2e - ttft) / (p.output_len - 1)
-    if p.metric == "tpot_p99_ms":
-        return float(np.percentile(tpot, 99))
-    return float(tpot.mean() if p.metric == "tpot_mean_ms" else np.median(tpot))
+def _replay_all(points: list[Point], thetas: list[np.ndarray], jobs: int) -> list:
+    """replay_with_jacobian of each point at its theta, over `jobs` processes (the longest first)."""
+    if jobs <= 1:
+        return [replay_with_jacobian(p, th) for p, th in zip(points, thetas)]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as ex:
+        return list(ex.map(replay_with_jacobian, points, thetas, chunksize=1))
 
 
-def affine(p: Point, eta_m: float) -> tuple[float, float, float]:
-    """(a, b, c) with metric = a + b * t_fixed + c * t_seq (seconds) at this weight-streaming efficiency."""
-    base = replace(CostModel.for_config(point_config(p)), eta_m=eta_m)
-    a = replay(p, replace(base, fixed_s=0.0, per_seq_s=0.0))
-    b = (replay(p, replace(base, fixed_s=1e-3, per_seq_s=0.0)) - a) / 1e-3
-    c = (replay(p, replace(base, fixed_s=0.0, per_seq_s=1e-4)) - a) / 1e-4
-    return a, b, c
+def linearise(points: list[Point], theta: np.ndarray, jobs: int = JOBS) -> Linear:
+    rows = _replay_all(points, [theta] * len(points), jobs)
+    return Linear(theta, np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), [r[2] for r in rows])
 
 
-def affine_table(points: list[Point], etas=ETA_GRID) -> dict[float, np.ndarray]:
-    """eta -> array (points x 3) of each point's (a, b, c)."""
-    return {e: np.array([affine(p, e) for p in points]) for e in etas}
+def weights(points: list[Point], used: list[int]) -> np.ndarray:
+    """1/sqrt(points of its source) for the used points, 0 elsewhere."""
+    w = np.zeros(len(points))
+    src = [points[i].source_id for i in used]
+    for i in used:
+        w[i] = 1 / np.sqrt(src.count(points[i].source_id))
+    return w
 
 
-def _nnls(abc: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    from scipy.optimize import nnls
+def solve(points: list[Point], lin: Linear, used: list[int]) -> np.ndarray:
+    """One Gauss-Newton step from lin.theta on the used points: bounded least squares on the weighted
+    log errors plus the prior pull."""
+    from scipy.optimize import lsq_linear
 
-    A = abc[:, 1:] / y[:, None]
-    rhs = 1.0 - abc[:, 0] / y
-    (tf, ts), _ = nnls(A, rhs)
-    resid = A @ np.array([tf, ts]) - rhs
-    return float(tf), float(ts), float(resid @ resid)
+    y = np.array([p.value for p in points])
+    w = weights(points, used)[used]
+    r = w * np.log(lin.values[used] / y[used])
+    a = (w / lin.values[used])[:, None] * lin.jac[used] * SCALE  # d log / d (scaled theta)
+    lam = np.sqrt(PRIOR_WEIGHT)
+    a = np.vstack([a, lam * np.eye(len(NAMES))])
+    b = np.concatenate([-r, -lam * (lin.theta - PRIOR) / SCALE])
+    lo, hi = (LOWER - lin.theta) / SCALE, (UPPER - lin.theta) / SCALE
+    z = lsq_linear(a, b, bounds=(lo, np.maximum(hi, lo + 1e-12))).x
+    return np.clip(lin.theta + z * SCALE, LOWER, UPPER)
 
 
 def fit(
-    table: dict[float, np.ndarray], y: np.ndarray, rows=None, fit_eta: bool = False, default_eta: float = 0.78
-) -> Fit:
-    """Least squares on relative error over `rows` (default all), the best eta on the grid when fit_eta."""
-    rows = np.arange(len(y)) if rows is None else np.asarray(rows)
-    best = None
-    for eta in table if fit_eta else [default_eta]:
-        tf, ts, sse = _nnls(table[eta][rows], y[rows])
-        if best is None or sse < best.sse - 1e-15:
-            best = Fit(tf, ts, eta, sse)
-    return best
-
-
-def predict(abc_row: np.ndarray, f: Fit) -> float:
-    return float(abc_row[0] + abc_row[1] * f.fixed_s + abc_row[2] * f.per_seq_s)
-
-
-def error_table(points: list[Point], table: dict[float, np.ndarray], fit_eta: bool = False) -> tuple[Fit, list[dict]]:
-    """The fit on the `fit` points, and per point: measured, fitted prediction and its error, and the
-    leave-one-out prediction (constants refitted without the point) and its error. A `check` point is
-    never fitted, so its prediction is already out of sample (its LOO columns repeat it)."""
-    y = np.array([p.value for p in points])
+    points: list[Point], start: np.ndarray = PRIOR, iterations: int = 10, tol: float = 1e-2
+) -> tuple[np.ndarray, Linear]:
+    """Gauss-Newton from `start` over the `fit` points until a step moves every constant by less than
+    tol of its scale. Returns the constants and every point's linearisation there."""
     used = [i for i, p in enumerate(points) if p.use == "fit"]
-    full = fit(table, y, used, fit_eta=fit_eta)
-    rows = []
-    for i, p in enumerate(points):
-        loo = fit(table, y, [j for j in used if j != i], fit_eta=fit_eta) if i in used else full
-        pred, pred_loo = predict(table[full.eta_m][i], full), predict(table[loo.eta_m][i], loo)
-        rows.append(
-            {
-                "id": p.id,
-                "gpu": p.gpu,
-                "metric": p.metric,
-                "use": p.use,
-                "measured": p.value,
-                "fitted": pred,
-                "error": pred / p.value - 1,
-                "loo": pred_loo,
-                "loo_error": pred_loo / p.value - 1,
-            }
-        )
-    return full, rows
+    theta = np.array(start, dtype=float)
+    lin = linearise(points, theta)
+    for _ in range(iterations):
+        new = solve(points, lin, used)
+        step = np.max(np.abs(new - theta) / SCALE)
+        theta, lin = new, linearise(points, new)
+        if step < tol:
+            break
+    return theta, lin
 
 
-def tier_errors(rows: list[dict]) -> dict[str, dict]:
-    """Per GPU tier: its `fit` points (how many, mean |in-sample error|, mean and max |LOO error|; None
-    without any) and its `check` points (how many, max |error|, all out of sample)."""
-    out: dict[str, dict] = {}
-    for gpu in dict.fromkeys(r["gpu"] for r in rows):
-        rs = [r for r in rows if r["gpu"] == gpu and r["use"] == "fit"]
-        cs = [abs(r["error"]) for r in rows if r["gpu"] == gpu and r["use"] == "check"]
-        loo = [abs(r["loo_error"]) for r in rs]
-        out[gpu] = {
-            "points": len(rs),
-            "mean_abs_error": float(np.mean([abs(r["error"]) for r in rs])) if rs else None,
-            "mean_abs_loo_error": float(np.mean(loo)) if rs else None,
-            "max_abs_loo_error": float(max(loo)) if rs else None,
-            "checks": len(cs),
-            "max_abs_check_error": float(max(cs)) if cs else None,
+def signed_error(p: Point, pred: float) -> float:
+    """The error in the metric's own terms: predicted / measured - 1 (for throughputs a positive error
+    means the engine is too fast; for times, too slow)."""
+    return pred / p.value - 1
+
+
+def out_of_sample(points: list[Point], lin: Linear) -> tuple[list[float], dict]:
+    """Each point's out-of-sample prediction: `check` points with the full fit; each `fit` source by
+    the fit without it. Returns the predictions and the constants fitted without each source."""
+    used = [i for i, p in enumerate(points) if p.use == "fit"]
+    loso = {}
+    for s in dict.fromkeys(points[i].source_id for i in used):
+        loso[s] = solve(points, lin, [i for i in used if points[i].source_id != s])
+    held = [i for i in used]
+    again = _replay_all([points[i] for i in held], [loso[points[i].source_id] for i in held], JOBS)
+    preds = [float(v) for v in lin.values]
+    for i, r in zip(held, again):
+        preds[i] = r[0]
+    return preds, loso
+
+
+def regimes_of(p: Point, reg: dict) -> list[str]:
+    """The regimes a point counts in (engine/uncertainty.regimes: the rule simulated runs are judged by;
+    a TTFT of prompts >= 4,096 tokens counts as prefill-heavy too)."""
+    return regimes(reg["mean_batch"], reg["prefill_share"], p.tp, ttft_long=p.klass == "ttft" and p.input_len >= 4096)
+
+
+def shipped_theta() -> np.ndarray:
+    """The constants goodbench ships: costmodel.SHIPPED (V1) and the V0 host terms."""
+    return np.array([getattr(SHIPPED, n) for n in NAMES[:K]] + list(V0_HOST))
+
+
+def calibrate(path: str | None = None, start: np.ndarray | None = None, iterations: int = 10) -> dict:
+    """Everything from the data file: the fit (Gauss-Newton from `start`, the priors by default), and
+    per point the in-sample and out-of-sample predictions and the regimes it counts in. `step` is how
+    far one more Gauss-Newton step would move the constants (in scale units): ~0 at the fit."""
+    points = load_points(path) if path else load_points()
+    theta, lin = fit(points, PRIOR if start is None else start, iterations)
+    used = [i for i, p in enumerate(points) if p.use == "fit"]
+    step = float(np.max(np.abs(solve(points, lin, used) - theta) / SCALE))
+    preds, loso = out_of_sample(points, lin)
+    rows = [
+        {
+            "point": p,
+            "fitted": float(lin.values[i]),
+            "oos": preds[i],
+            "error": signed_error(p, lin.values[i]),
+            "oos_error": signed_error(p, preds[i]),
+            "regimes": regimes_of(p, lin.regimes[i]),
         }
-    return out
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.1%}"
-
-
-def markdown(f: Fit, rows: list[dict]) -> str:
-    """The error tables docs/engine.md carries (a test regenerates and compares them)."""
-    out = [
-        f"Fit: per-step time {f.fixed_s * 1e3:.3f} ms, per-request time {f.per_seq_s * 1e6:.1f} us, "
-        f"HBM weight-streaming efficiency {f.eta_m:.2f}.",
-        "",
-        "| point | GPU | metric | use | measured | fitted | error | leave-one-out | LOO error |",
-        "|---|---|---|---|---|---|---|---|---|",
+        for i, p in enumerate(points)
     ]
-    for r in rows:
-        out.append(
-            f"| {r['id']} | {r['gpu']} | {r['metric']} | {r['use']} | {r['measured']:.2f} | {r['fitted']:.2f} | "
-            f"{r['error']:+.1%} | {r['loo']:.2f} | {r['loo_error']:+.1%} |"
-        )
-    out += [
-        "",
-        "| tier | fitted points | mean abs error | mean abs LOO error | max abs LOO error | check points | "
-        "max abs check error |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for gpu, t in tier_errors(rows).items():
-        out.append(
-            f"| {gpu} | {t['points']} | {_pct(t['mean_abs_error'])} | {_pct(t['mean_abs_loo_error'])} | "
-            f"{_pct(t['max_abs_loo_error'])} | {t['checks']} | {_pct(t['max_abs_check_error'])} |"
-        )
-    return "\n".join(out)
-
-
-def calibrate(path: str = DATA, fit_eta: bool = False) -> tuple[Fit, list[dict]]:
-    """Everything from the data file: the fit and the per-point error rows."""
-    points = load_points(path)
-    etas = ETA_GRID if fit_eta else (0.78,)
-    return error_table(points, affine_table(points, etas), fit_eta=fit_eta)
-
-
-if __name__ == "__main__":  # python -m goodbench.engine.virtual.calibration: print the tables for docs/engine.md
-    import sys
-
-    print(markdown(*calibrate(fit_eta="--fit-eta" in sys.argv)))
+    return {"theta": theta, "rows": rows, "loso": loso, "step": step}

@@ -56,18 +56,28 @@ class ClusterSim:
     """The event loop. Events: arrivals (to the router) and KV landings (to a decode instance)."""
 
     def __init__(
-        self, spec: ClusterSpec, base: EngineConfig, requests: list[RequestSpec], cost: CostModel | None = None
+        self,
+        spec: ClusterSpec,
+        base: EngineConfig,
+        requests: list[RequestSpec],
+        cost: CostModel | None = None,
+        step_scale: float = 1.0,
     ):
-        """cost: one cost model for every instance (tests; None: each instance's config's own)."""
+        """cost: one cost model for every instance (tests; None: each instance's config's own).
+        step_scale: every instance's step times times this (how sure the engine is, in sweeps)."""
         spec.check()
         self.spec, self.requests = spec, requests
         pcfg, dcfg = spec.configs(base)
+
+        def engine(cfg):
+            return Engine(cfg, (cost or CostModel.for_config(cfg.resolved())).scaled(step_scale))
+
         if spec.disaggregated:
-            self.front = [_Instance(Engine(pcfg, cost), "prefill") for _ in range(spec.prefill)]
-            self.back = [_Instance(Engine(dcfg, cost), "decode") for _ in range(spec.decode)]
+            self.front = [_Instance(engine(pcfg), "prefill") for _ in range(spec.prefill)]
+            self.back = [_Instance(engine(dcfg), "decode") for _ in range(spec.decode)]
             self.xfer = spec.kv_transfer(base)
         else:
-            self.front = [_Instance(Engine(base, cost), "mixed") for _ in range(spec.replicas)]
+            self.front = [_Instance(engine(base), "mixed") for _ in range(spec.replicas)]
             self.back = []
         self.insts = self.front + self.back
         bs = self.front[0].engine.cfg.block_size
@@ -99,7 +109,7 @@ class ClusterSim:
 
     def _arrive(self, t: float, k: int) -> None:
         r = self.requests[k]
-        self.tally.sent[k] = t
+        self.tally.sent[k] = t - self.arr.delay
         hashes = prompt_hashes(r, self.bs) if self.pc else ()
         i = self.router.pick(
             [x.outstanding(t) for x in self.front],
@@ -205,7 +215,12 @@ class ClusterSim:
     def stats(self) -> dict:
         st = [x.engine.stats for x in self.insts]
         xs = sorted(self.transfers)
-        return {
+        busy = sum(s.busy_s for s in st)
+        prof = next((x.engine.cost.profile for x in self.insts if x.engine.cost.profile), None)
+        return ({"profile": dict(prof)} if prof else {}) | {
+            "busy_s": busy,
+            "mean_batch": sum(s.busy_seqs_s for s in st) / (busy or 1.0),
+            "prefill_share": sum(s.prefill_busy_s for s in st) / (busy or 1.0),
             "instances": [
                 {
                     "role": x.role,

@@ -8,11 +8,27 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from typing import NamedTuple
 
 from ...records import RequestRecord, RequestSpec
 from ..core import Engine, RequestTooLong
 from ..kvcache import Seq
 from .recorder import NOT_FIT, Tally, prompt_hashes
+
+
+class DecodeStep(NamedTuple):
+    """One step of a closed-form decode run, as a Batch shows it to the cost model."""
+
+    decode_tokens: int
+    decode_ctx: int
+    prefill_tokens: int = 0
+    prefill_attn: float = 0.0
+    prefill_ctx: int = 0
+    padding: int = 0
+
+    @property
+    def num_seqs(self) -> int:
+        return self.decode_tokens
 
 
 def _trace_line(engine: Engine, res, start: float) -> str:
@@ -35,13 +51,17 @@ def _trace_line(engine: Engine, res, start: float) -> str:
     )
 
 
-def decode_run(engine: Engine, tally: Tally, horizon: float, now: float) -> tuple[float, list] | None:
+def decode_run(engine: Engine, tally: Tally, horizon: float, now: float, on_step=None) -> tuple[float, list] | None:
     """Take the engine's closed-form decode steps up to the horizon (engine.decode_run) and give every
     running request its token times: (the new now, the finished sequences), or None."""
     run = engine.decode_run(4096, horizon, now)
     if run is None:
         return None
     ends, finished = run
+    if on_step is not None:
+        r, ctx = engine.last_run
+        for j, end in enumerate(ends):
+            on_step(DecodeStep(r, ctx + j * r), ends[j - 1] if j else now, end)
     times = tally.times
     for s in engine.sched.running:  # finished ones have left running already
         times[s.id].extend(ends)
@@ -66,7 +86,7 @@ def _arrive(engine: Engine, requests: list[RequestSpec], arr, now: float, tally:
     pending, bs, pc = arr.heap, engine.cfg.block_size, engine.cfg.enable_prefix_caching
     while pending and pending[0][0] <= now:
         t, k = heapq.heappop(pending)
-        tally.sent[k] = t
+        tally.sent[k] = t - arr.delay
         r = requests[k]
         s = Seq(
             k,
@@ -87,9 +107,12 @@ def run_instance(
     trace_path: str | None = None,
     max_virtual_s: float | None = None,
     fast: bool = True,
+    on_step=None,
 ) -> list[RequestRecord]:
     """Run the requests through one engine as the arrivals (virtual/arrivals.py) bring them. fast=False
-    takes every step singly (the decode fast path is exact; tests compare the two)."""
+    takes every step singly (the decode fast path is exact; tests compare the two). on_step(batch,
+    start, end) is called after every step, a closed-form decode run's too (calibration follows the
+    clock with it)."""
     tally = Tally(len(requests))
     pending = arr.heap
     trace = open(trace_path, "w", encoding="utf-8") if trace_path else None
@@ -104,7 +127,7 @@ def run_instance(
             if max_virtual_s is not None and now > max_virtual_s:
                 break
             if trace is None and fast:
-                run = decode_run(engine, tally, pending[0][0] if pending else math.inf, now)
+                run = decode_run(engine, tally, pending[0][0] if pending else math.inf, now, on_step)
                 if run is not None:
                     now, done = run
                     arr.finished([s.id for s in done], now)
@@ -117,6 +140,8 @@ def run_instance(
                 continue
             start = now
             now += res.duration
+            if on_step is not None:
+                on_step(res.batch, start, now)
             for s in res.emitted:
                 tally.times[s.id].append(now)
             arr.finished([s.id for s in res.finished], now)
@@ -129,12 +154,20 @@ def run_instance(
 
 
 def instance_stats(engine: Engine) -> dict:
-    """What the simulation block of a summary reports about one instance."""
+    """What the simulation block of a summary reports about one instance (with what its
+    engine_uncertainty is judged from: the busy time, the mean requests per step, the prefill share)."""
     st = engine.stats
-    return {
+    busy = st.busy_s or 1.0
+    out = {
         "steps": st.steps,
         "preemptions": st.preemptions,
         "max_step_tokens": st.max_step_tokens,
         "prefix_cache_queries": engine.kv.queries,
         "prefix_cache_hits": engine.kv.hits,
+        "busy_s": st.busy_s,
+        "mean_batch": st.busy_seqs_s / busy,
+        "prefill_share": st.prefill_busy_s / busy,
     }
+    if engine.cost.profile:
+        out["profile"] = dict(engine.cost.profile)
+    return out

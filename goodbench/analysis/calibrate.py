@@ -1,0 +1,362 @@
+"""`goodbench calibrate`: the step-time model (engine/profile.py) fitted to runs made against your own
+server, so what-ifs (chunk size, rate, workload) use your server's step times instead of a tier's.
+
+Each run is replayed on the engine exactly as it was sent (every request at its measured send time,
+with its prompt and generated token counts) under the server's knobs (the engine flags; its KV
+capacity from vLLM's `cache_config_info` when the run scraped /metrics). The profile's terms are fitted
+by Gauss-Newton on every request's TTFT and TPOT (log ratio, Huber-weighted), with the exact local
+Jacobian from following the replay's clock (engine/virtual/clock.py); with the server's histograms,
+its mean queue + prefill time (front end excluded) is one more target, which separates the front end
+from the engine. A term the runs cannot see (no prefill attention worth the name, say) stays near 0.
+With several runs each is also predicted by a fit made without it (leave-one-run-out)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..engine.config import EngineConfig
+from ..engine.core import Engine
+from ..engine.costmodel import profile_model
+from ..engine.profile import TERMS, Profile
+from ..engine.virtual.arrivals import arrivals_for
+from ..engine.virtual.clock import ClockFollower, derivatives, times_of
+from ..engine.virtual.instance import run_instance
+from ..errors import InputError
+from ..prometheus import delta
+from ..records import RequestSpec
+from ..store import load, load_server_metrics
+from ..workloads.plan import Plan
+
+HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
+# pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
+# attention (second-order on most runs, and able to mimic a per-token cost) must earn their place
+RIDGE = (1e-3, 1e-3, 1e-3, 1e-3, 1.0, 1.0, 1e-3)
+KNEES = (16, 128, 1024)  # starting floor/token knees (tokens): the floor is piecewise, so start from several
+ITERATIONS = 12
+
+
+MIN_GAPS = 10  # a batch size with fewer decode-only gaps than this is not a target
+MAX_BATCH_BIN = 32  # decode-only gaps with more requests decoding share one bin
+
+
+def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The inter-token gaps taken while no request was waiting for its first token (decode-only steps,
+    as far as a client can tell): (gap seconds, requests decoding at the gap, flat index of the gap's
+    second token)."""
+    first, last = flat[start[:-1]], flat[start[1:] - 1]
+    later = np.ones(len(flat), bool)
+    later[start[:-1]] = False  # a request's first token opens no gap
+    idx = np.flatnonzero(later)
+    mid = (flat[idx] + flat[idx - 1]) / 2
+    fs, ls, ss = np.sort(first), np.sort(last), np.sort(sent)
+    decoding = np.searchsorted(fs, mid, "right") - np.searchsorted(ls, mid, "left")
+    waiting = np.searchsorted(ss, mid, "right") - np.searchsorted(fs, mid, "left")
+    keep = waiting == 0
+    return (flat[idx] - flat[idx - 1])[keep], np.minimum(decoding[keep], MAX_BATCH_BIN), idx[keep]
+
+
+def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:
+    """Median decode-only gap per number of requests decoding: {batch: (median s, count)}."""
+    return {
+        int(b): (float(np.median(gaps[batch == b])), int((batch == b).sum()))
+        for b in np.unique(batch)
+        if (batch == b).sum() >= MIN_GAPS
+    }
+
+
+@dataclass
+class RunData:
+    """One run as the fit needs it: its requests at their send times and what the client measured."""
+
+    path: str
+    requests: list[RequestSpec]
+    offsets: np.ndarray
+    ttft: np.ndarray  # observed, s
+    tpot: np.ndarray  # observed, s (nan for one-token requests)
+    itl_p50: float
+    server_engine_s: float | None  # the server's mean queue + prefill time per request (its histograms)
+    kv: dict  # num_gpu_blocks, block_size from the server's cache_config_info
+    gaps: dict  # observed gap_medians: what a decode step costs with each number of requests decoding
+
+
+def _cache_info(rows: list[dict]) -> dict:
+    for r in rows:
+        for key in r.get("metrics") or {}:
+            if key.startswith("vllm:cache_config_info{"):
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', key))
+                if labels.get("num_gpu_blocks", "").isdigit():
+                    return {
+                        "num_gpu_blocks": int(labels["num_gpu_blocks"]),
+                        "block_size": int(labels.get("block_size") or 16),
+                    }
+    return {}
+
+
+def _server_engine_s(rows: list[dict]) -> float | None:
+    """Mean queue + prefill time per request over the run, from the server's histogram sums and counts."""
+    q, p = delta(rows, "vllm:request_queue_time_seconds_sum"), delta(rows, "vllm:request_prefill_time_seconds_sum")
+    n = delta(rows, "vllm:request_prefill_time_seconds_count")
+    return (q + p) / n if q is not None and p is not None and n else None
+
+
+def load_run(path: str) -> RunData:
+    """A run directory's finished requests (InputError when it has none to fit)."""
+    res = load(path)
+    ok = [r for r in res.records if r.status == "ok" and not r.warmup and r.first_token_at is not None]
+    ok = [r for r in ok if r.sent_at is not None and r.finished_at is not None and r.output_tokens >= 1]
+    if len(ok) < 5:
+        raise InputError(f"{path}: {len(ok)} finished requests; calibrate needs a run with at least 5")
+    ok.sort(key=lambda r: r.sent_at)
+    t0 = ok[0].sent_at
+    reqs = [
+        RequestSpec(str(k), r.cls, "x", int(r.prompt_tokens_server or r.prompt_tokens), int(r.output_tokens))
+        for k, r in enumerate(ok)
+    ]
+    if min(q.prompt_tokens for q in reqs) < 1:
+        raise InputError(f"{path}: records without prompt token counts cannot be replayed")
+    ttft = np.array([r.first_token_at - r.sent_at for r in ok])
+    outs = np.array([r.output_tokens for r in ok], dtype=float)
+    tpot = np.where(
+        outs > 1, (np.array([r.finished_at - r.first_token_at for r in ok])) / np.maximum(outs - 1, 1), np.nan
+    )
+    gaps = np.concatenate([np.diff(r.chunk_times) for r in ok if len(r.chunk_times) > 1] or [np.array([np.nan])])
+    rows = load_server_metrics(path)
+    start = np.zeros(len(ok) + 1, dtype=np.int64)
+    start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
+    flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
+    dg, db, _ = decode_gaps(np.array([r.sent_at for r in ok]), flat, start)
+    return RunData(
+        path,
+        reqs,
+        np.array([r.sent_at - t0 for r in ok]),
+        ttft,
+        tpot,
+        float(np.nanmedian(gaps)),
+        _server_engine_s(rows),
+        _cache_info(rows),
+        gap_medians(dg, db),
+    )
+
+
+def _gap_residuals(run: RunData, t, dflat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per number of requests decoding: log(simulated / observed median decode-only gap), weighted by the
+    square root of the gaps behind the smaller count (the batch-size dependence TPOTs average away)."""
+    gaps, batch, idx = decode_gaps(t.sent, t.flat, t.start)
+    r, j = [], []
+    for b, (obs, n) in run.gaps.items():
+        sel = np.flatnonzero(batch == b)
+        if len(sel) < MIN_GAPS:
+            continue
+        order = sel[np.argsort(gaps[sel], kind="stable")]
+        mids = order[[(len(order) - 1) // 2, len(order) // 2]]  # the median: one element, or the middle two
+        med = float(gaps[mids].mean())
+        dmed = (dflat[idx[mids]] - dflat[idx[mids] - 1]).mean(axis=0)
+        w = np.sqrt(min(n, len(sel)))
+        r.append(w * np.log(med / obs))
+        j.append(w * dmed / med)
+    return np.array(r), np.array(j).reshape(len(r), len(TERMS))
+
+
+def replay_config(base: EngineConfig, runs: list[RunData]) -> EngineConfig:
+    """The server's knobs: the flags given, the KV capacity the server reported where the flags did
+    not set one; prefix caching off (records keep no prompt text to match prefixes on)."""
+    kv = next((r.kv for r in runs if r.kv), {})
+    cfg = replace(base, enable_prefix_caching=False, calibration=None)
+    if cfg.num_gpu_blocks is None and kv:
+        cfg = replace(cfg, num_gpu_blocks=kv["num_gpu_blocks"] * kv["block_size"] // cfg.block_size)
+    return cfg.resolved()
+
+
+def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = False):
+    """The run replayed with these terms: (Times, the clock follower or None)."""
+    cost = profile_model(cfg, Profile(terms))
+    fol = ClockFollower(cost) if follow else None
+    engine = Engine(cfg, cost)
+    plan = Plan.at(run.requests, run.offsets)
+    recs = run_instance(engine, run.requests, arrivals_for(plan, cost.frontend_s), on_step=fol)
+    if any(r.first_token_at is None for r in recs):
+        raise InputError(
+            f"{run.path}: the replay could not serve every request under these engine knobs "
+            "(a prompt longer than --max-model-len, or more KV than --num-gpu-blocks): pass the server's knobs"
+        )
+    return times_of(recs), fol
+
+
+def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(log sim/observed per request TTFT and TPOT, and the server's engine time, their Jacobian by TERMS)."""
+    t, fol = simulate_run(run, cfg, terms, follow=True)
+    dsent, dflat = derivatives(fol, t, closed=False, online=True)
+    first, last = t.start[:-1], t.start[1:] - 1
+    n = np.diff(t.start)
+    ttft, dttft = t.ttft, dflat[first] - dsent
+    many = n > 1
+    tpot = (t.flat[last] - t.flat[first])[many] / (n[many] - 1)
+    dtpot = (dflat[last] - dflat[first])[many] / (n[many] - 1)[:, None]
+    r = [np.log(ttft / run.ttft), np.log(tpot / run.tpot[many])]
+    j = [dttft / ttft[:, None], dtpot / tpot[:, None]]
+    gr, gj = _gap_residuals(run, t, dflat)
+    r.append(gr)
+    j.append(gj)
+    if run.server_engine_s:  # the server's own queue + prefill mean: separates the front end from the engine
+        fe = np.zeros(len(TERMS))
+        fe[-1] = 1.0
+        sim = ttft.mean() - terms["frontend_s"]
+        w = np.sqrt(len(ttft)) / 2
+        r.append(np.array([w * np.log(sim / run.server_engine_s)]))
+        j.append(w * ((dttft.mean(axis=0) - fe) / sim)[None, :])
+    return np.concatenate(r), np.vstack(j)
+
+
+def _start(runs: list[RunData], knee: int) -> dict:
+    """A starting point from the runs themselves: most of a decode step is the floor."""
+    itl = float(np.nanmedian([r.itl_p50 for r in runs]))
+    return {
+        "step_s": 0.2 * itl,
+        "floor_s": 0.7 * itl,
+        "token_s": 0.7 * itl / knee,
+        "decode_request_s": 0.01 * itl,
+        "context_token_s": 0.0,
+        "prefill_attention_s": 0.0,
+        "frontend_s": 0.0,
+    }
+
+
+def _scale(start: dict, runs: list[RunData]) -> np.ndarray:
+    """Each term's scale: what makes it contribute about one decode step on these runs."""
+    itl = start["floor_s"] / 0.7
+    ctx = float(np.median([np.median([q.prompt_tokens + q.max_tokens / 2 for q in r.requests]) for r in runs]))
+    work = float(np.median([np.median([q.prompt_tokens**2 / 2 for q in r.requests]) for r in runs]))
+    return np.array([itl, itl, start["token_s"], itl / 10, itl / (10 * ctx), itl / max(work, 1.0), itl])
+
+
+def _objective(r: np.ndarray) -> float:
+    a = np.abs(r)
+    return float(np.sum(np.where(a <= HUBER, 0.5 * a * a, HUBER * (a - 0.5 * HUBER))))
+
+
+def _system(runs: list[RunData], cfg: EngineConfig, terms: dict):
+    parts = [_residuals(run, cfg, terms) for run in runs]
+    return np.concatenate([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+
+
+def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, float]:
+    """Gauss-Newton with Huber weights and bounds (every term >= 0) from `terms`: (terms, objective)."""
+    from scipy.optimize import lsq_linear
+
+    scale = _scale(terms, runs)
+    theta = np.array([terms[k] for k in TERMS])
+    r, jac = _system(runs, cfg, terms)
+    obj = _objective(r)
+    for _ in range(ITERATIONS):
+        w = np.sqrt(np.minimum(1.0, HUBER / np.maximum(np.abs(r), 1e-12)))
+        a = np.vstack([w[:, None] * jac * scale, np.diag(RIDGE)])
+        b = np.concatenate([-w * r, -np.array(RIDGE) * theta / scale])
+        z = lsq_linear(a, b, bounds=(-theta / scale, np.inf)).x
+        for step in (1.0, 0.5, 0.25, 0.1):  # a step that does not lower the objective is shortened
+            new = np.maximum(theta + step * z * scale, 0.0)
+            nt = dict(zip(TERMS, new.tolist()))
+            nr, njac = _system(runs, cfg, nt)
+            if _objective(nr) < obj:
+                break
+        else:
+            break
+        moved = np.max(np.abs(new - theta) / scale)
+        theta, r, jac, obj, terms = new, nr, njac, _objective(nr), nt
+        if moved < 1e-3:
+            break
+    return terms, obj
+
+
+def fit_terms(runs: list[RunData], cfg: EngineConfig) -> dict:
+    """The profile's terms fitted to these runs (the best of a few starting knees)."""
+    best = None
+    for knee in KNEES:
+        terms, obj = _gn(runs, cfg, _start(runs, knee))
+        if best is None or obj < best[1]:
+            best = (terms, obj)
+    return best[0]
+
+
+def observed_stats(run: RunData) -> dict:
+    return {
+        "ttft_p50_ms": float(np.median(run.ttft)) * 1000,
+        "itl_p50_ms": run.itl_p50 * 1000,
+        "tpot_p50_ms": float(np.nanmedian(run.tpot)) * 1000,
+    }
+
+
+def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
+    t, _ = simulate_run(run, cfg, terms)
+    n = np.diff(t.start)
+    many = n > 1
+    tpot = (t.flat[t.start[1:] - 1] - t.flat[t.start[:-1]])[many] / (n[many] - 1)
+    gaps = np.diff(t.flat)
+    keep = np.ones(len(gaps), bool)
+    keep[t.start[1:-1] - 1] = False
+    return {
+        "ttft_p50_ms": float(np.median(t.ttft)) * 1000,
+        "itl_p50_ms": float(np.median(gaps[keep])) * 1000,
+        "tpot_p50_ms": float(np.median(tpot)) * 1000,
+    }
+
+
+@dataclass
+class Calibration:
+    """The fitted profile and, per run, what was measured, what the fit predicts (in sample) and, with
+    several runs, what a fit without that run predicts (out of sample)."""
+
+    profile: Profile
+    rows: list[dict]
+    out_of_sample: bool
+
+
+def _errors(obs: dict, pred: dict) -> dict:
+    return {k: pred[k] / obs[k] - 1 for k in obs if obs[k]}
+
+
+def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calibration:
+    """Fit a profile to the runs; with two or more, each run is also predicted by a fit without it.
+    The profile's step_time_pct is the median |error| of those predictions' TTFT, ITL and TPOT p50
+    (in sample with one run, and its basis says so)."""
+    runs = [load_run(p) for p in paths]
+    cfg = replay_config(base, runs)
+    say = on_stage or (lambda text: None)
+    say(f"fitting the step-time model to {len(runs)} run(s), {sum(len(r.requests) for r in runs)} requests ...")
+    terms = fit_terms(runs, cfg)
+    rows, errs = [], []
+    for i, run in enumerate(runs):
+        obs = observed_stats(run)
+        row = {
+            "run": run.path,
+            "requests": len(run.requests),
+            "observed": obs,
+            "fitted": predicted_stats(run, cfg, terms),
+        }
+        row["fit_error"] = _errors(obs, row["fitted"])
+        if len(runs) > 1:
+            say(f"leave-one-run-out: fitting without {run.path} ...")
+            loro = fit_terms(runs[:i] + runs[i + 1 :], cfg)
+            row["loro"] = predicted_stats(run, cfg, loro)
+            row["loro_error"] = _errors(obs, row["loro"])
+        errs += [abs(e) for e in row.get("loro_error", row["fit_error"]).values()]
+        rows.append(row)
+    oos = len(runs) > 1
+    pct = float(np.median(errs)) * 100
+    basis = (
+        f"median |error| of TTFT, ITL and TPOT p50 over {len(runs)} runs, each predicted by a fit without it"
+        if oos
+        else "median |error| of TTFT, ITL and TPOT p50 on the one run it was fitted to (in sample: calibrate on "
+        "two or more runs for an out-of-sample figure)"
+    )
+    engine = {
+        "num_gpu_blocks": cfg.num_gpu_blocks,
+        "block_size": cfg.block_size,
+        "max_num_batched_tokens": cfg.max_num_batched_tokens,
+        "max_num_seqs": cfg.max_num_seqs,
+        "enable_chunked_prefill": cfg.enable_chunked_prefill,
+    }
+    prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths))
+    return Calibration(prof, rows, oos)

@@ -1,0 +1,78 @@
+"""Measured operator times (engine/opdata.py, derived from Vidur's GPU profiles) applied to any tier and
+model shape. Pure; works on numpy arrays of token counts.
+
+Each tier borrows the curves of the profiled GPU of its family: Hopper (H100, H200; B200 and MI300X
+by assumption) from the H100 SXM, Ampere HBM (A100) from the A100 80GB SXM, GDDR boards (L40S, L4,
+A10G, RTX 6000 Ada) from the A40. The GEMM curve is a function of tokens / ridge, so it moves with
+each tier's own compute-to-bandwidth ratio (the mid-M dip sits at the ridge on all three profiled
+GPUs). Collectives: NVSwitch tiers use the NVSwitch curves of their generation; PCIe tiers (no NVLink)
+use the pairwise-NVLink 4-GPU curves, whose ring crosses PCIe (PCIe 4.0 boards the A100 system's,
+PCIe 5.0 the H100's): a measured PCIe-class all-reduce, not a PCIe measurement of that board."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .hardware import GPU
+from .opdata import COLLECTIVES, ELEMENTWISE, GEMM
+
+FAMILY_ASSUMED = ("b200", "mi300x", "rtx-6000-ada", "l4", "a10g")  # no profiled GPU of the same kind
+
+
+def family(gpu: GPU) -> str:
+    if not gpu.hbm:
+        return "gddr"
+    return "ampere" if gpu.name.startswith("a100") else "hopper"
+
+
+def gemm_time(n, params: float, peak: float, bw: float, wbytes: float, fam: str, count: int = 4, scale: float = 1.0):
+    """Seconds for `count` GEMMs holding `params` weights (per GPU) over n tokens: the roofline divided
+    by the family's measured efficiency at n / ridge (times `scale`), plus a per-GEMM latency."""
+    xs, eff, t0, _ = GEMM[fam]
+    ridge = peak * wbytes / (2 * bw)
+    roof = np.maximum(2 * n * params / peak, wbytes * params / bw)
+    e = np.interp(np.log(np.maximum(n, 1) / ridge), np.log(xs), eff)
+    return scale * roof / e + count * t0
+
+
+def elementwise_time(n, hidden: int, ffn_per_gpu: float, bw: float, fam: str):
+    """Seconds per layer for the norms, RoPE, activation and residual add over n tokens."""
+    a, bh, bf, _ = ELEMENTWISE[fam]
+    return a + (bh * hidden + bf * ffn_per_gpu) * 2 * n / bw
+
+
+def fast_fabric(gpu: GPU) -> bool:
+    """NVSwitch-class links between the GPUs (MI300X's Infinity Fabric mesh by assumption), not PCIe."""
+    return gpu.interconnect_gbs >= 300
+
+
+def collective_name(gpu: GPU, workers: int) -> str:
+    """Which measured all-reduce curve a tier's TP group uses (see the module docstring)."""
+    if fast_fabric(gpu):
+        gen = "h100" if gpu.interconnect_gbs >= 400 else "a100"
+        return f"nvswitch-{gen}-{min(8, max(2, 1 << (workers - 1).bit_length()))}"
+    return f"pairwise-{'h100' if gpu.interconnect_gbs >= 64 else 'a100'}-4"
+
+
+CUSTOM_ALLREDUCE_MAX = 8 * 1024 * 1024  # vLLM's custom all-reduce handles messages up to 8 MiB
+
+
+def allreduce_time(nbytes, gpu: GPU, workers: int):
+    """One TP all-reduce. Over NVLink, vLLM's custom all-reduce (one-shot over NVLink P2P) takes
+    messages up to 8 MiB: priced as one measured NVLink send/recv of the message (an assumption: Vidur
+    profiled NCCL only); larger ones, and every PCIe all-reduce, by the measured NCCL curve."""
+    nccl = collective_time(nbytes, collective_name(gpu, workers))
+    if not fast_fabric(gpu):
+        return nccl
+    p2p = collective_time(nbytes, "nvlink-h100" if gpu.interconnect_gbs >= 400 else "nvlink-a100")
+    return np.where(np.asarray(nbytes) <= CUSTOM_ALLREDUCE_MAX, p2p, nccl)
+
+
+def collective_time(nbytes, name: str):
+    """Seconds for one collective of nbytes: the measured curve, linear between its points, its last
+    slope beyond the largest message."""
+    sizes, times = COLLECTIVES[name]
+    s, t = np.asarray(sizes), np.asarray(times)
+    slope = (t[-1] - t[-2]) / (s[-1] - s[-2])
+    b = np.asarray(nbytes, dtype=float)
+    return np.where(b > s[-1], t[-1] + (b - s[-1]) * slope, np.interp(b, s, t))

@@ -1,0 +1,107 @@
+"""A calibration profile: the step-time model fitted to runs against one's own server (`goodbench
+calibrate`), in the cost model's own terms, saved as TOML and read back by `--calibration FILE`.
+
+    T = t_step + max(t_floor, t_token N) + t_decode D + t_ctx C + t_attn A     per step
+    t_frontend                                                                  once per request
+
+N tokens in the step, D decoding requests, C context tokens they read (and prefill chunks re-read),
+A the prefill attention work (sum over chunks of n (p + (n + 1) / 2)). t_floor is what a step costs
+however few tokens it carries (the weights are read once per step); above t_floor / t_token tokens
+each one costs t_token. The engine section keeps what the server ran with (KV capacity and, when
+known, its budget and sequence limit), so a what-if changes only what the user asks to change."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from .hardware import read_toml
+
+TERMS = ("step_s", "floor_s", "token_s", "decode_request_s", "context_token_s", "prefill_attention_s", "frontend_s")
+ENGINE_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
+HELP = {
+    "step_s": "per step: scheduling, launch, sampling set-up",
+    "floor_s": "per step, the least the linear layers take (weights read once a step)",
+    "token_s": "per token in the step once past the floor (prefill and decode tokens)",
+    "decode_request_s": "per decoding request in the step (its attention kernel, sampling, output)",
+    "context_token_s": "per context token a decoding request reads (KV bytes)",
+    "prefill_attention_s": "per unit of prefill attention work, sum over chunks of n (p + (n + 1) / 2)",
+    "frontend_s": "once per request, between its send and the engine (HTTP, tokenizing)",
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    terms: dict  # TERMS -> seconds
+    engine: dict = field(default_factory=dict)  # ENGINE_KEYS the server ran with, where known
+    step_time_pct: float | None = None  # the fit's error (leave-one-run-out with several runs)
+    basis: str = ""
+    runs: tuple = ()
+    path: str = ""
+
+    def step_time(self, n: int, decodes: int, ctx: float, attn: float = 0.0) -> float:
+        t = self.terms
+        return (
+            t["step_s"]
+            + max(t["floor_s"], t["token_s"] * n)
+            + t["decode_request_s"] * decodes
+            + t["context_token_s"] * ctx
+            + t["prefill_attention_s"] * attn
+        )
+
+
+def _num(d: dict, key: str, path: str) -> float:
+    v = d.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+        raise InputError(f"{path}: [terms] {key}: required number >= 0 (seconds)")
+    return float(v)
+
+
+def load_profile(path: str) -> Profile:
+    """A profile file; InputError naming the file and key when it is not one."""
+    d = read_toml(path, "calibration profile")
+    if not isinstance(d.get("terms"), dict):
+        raise InputError(f"{path}: no [terms] table: not a goodbench calibration profile (goodbench calibrate)")
+    terms = {k: _num(d["terms"], k, path) for k in TERMS}
+    eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS if k in d.get("engine", {})}
+    meta = d.get("profile", {})
+    pct = meta.get("step_time_pct")
+    return Profile(
+        terms,
+        eng,
+        float(pct) if pct is not None else None,
+        str(meta.get("basis", "")),
+        tuple(meta.get("runs", ())),
+        os.path.abspath(path),
+    )
+
+
+def _toml(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def render_profile(p: Profile, created: str, version: str) -> str:
+    """The TOML text of a profile (comments say what each term is)."""
+    out = [
+        "# goodbench calibration profile: the step-time model fitted to runs against your server.",
+        "# Use it with --calibration FILE in simulate, sweep, advise, serve and engine explain.",
+        "[profile]",
+        f"created = {_toml(created)}",
+        f"goodbench_version = {_toml(version)}",
+        f"runs = {_toml(list(p.runs))}",
+    ]
+    if p.step_time_pct is not None:
+        out.append(f"step_time_pct = {p.step_time_pct:.1f}")
+    out += [f"basis = {_toml(p.basis)}", "", "[terms]  # seconds"]
+    out += [f"{k} = {p.terms[k]:.6g}  # {HELP[k]}" for k in TERMS]
+    if p.engine:
+        out += ["", "[engine]  # what the server ran with"]
+        out += [f"{k} = {_toml(p.engine[k])}" for k in ENGINE_KEYS if k in p.engine]
+    return "\n".join(out) + "\n"

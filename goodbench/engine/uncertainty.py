@@ -1,0 +1,75 @@
+"""How sure the engine's step times are, for a simulated run: the out-of-sample error of the public
+vLLM measurements in the run's regime (engine/virtual/calibration.py computes the table; docs/engine.md
+shows it; tests/test_calibration.py fails when these numbers drift from a recompute), or a calibration
+profile's own error on the runs it was fitted to. Pure."""
+
+from __future__ import annotations
+
+REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-heavy", "TP > 1")
+# Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
+# largest there, a floor for tiers no public point was fitted on (their efficiencies are borrowed).
+REGIME_ERROR = {
+    "batch 1": 0.028,
+    "batch 2-16": 0.07,
+    "batch 17-64": 0.15,
+    "batch 65+": 0.278,
+    "prefill-heavy": 0.268,
+    "TP > 1": 0.179,
+}
+REGIME_WORST = {
+    "batch 1": 0.311,
+    "batch 2-16": 0.503,
+    "batch 17-64": 0.696,
+    "batch 65+": 0.575,
+    "prefill-heavy": 0.696,
+    "TP > 1": 0.696,
+}
+CALIBRATED_TIERS = ("a100-40g", "a100-80g-sxm", "h100-sxm", "h200", "l40s")  # tiers with fitted public points
+
+
+def regimes(mean_batch: float, prefill_share: float, tp: int, ttft_long: bool = False) -> list[str]:
+    """The regimes a run or a public point counts in: its batch class by the time-weighted mean number
+    of requests per step; prefill-heavy when most busy time is in steps that carry prefill (or for a
+    TTFT of long prompts); TP > 1."""
+    b = mean_batch
+    out = ["batch 1" if b < 1.5 else "batch 2-16" if b < 16.5 else "batch 17-64" if b < 64.5 else "batch 65+"]
+    if ttft_long or prefill_share >= 0.5:
+        out.append("prefill-heavy")
+    if tp > 1:
+        out.append("TP > 1")
+    return out
+
+
+def _tiers(engine: dict, stats: dict) -> list[tuple[str, int]]:
+    inst = stats.get("instances") or []
+    if inst:
+        return [(x["gpu"], int(x.get("tp") or 1)) for x in inst]
+    return [(engine.get("gpu", "h100-sxm"), int(engine.get("tensor_parallel_size") or 1))]
+
+
+def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
+    """{step_time_pct, basis, regimes} for a simulated run from run.json's engine config and the
+    simulation's counters (None for a run without them). step_time_pct is a typical (median)
+    error: half the public points in that regime were further off."""
+    if not engine or not stats or not stats.get("busy_s"):
+        return None
+    prof = stats.get("profile")
+    tiers = _tiers(engine, stats)
+    regs = regimes(stats.get("mean_batch") or 1.0, stats.get("prefill_share") or 0.0, max(tp for _, tp in tiers))
+    if prof:
+        pct = prof.get("step_time_pct")
+        return {
+            "step_time_pct": pct,
+            "basis": f"calibration profile {prof.get('path')}: its error on the runs it was fitted to",
+            "regimes": regs,
+        }
+    blind = sorted({g for g, _ in tiers if g not in CALIBRATED_TIERS})
+    table = REGIME_WORST if blind else REGIME_ERROR
+    pct = max(table[r] for r in regs) * 100
+    basis = (
+        f"public vLLM measurements, out of sample, {' + '.join(regs)}: median |error| on calibrated tiers"
+        if not blind
+        else f"no public measurement fitted on {', '.join(blind)} (efficiencies borrowed from a profiled GPU): "
+        f"at least the worst out-of-sample error on calibrated tiers in {' + '.join(regs)}"
+    )
+    return {"step_time_pct": round(pct, 1), "basis": basis, "regimes": regs}

@@ -1,0 +1,152 @@
+"""The calibration's tables for docs/engine.md (tests/test_calibration.py recomputes them and compares),
+and the expected-error table engine/uncertainty.py ships (derived here, from the same rows).
+
+    python -m goodbench.engine.virtual.calreport           the tables at the shipped constants (docs/engine.md)
+    python -m goodbench.engine.virtual.calreport --refit   refit from the priors: the constants to ship (~5 min)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..uncertainty import REGIME_ORDER
+from .calibration import NAMES, calibrate, shipped_theta
+
+TARGETS = {"tpot": ("TPOT / ITL / latency per token", 0.10), "ttft": ("TTFT", 0.15), "throughput": ("throughput", 0.10)}
+UNITS = {
+    "step_s": (1e3, "ms", "host time per step"),
+    "request_s": (1e6, "us", "host time per scheduled request per step"),
+    "kv_read": (1, "x", "KV bytes read at bandwidth / this (decode attention; prefill re-reads)"),
+    "attn_request_s": (1e6, "us", "decode attention per decoding request per layer"),
+    "fp8_gemm": (1, "x", "FP8 GEMMs take this times their roofline (1 = half the BF16 bytes)"),
+    "tp_layer_s": (1e6, "us", "per layer per step with TP > 1 over NVLink, beyond the measured all-reduces"),
+    "tp_layer_pcie_s": (1e6, "us", "the same over PCIe"),
+    "prefill_attn": (1, "x", "prefill attention FLOPs at peak / this"),
+    "frontend_s": (1e3, "ms", "once per request: the server's front end (online runs only)"),
+    "step_s_v0": (1e3, "ms", "host time per step, V0-era or unstated versions"),
+    "request_s_v0": (1e6, "us", "host time per request per step, V0-era or unstated versions"),
+}
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{x:+.1%}"
+
+
+def regime_table(rows: list[dict]) -> dict:
+    """Per regime: points, median |out-of-sample error|, median signed error, worst |error|, over the
+    points on tiers with fitted points (`calibrated`) and over all points (`all`)."""
+    fitted_tiers = {r["point"].gpu for r in rows if r["point"].use == "fit"}
+    out = {}
+    for reg in REGIME_ORDER:
+        for scope in ("calibrated", "all"):
+            e = np.array(
+                [
+                    r["oos_error"]
+                    for r in rows
+                    if reg in r["regimes"] and (scope == "all" or r["point"].gpu in fitted_tiers)
+                ]
+            )
+            out[(reg, scope)] = (
+                {
+                    "n": len(e),
+                    "median_abs": float(np.median(np.abs(e))),
+                    "median": float(np.median(e)),
+                    "worst": float(np.max(np.abs(e))),
+                }
+                if len(e)
+                else {"n": 0, "median_abs": None, "median": None, "worst": None}
+            )
+    return out
+
+
+def uncertainty_constants(rows: list[dict]) -> tuple[dict, dict, tuple]:
+    """(REGIME_ERROR, REGIME_WORST, CALIBRATED_TIERS) for engine/uncertainty.py, rounded to 0.1%."""
+    t = regime_table(rows)
+    err = {reg: round(t[(reg, "calibrated")]["median_abs"] or 0.0, 3) for reg in REGIME_ORDER}
+    worst = {reg: round(t[(reg, "calibrated")]["worst"] or 0.0, 3) for reg in REGIME_ORDER}
+    tiers = tuple(sorted({r["point"].gpu for r in rows if r["point"].use == "fit"}))
+    return err, worst, tiers
+
+
+def shipped_constants_text(theta: np.ndarray) -> str:
+    """What to paste into costmodel.SHIPPED and calibration.V0_HOST after a refit."""
+    k = dict(zip(NAMES, theta.tolist()))
+    head = ", ".join(f"{n}={k[n]:.4g}" for n in NAMES[:-2])
+    return f"SHIPPED = StepConstants({head})\nV0_HOST = ({k['step_s_v0']:.4g}, {k['request_s_v0']:.4g})"
+
+
+def _constants_table(theta: np.ndarray) -> list[str]:
+    out = ["| term | value | what it is |", "|---|---|---|"]
+    for n, v in zip(NAMES, theta):
+        f, unit, what = UNITS[n]
+        out.append(f"| {n} | {v * f:.3g} {unit} | {what} |")
+    return out
+
+
+def _points_table(rows: list[dict]) -> list[str]:
+    out = [
+        "| point | source | GPU | model, TP | metric | use | measured | fitted | error | out of sample | error | regimes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        p = r["point"]
+        out.append(
+            f"| {p.id} | {p.source_id} | {p.gpu} | {p.model} tp{p.tp}{' fp8' if p.dtype == 'fp8' else ''} | "
+            f"{p.metric} | {p.use} | {p.value:.4g} | {r['fitted']:.4g} | {_pct(r['error'])} | {r['oos']:.4g} | "
+            f"{_pct(r['oos_error'])} | {', '.join(r['regimes'])} |"
+        )
+    return out
+
+
+def _summary_tables(rows: list[dict]) -> list[str]:
+    t = regime_table(rows)
+    out = [
+        "| regime | points | median abs error | median error | worst abs error | points incl. tiers never fitted | "
+        "their median abs error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for reg in REGIME_ORDER:
+        c, a = t[(reg, "calibrated")], t[(reg, "all")]
+        med = "–" if c["median_abs"] is None else f"{c['median_abs']:.1%}"
+        worst = "–" if c["worst"] is None else f"{c['worst']:.1%}"
+        amed = "–" if a["median_abs"] is None else f"{a['median_abs']:.1%}"
+        out.append(f"| {reg} | {c['n']} | {med} | {_pct(c['median'])} | {worst} | {a['n']} | {amed} |")
+    out += ["", "| metric | target | points | median abs error | median error |", "|---|---|---|---|---|"]
+    for klass, (label, target) in TARGETS.items():
+        e = np.array([r["oos_error"] for r in rows if r["point"].klass == klass])
+        out.append(
+            f"| {label} | {target:.0%} | {len(e)} | {np.median(np.abs(e)):.1%} | {np.median(e):+.1%} |"
+            if len(e)
+            else f"| {label} | {target:.0%} | 0 | – | – |"
+        )
+    return out
+
+
+def markdown(result: dict) -> str:
+    """The block docs/engine.md carries between the calibration markers."""
+    rows = result["rows"]
+    out = ["Fitted constants (V1 terms ship; the V0 terms price only the V0-era and unstated-version points):", ""]
+    out += _constants_table(result["theta"])
+    out += [
+        "",
+        "Every point, in sample and out of sample (a `check` point is never fitted; a `fit` point is "
+        "predicted by the fit without its source):",
+        "",
+    ]
+    out += _points_table(rows)
+    out += ["", "Out of sample, by regime (the error `engine_uncertainty` reports) and by metric:", ""]
+    out += _summary_tables(rows)
+    return "\n".join(out)
+
+
+__all__ = ["markdown", "regime_table", "shipped_constants_text", "uncertainty_constants"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--refit" in sys.argv:
+        print(shipped_constants_text(calibrate()["theta"]))
+    else:
+        result = calibrate(start=shipped_theta(), iterations=0)
+        print(markdown(result))
+        print("\n# engine/uncertainty.py:", *uncertainty_constants(result["rows"]), sep="\n")

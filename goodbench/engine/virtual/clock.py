@@ -1,0 +1,88 @@
+"""Following a simulation's clock: how every token time would move if the cost model's terms moved.
+
+A step's time is affine in the cost model's fitted terms (CostModel.features), so during one replay
+the derivative of each step's end by the terms can be accumulated (ClockFollower, run_instance's
+on_step hook), and from it the derivative of every send and token time (derivatives). One replay then
+gives a metric and its exact local Jacobian: the public calibration (calibration.py) and `goodbench
+calibrate` (analysis/calibrate.py) both fit with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Times:
+    """Each finished request's send time, and all token times flat (request i's are
+    flat[start[i]:start[i + 1]])."""
+
+    sent: np.ndarray
+    flat: np.ndarray
+    start: np.ndarray
+
+    def shifted(self, dsent: np.ndarray, dflat: np.ndarray) -> Times:
+        return Times(self.sent + dsent, self.flat + dflat, self.start)
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return self.flat[self.start[:-1]] - self.sent
+
+
+def times_of(recs: list) -> Times:
+    """The times of the requests that produced a token."""
+    ok = [r for r in recs if r.first_token_at is not None]
+    start = np.zeros(len(ok) + 1, dtype=np.int64)
+    start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
+    flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
+    return Times(np.array([r.sent_at for r in ok]), flat, start)
+
+
+class ClockFollower:
+    """on_step hook: each step's features and the derivative of its end time by the constants,
+    accumulated over a busy period (a step that starts after idle time starts from an arrival)."""
+
+    def __init__(self, cost):
+        self.cost = cost
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.after: list[np.ndarray] = []  # accumulated derivative at each step's end
+        self.phi: list[np.ndarray] = []
+
+    def __call__(self, batch, start: float, end: float) -> None:
+        phi = self.cost.features(batch)
+        base = self.after[-1] if self.ends and self.ends[-1] == start else 0.0
+        self.starts.append(start)
+        self.ends.append(end)
+        self.phi.append(phi)
+        self.after.append(base + phi)
+
+    def arrays(self) -> tuple:
+        return np.array(self.starts), np.array(self.ends), np.array(self.after), np.array(self.phi)
+
+
+def derivatives(follow: ClockFollower, t: Times, closed: bool, online: bool) -> tuple[np.ndarray, np.ndarray]:
+    """d(send time) and d(token times) by the cost model's terms, the front end last. A request lives through the steps from its
+    arrival at the engine on: its latency moves by what those steps add (a shift of earlier steps
+    moves where it lands in the step sequence, not its latency), and by the front end online. Open
+    loops send at fixed times; in a closed loop a user sends when its previous request finished."""
+    starts, ends, after, phi = follow.arrays()
+    arrive = t.sent + follow.cost.frontend_s
+    i = np.minimum(np.searchsorted(ends, arrive, side="right"), len(ends) - 1)
+    inside = (starts[i] <= arrive) & (arrive < ends[i])
+    frac = np.where(inside, (ends[i] - arrive) / (ends[i] - starts[i]), 0.0)
+    at_arrival = np.where(inside[:, None], after[i] - phi[i] * frac[:, None], 0.0)
+    at_arrival[~inside & (starts[i] == arrive)] = (after[i] - phi[i])[~inside & (starts[i] == arrive)]
+    owner = np.repeat(np.arange(len(t.sent)), np.diff(t.start))
+    tok = after[np.searchsorted(ends, t.flat)]
+    rel = np.hstack([tok - at_arrival[owner], np.full((len(t.flat), 1), 1.0 if online else 0.0)])
+    dsent = np.zeros((len(t.sent), rel.shape[1]))
+    if closed:
+        last = t.start[1:] - 1
+        finish = {x: j for j, x in enumerate(t.flat[last])}
+        for k in np.argsort(t.sent, kind="stable"):
+            j = finish.get(t.sent[k])
+            if j is not None:
+                dsent[k] = dsent[j] + rel[last[j]]
+    return dsent, dsent[owner] + rel

@@ -1,0 +1,89 @@
+"""`goodbench calibrate` (analysis/calibrate.py): a profile fitted to runs recovers the step times that
+produced them and predicts a run it did not see. The runs here are simulated with a known profile (a
+server whose step-time model is known exactly); tests/test_real_vllm.py does the same against vLLM."""
+
+import numpy as np
+import pytest
+from conftest import run_cli
+from test_profile import write
+
+import goodbench as gb
+from goodbench.engine.profile import load_profile
+from goodbench.errors import RunDirError
+
+KNOBS = {"max_num_batched_tokens": 512, "max_num_seqs": 16, "num_gpu_blocks": 4000}
+
+
+SPREAD = """
+name = "spread"
+generator = "mixed"
+num_requests = 120
+seed = 1
+[arrival]
+process = "poisson"
+rate = 2.0
+[[class]]
+name = "varied"
+input = { dist = "uniform", min = 32, max = 600 }
+output = { dist = "uniform", min = 16, max = 96 }
+"""
+
+
+def runs(tmp_path, truth):
+    """Two runs on a server with the true profile: prompts spread over 32-600 tokens, and 1,000-token
+    prompts at a lower rate (calibrate on lengths that cover what the what-ifs ask about)."""
+    eng = gb.EngineConfig(calibration=truth)
+    (tmp_path / "spread.toml").write_text(SPREAD)
+    a = gb.simulate(gb.load_workload(str(tmp_path / "spread.toml")), eng, result_dir=str(tmp_path), run_id="a")
+    b = gb.simulate(
+        gb.load_workload(
+            None, dataset_name="random", random_input_len=1000, random_output_len=100, num_prompts=60, request_rate=0.5
+        ),
+        eng,
+        result_dir=str(tmp_path),
+        run_id="b",
+    )
+    return a.dir, b.dir
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cal")
+    truth = write(tmp)
+    a, b = runs(tmp, truth)
+    out = str(tmp / "fit.toml")
+    cal = gb.calibrate([a, b], gb.EngineConfig(**KNOBS), out=out)
+    return cal, load_profile(out), load_profile(truth)
+
+
+def test_the_fit_recovers_the_step_times(fitted):
+    cal, prof, truth = fitted
+    for n, d, ctx in ((1, 1, 300), (16, 16, 16 * 600), (512, 8, 8 * 900)):  # a decode, a batch, a chunk
+        assert prof.step_time(n, d, ctx) == pytest.approx(truth.step_time(n, d, ctx), rel=0.1)
+    for row in cal.rows:
+        assert all(abs(e) < 0.05 for e in row["fit_error"].values()), row
+
+
+def test_each_run_is_predicted_by_a_fit_without_it(fitted):
+    cal, prof, _ = fitted
+    assert cal.out_of_sample and all(abs(e) < 0.15 for r in cal.rows for e in r["loro_error"].values())
+    errs = [abs(e) for r in cal.rows for e in r["loro_error"].values()]
+    assert prof.step_time_pct == pytest.approx(100 * float(np.median(errs)), abs=0.05)
+
+
+def test_a_simulation_with_the_profile_reports_the_profiles_error(fitted, tmp_path):
+    _, prof, _ = fitted
+    run = gb.simulate(
+        gb.load_workload("mixed-long-short", num_prompts=30),
+        gb.EngineConfig(calibration=prof.path),
+        result_dir=str(tmp_path),
+    )
+    u = run.summary["engine_uncertainty"]
+    assert u["step_time_pct"] == prof.step_time_pct and prof.path in u["basis"]
+
+
+def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
+    with pytest.raises(RunDirError, match="not a goodbench run directory"):
+        gb.calibrate([str(tmp_path)])
+    r = run_cli("calibrate", str(tmp_path), "--out", str(tmp_path / "p.toml"))
+    assert r.returncode == 2 and "goodbench run directory" in r.stderr

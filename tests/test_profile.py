@@ -1,0 +1,69 @@
+"""Calibration profiles: the TOML a `goodbench calibrate` writes, read back as a cost model."""
+
+import pytest
+
+from goodbench.engine.config import EngineConfig
+from goodbench.engine.costmodel import CostModel
+from goodbench.engine.profile import TERMS, Profile, load_profile, render_profile
+from goodbench.errors import InputError
+
+TERMS_GIVEN = {
+    "step_s": 0.004,
+    "floor_s": 0.025,
+    "token_s": 0.0008,
+    "decode_request_s": 0.0005,
+    "context_token_s": 2e-7,
+    "prefill_attention_s": 1e-9,
+    "frontend_s": 0.003,
+}
+
+
+def write(tmp_path, engine=None, **kw):
+    p = Profile(
+        dict(TERMS_GIVEN), engine or {"num_gpu_blocks": 4000, "block_size": 16, "max_num_seqs": 16}, 4.2, "test", ("a",)
+    )
+    path = tmp_path / "p.toml"
+    path.write_text(render_profile(p, "2026-01-01T00:00:00", "0.0"))
+    return str(path)
+
+
+def test_a_profile_round_trips(tmp_path):
+    p = load_profile(write(tmp_path))
+    assert p.terms == TERMS_GIVEN and p.step_time_pct == 4.2 and p.runs == ("a",)
+    assert p.engine == {"num_gpu_blocks": 4000, "block_size": 16, "max_num_seqs": 16}
+
+
+def test_the_cost_model_prices_the_profiles_formula(tmp_path):
+    cfg = EngineConfig(calibration=write(tmp_path)).resolved()
+    cm = CostModel.for_config(cfg)
+    p = load_profile(cfg.calibration)
+    # 10 decodes at 1,000 tokens of context each: under the floor (10 tokens x 0.8 ms < 25 ms)
+    assert cm.step_time(0, 10, 10_000, 0, 0, 10) == pytest.approx(p.step_time(10, 10, 10_000))
+    # a 500-token chunk beside them: past the floor, and its attention work
+    attn = 500 * (0 + 501 / 2)
+    assert cm.step_time(500, 10, 10_000, attn, 500, 11) == pytest.approx(p.step_time(510, 10, 10_000, attn))
+    assert cm.frontend_s == 0.003 and cm.profile["step_time_pct"] == 4.2
+
+
+def test_the_profiled_servers_knobs_are_the_defaults(tmp_path):
+    cfg = EngineConfig(calibration=write(tmp_path)).resolved()
+    assert (cfg.num_gpu_blocks, cfg.max_num_seqs) == (4000, 16)
+    own = EngineConfig(calibration=write(tmp_path), max_num_seqs=8, block_size=32).resolved()
+    assert (own.num_gpu_blocks, own.max_num_seqs) == (2000, 8)  # the same KV tokens in 32-token blocks
+    assert "--calibration" in EngineConfig(calibration="x.toml").to_argv()
+
+
+def test_bad_profiles_say_what_is_wrong(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[terms]\nstep_s = 0.001\n")
+    with pytest.raises(InputError, match="floor_s"):
+        load_profile(str(bad))
+    bad.write_text("x = [")
+    with pytest.raises(InputError, match="not valid TOML"):
+        load_profile(str(bad))
+    bad.write_text("[something]\n")
+    with pytest.raises(InputError, match="not a goodbench calibration profile"):
+        load_profile(str(bad))
+    with pytest.raises(InputError, match="cannot read"):
+        load_profile(str(tmp_path / "missing.toml"))
+    assert len(TERMS) == 7
