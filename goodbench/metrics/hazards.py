@@ -99,7 +99,8 @@ def client_lag(e: Evidence) -> list[Hazard]:
     """Chunk stamps the client could not take on time: with the loop's clock (TLS, the aiohttp client)
     every read waited for the loop; with kernel stamps only chunks whose read also brought a later chunk
     of their stream (the socket read after both arrived). Name the percentiles that the stamps' error
-    at the same quantile could move by more than CLIENT_LAG_WARN (invalid past CLIENT_LAG_INVALID)."""
+    at the same quantile could move by more than CLIENT_LAG_WARN (invalid past CLIENT_LAG_INVALID when
+    the error is also over the lag limit, 10 ms, as for schedule lag)."""
     cl = e.client_lag or {}
     moved, invalid = [], False
     for q in ("p50", "p99"):
@@ -108,7 +109,7 @@ def client_lag(e: Evidence) -> list[Hazard]:
             v = e.summary[key].get(q)
             if v and err >= CLIENT_LAG_MIN_MS and err > CLIENT_LAG_WARN * v:
                 moved.append(f"{name} {q} ({v:.1f} ms, by up to {err:.1f} ms)")
-                invalid |= err > CLIENT_LAG_INVALID * v
+                invalid |= err > CLIENT_LAG_INVALID * v and err > e.lag_limit_ms
     if not moved:
         return []
     how = (
