@@ -93,3 +93,12 @@ def test_a_read_that_brings_two_chunks_of_a_stream_is_counted_as_merged():
     got, sent, used, meter, rec = run(kernel=True, block_s=0.09)
     assert used and rec.status == "ok"
     assert meter.merged.n >= 1 and meter.merged.max > 0.03
+
+
+def test_kernel_stamps_only_on_plain_tcp():
+    def kernel(url, **kw):
+        return LeanClient(ClientConfig(base_url=url, model="m", **kw), 0.0).kernel
+
+    assert kernel("http://127.0.0.1:8000")
+    assert not kernel("https://127.0.0.1:8000")  # TLS: the loop's stamps, and client_lag's loop lag
+    assert not kernel("http://127.0.0.1:8000", kernel_stamps=False)  # --no-kernel-timestamps
