@@ -156,6 +156,7 @@ class RunMeta:
     gpus: dict | None = None  # simulated: GPUs by tier, and $ per GPU-hour by tier (the cost block)
     prices: dict | None = None
     engine_stats: dict | None = None  # simulated: the engine's counters, wall time and notes
+    client_lag: dict | None = None  # live: the load generator's self-check (client/lag.client_lag)
     # where the run sits in a history (docs/history.md):
     labels: dict = field(default_factory=dict)  # --label k=v (and $GOODBENCH_LABELS), str -> str
     server: dict | None = None  # what the target said about itself: name, version, owned_by, header

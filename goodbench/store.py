@@ -1,7 +1,8 @@
 """Results directory: results/<run-id>/{run.json, records.jsonl, summary.json}.
 
-records.jsonl gets one os.write per finished request (O_APPEND, no user-space buffer), so a killed
-process loses only requests still in flight, and several worker processes can append to one file.
+records.jsonl gets whole lines in one os.write per batch (O_APPEND, no user-space buffer): the runner
+writes finished requests within a second, in slices off the reads' path, so a killed process loses only
+requests in flight or finished in its last second, and several worker processes can append to one file.
 One writer per run directory: run.json is created exclusively (O_EXCL), so two processes opening the
 same run id cannot both succeed, and every temporary file is created exclusively and removed when a
 write fails. A write that fails (a full disk: ENOSPC, EDQUOT, EFBIG; a read-only one: EROFS) raises
@@ -108,6 +109,11 @@ class RunStore:
     def append_many(self, recs) -> None:
         if recs:
             self._write("".join(r.to_json() + "\n" for r in recs).encode())
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Records already serialised (RequestRecord.to_json), one write."""
+        if lines:
+            self._write(("\n".join(lines) + "\n").encode())
 
     def _write(self, data: bytes) -> None:
         """One write of whole lines; after a failure every later one fails too (the fd is given up)."""

@@ -57,6 +57,8 @@ LAYERS = {
     "client.unary": 3,
     "client.aiohttp_client": 4,
     "client.lean": 4,
+    "client.conn": 4,  # a keep-alive connection: asyncio Protocol, or a raw socket with kernel stamps
+    "client.lag": 2,  # the client's self-check: lag histograms, the loop probe
     "client.target": 4,
     "store": 4,
     "workloads": 4,

@@ -153,7 +153,9 @@ def live_rate_evaluator(
                 target={"base_url": base_url, "endpoint": endpoint, "model": name},
             ),
         )
-        # a probe the server clearly cannot keep up with stops early: what it did not send counts as missed
+        # a probe the server clearly cannot keep up with stops early; it is scored on what it sent (the
+        # requests cut short by the stop count as missed), and says it stopped
+        prog = Progress()
         run_plan(
             probe,
             ccfg,
@@ -161,9 +163,13 @@ def live_rate_evaluator(
             RunOptions(slo=slo, scrape_metrics=False, stop_when_saturated=True, grace_s=1.0),
             None,
             None,
-            Progress(),
+            prog,
         )
         s = rd.finish(ci=False)
-        return s.get("slo_met") or 0, max(s["requests"]["issued"], len(reqs))
+        return (
+            s.get("slo_met") or 0,
+            s["requests"]["issued"],
+            {"stopped_early": prog.stopped_early, "planned": len(reqs)},
+        )
 
     return evaluate

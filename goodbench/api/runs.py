@@ -101,6 +101,7 @@ class Target:
     keepalive_s: float = 4.0  # never reuse a connection idle longer than this
     preflight: bool = True  # check the model and send one tiny request before the clock starts
     pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
+    kernel_stamps: bool = True  # lean client on http:// (Linux): chunk times from the kernel's receive stamps
 
 
 def _target(target) -> Target:
@@ -161,6 +162,7 @@ def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
         idle_timeout_s=target.idle_timeout_s,
         client=target.client,
         keepalive_s=target.keepalive_s,
+        kernel_stamps=target.kernel_stamps,
     )
     if target.preflight:
         stage(on_stage, f"preflight: {ccfg.base_url}/v1/models and one tiny request to {ccfg.endpoint} ...")
@@ -276,6 +278,7 @@ def run(
     port for the run. labels: {key: value} kept in run.json and the history catalogue. live(progress,
     fn): wraps the timed part for a progress display; fn(on_tick)."""
     from .. import tokenizer as tokmod
+    from ..client.lag import client_lag
     from ..runner import Progress, RunOptions, run_plan
 
     spec, target = as_workload(workload), _target(target)
@@ -305,6 +308,7 @@ def run(
             return run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)
 
         rd.meta.interrupted = live(prog, go) if live is not None else go(None)
+        rd.meta.client_lag = client_lag(prog.lag_states)
         return Run(rd.dir, rd.meta, rd.finish(), rd.meta.interrupted)
 
 

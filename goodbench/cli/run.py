@@ -61,6 +61,12 @@ def add_target_args(p) -> None:
         help="load-generator client: lean (asyncio + httptools, default) or aiohttp (the baseline)",
     )
     g.add_argument(
+        "--no-kernel-timestamps",
+        action="store_true",
+        help="lean client on http://: stamp chunks with the event loop's clock instead of the kernel's "
+        "receive time (SO_TIMESTAMPNS, the default on Linux)",
+    )
+    g.add_argument(
         "--keepalive",
         type=float,
         default=4.0,
@@ -158,6 +164,7 @@ def _target(args):
         keepalive_s=args.keepalive,
         preflight=not args.no_preflight,
         pool_batch=args.pool_batch,
+        kernel_stamps=not args.no_kernel_timestamps,
     )
 
 

@@ -243,7 +243,7 @@ def _min_gpus(args, con, s) -> int:
 
 def _max_rate(args, con, s) -> int:
     from .. import api
-    from ..report import tables
+    from ..report import maxrate
     from ..report.width import print_wide
 
     results = api.max_rate(
@@ -254,12 +254,12 @@ def _max_rate(args, con, s) -> int:
         on_start=lambda label: con.print(
             f"[bold]{label}[/]: searching the max rate with attainment >= {args.target_attainment:.0%}"
         ),
-        on_probe=lambda p: con.print(tables.probe_line(p)),
-        on_result=lambda r: con.print(tables.max_rate_line(r)),
+        on_probe=lambda p: con.print(maxrate.probe_line(p)),
+        on_result=lambda r: con.print(maxrate.max_rate_line(r)),
         plots=not args.no_plots,
     )
     if len({r.get("layout") for r in results}) > 1:
-        print_wide(con, tables.max_rate_table(results, args.target_attainment))
+        print_wide(con, maxrate.max_rate_table(results, args.target_attainment))
     import os
 
     figure = os.path.join(s.out_dir, "max_rate_per_gpu.png")

@@ -47,6 +47,7 @@ class ClientConfig:
     session_header: str = "X-Session-ID"  # carries a multi-turn request's session id (also sent as `user`)
     endpoint_type: str | None = None  # the API the endpoint speaks (client/apis.py); None: from the path
     pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
+    kernel_stamps: bool = True  # lean client, plain http on Linux: chunk times from the kernel (SO_TIMESTAMPNS)
     tools: tuple = DEFAULT_TOOLS  # offered by requests that ask for tools (agent tool-call steps)
 
     @property

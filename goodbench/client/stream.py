@@ -224,6 +224,31 @@ class StreamState:
         return self.record(spec, scheduled_at, sent_at, finished_at, status, http_status, error, None, origin, retries)
 
 
+class Finished:
+    """A finished stream whose record is built later: its status and send time now (the dispatcher's
+    counters), the record when the loop is idle (runner/dispatch.py flushes in batches), so that a wave
+    of streams ending together does not hold the loop while other streams' chunks wait."""
+
+    __slots__ = ("st", "args", "kw", "_rec")
+
+    def __init__(self, st: StreamState, *args, **kw):
+        self.st, self.args, self.kw, self._rec = st, args, kw, None
+
+    @property
+    def status(self) -> str:
+        return self.args[4]
+
+    @property
+    def sent_at(self) -> float | None:
+        return self.args[2]
+
+    def record(self) -> RequestRecord:
+        if self._rec is None:
+            self._rec = self.st.record(*self.args, **self.kw)
+            self.st = None
+        return self._rec
+
+
 def local_count_due(n: int) -> bool:
     """Whether the n-th finished request (0-based) also gets a local token count beside the server's
     usage: the first 100, then every 20th (the tokenizer-mismatch check, at bounded cost)."""

@@ -142,7 +142,7 @@ def _subsets(later, c: RequestMetrics, cols, slo, duration: float, ci: bool) -> 
     }
 
 
-def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, errors) -> Evidence:
+def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, errors, engine=None) -> Evidence:
     """What the hazards (metrics/hazards.py) judge a run's validity and warnings from."""
     if errors is None:
         errors = error_samples(result.records) if isinstance(result, RunResult) else ()
@@ -158,6 +158,8 @@ def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, err
         target=meta.target,
         errors=errors,
         engine=meta.engine if isinstance(meta.engine, dict) else None,
+        client_lag=meta.client_lag,
+        engine_lateness=engine,
     )
 
 
@@ -184,13 +186,14 @@ def summarize(
     prepared: RequestMetrics | None = None,
     queue: tuple | None = None,
     errors: tuple[str, ...] | None = None,
+    engine: dict | None = None,
 ) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
     cells and rate probes, which are summarised by the hundred). prepared: RequestMetrics of
     measured_arrays(result) already built by the caller (reports reuse them for figures). queue: the
     server's scraped waiting-queue series (saturation.waiting_series), evidence for `saturation`.
     errors: a few failed requests' error texts (columns do not keep them; records do, and are read
-    when given)."""
+    when given). engine: the engine_lateness block (servertiming.step_lateness), evidence for validity."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
     cols = prepared.cols if prepared is not None else measured_arrays(result)
@@ -222,7 +225,7 @@ def summarize(
             if futures or key == "per_class":
                 s[key] = {k: f.result() for k, f in futures.items()}
         _shaped_blocks(s, c, slo, duration, meta)
-        s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors))
+        s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors, engine))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
             s["hol"] = hol.result()

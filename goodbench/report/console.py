@@ -184,6 +184,26 @@ def _hol_line(h: dict | None) -> Text | None:
     return hl
 
 
+def _client_line(cl: dict | None, eng: dict | None) -> Text | None:
+    """The load generator's self-check (client_lag) and, against goodbench's engine, its step lateness."""
+    if not cl and not eng:
+        return None
+    parts = []
+    if cl:
+        stamps = "kernel receive stamps" if cl["stamps"] == "kernel" else f"{cl['stamps']} (loop) stamps"
+        parts.append(
+            f"client: {stamps}, stamp error p99 ≤ {_ms(cl['stamp_error_p99_ms'])} ms · read lag p99 "
+            f"{_ms(cl['read_p99_ms'])} ms · loop lag p99 {_ms(cl['loop_lag_p99_ms'])} ms · "
+            f"{cl['loop_busy_pct'] or 0:.0f}% of a core x {cl['processes']}"
+        )
+    if eng:
+        parts.append(
+            f"engine step lateness p99 {_ms(eng['late_p99_ms'])} ms, mean {_ms(eng['late_mean_ms'])} ms"
+            + (" (fell behind)" if eng["behind"] else "")
+        )
+    return Text("  " + " · ".join(parts), style="dim")
+
+
 def _server_timing_line(st: dict | None) -> Text | None:
     """TTFT split into the server's queue and prefill time (its histograms), beside goodbench's TTFT."""
     if not st:
@@ -243,6 +263,7 @@ def render_summary(
         _ratios_line(summary),
         _hol_line(summary.get("hol")),
         _server_timing_line(summary.get("server_timing")),
+        _client_line(summary.get("client_lag"), summary.get("engine_lateness")),
         uncertainty_line(summary.get("engine_uncertainty")),
         _per_class_table(summary.get("per_class") or {}),
     ]

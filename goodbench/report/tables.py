@@ -196,52 +196,6 @@ def min_gpus_table(rows: list[dict], target: float) -> Table:
     return t
 
 
-def probe_line(p: dict) -> str:
-    return (
-        f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
-        f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}"
-    )
-
-
-def max_rate_line(r: dict) -> str:
-    label = r["cell"]
-    if r.get("error"):
-        return f"  [red]✗ {label}: {r['error']}[/]"
-    mr = r["max_rate"]
-    if not mr:
-        return (
-            f"  max goodput rate on {label}: [red]none: even the lowest probed rate misses the target (is the "
-            "SLO reachable on this GPU? see `goodbench engine explain`)[/]"
-        )
-    per = f" = {r['max_rate_per_gpu']:.3f} per GPU on {r['gpus']} GPUs" if (r.get("gpus") or 1) > 1 else ""
-    lo, hi = r["bracket"]
-    bracket = f"{lo:.2f}-{hi:.2f}" if hi is not None else f"{lo:.2f}-?"
-    return f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/]{per} (bracket {bracket})" + (
-        "" if r["conclusive"] else " — inconclusive at the bracket ends: run more requests"
-    )
-
-
-def max_rate_table(results: list[dict], target: float) -> Table:
-    """DistServe's headline per cell: max goodput rate at the SLO, and per GPU, by instance layout."""
-    t = Table(title=f"max goodput rate with SLO attainment >= {target:.0%}, per GPU")
-    for col in ("cell", "layout", "GPUs", "max rate", "per GPU", "conclusive"):
-        t.add_column(col, justify="left" if col in ("cell", "layout") else "right")
-    for r in results:
-        if r.get("error"):
-            continue
-        cell = short(r["cell"].rsplit(",", 1)[0] if r.get("layout") and r["cell"].endswith(r["layout"]) else r["cell"])
-        mr, per = r.get("max_rate"), r.get("max_rate_per_gpu")
-        t.add_row(
-            cell,
-            r.get("layout", ""),
-            str(r.get("gpus", "")),
-            f"{mr:.2f}" if mr else "none",
-            f"{per:.3f}" if per else "",
-            "yes" if r.get("conclusive") else "no",
-        )
-    return t
-
-
 # ----------------------------------------------------------------------------------------------- cost
 def usd(v, digits: int = 2) -> str:
     return "-" if v is None else f"${v:,.{digits}f}"
