@@ -14,11 +14,7 @@ Responses parser pointed at a chat endpoint must not measure zeros). Pure."""
 
 from __future__ import annotations
 
-import json
-
-from .sse import Chunk, SSEParser, _count
-
-_scan = json.JSONDecoder().scan_once
+from .sse import Chunk, SSEParser, _count, load_json
 
 _RESP_ANSWER = ("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta")
 _RESP_REASONING = ("response.reasoning_text.delta", "response.reasoning_summary_text.delta")
@@ -28,13 +24,9 @@ _RESP_END = ("response.completed", "response.incomplete")
 def _load(payload: bytes, api: str) -> dict | Chunk:
     if payload == b"[DONE]":
         return Chunk("bad", error=f"not a {api} API event (OpenAI's [DONE] sentinel): is --endpoint-type right?")
-    try:
-        s = payload.decode("utf-8")
-        obj, end = _scan(s, 0)
-        if end != len(s) and s[end:].strip():
-            raise ValueError(f"extra data at {end}")
-    except (ValueError, UnicodeDecodeError, StopIteration, RecursionError) as e:
-        return Chunk("bad", error=f"malformed JSON in stream: {str(e)[:80]}: {payload[:120]!r}")
+    obj = load_json(payload)
+    if type(obj) is Chunk:
+        return obj
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         if isinstance(obj, dict) and "choices" in obj:
             why = "an OpenAI chat/completions chunk"

@@ -134,12 +134,8 @@ def _text(c0) -> tuple[str, bool] | None:
     return (thought, True) if isinstance(thought, str) else None
 
 
-def classify(payload: bytes) -> Chunk:
-    """Classify one event's data. Content = any non-empty text, chat delta content or reasoning. Never
-    raises: an event not shaped like an OpenAI chunk is `bad` with a message saying what was wrong;
-    usage numbers of the wrong type are ignored (token counts then fall back to the tokenizer)."""
-    if payload == b"[DONE]":
-        return DONE
+def load_json(payload: bytes):
+    """One event's JSON value, or a `bad` Chunk saying why it is not JSON (every API's events)."""
     try:
         # the C scanner on str directly: json.loads(bytes) spends as long sniffing the encoding
         s = payload.decode("utf-8")
@@ -148,6 +144,18 @@ def classify(payload: bytes) -> Chunk:
             raise ValueError(f"extra data at {end}")
     except (ValueError, UnicodeDecodeError, StopIteration, RecursionError) as e:
         return Chunk("bad", error=f"malformed JSON in stream: {str(e)[:80]}: {payload[:120]!r}")
+    return obj
+
+
+def classify(payload: bytes) -> Chunk:
+    """Classify one event's data. Content = any non-empty text, chat delta content or reasoning. Never
+    raises: an event not shaped like an OpenAI chunk is `bad` with a message saying what was wrong;
+    usage numbers of the wrong type are ignored (token counts then fall back to the tokenizer)."""
+    if payload == b"[DONE]":
+        return DONE
+    obj = load_json(payload)
+    if type(obj) is Chunk:
+        return obj
     if not isinstance(obj, dict):
         return Chunk("bad", error=f"unexpected event payload: {payload[:120]!r}")
     if "error" in obj and obj.get("error"):
