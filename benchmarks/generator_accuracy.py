@@ -1,22 +1,28 @@
-"""How accurate is goodbench's own load generator? Both clients side by side (issues 2 and 12).
+"""How accurate is goodbench's own load generator? The clients side by side (issues 2, 12 and 21).
 
 A deterministic streaming server (benchmarks/stub_server.py) runs in another process pinned to CPU 0
-and logs the monotonic time it read each request and sent each chunk: that log is the truth.
-goodbench's runner, pinned to CPU 1, drives it with each client in turn (`lean`, the default, and the
-`aiohttp` baseline), case by case, so the two are measured side by side on the same machine state.
+and logs when each request reached the host (the kernel's receive stamp of its last bytes: the wire,
+not the server's own read) and when it sent each chunk: that log is the truth. goodbench's runner,
+pinned to CPU 1, drives it with each client in turn (`lean`, the default: kernel receive stamps on
+plain TCP; `lean-loop`, the same client stamping reads with the event loop's clock; `aiohttp`, the
+baseline; `main`, the lean client of another checkout, --main-tree, run in a child process), case by
+case, so they are measured side by side on the same machine state. The `s512`/`s1000` cases are the
+hard one: every stream's chunk is due at the same instant (--sync-tick, as a real engine's decode step
+emits them) and the closed loop's users finish and start together, in waves (4 and 3 requests each).
 Per case and client we print TTFT and ITL p50/p99 minus the server's, the arrival rate the server saw
 against the rate asked for, schedule lag p99, whether the run is valid, and the client's CPU use; then
 the client's CPU per request and per chunk (a least-squares fit of CPU seconds = a x requests + b x
 chunks over the cases) and the ratio between the clients.
 
-    python benchmarks/generator_accuracy.py --repeat 3          # every case, both clients (~20 min)
-    python benchmarks/generator_accuracy.py --cases c512 p500 --clients lean --seconds 8
+    python benchmarks/generator_accuracy.py --repeat 3          # every case, lean and aiohttp (~20 min)
+    python benchmarks/generator_accuracy.py --cases s512 s1000 --clients lean main lean-loop --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import socket
@@ -29,7 +35,7 @@ import urllib.request
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.environ.get("GB_TREE") or ROOT)  # GB_TREE: measure another checkout's goodbench
 
 from goodbench import runner  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
@@ -49,7 +55,9 @@ def _floor_client():
     parsing adds is a client's cost minus the floor's."""
     from goodbench.client import lean
 
-    class FloorConn(lean._Conn):
+    base = getattr(lean, "_Conn", None) or lean.Conn
+
+    class FloorConn(base):
         def data_received(self, data: bytes) -> None:
             ex = self.ex
             if ex is None:
@@ -85,7 +93,10 @@ CASES = {  # name: (kind, streams or rate, output tokens)
     "p365": ("poisson", 365, 128),
     "p500": ("poisson", 500, 32),
     "p500s": ("poisson", 500, 2),
+    "s512": ("sync", 512, 128),  # synchronized ticks, closed loop in waves: 4 requests per user
+    "s1000": ("sync", 1000, 128),  # 3 requests per user
 }
+WAVES = {"s512": 4, "s1000": 3}
 
 
 def free_port() -> int:
@@ -94,7 +105,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_stub(port: int, log: str, itl_ms: float, ttft_ms: float, stall_every: int, stall_ms: float):
+def start_stub(port: int, log: str, itl_ms: float, ttft_ms: float, stall_every: int, stall_ms: float, sync=False):
     cmd = [
         sys.executable,
         os.path.join(ROOT, "benchmarks", "stub_server.py"),
@@ -110,7 +121,7 @@ def start_stub(port: int, log: str, itl_ms: float, ttft_ms: float, stall_every: 
         str(stall_every),
         "--stall-ms",
         str(stall_ms),
-    ]
+    ] + (["--sync-tick"] if sync else [])
     if sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
         cmd = ["taskset", "-c", "0"] + cmd
     p = subprocess.Popen(cmd)
@@ -139,13 +150,18 @@ def pct(x, q):
 
 
 def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float, client: str = "lean") -> dict:
+    if client == "main":
+        return _in_child(name, seconds, itl_ms, ttft_ms)
     kind, n, out_tokens = CASES[name]
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="gb-acc-")
     log = os.path.join(tmp, "truth.bin")
-    stub = start_stub(port, log, itl_ms, ttft_ms, stall_every=50, stall_ms=100)
+    stub = start_stub(port, log, itl_ms, ttft_ms, stall_every=50, stall_ms=100, sync=kind == "sync")
     try:
-        if kind == "closed":
+        if kind == "sync":
+            arr, count, offs, kind = ArrivalSpec("closed", concurrency=n), n * WAVES[name], None, "closed"
+            seconds = None
+        elif kind == "closed":
             arr = ArrivalSpec("closed", concurrency=n)
             count = int(n * (seconds / ((ttft_ms + itl_ms * (out_tokens - 1)) / 1000) + 1))
             offs = None
@@ -160,7 +176,9 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float, client: s
         from goodbench.records import RunMeta
 
         store.start(RunMeta(run_id="run", mode="closed" if kind == "closed" else "open"))
-        cfg = ClientConfig(base_url=f"http://127.0.0.1:{port}", model="stub", client=client)
+        cfg = ClientConfig(base_url=f"http://127.0.0.1:{port}", model="stub", client=client.split("-")[0])
+        if client == "lean-loop":
+            cfg.kernel_stamps = False
         if sys.platform.startswith("linux") and (os.cpu_count() or 1) > 1:
             os.sched_setaffinity(0, {1})
         r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -225,13 +243,41 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float, client: s
         "up_p99": pct(up, 99),
         "down_p50": pct(down, 50),
         "down_p99": pct(down, 99),
+        "read_lag_p99": _read_lag_p99(prog),
     }
+
+
+def _read_lag_p99(prog) -> float:
+    """The client's own read lag p99 (kernel stamp to loop read; nan where the client has no such check)."""
+    try:
+        from goodbench.client.lag import client_lag
+    except ImportError:
+        return float("nan")
+    cl = client_lag(getattr(prog, "lag_states", []))
+    return cl["read_p99_ms"] if cl and cl["read_p99_ms"] is not None else float("nan")
+
+
+def _in_child(name: str, seconds: float, itl_ms: float, ttft_ms: float) -> dict:
+    """One case with the lean client of the checkout at MAIN_TREE[0], in a child process (its own imports)."""
+    env = dict(os.environ, GB_TREE=MAIN_TREE[0])
+    args = [sys.executable, os.path.abspath(__file__), "--child-case", name, "--seconds", str(seconds)]
+    out = subprocess.run(
+        args + ["--itl-ms", str(itl_ms), "--ttft-ms", str(ttft_ms)], env=env, capture_output=True, text=True, check=True
+    )
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r["client"] = "main"
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child (and its stub) is not the next case's server
+    CHILD_CPU[0] = c.ru_utime + c.ru_stime
+    return r
+
+
+MAIN_TREE = ["/work/main"]
 
 
 HEADER = (
     f"{'case':6} {'client':8} {'conns':>6} {'reqs':>6} {'chunks/s':>9} {'TTFT p50 err':>13} {'TTFT p99 err':>13} "
     f"{'ITL p50 err':>12} {'ITL p99 err':>12} {'asked/s':>8} {'seen/s':>8} {'lag p99':>9} {'valid':>5} "
-    f"{'client CPU':>10} {'server CPU':>10} {'send->read p50/p99':>19} {'write->recv p50/p99':>20}"
+    f"{'client CPU':>10} {'server CPU':>10} {'send->read p50/p99':>19} {'write->recv p50/p99':>20} {'read lag p99':>12}"
 )
 
 
@@ -256,8 +302,20 @@ def row_text(r: dict) -> str:
         f"{r['ttft_p50_err']:+10.2f} ms {r['ttft_p99_err']:+10.2f} ms {r['itl_p50_err']:+9.2f} ms "
         f"{r['itl_p99_err']:+9.2f} ms {asked:>8} {r['seen_rate']:8.1f} {r['lag_p99']:6.2f} ms "
         f"{'yes' if r['valid'] else 'NO':>5} {r['client_cpu']:9.0%} {r['server_cpu']:9.0%} "
-        f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms"
+        f"{r['up_p50']:7.2f}/{r['up_p99']:7.2f} ms {r['down_p50']:7.2f}/{r['down_p99']:7.2f} ms "
+        f"{r['read_lag_p99']:9.2f} ms"
     )
+
+
+def spread_text(runs: list[dict]) -> str:
+    """Every run's TTFT and ITL p50/p99 errors (min...max), under the median row."""
+
+    def span(k):
+        v = [r[k] for r in runs]
+        return f"{min(v):+.2f}...{max(v):+.2f}"
+
+    keys = ("ttft_p50_err", "ttft_p99_err", "itl_p50_err", "itl_p99_err")
+    return "  spread over %d runs: TTFT p50 %s, p99 %s; ITL p50 %s, p99 %s ms" % (len(runs), *map(span, keys))
 
 
 def cpu_costs(runs: list[dict]) -> tuple[float, float] | None:
@@ -276,18 +334,34 @@ def main() -> None:
         "--clients",
         nargs="+",
         default=["lean", "aiohttp"],
-        choices=["lean", "aiohttp", "floor"],
-        help="floor: a client that only stamps socket reads (the event loop's and kernel's share)",
+        choices=["lean", "lean-loop", "aiohttp", "floor", "main"],
+        help="floor: a client that only stamps socket reads (the event loop's and kernel's share); lean-loop: "
+        "the lean client without kernel stamps; main: the lean client of --main-tree",
     )
+    ap.add_argument("--main-tree", default="/work/main", help="the checkout `--clients main` measures")
+    ap.add_argument(
+        "--rt",
+        action="store_true",
+        help="run the stub and the client at SCHED_FIFO priority (root): on a shared machine, keeps other "
+        "processes off their pinned cores, as on a quiet host",
+    )
+    ap.add_argument("--child-case", help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--repeat", type=int, default=1, help="run each case N times; print the median of each column")
     a = ap.parse_args()
     install_uvloop()
+    MAIN_TREE[0] = a.main_tree
+    if a.rt:  # inherited by the stub and the `main` child processes
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+    if a.child_case:
+        print(json.dumps(run_case(a.child_case, a.seconds, a.itl_ms, a.ttft_ms, "lean")))
+        return
     runner.CLIENTS["floor"] = _floor_client()
     print(
-        f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}; server pinned to CPU 0, client to CPU 1; "
+        f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}; "
+        f"server pinned to CPU 0, client to CPU 1{' (both SCHED_FIFO)' if a.rt else ''}; "
         f"median of {a.repeat} run(s) per case and client; clients alternate within each case"
     )
     print(HEADER)
@@ -300,6 +374,8 @@ def main() -> None:
         for c in a.clients:
             every[c] += runs[c]
             print(row_text(median_row(runs[c])), flush=True)
+            if len(runs[c]) > 1:
+                print(spread_text(runs[c]), flush=True)
     costs = {c: cpu_costs(every[c]) for c in a.clients}
     print("\nclient CPU (least squares over every run above: CPU s = a x requests + b x chunks)")
     for c, ab in costs.items():

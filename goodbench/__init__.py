@@ -56,6 +56,7 @@ _EXPORTS = {
     "InputError": "errors",
     "RunDirError": "errors",
     "TargetError": "errors",
+    "GoodbenchWarning": "errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

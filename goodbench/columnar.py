@@ -7,7 +7,7 @@ array it is 800 MB and loads from the `columns/` sidecar (store.py) in a second.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -48,8 +48,16 @@ class RecordArrays:
     session: np.ndarray  # int64 code into session_names, -1 = not part of a session
     turn: np.ndarray  # int32, 0 = not a session turn
     session_turns: np.ndarray  # int32: the session's planned turns (0 = none)
+    items: np.ndarray  # int64: inputs of an embeddings / rerank / score request (-1 = not one)
+    job: np.ndarray  # int64 code into job_names, -1 = not an agent job's call
+    node: np.ndarray  # int32: the call's node in its job (-1 = none)
+    depth: np.ndarray  # int32: its depth in the job's graph (-1 = none)
+    delay: np.ndarray  # float64: planned tool / think time before it (NaN = none)
+    parents: np.ndarray  # int32 code into parents_names ("1,2,3"), -1 = none
     tokens: np.ndarray  # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
     chunk_times: np.ndarray  # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
+    job_names: list = field(default_factory=list)
+    parents_names: list = field(default_factory=list)
 
     ARRAYS = (
         "ids",
@@ -75,9 +83,16 @@ class RecordArrays:
         "session",
         "turn",
         "session_turns",
+        "items",
+        "job",
+        "node",
+        "depth",
+        "delay",
+        "parents",
         "tokens",
         "chunk_times",
     )
+    NAMES = ("cls_names", "origin_names", "session_names", "job_names", "parents_names")
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -103,9 +118,7 @@ class RecordArrays:
         chunk_mask = np.repeat(mask, self.nchunks)
         kw = {f: getattr(self, f)[mask] for f in self.ARRAYS if f not in ("chunk_times", "tokens")}
         return RecordArrays(
-            cls_names=self.cls_names,
-            origin_names=self.origin_names,
-            session_names=self.session_names,
+            **{k: getattr(self, k) for k in self.NAMES},
             chunk_times=self.chunk_times[chunk_mask],
             tokens=self.tokens[chunk_mask] if self.tokens.size else self.tokens,
             **kw,
@@ -163,6 +176,7 @@ class RecordArrays:
             session_names=sess_names,
             turn=np.fromiter((r.turn or 0 for r in recs), np.int32, n),
             session_turns=np.fromiter((r.session_turns or 0 for r in recs), np.int32, n),
+            **_sparse_columns(recs, opt("delay_s")),
             tokens=_chunk_tokens(recs, int(nchunks.sum())),
             chunk_times=np.fromiter(
                 itertools.chain.from_iterable(r.chunk_times for r in recs), float, int(nchunks.sum())
@@ -202,6 +216,12 @@ class RecordArrays:
                 session=self.session_names[self.session[i]] if self.session[i] >= 0 else None,
                 turn=int(self.turn[i]) or None,
                 session_turns=int(self.session_turns[i]) or None,
+                items=None if self.items[i] < 0 else int(self.items[i]),
+                job=self.job_names[self.job[i]] if self.job[i] >= 0 else None,
+                node=None if self.node[i] < 0 else int(self.node[i]),
+                parents=_parents_of(self.parents_names[self.parents[i]]) if self.parents[i] >= 0 else None,
+                depth=None if self.depth[i] < 0 else int(self.depth[i]),
+                delay_s=opt(self.delay[i]),
                 chunk_tokens=tuple(toks[off[i] : off[i + 1]].tolist()),
             )
             for i in range(len(self))
@@ -209,6 +229,38 @@ class RecordArrays:
 
 
 FIELDS = tuple(f.name for f in fields(RecordArrays))
+
+
+def _sparse_columns(recs, delay: np.ndarray) -> dict:
+    """The columns most runs leave empty: items (one-body APIs) and agent jobs' graph fields."""
+    n = len(recs)
+    job_codes, job_names = _optional_codes([r.job for r in recs])
+    par_codes, par_names = _optional_codes([_parents_key(r.parents) for r in recs])
+    return {
+        "items": np.fromiter((-1 if r.items is None else r.items for r in recs), np.int64, n),
+        "job": job_codes,
+        "job_names": job_names,
+        "node": np.fromiter((-1 if r.node is None else r.node for r in recs), np.int32, n),
+        "depth": np.fromiter((-1 if r.depth is None else r.depth for r in recs), np.int32, n),
+        "delay": delay,
+        "parents": par_codes.astype(np.int32),
+        "parents_names": par_names,
+    }
+
+
+def _optional_codes(values) -> tuple[np.ndarray, list]:
+    """Codes into the sorted distinct non-None values; -1 for None."""
+    names = sorted({v for v in values if v is not None})
+    index = {v: i for i, v in enumerate(names)}
+    return np.fromiter((-1 if v is None else index[v] for v in values), np.int64, len(values)), names
+
+
+def _parents_key(parents) -> str | None:
+    return None if parents is None else ",".join(map(str, parents))
+
+
+def _parents_of(key: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in key.split(",")) if key else ()
 
 
 def _chunk_tokens(recs, total: int) -> np.ndarray:

@@ -29,3 +29,16 @@ class RunDirError(GoodbenchError):
 
 class TargetError(GoodbenchError):
     """The server under test: unreachable, failed to start, or died."""
+
+
+class GoodbenchWarning(UserWarning):
+    """Something the user should know before (or after) the run that does not stop it: a base URL
+    corrected, class weights rescaled, trace rows that disagree with themselves. The CLI prints each as
+    one line on stderr (`goodbench: warning: ...`); a library caller sees a Python warning."""
+
+
+def warn(message: str) -> None:
+    """Tell the user (GoodbenchWarning), pointing at the caller's caller."""
+    import warnings
+
+    warnings.warn(message, GoodbenchWarning, stacklevel=3)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
 from .errors import UsageError
-from .limits import problem
+from .limits import GATE_MARGIN, TARGET_ATTAINMENT, practical_threshold, problem
 from .records import fmt_num
 
 METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2el_ms", "e2e": "e2el_ms"}
@@ -17,7 +17,7 @@ METRIC_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e
 
 @dataclass(frozen=True)
 class GateSpec:
-    min_attainment: float = 0.95
+    min_attainment: float = TARGET_ATTAINMENT
     percentiles: dict = field(default_factory=dict)  # {"p95": {"ttft": 500}, "p99": {"itl": 100}}
     max_failed: float | None = None  # fraction of issued requests
     min_goodput: float | None = None  # req/s
@@ -37,7 +37,7 @@ class GateSpec:
             raise UsageError(f"gate: unknown keys {', '.join(sorted(unknown))}")
         reg = t.get("max_regression")
         return cls(
-            min_attainment=_number("gate.min_attainment", "min_attainment", t.get("min_attainment", 0.95)),
+            min_attainment=_number("gate.min_attainment", "min_attainment", t.get("min_attainment", TARGET_ATTAINMENT)),
             percentiles=pct,
             max_failed=_number("gate.max_failed", "max_failed", t.get("max_failed")),
             min_goodput=_number("gate.min_goodput", "min_goodput", t.get("min_goodput")),
@@ -100,7 +100,7 @@ def spec_from_options(
             pct.setdefault(q, {}).update(parse_ceilings(q, items))
     reg = parse_fraction(max_regression, "--max-regression") if max_regression is not None else None
     if reg is None and baseline:
-        reg = spec.max_regression if spec.max_regression is not None else 0.05
+        reg = spec.max_regression if spec.max_regression is not None else GATE_MARGIN
     return GateSpec(
         min_attainment=min_attainment if min_attainment is not None else spec.min_attainment,
         percentiles=pct,
@@ -144,7 +144,12 @@ def _fmt_slo(slo: dict) -> str:
     return " ".join(f"{k}≤{v:g}ms" for k, v in slo.items())
 
 
-def evaluate(summary: dict, spec: GateSpec, baseline: dict | None = None) -> GateResult:
+def evaluate(
+    summary: dict, spec: GateSpec, baseline: dict | None = None, significant: dict | None = None
+) -> GateResult:
+    """significant: {metric: bool} from a comparison of the two runs' records (analysis.compare;
+    goodput, ttft_p99, ...): a move beyond the margin fails only where the records call it significant.
+    None (a summary without records): the point comparison alone."""
     clauses: list[Clause] = []
     req = summary.get("requests", {})
     if not req.get("issued"):
@@ -195,38 +200,38 @@ def evaluate(summary: dict, spec: GateSpec, baseline: dict | None = None) -> Gat
             )
         )
     if baseline is not None and spec.max_regression is not None:
-        clauses += _regressions(summary, baseline, spec.max_regression)
+        clauses += _regressions(summary, baseline, spec.max_regression, significant)
     if not clauses:
         return GateResult([], False, "nothing to check: give an SLO (--goodput) or a clause such as --p99 itl:100")
     return GateResult(clauses)
 
 
-def _regressions(cur: dict, base: dict, margin: float) -> list[Clause]:
-    """Point comparison against a baseline run: higher-is-better goodput, lower-is-better p99s."""
+def _regressions(cur: dict, base: dict, margin: float, significant: dict | None) -> list[Clause]:
+    """Against a baseline run: higher-is-better goodput, lower-is-better p99s. A metric fails when it
+    moved the wrong way by more than max(margin, 1 ms for latencies) and, given the records'
+    comparison, the move is significant (limits.practical_threshold)."""
     out = []
     g0, g1 = base.get("goodput"), cur.get("goodput")
     if g0 and g1 is not None:
-        out.append(
-            Clause(
-                "goodput vs baseline",
-                f">= {1 - margin:.0%} of {g0:.2f} req/s",
-                f"{g1:.2f} req/s ({fmt_num(g1 / g0 - 1, '+.1%')})",
-                g1 >= g0 * (1 - margin),
-            )
-        )
+        out.append(_regression("goodput vs baseline", "goodput", g0, g1, margin, significant, "req/s"))
     for m in ("ttft", "tpot", "itl"):
-        k = METRIC_KEYS[m]
-        b, c = (base.get(k) or {}).get("p99"), (cur.get(k) or {}).get("p99")
+        b, c = (base.get(METRIC_KEYS[m]) or {}).get("p99"), (cur.get(METRIC_KEYS[m]) or {}).get("p99")
         if b and c is not None:
-            out.append(
-                Clause(
-                    f"p99 {m} vs baseline",
-                    f"<= {1 + margin:.0%} of {b:.1f} ms",
-                    f"{c:.1f} ms ({fmt_num(c / b - 1, '+.1%')})",
-                    c <= b * (1 + margin),
-                )
-            )
+            out.append(_regression(f"p99 {m} vs baseline", f"{m}_p99", b, c, margin, significant, "ms"))
     return out
+
+
+def _regression(name: str, metric: str, b: float, c: float, margin: float, significant, unit: str) -> Clause:
+    sign = -1 if unit == "req/s" else 1  # goodput: lower is worse
+    limit = practical_threshold(unit, b, margin)
+    beyond = sign * (c - b) > limit
+    noise = beyond and significant is not None and not significant.get(metric, False)
+    fmt = ".2f" if unit == "req/s" else ".1f"
+    bound = "-" if sign < 0 else "+"
+    threshold = f"{bound}{limit:{fmt}} {unit} of {b:{fmt}} {unit} (max({margin:.0%}"
+    threshold += ", 1 ms))" if unit == "ms" else "))"
+    observed = f"{c:{fmt}} {unit} ({fmt_num(c / b - 1, '+.1%')})" + (", not significant" if noise else "")
+    return Clause(name, threshold, observed, not beyond or noise)
 
 
 def to_junit(result: GateResult, suite: str = "goodbench gate") -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 
+TARGET_ATTAINMENT = 0.95  # the SLO attainment a run must reach: run, gate, locust, --find-max-rate, --min-gpus
 MAX_UPFRONT_REQUESTS = 10_000_000  # a schedule built up front; a duration bounds it lazily instead
 MAX_TOKENS = 10_000_000  # one request's prompt or output, in tokens (the longest contexts are ~10M)
 MAX_USERS = 100_000  # concurrent users or streams of one load-generator run
@@ -66,6 +67,7 @@ LIMITS = {
     "sigma": Limit(0, 20),
     "priority": Limit(-(2**31), 2**31 - 1),
     "trace_time": SECONDS,
+    "agent_depth": Limit(2, 1000),  # levels of an agent job's graph: plan, steps, final
     # gate clauses (a workload's [gate] table, --p50 ... --p99)
     "ceiling_ms": Limit(0, MAX_SECONDS * 1000.0, lo_open=True),
     # run
@@ -74,6 +76,7 @@ LIMITS = {
     "timeout": POSITIVE_SECONDS,
     "idle_timeout": POSITIVE_SECONDS,
     "keepalive": POSITIVE_SECONDS,
+    "pool_batch": Limit(1, 100_000),
     "grace_period": SECONDS,
     "target_attainment": FRACTION,
     "users": Limit(1, MAX_USERS),
@@ -95,6 +98,7 @@ LIMITS = {
     "min_chunk": TOKENS,
     "time_per_chunk_ms": Limit(0, MAX_STEP_MS, lo_open=True),
     "port": Limit(0, 65535),
+    "log_interval": SECONDS,
     # the reference engine's numeric knobs (EngineConfig fields, flags of run, simulate, serve, sweep)
     "tensor_parallel_size": Limit(1, 1024),
     "max_num_batched_tokens": TOKENS,
@@ -174,3 +178,21 @@ def check_upfront(num_prompts: int | None, duration: float | None) -> None:
             f"--num-prompts {num_prompts} is more than {MAX_UPFRONT_REQUESTS:,} requests to build up "
             "front; give --duration too (arrivals are then drawn only as far as it reaches)"
         )
+
+
+# compare and gate --baseline: the smallest change that counts as a regression (docs/reports.md). A
+# difference must be statistically significant AND larger than max(relative margin x base, the unit's
+# floor): a 0.1 % ITL move is real in a simulation's tiny intervals but matters to no one.
+PRACTICAL_MARGIN = 0.02  # compare's default relative margin (--margin)
+GATE_MARGIN = 0.05  # gate --baseline's default relative margin (--max-regression)
+PRACTICAL_FLOOR = {"ms": 1.0, "fraction": 0.01}  # latency: 1 ms; SLO attainment: one percentage point
+
+
+def practical_threshold(unit: str, base: float | None, rel: float) -> float:
+    """The absolute change a metric in `unit` must exceed to be a regression: max(rel x |base|, floor)."""
+    return max(rel * abs(base or 0.0), PRACTICAL_FLOOR.get(unit, 0.0))
+
+
+def margin_text(rel: float) -> str:
+    """The rule in words: 'max(2%, 1 ms; 1 point of attainment)'."""
+    return f"max({rel:.0%}, {PRACTICAL_FLOOR['ms']:g} ms; {PRACTICAL_FLOOR['fraction']:.0%} attainment)"

@@ -12,7 +12,8 @@ from .version import __version__
 
 STATUSES = ("ok", "http_error", "timeout", "disconnected", "bad_stream", "cancelled")
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
-SLO_KEYS = ("ttft", "ttfo", "tpot", "e2el", "max_itl")
+SLO_KEYS = ("ttft", "ttfo", "tpot", "e2el", "max_itl", "jct")
+JOB_SLO_KEYS = ("jct",)  # judged per agent job (metrics/jobs.py), not per request
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,22 @@ class RequestSpec:
     session: str | None = None  # a multi-turn session's id, the turn's number from 1, and its turns
     turn: int | None = None
     session_turns: int | None = None
+    job: str | None = None  # an agent job's id, the call's node in its graph, the nodes it waits for,
+    node: int | None = None  # its depth (0 = a root), and the tool/think time planned between its
+    parents: tuple[int, ...] | None = None  # last parent's end and its send (workloads/agent.py)
+    depth: int | None = None
+    delay_s: float | None = None
+    tools: bool = False  # the request offers the workload's tools (agent tool-call steps)
+
+
+JOB_FIELDS = ("job", "node", "parents", "depth", "delay_s")
+
+
+def job_fields(spec: RequestSpec) -> dict:
+    """What a record copies from its spec when the request is a call of an agent job."""
+    if spec.job is None:
+        return {}
+    return {"job": spec.job, "node": spec.node, "parents": spec.parents, "depth": spec.depth, "delay_s": spec.delay_s}
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,12 @@ class RequestRecord:
     session: str | None = None  # the multi-turn session it belongs to, its turn (from 1) and its turns
     turn: int | None = None
     session_turns: int | None = None
+    items: int | None = None  # embeddings / rerank / score: the inputs (documents) one request carried
+    job: str | None = None  # agent jobs: the job, the call's node, its parents, depth and planned delay
+    node: int | None = None
+    parents: tuple[int, ...] | None = None
+    depth: int | None = None
+    delay_s: float | None = None
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)
@@ -76,6 +99,9 @@ class RequestRecord:
         """One records.jsonl line (no newline): chunk times to 0.1 us, formatted in one pass (a third of
         the cost of rounding each float and encoding the list: this runs once per request at load)."""
         d = {f: getattr(self, f) for f in _SCALAR_FIELDS}
+        if self.items is None and self.job is None:  # the sparse fields cost nothing where unused
+            for f in _SPARSE_FIELDS:
+                del d[f]
         for f in _CHUNK_TIME_FIELDS:  # at the chunk times' precision, or TPOT comes out as -0.0
             if d[f] is not None:
                 d[f] = round(d[f], 7)
@@ -91,11 +117,14 @@ class RequestRecord:
         kw = {k: v for k, v in d.items() if k in names}
         kw["chunk_times"] = tuple(kw.get("chunk_times") or ())
         kw["chunk_tokens"] = tuple(kw.get("chunk_tokens") or ())
+        if kw.get("parents") is not None:
+            kw["parents"] = tuple(kw["parents"])
         return cls(**kw)
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))
 _SCALAR_FIELDS = tuple(f for f in _RECORD_FIELDS if f not in ("chunk_times", "chunk_tokens"))
+_SPARSE_FIELDS = ("items",) + JOB_FIELDS
 _CHUNK_TIME_FIELDS = ("first_token_at", "first_answer_at")  # copies of a chunk time
 
 
@@ -127,6 +156,7 @@ class RunMeta:
     gpus: dict | None = None  # simulated: GPUs by tier, and $ per GPU-hour by tier (the cost block)
     prices: dict | None = None
     engine_stats: dict | None = None  # simulated: the engine's counters, wall time and notes
+    client_lag: dict | None = None  # live: the load generator's self-check (client/lag.client_lag)
     # where the run sits in a history (docs/history.md):
     labels: dict = field(default_factory=dict)  # --label k=v (and $GOODBENCH_LABELS), str -> str
     server: dict | None = None  # what the target said about itself: name, version, owned_by, header
@@ -168,6 +198,12 @@ def parse_slo(text: str | list[str] | None) -> dict[str, float] | None:
             if not math.isfinite(ms) or ms <= 0:
                 raise UsageError(f"bad SLO clause {item!r}: threshold must be a positive number of ms")
             out[key] = ms
+    return out or None
+
+
+def request_slo(slo: dict | None) -> dict | None:
+    """The clauses judged per request (an agent job's `jct` is judged per job)."""
+    out = {k: v for k, v in (slo or {}).items() if k not in JOB_SLO_KEYS}
     return out or None
 
 

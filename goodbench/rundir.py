@@ -65,6 +65,9 @@ class RunDir:
     def append_many(self, recs) -> None:
         self.store.append_many(recs)
 
+    def write_lines(self, lines: list[str]) -> None:
+        self.store.write_lines(lines)
+
     def close(self) -> None:
         self.store.close()
 

@@ -1,7 +1,8 @@
 """Results directory: results/<run-id>/{run.json, records.jsonl, summary.json}.
 
-records.jsonl gets one os.write per finished request (O_APPEND, no user-space buffer), so a killed
-process loses only requests still in flight, and several worker processes can append to one file.
+records.jsonl gets whole lines in one os.write per batch (O_APPEND, no user-space buffer): the runner
+writes finished requests within a second, in slices off the reads' path, so a killed process loses only
+requests in flight or finished in its last second, and several worker processes can append to one file.
 One writer per run directory: run.json is created exclusively (O_EXCL), so two processes opening the
 same run id cannot both succeed, and every temporary file is created exclusively and removed when a
 write fails. A write that fails (a full disk: ENOSPC, EDQUOT, EFBIG; a read-only one: EROFS) raises
@@ -23,7 +24,8 @@ from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
-COLUMNS_VERSION = 5  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions
+COLUMNS_VERSION = 6  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions;
+# 6: items, agent jobs
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -107,6 +109,11 @@ class RunStore:
     def append_many(self, recs) -> None:
         if recs:
             self._write("".join(r.to_json() + "\n" for r in recs).encode())
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Records already serialised (RequestRecord.to_json), one write."""
+        if lines:
+            self._write(("\n".join(lines) + "\n").encode())
 
     def _write(self, data: bytes) -> None:
         """One write of whole lines; after a failure every later one fails too (the fd is given up)."""
@@ -270,9 +277,7 @@ def save_arrays(run_dir: str, cols: RecordArrays) -> str:
                 {
                     "version": COLUMNS_VERSION,
                     "requests": len(cols),
-                    "cls_names": cols.cls_names,
-                    "origin_names": cols.origin_names,
-                    "session_names": cols.session_names,
+                    **{k: getattr(cols, k) for k in RecordArrays.NAMES},
                     "records_bytes": _records_bytes(run_dir),
                 },
                 f,
@@ -297,12 +302,7 @@ def _read_arrays(run_dir: str) -> RecordArrays | None:
         arrays = {name: np.load(os.path.join(d, name + ".npy"), allow_pickle=False) for name in RecordArrays.ARRAYS}
     except (OSError, ValueError, KeyError):
         return None
-    return RecordArrays(
-        cls_names=list(info["cls_names"]),
-        origin_names=list(info["origin_names"]),
-        session_names=list(info["session_names"]),
-        **arrays,
-    )
+    return RecordArrays(**{k: list(info[k]) for k in RecordArrays.NAMES}, **arrays)
 
 
 def load_arrays(run_dir: str, write_sidecar: bool = True) -> RunArrays:

@@ -58,11 +58,12 @@ def free_port() -> int:
 class VllmServer:
     """One `vllm serve` child in its own process group (vLLM forks an engine-core process)."""
 
-    def __init__(self, log_dir: str, chunked_budget: int | None):
+    def __init__(self, log_dir: str, chunked_budget: int | None, extra: tuple = (), tag: str = ""):
         self.chunked_budget = chunked_budget  # None: chunked prefill off (budget = max_model_len)
+        self.extra = tuple(extra)  # more `vllm serve` flags (tool-call parser, a pooling runner)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = os.path.join(log_dir, f"vllm-{chunked_budget or 'unchunked'}.log")
+        self.log_path = os.path.join(log_dir, f"vllm-{tag or chunked_budget or 'unchunked'}.log")
         self.proc: subprocess.Popen | None = None
 
     def argv(self) -> list[str]:
@@ -91,6 +92,7 @@ class VllmServer:
             "--chat-template",
             CHAT_TEMPLATE,
             *chunk,
+            *self.extra,
         ]
 
     def start(self) -> VllmServer:

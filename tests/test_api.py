@@ -50,6 +50,7 @@ EXPORTS = [
     "InputError",
     "RunDirError",
     "TargetError",
+    "GoodbenchWarning",
 ]
 HOL = os.path.join(ROOT, "workloads", "hol-stress.toml")
 
@@ -144,8 +145,9 @@ def test_the_readme_python_api_example_runs_as_is(tmp_path):
 
 
 def test_failed_runs_name_the_likely_cause(tmp_path):
-    """Against a real server: a base URL ending in /v1, and a model name the server does not serve, each
-    end with the cause in the summary's warnings (with the server's own message), not only in records."""
+    """Against a real server: a base URL ending in /v1 is read without it (a warning says so); a model
+    name the server does not serve is refused by the preflight before the clock starts, and, with the
+    preflight off, ends with the cause in the summary's warnings (the server's own message)."""
     from goodbench.engine.serve.launch import start_engine
 
     proc = start_engine(gb.EngineConfig(fixed_step_ms=1.0), str(tmp_path / "engine.log"))
@@ -153,15 +155,15 @@ def test_failed_runs_name_the_likely_cause(tmp_path):
         wl = gb.load_workload(
             dataset_name="random", random_input_len=8, random_output_len=2, num_prompts=4, request_rate="inf"
         )
-        v1 = gb.run(wl, proc.base_url + "/v1", result_dir=str(tmp_path), pin=False).summary
-        model = gb.run(
-            wl, gb.Target(base_url=proc.base_url, model="no-such-model"), result_dir=str(tmp_path), pin=False
-        ).summary
+        with pytest.warns(gb.GoodbenchWarning, match="/v1 taken off"):
+            v1 = gb.run(wl, proc.base_url + "/v1", result_dir=str(tmp_path), pin=False).summary
+        with pytest.raises(gb.TargetError, match="'no-such-model' is not served"):
+            gb.run(wl, gb.Target(base_url=proc.base_url, model="no-such-model"), result_dir=str(tmp_path), pin=False)
+        unchecked = gb.Target(base_url=proc.base_url, model="no-such-model", preflight=False)
+        model = gb.run(wl, unchecked, result_dir=str(tmp_path), pin=False).summary
     finally:
         proc.close()
-    assert v1["requests"]["failed"] == 4 and any(
-        "ends in /v1" in w and "/v1/v1/completions" in w for w in v1["warnings"]
-    )
+    assert v1["requests"]["completed"] == 4
     said = [w for w in model["warnings"] if "the server said" in w]
     assert said and "The model `no-such-model` does not exist." in said[0] and "'no-such-model'" in said[0]
 

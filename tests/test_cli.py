@@ -277,6 +277,9 @@ def test_ctrl_c_keeps_records_and_writes_summary(tmp_path):
     recs = read_lines(os.path.join(run_dir, "records.jsonl"))
     assert len(recs) == s["requests"]["issued"] and any(len(x["chunk_times"]) > 0 for x in recs)
     assert read_json(os.path.join(run_dir, "run.json"))["interrupted"] is True
+    # said plainly: Ctrl-C acknowledged at once, and the headline is not a PASS
+    assert "stopping: finishing" in err and "Ctrl-C again to abort" in err
+    assert out.lstrip().startswith("INTERRUPTED") and "PASS" not in out and "of 40 planned" in out
 
 
 def test_gate_table_in_the_workload_file_gates_the_run(tmp_path):
@@ -331,7 +334,11 @@ def test_workers_split_the_schedule_and_merge_records(tmp_path):
     run_dir, s = load_summary(tmp_path)
     recs = read_lines(os.path.join(run_dir, "records.jsonl"))
     assert len(recs) == 40 and len({x["id"] for x in recs}) == 40
-    assert s["requests"]["completed"] == 40 and s["valid"] is True
+    # valid, unless the host was too busy to measure on (three busy processes on this test's 2 cores):
+    # the client's own stamps or the auto-started engine's steps late, as the run itself reports
+    busy_host = s["client_lag"]["stamp_error_p99_ms"] > 10 or (s.get("engine_lateness") or {}).get("behind")
+    assert s["requests"]["completed"] == 40 and (s["valid"] is True or busy_host)
+    assert s["client_lag"]["processes"] == 2  # both workers' self-checks, added up
 
 
 def test_killed_run_keeps_every_finished_request(tmp_path):
@@ -591,3 +598,38 @@ def test_a_run_that_sent_nothing_is_exit_2_not_a_pass():
     summary = {"requests": {"issued": 0, "completed": 0, "by_status": {}}}
     spec = SimpleNamespace(gate=None, slo=None)
     assert maybe_gate(SimpleNamespace(gate=False), "", spec, make_console(True), summary) == 2
+
+
+def _options(parser, name="goodbench"):
+    import argparse
+
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for n, sp in a.choices.items():
+                yield from _options(sp, f"{name} {n}")
+        elif a.option_strings and a.help != argparse.SUPPRESS and not a.const and a.nargs != 0:
+            yield name, a
+
+
+HIDDEN_DEFAULTS = {  # None in argparse, but a real value in the run: --help must name it
+    "--num-prompts", "--request-rate", "--arrival", "--burstiness", "--warmup", "--ramp-up", "--duration",
+    "--concurrency", "--think-time", "--endpoint", "--max-concurrency", "--workload", "--model", "--seed",
+    "--dataset-name", "--random-input-len", "--random-output-len", "--min-attainment", "--max-regression",
+}  # fmt: skip
+
+
+def test_help_shows_every_default():
+    """A bare `goodbench run --base-url X` sends 200 requests at 1 req/s: --help must say so, and every
+    option with a value when not given names it."""
+    from goodbench.cli import make_parser
+
+    parser = make_parser()
+    missing = [
+        f"{cmd} {a.option_strings[-1]}"
+        for cmd, a in _options(parser)
+        if (a.default not in (None, False) or (a.option_strings[-1] in HIDDEN_DEFAULTS and "history" not in cmd))
+        and "default" not in (a.help or "").lower()
+    ]
+    assert not missing, missing
+    run_help = " ".join(parser._subparsers._group_actions[0].choices["run"].format_help().split())
+    assert "200 for --dataset-name random" in run_help and "1 for --dataset-name random" in run_help

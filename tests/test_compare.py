@@ -89,3 +89,52 @@ def test_compare_and_gate_refuse_runs_of_different_workloads(tmp_path):
     assert r.returncode == 2 and "CANNOT JUDGE: the runs ran different workloads" in r.stdout
     r = run_cli("gate", mixed, "--baseline", hol, "--allow-different-workloads")
     assert r.returncode in (0, 1) and "vs baseline" in r.stdout
+
+
+def test_identical_configs_with_different_seeds_are_no_regression(tmp_path):
+    """A different seed draws other arrivals and lengths: the load swings move every latency near them
+    together and goodput's duration moves with the arrivals; neither is the server's change."""
+    import goodbench as gb
+
+    runs = [
+        gb.simulate(
+            gb.load_workload(num_prompts=400, request_rate=8, seed=s, goodput="ttft:500 tpot:50"),
+            result_dir=str(tmp_path),
+        )
+        for s in (1, 2)
+    ]
+    for base, new in (runs, runs[::-1]):
+        res = gb.compare(base, new)
+        assert res["regressions"] == [], res["metrics"]
+        assert res["margin"] == 0.02 and "1 ms" in res["margin_rule"]
+
+
+def _steady(offset_s: float, n=400):
+    """A run of near-identical requests: the tiny intervals of a simulation."""
+    recs = []
+    for i in range(n):
+        t, ttft = i * 0.05, 0.05 + (i % 7) * 1e-5 + offset_s
+        recs.append(rec(i, sent=t, chunks=tuple(t + ttft + 0.01 * np.arange(8))))
+    run = RunArrays(RunMeta("steady", slo={"ttft": 80}), RecordArrays.from_records(recs))
+    return RequestMetrics(run.cols), summarize(run, ci=False)
+
+
+def test_a_significant_change_smaller_than_the_practical_margin_is_no_regression():
+    cb, sb = _steady(0.0)
+    cn, sn = _steady(0.0004)  # +0.4 ms TTFT on every request: significant, below 1 ms
+    by = {m["metric"]: m for m in compare(cb, cn, sb, sn)["metrics"]}
+    assert by["ttft_p50"]["verdict"] == "worse" and not by["ttft_p50"]["regression"]
+    assert by["ttft_p50"]["threshold"] == pytest.approx(1.0, abs=0.01)  # max(2 % of 50 ms, 1 ms)
+
+
+def test_the_table_says_a_worsening_within_the_margin_is_not_a_regression():
+    from rich.console import Console
+
+    from goodbench.report.comparetable import compare_table
+
+    cb, sb = _steady(0.0)
+    cn, sn = _steady(0.0004)
+    con = Console(width=160, record=True)
+    con.print(compare_table(compare(cb, cn, sb, sn)))
+    text = con.export_text()
+    assert "worse, within margin" in text and "REGRESSION" not in text

@@ -70,7 +70,8 @@ def test_numbers_that_print_as_zero_carry_no_minus_sign():
 
 
 def test_compare_and_sweep_lines_print_no_negative_zero():
-    from goodbench.report.tables import best_lines, compare_table
+    from goodbench.report.comparetable import compare_table
+    from goodbench.report.tables import best_lines
 
     d = {
         "metric": "goodput",
@@ -163,3 +164,60 @@ def test_server_timing_line_splits_ttft_beside_goodbench():
     assert "  server's view (means of 3): queue 5.0 ms" in render(s, meta.to_dict())
     s["server_timing"] = None
     assert "server's view" not in render(s, meta.to_dict())
+
+
+def _sweep_rows():
+    return [
+        {"gpu": gpu, "cell": f"{gpu},max_num_batched_tokens={b},max_num_seqs=256", "goodput": 12.345, "goodput_lo": 11.5,
+         "goodput_hi": 12.9, "slo_attainment": 0.987, "ttft_p50_ms": 1234.5, "ttft_p99_ms": 4321.5, "itl_p99_ms": 179.5,
+         "itl_p99_over_p50": 12.34, "tpot_p99_ms": 92.2, "goodput_per_gpu": 12.345, "usd_per_million_output_tokens": 0.43}
+        for gpu in ("h100-sxm", "l40s") for b in (512, 4096)
+    ]  # fmt: skip
+
+
+def test_the_sweep_table_fits_a_100_column_terminal_without_an_ellipsis():
+    from goodbench.report.tables import sweep_table
+    from goodbench.report.width import print_wide
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=100, force_terminal=True, color_system=None)
+    print_wide(con, sweep_table("sweep", _sweep_rows()))
+    text = buf.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 100
+    for cell in ("h100-sxm", "l40s", "12.35 [11.50-12.90]", "98.7%", "4321.5", "179.5", "12.34", "$0.43"):
+        assert cell in text, cell
+    assert "continued" in text and "budget=4096,seqs=256" in text
+
+
+def test_piped_wide_tables_are_complete():
+    from goodbench.report.tables import sweep_table
+    from goodbench.report.width import print_wide
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=120, color_system=None)  # not a terminal: make_console's 120 columns
+    print_wide(con, sweep_table("sweep", _sweep_rows()))
+    text = buf.getvalue()
+    assert "…" not in text and "continued" not in text and "$0.43" in text and "4321.5" in text
+
+
+def test_long_config_labels_get_short_names_and_a_legend():
+    from goodbench.report.tables import config_names
+
+    rows = [{"cell": "h100,max_num_batched_tokens=512,long_prefill_token_threshold=256,max_num_seqs=64"}]
+    names, legend = config_names(rows)
+    assert names[rows[0]["cell"]] == "c1" and legend == ["  c1 = budget=512,lpt=256,seqs=64"]
+
+
+def test_the_progress_line_shows_an_eta():
+    """200 requests at 1 req/s run ~200 s: after 10 s and 10 finished, about 3m10s are left."""
+    import time
+
+    from goodbench.report.console import progress_text
+    from goodbench.runner import Progress
+
+    p = Progress()
+    p.total, p.sent, p.done = 200, 11, 10
+    p.t0 = time.monotonic() - 10.0
+    assert "ETA 3m10s" in progress_text(p, slo_given=False).plain
+    p.total = 0  # a duration-bound run has no planned count: no ETA rather than a wrong one
+    assert "ETA" not in progress_text(p, slo_given=False).plain

@@ -123,3 +123,22 @@ def test_bad_gate_flags_are_usage_errors(kw, needle):
 
 def test_parse_fraction():
     assert parse_fraction("5%", "--x") == pytest.approx(0.05) and parse_fraction("0.2", "--x") == 0.2
+
+
+def test_baseline_regression_needs_the_records_to_call_it_significant():
+    base = summary(goodput=5.0)
+    spec = GateSpec(max_regression=0.05)
+    noise = evaluate(summary(goodput=4.2), spec, baseline=base, significant={"goodput": False})
+    clause = next(c for c in noise.clauses if c.name == "goodput vs baseline")
+    assert clause.passed and "not significant" in clause.observed
+    real = evaluate(summary(goodput=4.2), spec, baseline=base, significant={"goodput": True})
+    assert not next(c for c in real.clauses if c.name == "goodput vs baseline").passed
+
+
+def test_baseline_latency_floor_is_one_millisecond():
+    """A p99 of 10 ms moving to 10.8 ms is +8 %, beyond 5 %, but under the 1 ms practical floor."""
+    base = summary(itl_ms={"p99": 10.0, "n": 5000})
+    r = evaluate(summary(itl_ms={"p99": 10.8, "n": 5000}), GateSpec(max_regression=0.05), baseline=base)
+    assert next(c for c in r.clauses if c.name == "p99 itl vs baseline").passed
+    worse = evaluate(summary(itl_ms={"p99": 11.5, "n": 5000}), GateSpec(max_regression=0.05), baseline=base)
+    assert not next(c for c in worse.clauses if c.name == "p99 itl vs baseline").passed

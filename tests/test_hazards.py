@@ -179,3 +179,66 @@ def test_tokenizer_mismatch_names_the_tokenizer_to_pass():
     assert "--tokenizer Qwen/Qwen2.5-7B-Instruct" in found[0].text
     close = [RequestRecord("r", "a", 0, 0, 0.1, 0.2, (0.1, 0.2), (1, 1), 100, "usage", output_tokens_local=99)]
     assert hz.tokenizer_mismatch(evidence(close)) == []
+
+
+def test_priority_lanes_are_judged_honoured_or_not():
+    from goodbench.metrics.hazards import lanes_honoured
+
+    def lanes(p50s):
+        return {str(k): {"ttft_ms": {"p50": v}} for k, v in enumerate(p50s)}
+
+    assert lanes_honoured(lanes([50.0, 900.0]), {"scheduling_policy": "fcfs"}) == (
+        False,
+        "the engine ran --scheduling-policy fcfs",
+    )
+    assert lanes_honoured(lanes([50.0, 900.0]), {"scheduling_policy": "priority"})[0] is True
+    # an external server: lane 0 waiting longer than lane 2 is evidence it ignored priority (the run)
+    assert lanes_honoured(lanes([820.0, 500.0, 410.0]), None)[0] is False
+    assert lanes_honoured(lanes([40.0, 500.0, 410.0]), None)[0] is None  # shorter prompts prove nothing
+    assert lanes_honoured(lanes([40.0]), None) == (None, "")
+
+
+def with_lag(e, client_lag=None, engine=None):
+    e.client_lag, e.engine_lateness = client_lag, engine
+    return e
+
+
+LOOP = {"stamps": "user", "processes": 1, "loop_busy_pct": 40.0, "loop_lag_p99_ms": 3.0, "cpu_ms_per_request": 0.4}
+
+
+def test_client_lag_names_the_percentiles_the_stamps_could_move():
+    # TTFT 100 ms, no ITL: a loop 30 ms late at p99 could move TTFT p99 by 30%: invalid
+    late = with_lag(evidence(steady()), LOOP | {"stamp_error_p50_ms": 0.2, "stamp_error_p99_ms": 30.0})
+    (h,) = hz.client_lag(late)
+    assert h.invalid and "TTFT p99 (100.0 ms, by up to 30.0 ms)" in h.text and "TTFT p50" not in h.text
+    assert "event loop's clock (user stamps)" in h.text
+    small = with_lag(evidence(steady()), LOOP | {"stamp_error_p50_ms": 0.2, "stamp_error_p99_ms": 6.0})
+    (h,) = hz.client_lag(small)
+    assert not h.invalid and "more than 5%" in h.text  # 6% of TTFT p99: a warning
+    kernel = {"stamps": "kernel", "merged_chunks": 0, "stamp_error_p50_ms": 0.0, "stamp_error_p99_ms": 0.0}
+    assert hz.client_lag(with_lag(evidence(steady()), kernel)) == []
+    merged = kernel | {"merged_chunks": 40, "stamp_error_p99_ms": 25.0}
+    (h,) = hz.client_lag(with_lag(evidence(steady()), merged))
+    assert h.invalid and "40 chunks reached the client with a later chunk" in h.text
+    assert hz.client_lag(with_lag(evidence(steady()), None)) == []
+
+
+def test_generator_lag_names_the_likely_cause():
+    late = evidence(steady(lag=0.05))
+    busy = LOOP | {"loop_busy_pct": 97.0, "cpu_ms_per_request": 12.0}  # 100 req/s x 12 ms = 1.2 cores
+    text = texts(hz.generator_lag(with_lag(late, busy)))
+    assert "the client's core (97% busy" in text and "--workers 2" in text  # 1.2 / 0.6 of a core each
+    starved = LOOP | {"loop_busy_pct": 30.0, "loop_lag_p99_ms": 40.0}
+    assert "other processes on the client's core" in texts(hz.generator_lag(with_lag(late, starved)))
+    engine = {"behind": True, "late_p99_ms": 76.0, "late_mean_ms": 5.0, "late_total_s": 13.7, "steps": 10507}
+    assert "the engine's core" in texts(hz.generator_lag(with_lag(late, busy, engine)))
+    assert "Use --workers N" in texts(hz.generator_lag(with_lag(late, LOOP)))
+
+
+def test_engine_behind_invalidates_a_run_that_started_its_engine():
+    behind = {"behind": True, "late_p99_ms": 76.0, "late_mean_ms": 1.3, "late_total_s": 13.7, "steps": 10507}
+    (h,) = hz.engine_behind(with_lag(evidence(steady()), engine=behind | {"started_by_run": True}))
+    assert h.invalid and "engine goodbench started for this run fell behind" in h.text and "13.7 s" in h.text
+    (h,) = hz.engine_behind(with_lag(evidence(steady()), engine=behind | {"started_by_run": False}))
+    assert not h.invalid  # an engine under test that is late is the result, not a broken measurement
+    assert hz.engine_behind(with_lag(evidence(steady()), engine={"behind": False})) == []

@@ -19,6 +19,8 @@ LAYERS = {
     "arrivals": 2,
     "columnar": 2,
     "client.sse": 2,
+    "client.apis": 2,
+    "client.events": 2,
     "eventloop": 2,
     "gcquiet": 2,
     "pacing": 2,
@@ -46,12 +48,17 @@ LAYERS = {
     "engine.adaptive": 2,
     "engine.layout": 2,  # the engine's pure core
     "engine.serve.openai_api": 2,
+    "engine.serve.apishapes": 2,
+    "engine.serve.apistreams": 2,
     "engine.serve.promtext": 2,  # request/response shapes
     "metrics": 3,
     "gating": 3,
     "client.stream": 3,  # pure, above the columns
+    "client.unary": 3,
     "client.aiohttp_client": 4,
     "client.lean": 4,
+    "client.conn": 4,  # a keep-alive connection: asyncio Protocol, or a raw socket with kernel stamps
+    "client.lag": 2,  # the client's self-check: lag histograms, the loop probe
     "client.target": 4,
     "store": 4,
     "workloads": 4,

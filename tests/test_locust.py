@@ -49,7 +49,7 @@ def results(d):
     return summary, recs
 
 
-def locust(tmp_path, url, slo, *extra, workload=None, out="r"):
+def locust(tmp_path, url, slo, *extra, workload=None, out="r", merged=False):
     """A headless single-process locust run of the goodput locustfile (default: the tiny WORKLOAD
     file; results under tmp_path/out)."""
     if workload is None:
@@ -78,20 +78,34 @@ def locust(tmp_path, url, slo, *extra, workload=None, out="r"):
         slo,
         *extra,
     ]
+    if merged:  # stdout and stderr in the order a terminal shows them (p.stdout; p.stderr is None)
+        return subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_single_process_run_writes_results_and_passes(engine, tmp_path):
-    p = locust(tmp_path, engine, "ttft:2000 tpot:100")
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    p = locust(tmp_path, engine, "ttft:2000 tpot:100", merged=True)
+    assert p.returncode == 0, p.stdout[-4000:]
     summary, recs = results(tmp_path / "r")
     assert len(recs) == 40 and summary["requests"]["completed"] == 40 and summary["slo_attainment"] == 1.0
     assert {r["cls"] for r in recs} == {"short", "long"} and all(len(r["chunk_times"]) in (6, 12) for r in recs)
     assert "PASS" in p.stdout and "TTFT" in p.stdout  # goodbench's summary and locust's own table
+    # goodbench's summary comes last, after locust's tables, and says why the run ended
+    assert p.stdout.rindex("PASS") > p.stdout.rindex("Aggregated")
+    assert "ended: the workload ran out: all 40 requests were sent and answered" in p.stdout
     import goodbench as gb
 
     (run,) = os.listdir(tmp_path / "r")
     same_summary(summary, gb.summarize(str(tmp_path / "r" / run)))  # the master composes as every path does
+
+
+def test_a_run_locust_stops_says_so(engine, tmp_path):
+    """locust's -t ends the run before the workload does: the summary says who ended it and when."""
+    w = tmp_path / "slow.toml"
+    w.write_text(WORKLOAD.replace("seed = 3", "seed = 3\n[arrival]\nrate = 2.0"))
+    p = locust(tmp_path, engine, "ttft:2000", "--goodbench-open-loop", "-t", "5s", workload=w, merged=True)
+    assert "ended: locust stopped the run (its -t 5 s run time" in p.stdout, p.stdout[-4000:]
+    assert "of 40 requests" in p.stdout
 
 
 def test_failing_slo_sets_exit_code_1(engine, tmp_path):

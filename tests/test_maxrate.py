@@ -1,5 +1,6 @@
 """DistServe's max goodput rate (analysis.maxrate): bracketing, bisection, re-probing; simulated and live."""
 
+import asyncio
 import json
 import os
 
@@ -158,3 +159,57 @@ def test_max_rate_honours_instance_layouts(tmp_path):
     assert two["max_rate"] == pytest.approx(2 * one["max_rate"], rel=0.25)
     assert two["max_rate_per_gpu"] == pytest.approx(two["max_rate"] / 2)
     assert "per GPU" in r.stdout and (tmp_path / "lay" / "max_rate_per_gpu.png").exists()
+
+
+def test_a_filling_backlog_of_long_requests_does_not_stop_a_probe(tmp_path):
+    """Half the requests stream 250 tokens at 20 ms a step (5 s each): at 10 req/s the backlog grows for
+    the whole 4 s the probe sends, yet the engine keeps up (256 sequences at a time). A plain run at that
+    rate meets the SLO on every request; the search from that rate must find it (and no probe may stop
+    early). The old early-stop, which took any growing backlog for a queue, stopped this probe."""
+    from goodbench.analysis.live import live_rate_evaluator
+    from goodbench.arrivals import ArrivalSpec, offsets
+    from goodbench.client.config import ClientConfig
+    from goodbench.client.target import resolve_model
+    from goodbench.engine.config import EngineConfig
+    from goodbench.engine.serve.launch import start_engine
+    from goodbench.records import RequestSpec, RunMeta
+    from goodbench.rundir import RunDir
+    from goodbench.runner import Progress, RunOptions, run_plan
+    from goodbench.workloads import Plan
+
+    rate, slo = 10.0, {"ttft": 500}
+    reqs = [RequestSpec(f"r{i}", "long" if i % 2 else "short", "hi", 2, 250 if i % 2 else 5) for i in range(40)]
+    arrival = ArrivalSpec(rate=rate)
+    plan = Plan(reqs, offsets(arrival, n=len(reqs), seed=0), arrival)
+    proc = start_engine(EngineConfig(fixed_step_ms=20, max_num_seqs=256))
+    try:
+        evaluate = live_rate_evaluator(proc.base_url, plan, slo, 0, str(tmp_path / "probes"))
+        res = find_max_rate(evaluate, target=0.9, start=rate, max_probes=1)
+        plain = RunDir.open(str(tmp_path), RunMeta(run_id="plain", slo=slo, mode="open", requested_rate=rate))
+        model = asyncio.run(resolve_model(proc.base_url, None))
+        cfg = ClientConfig(base_url=proc.base_url, model=model)
+        run_plan(plan, cfg, plain, RunOptions(slo=slo, scrape_metrics=False), None, None, Progress())
+        s = plain.finish(ci=False)
+    finally:
+        proc.close()
+    assert s["slo_met"] == s["requests"]["issued"] == 40  # a plain run at the rate meets the SLO
+    (probe,) = res["probes"]
+    assert not probe["stopped_early"] and probe["requests"] == probe["planned"] == 40 and probe["pass"]
+    assert res["max_rate"] >= rate
+
+
+def test_a_stopped_probe_says_so_on_the_console_and_in_the_table():
+    from goodbench.report.maxrate import max_rate_line, probe_line, stopped_early
+
+    p = {"rate": 4.0, "requests": 23, "planned": 200, "attainment": 1.0, "lo": 0.86, "hi": 1.0, "pass": True}
+    assert "stopped early" not in probe_line(p)
+    line = probe_line(p | {"stopped_early": True})
+    assert "pass" in line and "stopped early after 23 of 200 requests" in line
+    r = {
+        "cell": "x",
+        "max_rate": 4.0,
+        "bracket": [4.0, 8.0],
+        "conclusive": False,
+        "probes": [p | {"stopped_early": True}, p],
+    }
+    assert stopped_early(r) == "1 of 2" and "1 of 2 probes stopped early" in max_rate_line(r)

@@ -18,9 +18,8 @@ FIGS = (
     "latency_vs_prompt.png",
     "throughput_goodput_inflight.png",
     "attainment_by_class.png",
-    "schedule_lag.png",
     "engine_and_server.png",
-)
+)  # simulated runs: no schedule_lag.png (every request on time; an all-zero panel said nothing)
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +106,9 @@ def test_single_run_report_has_every_figure_and_the_tables(runs):
     r = run_cli("report", str(runs / "a"))
     assert r.returncode == 0, r.stderr
     html = (runs / "a" / "report.html").read_text()
+    assert not (runs / "a" / "schedule_lag.png").exists()
+    # every figure has a caption saying what it shows, and its title as alt text, not its file name
+    assert html.count("<figure>") == html.count("<figcaption>") == len(FIGS) and 'alt="latency_cdfs.png"' not in html
     for f in FIGS:
         png = runs / "a" / f
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f
@@ -152,6 +154,21 @@ def test_report_on_a_non_run_directory_is_a_clear_error(tmp_path):
     assert r.returncode == 2 and "neither a run directory" in r.stderr and "Traceback" not in r.stderr
 
 
+# each figure's alt text, caption, and how many of its pixels are drawn in colour (data series are coloured;
+# axes, ticks and labels are grey or black: a figure with no data drawn has none)
+FIGURE_CHECK = """Array.from(document.querySelectorAll('img')).map(img => {
+  const fig = img.closest('figure'), cap = fig && fig.querySelector('figcaption');
+  const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data; let n = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    const mx = Math.max(d[i], d[i+1], d[i+2]), mn = Math.min(d[i], d[i+1], d[i+2]);
+    if (mx - mn > 60) n++;
+  }
+  return {alt: img.alt, caption: cap ? cap.innerText : '', colored: n};
+})"""
+
+
 @pytest.mark.browser
 def test_reports_render_in_a_real_browser(runs, hostile, tmp_path):
     chromium = find_chromium()
@@ -168,12 +185,17 @@ def test_reports_render_in_a_real_browser(runs, hostile, tmp_path):
     assert run_cli("report", str(runs / "a"), str(runs / "b"), "--out", str(out)).returncode == 0
     assert run_cli("report", hostile).returncode == 0
     for page in (out / "report.html", os.path.join(hostile, "report.html")):
-        res = inspect_page(str(page), chromium)
+        res = inspect_page(str(page), chromium, steps=[FIGURE_CHECK])
         assert res["console_errors"] == [], res  # the hostile page would log 'xss' if its script ran
         assert res["exceptions"] == [] and res["failed_requests"] == [] and res["network_requests"] == []
         assert res["images"], "no images in the page"
         bad = [i for i in res["images"] if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
         assert bad == [], bad
+        figs = res["steps"][0]
+        assert len(figs) == len(res["images"]), figs  # every image is a captioned figure
+        for f in figs:
+            assert f["caption"] and len(f["caption"]) > 60 and not f["alt"].endswith(".png"), f
+            assert f["colored"] >= 100, f"an empty figure (no data drawn): {f['alt']}"
     # the hostile strings are on the page as text
     assert HOSTILE in inspect_page(os.path.join(hostile, "report.html"), chromium)["text"]
 
@@ -293,3 +315,56 @@ def test_a_run_with_no_records_and_an_slo_reports_without_a_traceback(tmp_path, 
     assert main(["report", rd.dir]) == 0
     html = (tmp_path / "empty" / "report.html").read_text()
     assert "ttft ≤ 500 ms met by -" in html and "incomplete" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("lo, hi", [(22.0, 23.0), (0.01, 1000.0), (5.0, 400.0)])
+def test_log_ms_ticks_are_distinct_and_readable(lo, hi):
+    """A 22-23 ms range once read '22 22 23 23 23 23'; 0.01-1000 ms ran '0.010.020.050.10.2' together."""
+    pytest.importorskip("matplotlib")
+    from goodbench.report.figures import _plt, log_ms_axis
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 3))
+    ax.plot([lo, hi], [0, 1])
+    log_ms_axis(ax, "x")
+    ax.set_xlim(lo, hi)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    labels = [t for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
+    texts = [t.get_text() for t in labels]
+    assert len(texts) >= 2 and len(set(texts)) == len(texts), texts
+    boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+    assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:])), texts
+    plt.close(fig)
+
+
+def test_engine_figure_leaves_out_empty_panels_and_names_gauges_in_words(tmp_path, monkeypatch):
+    """No preemptions: no preemptions panel. The server's KV use (0..1) gets its own % axis instead of a
+    flat line beside request counts, and the legend says 'requests running', not vllm:num_requests_running."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from goodbench.report import runfigures
+
+    class View:
+        label = "r"
+        steps = {
+            "start": np.arange(50.0),
+            "prefill_tokens": np.ones(50),
+            "decode_tokens": np.ones(50),
+            "kv_usage": np.full(50, 0.3),
+            "preemptions": np.zeros(50),
+        }
+        server = [
+            {"t": float(t), "metrics": {"vllm:num_requests_running": 4.0, "vllm:kv_cache_usage_perc": 0.3}}
+            for t in range(10)
+        ]
+
+    figs = []
+    monkeypatch.setattr(runfigures, "_save", lambda fig, plt, path: figs.append(fig) or path)
+    runfigures.engine_steps([View()], str(tmp_path))
+    fig = figs[0]
+    ylabels = [ax.get_ylabel() for ax in fig.axes]
+    assert "preemptions (cumulative)" not in ylabels and "%" in ylabels
+    legends = " ".join(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+    assert "requests running (vllm)" in legends and "KV cache used (vllm) (%)" in legends and "vllm:" not in legends

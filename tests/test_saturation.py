@@ -146,8 +146,23 @@ def test_a_rate_probe_stops_early_when_the_server_cannot_keep_up(tmp_path):
             proc.base_url, Plan(reqs, None, ArrivalSpec(rate=60.0)), {"ttft": 300}, 0, str(tmp_path)
         )
         t = time.monotonic()
-        met, issued = evaluate(CAPACITY * 1.5)
+        met, sent, facts = evaluate(CAPACITY * 1.5)
         took = time.monotonic() - t
     finally:
         proc.close()
-    assert issued == 1200 and met < 0.9 * issued and took < 15
+    # scored on what it sent; it says it stopped early, and of how many planned
+    assert facts == {"stopped_early": True, "planned": 1200} and sent < 1200
+    assert met < 0.9 * sent and took < 15
+
+
+def test_overdue_counts_requests_past_their_predicted_end_not_a_filling_backlog():
+    from goodbench.metrics.saturation import overdue
+
+    service = [(0.05, 0.01)] * 10  # TTFT 50 ms, 10 ms per further token
+    # 30 long requests (500 tokens: ~5 s each) sent over the last 3 s: a backlog filling up, none overdue
+    filling = [(10.0 - k * 0.1, 500) for k in range(30)]
+    assert overdue(10.0, filling, service) == 0
+    # 30 short requests (10 tokens: ~0.15 s) sent 1-4 s ago and still in flight: a queue, all overdue
+    queued = [(10.0 - 1 - k * 0.1, 10) for k in range(30)]
+    assert overdue(10.0, queued, service) == 30
+    assert overdue(10.0, queued, service[:4]) is None  # too few finished requests to predict from

@@ -347,3 +347,33 @@ def test_an_eos_length_distribution_that_cannot_draw_is_refused_at_start(tok, di
     cfg = EngineConfig(max_model_len=4096).resolved()
     with pytest.raises(UsageError, match="--eos-length-dist"):
         EngineServer(cfg, ServeOptions(eos_dist=dist), tok, CostModel.for_config(cfg, fixed_step_ms=2.0))
+
+
+def test_serve_logs_a_stats_line_per_interval_and_each_request(tok, capsys):
+    """`goodbench serve` said nothing per request or per interval: now a line every --log-interval while
+    busy (finished, tokens/s, running, waiting, KV use) and, with --log-requests, one per request."""
+    from goodbench.engine.serve.main import serve_forever
+    from goodbench.serverproc import free_port
+
+    cfg = EngineConfig(max_model_len=4096).resolved()
+    opts = ServeOptions(port=free_port(), log_interval_s=0.2, log_requests=True)
+    srv = EngineServer(cfg, opts, tok, CostModel.for_config(cfg, fixed_step_ms=2))
+
+    async def go():
+        serving = asyncio.ensure_future(serve_forever(srv))
+        await asyncio.sleep(0.2)
+        async with aiohttp.ClientSession() as s:
+            url = f"http://127.0.0.1:{opts.port}/v1/completions"
+            async with s.post(url, json={"prompt": "hi there", "max_tokens": 40, "ignore_eos": True}) as r:
+                await r.read()
+        await asyncio.sleep(0.5)  # an interval with the request, then idle ones (no lines)
+        srv.on_failure()  # stop serving
+        await asyncio.wait_for(serving, 10)
+
+    asyncio.run(go())
+    out = capsys.readouterr().out.splitlines()
+    stats = [line for line in out if "requests finished in" in line]
+    assert stats and "generation" in stats[0] and "running" in stats[0] and "KV cache" in stats[0]
+    assert sum(int(line.split(": ")[1].split()[0]) for line in stats) == 1  # the one request, counted once
+    assert len(stats) <= 3  # idle intervals log nothing
+    assert any(line.startswith("request cmpl-0: 2 prompt + 40 output tokens, finished") for line in out), out

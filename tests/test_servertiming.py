@@ -1,5 +1,7 @@
 """TTFT split into queue and prefill time from scraped histogram sums/counts (hand-computed deltas)."""
 
+import sys
+
 import pytest
 
 from goodbench.metrics.servertiming import histogram_totals, phase_delta, server_timing
@@ -66,3 +68,88 @@ def test_server_timing_partial_and_absent():
     assert server_timing([]) is None
     no_client = server_timing(rows, None)
     assert no_client["client_ttft_ms"] is None and no_client["client_minus_server_ms"] is None
+
+
+LATE = "goodbench:step_lateness_seconds"
+
+
+def lateness_rows(total_s, steps, p99s):
+    return [
+        {"t": k, "metrics": {f"{LATE}_sum": s, f"{LATE}_count": n, "goodbench:step_lateness_p99_seconds": p}}
+        for k, (s, n, p) in enumerate(zip(total_s, steps, p99s))
+    ]
+
+
+def test_step_lateness_block():
+    from goodbench.metrics.servertiming import step_lateness
+
+    ok = step_lateness(lateness_rows([1.0, 1.5], [100, 1100], [0.001, 0.002]), True)
+    assert ok["steps"] == 1000 and ok["late_mean_ms"] == 0.5 and ok["late_p99_ms"] == 2.0 and not ok["behind"]
+    # the issue's busy host: 13.7 s late over 10,507 steps, p99 76 ms
+    late = step_lateness(lateness_rows([0.0, 13.7], [0, 10507], [0.0, 0.076]), True)
+    assert late["behind"] and late["late_total_s"] == pytest.approx(13.7, abs=0.01) and late["started_by_run"]
+    assert step_lateness(lateness_rows([0.0, 0.0], [0, 0], [0.0, 0.0]), True) is None  # no steps
+    assert step_lateness([sample(0, T=(1.0, 1.0)), sample(1, T=(2.0, 2.0))], True) is None  # not our engine
+
+
+def engine_children() -> list[int]:
+    """This process's child `goodbench serve` processes (the engine a run started)."""
+    import glob
+    import os
+
+    pids = []
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        with open(path) as f:
+            pids += [int(p) for p in f.read().split()]
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"serve" in f.read():
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def starve(stop, every_s=0.3, pause_s=0.1) -> None:
+    """Take the engine's CPU away now and then, as a busy host does: SIGSTOP it for pause_s every every_s."""
+    import os
+    import signal
+    import time
+
+    while not stop.wait(every_s):
+        pids = engine_children()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(pause_s)
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_busy_engine_is_reported_and_invalidates_the_run(tmp_path):
+    """The engine goodbench starts loses its CPU for 100 ms every 300 ms (stopped, as a busy host's
+    scheduler would): its steps run late, and the run says so and is invalid."""
+    import threading
+
+    import goodbench as gb
+    from goodbench.engine.config import EngineConfig
+
+    spec = gb.load_workload(
+        None, dataset_name="random", num_prompts=48, concurrency=16, random_input_len=16, random_output_len=256
+    )
+    stop = threading.Event()
+    th = threading.Thread(target=starve, args=(stop,), daemon=True)
+    th.start()
+    try:
+        run = gb.run(spec, None, engine=EngineConfig(fixed_step_ms=5), pin=False, result_dir=str(tmp_path))
+    finally:
+        stop.set()
+        th.join()
+    s = run.summary
+    assert s["engine_lateness"]["behind"] and s["engine_lateness"]["started_by_run"]
+    assert s["engine_lateness"]["late_p99_ms"] > 50
+    assert not s["valid"] and any("engine goodbench started for this run fell behind" in w for w in s["warnings"])
+    assert s["client_lag"]["processes"] == 1 and s["client_lag"]["reads"] > 0
+    assert gb.summarize(run.dir)["engine_lateness"] == s["engine_lateness"]  # recomposed from the directory

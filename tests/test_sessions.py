@@ -92,15 +92,16 @@ def test_session_cap_and_think_time_in_virtual_time(tmp_path):
     assert max(sum(1 for a, b in spans if a <= x < b - 1e-6) for x, _ in spans) <= 4  # times kept to 0.1 us
 
 
-def test_a_live_session_run_sends_the_session_id_and_resends_replies(tmp_path):
+def run_sessions(tmp_path, num_prompts: int, seen=None):
+    """A live session run against a tiny aiohttp chat server that answers " ok" (and notes each request's
+    session header, `user` and number of messages in `seen`)."""
     from aiohttp import web
     from aiohttp.test_utils import TestServer
 
-    seen = []
-
     async def handler(request):
         body = await request.json()
-        seen.append((request.headers.get("X-Session-ID"), body.get("user"), len(body["messages"])))
+        if seen is not None:
+            seen.append((request.headers.get("X-Session-ID"), body.get("user"), len(body["messages"])))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await resp.write(b'data: {"choices":[{"delta":{"content":" ok"}}]}\n\ndata: [DONE]\n\n')
@@ -112,15 +113,25 @@ def test_a_live_session_run_sends_the_session_id_and_resends_replies(tmp_path):
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         try:
-            spec = api.load_workload(workload(tmp_path, think=0.01), num_prompts=3)
+            spec = api.load_workload(workload(tmp_path, think=0.01), num_prompts=num_prompts)
             return await asyncio.get_running_loop().run_in_executor(
                 None, lambda: api.run(spec, f"http://127.0.0.1:{server.port}", result_dir=str(tmp_path / "r"))
             )
         finally:
             await server.close()
 
-    run = asyncio.run(go())
+    from goodbench.errors import GoodbenchWarning
+
+    with pytest.warns(GoodbenchWarning, match="lists no models"):  # this server has no /v1/models: said once
+        return asyncio.run(go())
+
+
+def test_a_live_session_run_sends_the_session_id_and_resends_replies(tmp_path):
+    seen = []
+    run = run_sessions(tmp_path, 3, seen)
     assert run.summary["sessions"]["completed"] == 3
+    assert seen[0] == (None, None, 1)  # the preflight's one tiny request, before the clock starts
+    seen = seen[1:]
     assert all(h == u and h.startswith("s") for h, u, _ in seen)
     per_session = {}
     for h, _, n in seen:
@@ -147,3 +158,16 @@ def test_sharegpt_conversations_replay_as_sessions(tmp_path):
     s = json.loads((tmp_path / run / "summary.json").read_text())
     assert s["sessions"]["started"] == 20 and s["sessions"]["turns_per_session"] >= 2
     assert "1" in s["per_turn"] and "2" in s["per_turn"] and "TTFT p50 by turn" in r.stdout
+
+
+def test_session_first_turns_are_built_before_the_clock_starts(tmp_path):
+    """Each session's first prompt (and the tokenizer's word list it is drawn from) is built before the
+    clock starts, so first requests leave on time (the issue saw session 0's leave 240-430 ms late)."""
+    from goodbench.tokenizer import load
+
+    load(None).__dict__.pop("words", None)  # as in a fresh process: the word list not built yet
+    run = run_sessions(tmp_path, 4)
+    with open(os.path.join(run.dir, "records.jsonl")) as f:
+        recs = [json.loads(line) for line in f]
+    first = [r["sent_at"] - r["scheduled_at"] for r in recs if r["turn"] == 1]
+    assert len(first) == 4 and max(first) < 0.1, first

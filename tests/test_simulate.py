@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -6,6 +8,7 @@ from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.virtual import simulate
 from goodbench.engine.virtual.recorder import text_block_hashes
+from goodbench.errors import GoodbenchWarning
 from goodbench.metrics import summarize
 from goodbench.records import RequestSpec, RunMeta, RunResult
 from goodbench.workloads import Plan, build_plan
@@ -164,10 +167,24 @@ def test_priority_lanes_protect_the_short_lane_when_the_engine_honours_them(tmp_
 
     w = tmp_path / "lanes.toml"
     w.write_text(LANES)
-    runs = {
-        policy: api.simulate(str(w), EngineConfig(gpu="l40s", scheduling_policy=policy), result_dir=str(tmp_path))
-        for policy in ("fcfs", "priority")
-    }
+    runs = {}
+    for policy in ("fcfs", "priority"):
+        with warnings.catch_warnings():  # fcfs on purpose: the warning that lanes need priority is expected
+            warnings.simplefilter("ignore", GoodbenchWarning)
+            runs[policy] = api.simulate(
+                str(w), EngineConfig(gpu="l40s", scheduling_policy=policy), result_dir=str(tmp_path)
+            )
     lane = {p: r.summary["per_priority"]["0"]["slo_attainment"] for p, r in runs.items()}
     assert set(runs["fcfs"].summary["per_priority"]) == {"0", "1"}
     assert lane["priority"] > lane["fcfs"] + 0.05, lane
+
+
+def test_a_workload_needing_priority_on_a_fcfs_engine_is_told_before_and_after(tmp_path):
+    import goodbench as gb
+
+    wl = gb.load_workload("priority-lanes", num_prompts=120)
+    with pytest.warns(gb.GoodbenchWarning, match="needs scheduling_policy = priority but the simulated engine runs"):
+        fcfs = gb.simulate(wl, result_dir=str(tmp_path)).summary
+    assert fcfs["priority_honoured"] is False and any("priority lanes in order" in w for w in fcfs["warnings"])
+    ok = gb.simulate(wl, gb.EngineConfig(scheduling_policy="priority"), result_dir=str(tmp_path)).summary
+    assert ok["priority_honoured"] is True and not any("priority lanes" in w for w in ok["warnings"])

@@ -20,6 +20,36 @@ def test_best_per_tier_breaks_ties_on_itl():
     assert b["cell"] == "a2" and b["next"] == "a1" and b["margin_goodput"] == 0.0 and not b["separated"]
 
 
+def test_indistinguishable_goodputs_prefer_the_better_latency():
+    """The issue's sweep: 4096 had 2.78 req/s with ITL p99 179.5 ms, 512 had 2.76 with 41.6 ms, inside
+    each other's intervals: the verdict says they tie and picks 512, stating the rule."""
+    from goodbench.report.tables import best_text
+
+    rows = [
+        {"gpu": "g", "cell": "g,max_num_batched_tokens=4096", "goodput": 2.78, "itl_p99_ms": 179.5,
+         "goodput_lo": 2.55, "goodput_hi": 2.95},
+        {"gpu": "g", "cell": "g,max_num_batched_tokens=512", "goodput": 2.76, "itl_p99_ms": 41.6,
+         "goodput_lo": 2.52, "goodput_hi": 2.93},
+        {"gpu": "g", "cell": "g,max_num_batched_tokens=128", "goodput": 1.9, "itl_p99_ms": 20.0,
+         "goodput_lo": 1.7, "goodput_hi": 2.1},
+    ]  # fmt: skip
+    b = best_per_tier(rows)["g"]
+    assert b["cell"] == "g,max_num_batched_tokens=512" and b["highest_goodput"] == "g,max_num_batched_tokens=4096"
+    assert [t["cell"] for t in b["tied"]] == ["g,max_num_batched_tokens=4096"] and "lowest ITL p99" in b["rule"]
+    text = best_text("g", b)
+    assert "budget=512" in text.split("—")[0] and "indistinguishable from g,budget=4096" in text
+
+
+def test_external_cells_are_labelled_with_what_is_known():
+    from goodbench.analysis.grid import Cell
+    from goodbench.analysis.live import external_gpu
+
+    cell = Cell("h100-sxm", (("max_num_batched_tokens", 512),))
+    assert external_gpu(cell, "goodbench serve --port {port} --gpu l40s") == "external"
+    assert external_gpu(cell, "goodbench serve --port {port} --gpu {gpu}") == "h100-sxm"
+    assert external_gpu(cell, None) == "h100-sxm"
+
+
 def test_verdicts_and_best_cells_within_the_engines_error_are_marked():
     """A cell meets the SLO at step times the engine's error faster but not slower: its verdict could
     flip; the best cell at one edge is another cell: the best could flip."""
@@ -145,6 +175,9 @@ def test_live_sweep_with_server_cmd_records_failed_cells(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads((tmp_path / "ok" / "sweep.json").read_text())
     assert [c["issued"] for c in data["cells"]] == [16, 16]
+    # the command chose its own GPU (no {gpu} in it): the cells say so, not the grid's default tier
+    assert {c["gpu"] for c in data["cells"]} == {"external"} and "best on external" in r.stdout
+    assert data["cells"][0]["cell"].startswith("external,")
     run_dirs = [c["run_dir"] for c in data["cells"]]
     assert all(os.path.exists(os.path.join(d, "server.log")) for d in run_dirs)
     bad_cmd = f"{sys.executable} -c \"import sys; print('boom: no GPU here'); sys.exit(3)\" {{port}}"

@@ -113,3 +113,15 @@ def test_the_trace_flags(tmp_path):
     assert json.loads((tmp_path / "r" / run / "summary.json").read_text())["requests"]["issued"] == 2
     bad = run_cli("simulate", "--trace", write(tmp_path, "x.jsonl", "{nope\n"), "--result-dir", str(tmp_path / "r"))
     assert bad.returncode == 2 and "x.jsonl:1: not JSON" in bad.stderr
+
+
+def test_mooncake_rows_whose_hash_ids_disagree_with_input_length_are_warned(tmp_path):
+    from goodbench.errors import GoodbenchWarning
+
+    rows = [
+        {"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]},  # 2 blocks: right
+        {"timestamp": 5, "input_length": 100, "output_length": 1, "hash_ids": [1, 2, 3]},  # 1 block, 3 ids
+    ]
+    p = write(tmp_path, "m.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.warns(GoodbenchWarning, match=r"1 of 2 rows have hash_ids that do not match .*line 2"):
+        read_trace(p)

@@ -203,3 +203,27 @@ def test_shipped_sharegpt_lengths_match_the_tokenizer(tok):
     with_table = sharegpt.sample(recs, tok, 200, seed=3, cache_key=sharegpt.source_key(report))
     without = sharegpt.sample(recs, tok, 200, seed=3, cache_key=None)
     assert with_table == without
+
+
+def test_class_weights_that_do_not_sum_to_one_are_warned():
+    from goodbench.errors import GoodbenchWarning
+
+    text = '[[class]]\nname = "a"\nweight = 0.8\n[[class]]\nname = "b"\nweight = 0.5\n'
+    with pytest.warns(GoodbenchWarning, match=r"0.8 \+ 0.5 = 1.3, not 1: used as ratios \(a 61.5%, b 38.5%\)"):
+        parse_workload(text, "w.toml")
+    ratios = parse_workload(text.replace("0.8", "3").replace("0.5", "1"), "w.toml")  # 3:1 is plainly a ratio
+    assert [c.weight for c in ratios.classes] == [3.0, 1.0]
+
+
+def test_requires_declares_what_the_server_must_do():
+    text = 'num_requests = 5\n[requires]\nscheduling_policy = "priority"\nprefix_caching = true\n'
+    spec = parse_workload(text, "w.toml")
+    assert spec.needs() == {"scheduling_policy": "priority", "prefix_caching": True}
+    assert spec.hash() == parse_workload("num_requests = 5\n", "w.toml").hash()  # the traffic is the same
+    with pytest.raises(WorkloadError, match="requires.policy: unknown key"):
+        parse_workload('[requires]\npolicy = "priority"\n', "w.toml")
+    with pytest.raises(WorkloadError, match="requires.scheduling_policy: 'lifo' is not one of fcfs, priority"):
+        parse_workload('[requires]\nscheduling_policy = "lifo"\n', "w.toml")
+    lanes = parse_workload('[[class]]\nname = "a"\npriority = 0\n', "w.toml")
+    assert lanes.needs() == {"scheduling_policy": "priority"}  # a class with a priority implies it
+    assert "requires" not in parse_workload("num_requests = 5\n", "w.toml").to_dict()  # run.json unchanged

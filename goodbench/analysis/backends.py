@@ -102,8 +102,14 @@ def backend_for(
     jobs: int = 0,
     slo_scales=(),
 ):
-    """The backend a command line asks for."""
+    """The backend a command line asks for (a base URL normalised as `run`'s: client.config)."""
     if base_url:
+        from ..client.config import normalize_base_url
+        from ..errors import warn
+
+        base_url, _, notes = normalize_base_url(base_url, None)
+        for note in notes:
+            warn(note)
         return External(base_url)
     if live or server_cmd:
         return Live(server_cmd, startup_timeout_s)

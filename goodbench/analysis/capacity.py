@@ -11,13 +11,14 @@ from dataclasses import replace
 from ..engine.layout import ClusterSpec
 from ..engine.prices import price_table
 from ..engine.virtual import simulate
+from ..limits import TARGET_ATTAINMENT
 from ..metrics.compose import compose
 from ..records import RunMeta, RunResult
 from .grid import cell_config
 from .sweep import SweepSetup
 
 
-def min_gpus(s: SweepSetup, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
+def min_gpus(s: SweepSetup, target: float = TARGET_ATTAINMENT, max_replicas: int = 16, on_probe=None) -> list[dict]:
     """One row per cell: replicas and GPUs needed (None when max_replicas do not suffice), attainment,
     goodput and the cost block at that size; writes min_gpus.json in the sweep directory."""
     os.makedirs(s.out_dir)

@@ -52,11 +52,20 @@ def start_server(
     return proc
 
 
+def external_gpu(cell: Cell, server_cmd: str | None) -> str:
+    """What a cell's server ran on, as far as goodbench knows: the tier filled into --server-cmd's {gpu},
+    else "external" (the command chose its own; the grid's tier is only a default)."""
+    return cell.gpu if not server_cmd or "{gpu}" in server_cmd else "external"
+
+
 def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float) -> dict:
     """One cell on the real clock: start its server, run the plan, stop the server; its row. A cell
     interrupted by Ctrl-C or SIGTERM is summarised as interrupted, its row has an error (it is not
     ranked), and SweepInterrupted follows (live_cells)."""
     row, cfg = start_row(s, cell)
+    gpu = external_gpu(cell, server_cmd)
+    if gpu != cell.gpu:
+        row.update(gpu=gpu, cell=gpu + cell.label[len(cell.gpu) :])
     if cfg is None:
         return row
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, None if server_cmd else cfg, "open"))
@@ -144,7 +153,9 @@ def live_rate_evaluator(
                 target={"base_url": base_url, "endpoint": endpoint, "model": name},
             ),
         )
-        # a probe the server clearly cannot keep up with stops early: what it did not send counts as missed
+        # a probe the server clearly cannot keep up with stops early; it is scored on what it sent (the
+        # requests cut short by the stop count as missed), and says it stopped
+        prog = Progress()
         run_plan(
             probe,
             ccfg,
@@ -152,9 +163,13 @@ def live_rate_evaluator(
             RunOptions(slo=slo, scrape_metrics=False, stop_when_saturated=True, grace_s=1.0),
             None,
             None,
-            Progress(),
+            prog,
         )
         s = rd.finish(ci=False)
-        return s.get("slo_met") or 0, max(s["requests"]["issued"], len(reqs))
+        return (
+            s.get("slo_met") or 0,
+            s["requests"]["issued"],
+            {"stopped_early": prog.stopped_early, "planned": len(reqs)},
+        )
 
     return evaluate

@@ -11,6 +11,7 @@ import os
 from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec
 from ..errors import TargetError, UsageError
+from ..limits import TARGET_ATTAINMENT
 from ..metrics.stats import wilson
 from .grid import cell_config
 from .sweep import SweepSetup
@@ -28,7 +29,10 @@ class _Search:
         return len(self.probes) < self.max_probes
 
     def probe(self, rate: float, scale: int = 1) -> dict:
-        k, n = self.evaluate(rate, scale)
+        """One probe. The evaluator returns (met, sent) or (met, sent, facts): a live probe stopped early
+        says so (stopped_early, planned); it is scored on the requests it sent, so one that met the SLO
+        on everything it sent never fails."""
+        k, n, *facts = self.evaluate(rate, scale)
         lo, hi = wilson(k, n)
         p = {
             "rate": rate,
@@ -36,8 +40,10 @@ class _Search:
             "attainment": k / n if n else 0.0,
             "lo": lo,
             "hi": hi,
-            "pass": n > 0 and k / n >= self.target,
+            "pass": n > 0 and (k / n >= self.target or k == n),
         }
+        if facts:
+            p.update(facts[0])
         self.probes.append(p)
         if self.on_probe:
             self.on_probe(p)
@@ -103,7 +109,7 @@ class _Search:
 
 def find_max_rate(
     evaluate,
-    target: float = 0.9,
+    target: float = TARGET_ATTAINMENT,
     start: float = 1.0,
     rel_tol: float = 0.05,
     max_probes: int = 24,

@@ -14,6 +14,7 @@ from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec, parse_layout
 from ..engine.prices import price_table
 from ..errors import RunDirError, UsageError
+from ..limits import TARGET_ATTAINMENT
 from ..metrics import RequestMetrics
 from ..metrics.stats import goodput_interval, wilson
 from ..records import RunMeta
@@ -21,6 +22,10 @@ from ..workloads import Plan, WorkloadSpec
 from .grid import Cell, cell_config
 
 TIE_TOLERANCE = 0.005  # goodputs within 0.5% of the best are ties
+TIE_RULE = (
+    "goodputs are indistinguishable when a cell's goodput lies inside the highest cell's 95% interval (or "
+    "within 0.5% of it); among those the lowest ITL p99 wins, then the lowest TTFT p99"
+)
 
 
 @dataclass
@@ -39,7 +44,7 @@ class SweepSetup:
     params: dict
     cluster: ClusterSpec | None = None  # every cell's instances (None: one instance)
     prices: dict = field(default_factory=dict)  # $ per GPU-hour overrides
-    target: float = 0.9  # the attainment a cell must reach to meet the SLO (its verdict)
+    target: float = TARGET_ATTAINMENT  # the attainment a cell must reach to meet the SLO (its verdict)
     labels: dict = field(default_factory=dict)  # every cell's run.json labels (docs/history.md)
 
     @property
@@ -108,7 +113,7 @@ def setup(
     params: dict,
     cluster: ClusterSpec | None = None,
     prices: dict | None = None,
-    target: float = 0.9,
+    target: float = TARGET_ATTAINMENT,
 ) -> SweepSetup:
     require_slo(spec)
     if plan.closed:
@@ -264,22 +269,26 @@ def cheapest(rows: list[dict]) -> dict | None:
     }
 
 
+def _indistinct(r: dict, top: dict) -> bool:
+    """r's goodput cannot be told from the top cell's: within its 95% interval, or within 0.5%."""
+    lo = top.get("goodput_lo")
+    return r["goodput"] >= top["goodput"] * (1 - TIE_TOLERANCE) or (lo is not None and r["goodput"] >= lo)
+
+
+def _latency(r: dict) -> tuple[float, float]:
+    return (r.get("itl_p99_ms") or math.inf, r.get("ttft_p99_ms") or math.inf)
+
+
 def best_per_tier(rows: list[dict]) -> dict:
-    """Per GPU: the cell with the highest goodput (ties: lower ITL p99), and its margin to the next."""
+    """Per GPU: the best cell by TIE_RULE, and its margin to the next."""
     out = {}
     for gpu in dict.fromkeys(r["gpu"] for r in rows):
         ok = [r for r in rows if r["gpu"] == gpu and r.get("goodput") is not None and not r.get("error")]
         if not ok:
             continue
-        top = max(r["goodput"] for r in ok)
-        # goodputs within TIE_TOLERANCE of the best count as tied: the lower ITL p99 wins among them
-        tied = sorted(
-            (r for r in ok if r["goodput"] >= top * (1 - TIE_TOLERANCE)), key=lambda r: r.get("itl_p99_ms") or math.inf
-        )
-        rest = sorted(
-            (r for r in ok if r["goodput"] < top * (1 - TIE_TOLERANCE)),
-            key=lambda r: (-r["goodput"], r.get("itl_p99_ms") or math.inf),
-        )
+        top = max(ok, key=lambda r: (r["goodput"], [-x for x in _latency(r)]))
+        tied = sorted((r for r in ok if _indistinct(r, top)), key=_latency)
+        rest = sorted((r for r in ok if not _indistinct(r, top)), key=lambda r: (-r["goodput"], *_latency(r)))
         ranked = tied + rest
         b = ranked[0]
         nxt = ranked[1] if len(ranked) > 1 else None
@@ -296,6 +305,14 @@ def best_per_tier(rows: list[dict]) -> dict:
                 and b.get("goodput_lo") is not None
                 and b["goodput_lo"] > nxt.get("goodput_hi", math.inf)
             ),
+            # added by issue 23: the cells whose goodput cannot be told from the highest, and the rule
+            "tied": [
+                {"cell": r["cell"], "goodput": r["goodput"], "itl_p99_ms": r.get("itl_p99_ms")}
+                for r in tied
+                if r is not b
+            ],
+            "highest_goodput": top["cell"],
+            "rule": TIE_RULE,
         } | _best_at_the_edges(ok, b["cell"])
     return out
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from ..engine.config import EngineConfig
 from ..errors import TargetError, UsageError
-from ..limits import check_all
+from ..limits import TARGET_ATTAINMENT, check_all
 from ..redact import scrub, scrub_url
 from ..rundir import RunDir, plan_meta
 from ..store import new_run_id
@@ -43,6 +43,7 @@ def simulate(
 
     spec = as_workload(workload)
     cfg = (engine or EngineConfig()).resolved()
+    check_needs(spec, cfg, None, "the simulated engine")
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
@@ -75,10 +76,13 @@ def simulate(
     out = simulate_plan(cfg, plan, layout, trace_path=trace)
     wall = time.perf_counter() - t
     rd.append_many(out.records)
-    largest = max((r.prompt_tokens for r in plan.requests), default=0)
-    note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], largest)
+    note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], _largest(plan))
     rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": [note] if note else []}
     return Run(rd.dir, rd.meta, rd.finish(records=out.records))  # summarised in memory: no read-back
+
+
+def _largest(plan) -> int:
+    return max((r.prompt_tokens for r in plan.requests), default=0)
 
 
 @dataclass
@@ -95,10 +99,23 @@ class Target:
     idle_timeout_s: float = 60.0
     client: str = "lean"  # lean (asyncio + httptools) | aiohttp (the baseline)
     keepalive_s: float = 4.0  # never reuse a connection idle longer than this
+    preflight: bool = True  # check the model and send one tiny request before the clock starts
+    pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
+    kernel_stamps: bool = True  # lean client on http:// (Linux): chunk times from the kernel's receive stamps
 
 
 def _target(target) -> Target:
-    return Target(base_url=target) if isinstance(target, str) or target is None else target
+    """A Target, its base URL normalised (client.config.normalize_base_url; each correction warned)."""
+    from ..client.config import normalize_base_url
+    from ..errors import warn
+
+    target = Target(base_url=target) if isinstance(target, str) or target is None else target
+    if target.base_url is None:
+        return target
+    base, endpoint, notes = normalize_base_url(target.base_url, target.endpoint)
+    for note in notes:
+        warn(scrub(note, (target.api_key,)))
+    return replace(target, base_url=base, endpoint=endpoint)
 
 
 def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
@@ -122,21 +139,22 @@ def _stop_engine(proc, run_dir: str | None) -> None:
     proc.close()
 
 
-def _connect(target: Target, spec: WorkloadSpec):
-    """The client config for a reachable target (TargetError otherwise)."""
-    from ..client.config import ClientConfig, resolve_endpoint
-    from ..client.target import check_reachable, resolve_model
+def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
+    """The client config for a reachable target (TargetError otherwise), after the preflight (the
+    model against /v1/models, one tiny request; client/target.py) unless target.preflight is False."""
+    from ..client.config import ClientConfig, resolve_api, resolve_endpoint
+    from ..client.target import check_reachable, preflight, resolve_model
+    from ..errors import warn
 
-    why = asyncio.run(check_reachable(target.base_url))
-    if why:
-        raise TargetError(f"target unreachable: {scrub(why, (target.api_key,))}")
-    model = target.model or asyncio.run(resolve_model(target.base_url, target.api_key))
     header = {"session_header": spec.session.header} if spec.session else {}
-    return ClientConfig(
+    path = resolve_endpoint(target.endpoint, spec.endpoint)
+    ccfg = ClientConfig(
         **header,
         base_url=target.base_url,
-        endpoint=resolve_endpoint(target.endpoint, spec.endpoint),
-        model=model,
+        endpoint=path,
+        endpoint_type=resolve_api(path, spec.endpoint),
+        pool_batch=target.pool_batch,
+        model=target.model or "",
         api_key=target.api_key,
         ignore_eos=spec.ignore_eos and target.ignore_eos,
         min_tokens=target.min_tokens,
@@ -144,7 +162,34 @@ def _connect(target: Target, spec: WorkloadSpec):
         idle_timeout_s=target.idle_timeout_s,
         client=target.client,
         keepalive_s=target.keepalive_s,
+        kernel_stamps=target.kernel_stamps,
     )
+    if target.preflight:
+        stage(on_stage, f"preflight: {ccfg.base_url}/v1/models and one tiny request to {ccfg.endpoint} ...")
+        try:
+            model, notes = asyncio.run(preflight(ccfg))
+        except TargetError as e:
+            raise TargetError(scrub(str(e), (target.api_key,))) from None
+        for note in notes:
+            warn(scrub(note, (target.api_key,)))
+        return replace(ccfg, model=model)
+    why = asyncio.run(check_reachable(target.base_url))
+    if why:
+        raise TargetError(f"target unreachable: {scrub(why, (target.api_key,))}")
+    return replace(ccfg, model=target.model or asyncio.run(resolve_model(target.base_url, target.api_key)))
+
+
+def check_needs(spec: WorkloadSpec, cfg: EngineConfig | None, endpoint: str | None, where: str) -> None:
+    """Warn, before the run, about what the workload needs of the server ([requires], priority lanes)
+    that the engine started (cfg) does not do, or that an external server cannot be asked about."""
+    from ..errors import warn
+    from ..workloads.spec import unmet
+
+    known = {"endpoint": ("chat" if "chat" in endpoint else "completions") if endpoint else None}
+    if cfg is not None:
+        known |= {"scheduling_policy": cfg.scheduling_policy, "prefix_caching": cfg.enable_prefix_caching}
+    for line in unmet(spec.needs(), known, where):
+        warn(line)
 
 
 def _check_run_options(target: Target, max_concurrency, workers, grace_s) -> None:
@@ -233,14 +278,18 @@ def run(
     port for the run. labels: {key: value} kept in run.json and the history catalogue. live(progress,
     fn): wraps the timed part for a progress display; fn(on_tick)."""
     from .. import tokenizer as tokmod
+    from ..client.lag import client_lag
     from ..runner import Progress, RunOptions, run_plan
 
     spec, target = as_workload(workload), _target(target)
     _check_run_options(target, max_concurrency, workers, grace_s)
+    if spec.generator == "agent" and workers > 1:
+        raise UsageError("agent jobs run in one load-generator process: leave --workers at 1")
     if run_id:
         RunDir.check_free(result_dir, run_id)
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):
-        ccfg = _connect(target, spec)
+        ccfg = _connect(target, spec, on_stage)
+        check_needs(spec, cfg, ccfg.endpoint, "the engine started for this run" if cfg else ccfg.base_url)
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
@@ -259,6 +308,7 @@ def run(
             return run_plan(plan, ccfg, rd, opts, tok, tokenizer, prog, on_tick)
 
         rd.meta.interrupted = live(prog, go) if live is not None else go(None)
+        rd.meta.client_lag = client_lag(prog.lag_states)
         return Run(rd.dir, rd.meta, rd.finish(), rd.meta.interrupted)
 
 
@@ -273,7 +323,7 @@ def run_via_locust(
     spawn_rate: float = 16.0,
     locust_workers: int = 0,
     open_loop: bool = False,
-    min_attainment: float = 0.95,
+    min_attainment: float = TARGET_ATTAINMENT,
     api_key_env: str = "OPENAI_API_KEY",
     pin: bool = True,
     labels: dict | None = None,
@@ -287,11 +337,15 @@ def run_via_locust(
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
+    if spec.generator == "agent":
+        raise UsageError("agent jobs run with goodbench's own client: leave out --via locust")
     check_all({"users": users, "spawn_rate": spawn_rate, "locust_workers": locust_workers})
     check_all({"min_attainment": min_attainment})
     if run_id:
         RunDir.check_free(result_dir, run_id)  # before any load: the master could not write it afterwards
     with _server(_target(target), engine, pin, on_stage) as (target, cfg, _logs), labels_in_env(labels):
+        if target.preflight:
+            target = replace(target, model=_connect(target, spec, on_stage).model)
         key = os.environ.get(api_key_env) or None
         server = _server_info(ClientConfig(base_url=target.base_url, model=target.model, api_key=key), cfg)
         return run_locust(

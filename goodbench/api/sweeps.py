@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..engine.config import EngineConfig
+from ..limits import TARGET_ATTAINMENT
 from ..store import new_run_id
 from ..workloads import build_plan
 from .common import as_workload, stage
@@ -41,7 +42,7 @@ def prepare_sweep(
     layouts: list[str] | None = None,
     labels: dict | None = None,
     on_stage=None,
-    target_attainment: float = 0.9,
+    target_attainment: float = TARGET_ATTAINMENT,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
     analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
@@ -102,7 +103,7 @@ def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:
     )
 
 
-def min_gpus(s, *, target: float = 0.9, max_replicas: int = 16, on_probe=None) -> list[dict]:
+def min_gpus(s, *, target: float = TARGET_ATTAINMENT, max_replicas: int = 16, on_probe=None) -> list[dict]:
     """Per cell of a prepared sweep: the fewest replicas (and GPUs) whose SLO attainment at the workload's
     rate reaches target, with their cost (analysis.capacity; writes min_gpus.json)."""
     from ..analysis.capacity import min_gpus as search
@@ -114,7 +115,7 @@ def max_rate(
     s,
     backend=None,
     *,
-    target: float = 0.9,
+    target: float = TARGET_ATTAINMENT,
     max_probes: int = 16,
     on_start=None,
     on_probe=None,

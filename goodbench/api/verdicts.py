@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import RunDirError, UsageError
 from ..gating import GateResult, GateSpec, evaluate
+from ..limits import PRACTICAL_MARGIN
 from ..store import load_arrays, load_meta
 from .common import Run
 
@@ -96,10 +97,26 @@ def gate(
         return GateResult([], False, str(e))
     if differ and not allow_different_workloads:
         return GateResult([], False, differ)
-    result = evaluate(summary, spec or GateSpec(), base)
+    spec = spec or GateSpec()
+    significant = None
+    if base is not None and spec.max_regression is not None and not isinstance(run, dict):
+        significant = _significant(baseline, run, slo or summary.get("slo"), spec.max_regression)
+    result = evaluate(summary, spec, base, significant)
     if history is not None and result.judgeable:
         result.clauses += _history_clauses(run, history)
     return result
+
+
+def _significant(baseline, run, slo, margin: float) -> dict | None:
+    """{metric: regression} from the two runs' records (compare's bootstrap), or None when the baseline
+    is a summary without records."""
+    if isinstance(baseline, dict) or _aggregate_only(baseline) or _aggregate_only(run):
+        return None
+    try:
+        res = compare(baseline, run, slo=slo, margin=margin, allow_different_workloads=True)
+    except (RunDirError, UsageError):
+        return None
+    return {m["metric"]: m["regression"] for m in res["metrics"]}
 
 
 def _history_clauses(run, history) -> list:
@@ -117,12 +134,13 @@ def compare(
     *,
     slo: dict | str | None = None,
     level: float = 0.95,
-    margin: float = 0.0,
+    margin: float = PRACTICAL_MARGIN,
     seed: int = 0,
     allow_different_workloads: bool = False,
 ) -> dict:
     """BASE vs NEW: per-metric deltas with bootstrap intervals of the difference, Mann-Whitney U
-    p-values and a verdict per metric (analysis.compare). Runs of different workloads are refused
+    p-values and a verdict per metric (analysis.compare); a regression is significant AND beyond
+    max(margin, 1 ms; 1 point of attainment). Runs of different workloads are refused
     (UsageError) unless allow_different_workloads; the result then carries the difference as a warning."""
     from ..analysis.compare import compare as compare_columns
     from ..llmd import aggregate_only

@@ -85,12 +85,31 @@ def parse(argv: list[str] | None = None):
     return args
 
 
+def _show_warnings() -> None:
+    """A GoodbenchWarning is one line on stderr, as an error is; other warnings as Python shows them."""
+    import warnings
+
+    from ..errors import GoodbenchWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, GoodbenchWarning):
+            print(f"goodbench: warning: {message}", file=sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    warnings.simplefilter("always", GoodbenchWarning)
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..errors import GoodbenchError
     from ..limits import check_all
     from ..proctree import sigterm_interrupts
 
     args = parse(argv)
+    _show_warnings()
     with sigterm_interrupts():  # SIGTERM is a Ctrl-C: what finished is summarized, exit 130
         try:
             check_all(vars(args))  # every numeric flag against its range, before any work

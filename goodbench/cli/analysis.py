@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..limits import PRACTICAL_MARGIN
 from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, add_label_args, console, run_labels
 
 
@@ -35,16 +36,17 @@ def _add_compare(sub) -> None:
         "compare",
         help="BASE vs NEW: deltas with confidence intervals and a verdict",
         description="Per-metric deltas with a bootstrap CI of the difference and Mann-Whitney U "
-        "p-values. Exit 1 with --fail-on-regression when a metric got significantly worse by "
-        "more than --margin.",
+        "p-values. A regression is a worsening whose whole interval lies beyond the practical margin, "
+        "max(--margin x base, 1 ms; 1 point of attainment). Exit 1 with --fail-on-regression on one.",
     )
     cmp_.add_argument("base", metavar="BASE_RUN_DIR")
     cmp_.add_argument("new", metavar="NEW_RUN_DIR")
     cmp_.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     cmp_.add_argument(
         "--margin",
-        default="0%",
-        help="relative change a significant worsening must exceed to count as a regression (default 0%%), e.g. 5%%",
+        default=f"{PRACTICAL_MARGIN:.0%}",
+        help="relative change a significant worsening must exceed to count as a regression, besides 1 ms "
+        f"for latencies and 1 point of attainment (default {PRACTICAL_MARGIN * 100:.0f}%%)",
     )
     cmp_.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression (for CI)")
     cmp_.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
@@ -129,11 +131,14 @@ def cmd_compare(args) -> int:
 
     from .. import api
     from ..gating import parse_fraction
-    from ..report.tables import compare_table
+    from ..report.comparetable import compare_table
+    from ..report.width import print_wide
     from ..store import json_safe
 
     con = console()
-    margin = parse_fraction(args.margin, "--margin") if args.margin is not None else 0.0
+    from ..limits import margin_text
+
+    margin = parse_fraction(args.margin, "--margin")
     with con.status("bootstrapping differences ..."):
         res = api.compare(
             args.base,
@@ -144,10 +149,10 @@ def cmd_compare(args) -> int:
             seed=args.seed,
             allow_different_workloads=args.allow_different_workloads,
         )
-    con.print(compare_table(res))
+    print_wide(con, compare_table(res), keys=1)
     con.print(
         "  ~ same: the interval of the difference contains 0. p MWU: Mann-Whitney U on the whole "
-        "per-request distribution.",
+        f"per-request distribution. REGRESSION: worse, the whole interval beyond {margin_text(margin)}.",
         style="dim",
     )
     for w in res["warnings"]:
@@ -157,12 +162,10 @@ def cmd_compare(args) -> int:
             json.dump(json_safe(res), fh, indent=2)
         con.print(f"wrote {args.json}")
     if res["regressions"]:
-        msg = (
-            f"{len(res['regressions'])} significant regression(s) beyond {margin:.0%}: {', '.join(res['regressions'])}"
-        )
+        msg = f"{len(res['regressions'])} regression(s) beyond {margin_text(margin)}: {', '.join(res['regressions'])}"
         con.print(Text(("FAIL  " if args.fail_on_regression else "") + msg, style="bold red"))
         return EXIT_GATE if args.fail_on_regression else EXIT_OK
-    con.print(Text(f"no significant regression beyond {margin:.0%}", style="bold green"))
+    con.print(Text(f"no regression beyond {margin_text(margin)}", style="bold green"))
     return EXIT_OK
 
 

@@ -7,6 +7,8 @@ import argparse
 
 from ..engine.config import EngineConfig
 from ..engine.knobs import field_kind, flag_fields, flag_names
+from ..limits import GATE_MARGIN, TARGET_ATTAINMENT
+from ..workloads.spec import ENDPOINTS
 
 DATASETS = ("sharegpt", "random", "mixed", "hol")  # workloads.datasets.DATASETS (a test keeps them equal),
 # written out so building the parser does not import numpy
@@ -55,7 +57,7 @@ def add_goodput_arg(g, default: str) -> None:
         "--goodput",
         nargs="+",
         metavar="KEY:MS",
-        help=f"SLO, e.g. ttft:500 tpot:50 (also e2el:, max_itl:); default: {default}",
+        help=f"SLO, e.g. ttft:500 tpot:50 (also ttfo:, e2el:, max_itl:; jct: per agent job); default: {default}",
     )
 
 
@@ -65,7 +67,8 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--workload",
         metavar="FILE|NAME",
-        help="a TOML workload file, or a built-in workload by name, e.g. hol-stress (`goodbench workloads` lists them)",
+        help="a TOML workload file, or a built-in workload by name, e.g. hol-stress (`goodbench workloads` lists "
+        "them); default: --dataset-name's",
     )
     g.add_argument(
         "--dataset-name",
@@ -80,19 +83,23 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--random-input-len", type=int, default=None, help="random: prompt tokens (default 1024)")
     g.add_argument("--random-output-len", type=int, default=None, help="random: output tokens (default 128)")
-    g.add_argument("--num-prompts", type=int, help="number of requests")
-    g.add_argument("--duration", type=float, help="run for this many seconds of arrivals instead")
-    g.add_argument("--warmup", type=int, help="first N requests are sent but excluded from statistics")
-    g.add_argument("--request-rate", type=str, help="req/s for Poisson/gamma arrivals; inf = all at once")
-    g.add_argument("--burstiness", type=float, help="gamma shape; 1.0 = Poisson, < 1 burstier")
-    g.add_argument("--arrival", choices=["poisson", "gamma", "constant"], help="arrival process for --request-rate")
-    g.add_argument("--ramp-up", type=float, help="seconds of linear ramp from 0 to --request-rate")
-    g.add_argument("--concurrency", type=int, help="closed loop with N users instead of open-loop arrivals")
-    g.add_argument("--think-time", type=float, help="closed loop: seconds each user waits between requests")
+    g.add_argument(
+        "--num-prompts", type=int, help="number of requests (default: the workload's; 200 for --dataset-name random)"
+    )
+    g.add_argument("--duration", type=float, help="run for this many seconds of arrivals instead (default: no limit)")
+    g.add_argument(
+        "--warmup", type=int, help="first N requests are sent but excluded from statistics (default: the workload's, 0)"
+    )
+    _add_arrival_args(g)
     g.add_argument("--seed", type=int, help="seed for workload and arrivals (default: the workload's, else 0)")
     g.add_argument("--tokenizer", help="tokenizer.json, HF folder or hub name (default: the bundled Qwen3 tokenizer)")
     add_goodput_arg(g, "the workload's [slo]")
-    g.add_argument("--endpoint-type", choices=["completions", "chat"], help="request format (default: the workload's)")
+    g.add_argument(
+        "--endpoint-type",
+        choices=list(ENDPOINTS),
+        help="the API to speak: completions, chat, responses (OpenAI Responses), messages (Anthropic "
+        "Messages), embeddings, rerank, score (default: the workload's; inferred from --endpoint's path)",
+    )
     g.add_argument(
         "--trace",
         metavar="FILE",
@@ -109,6 +116,25 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
         help="with --dataset-name sharegpt: replay whole conversations as multi-turn sessions "
         "(--num-prompts counts sessions)",
     )
+
+
+def _add_arrival_args(g) -> None:
+    g.add_argument(
+        "--request-rate",
+        type=str,
+        help="req/s for Poisson/gamma arrivals; inf = all at once (default: the workload's; 1 for --dataset-name random)",
+    )
+    g.add_argument("--burstiness", type=float, help="gamma shape; 1.0 = Poisson, < 1 burstier (default 1.0)")
+    g.add_argument(
+        "--arrival",
+        choices=["poisson", "gamma", "constant"],
+        help="arrival process for --request-rate (default poisson; gamma when --burstiness is not 1)",
+    )
+    g.add_argument("--ramp-up", type=float, help="seconds of linear ramp from 0 to --request-rate (default 0)")
+    g.add_argument(
+        "--concurrency", type=int, help="closed loop with N users instead of open-loop arrivals (default: open loop)"
+    )
+    g.add_argument("--think-time", type=float, help="closed loop: seconds each user waits between requests (default 0)")
 
 
 def workload(args):
@@ -223,13 +249,22 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
             help="judge the run afterwards; exit 1 if a clause fails "
             "(also on when the workload file has a [gate] table)",
         )
-    g.add_argument("--min-attainment", type=float, help="SLO attainment needed (default 0.95)")
+    g.add_argument(
+        "--min-attainment",
+        type=float,
+        help=f"SLO attainment needed (default {TARGET_ATTAINMENT}, the workload's [gate])",
+    )
     for q in PCT_FLAGS:
         g.add_argument(f"--{q}", nargs="+", metavar="METRIC:MS", help=f"{q} ceilings, e.g. ttft:500 itl:100")
     g.add_argument("--max-failed", type=float, help="largest fraction of failed requests, e.g. 0.01")
     g.add_argument("--min-goodput", type=float, help="smallest goodput, req/s")
     g.add_argument("--baseline", metavar="RUN_DIR", help="compare against this run")
-    g.add_argument("--max-regression", default=None, help="with --baseline: allowed regression, e.g. 5%% or 0.05")
+    g.add_argument(
+        "--max-regression",
+        default=None,
+        help="with --baseline: a metric fails when it got worse by more than max(this, 1 ms) and the records call "
+        f"the change significant, e.g. 5%% or 0.05 (default {GATE_MARGIN * 100:.0f}%%, or the workload's [gate])",
+    )
     g.add_argument(
         "--allow-incomplete",
         action="store_true",

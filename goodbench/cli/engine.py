@@ -33,7 +33,16 @@ def add_serve_parser(sub) -> None:
         "lognormal:MEDIAN:SIGMA (default: always max_tokens)",
     )
     p.add_argument("--tokenizer", help="tokenizer for prompt token counts (default: the bundled Qwen3 tokenizer)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the engine's own randomness (default 0)")
+    p.add_argument(
+        "--log-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="log finished requests, tokens/s, running, waiting and KV use every S seconds while busy "
+        "(default 10; 0: off)",
+    )
+    p.add_argument("--log-requests", action="store_true", help="log one line per finished request")
     p.set_defaults(fn=cmd_serve)
 
 
@@ -49,6 +58,8 @@ def cmd_serve(args) -> int:
         step_trace=args.step_trace,
         eos_dist=args.eos_length_dist,
         seed=args.seed,
+        log_interval_s=args.log_interval,
+        log_requests=args.log_requests,
     )
     return run_server(engine_config(args), opts, args.tokenizer, cluster_spec(args))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..limits import TARGET_ATTAINMENT
 from .common import (
     EXIT_INTERRUPTED,
     Stages,
@@ -24,13 +25,30 @@ def add_target_args(p) -> None:
         help="OpenAI-compatible server, e.g. http://127.0.0.1:8000 "
         "(default: start the reference engine on a free loopback port)",
     )
-    g.add_argument("--endpoint", help="API path, e.g. /v1/completions or /v1/chat/completions")
+    g.add_argument(
+        "--endpoint",
+        help="API path, e.g. /v1/completions, /v1/chat/completions, /v1/responses, /v1/messages, "
+        "/v1/embeddings, /v1/rerank (default: the workload's, /v1/completions; the API is inferred from the path, --endpoint-type says it otherwise)",
+    )
+    g.add_argument(
+        "--pool-batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="embeddings: texts per request; rerank / score: documents per query (default 1)",
+    )
     g.add_argument("--model", help="model name sent in requests (default: the server's first /v1/models entry)")
     g.add_argument(
         "--api-key-env",
         default="OPENAI_API_KEY",
         metavar="VAR",
         help="environment variable holding the API key (default OPENAI_API_KEY; never written anywhere)",
+    )
+    g.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the preflight (the model checked against /v1/models, one tiny request to the endpoint, "
+        "at most 2 s before the clock starts)",
     )
     g.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos (for servers that reject it)")
     g.add_argument("--min-tokens", action="store_true", help="also send min_tokens = max_tokens")
@@ -43,6 +61,12 @@ def add_target_args(p) -> None:
         help="load-generator client: lean (asyncio + httptools, default) or aiohttp (the baseline)",
     )
     g.add_argument(
+        "--no-kernel-timestamps",
+        action="store_true",
+        help="lean client on http://: stamp chunks with the event loop's clock instead of the kernel's "
+        "receive time (SO_TIMESTAMPNS, the default on Linux)",
+    )
+    g.add_argument(
         "--keepalive",
         type=float,
         default=4.0,
@@ -53,7 +77,11 @@ def add_target_args(p) -> None:
 
 def add_run_args(p) -> None:
     r = p.add_argument_group("run")
-    r.add_argument("--max-concurrency", type=int, help="cap on in-flight requests (waiting shows as schedule lag)")
+    r.add_argument(
+        "--max-concurrency",
+        type=int,
+        help="cap on in-flight requests; waiting shows as schedule lag (default: no cap)",
+    )
     r.add_argument("--workers", type=int, default=1, help="load-generator processes (default 1)")
     r.add_argument(
         "--scrape-metrics",
@@ -70,7 +98,12 @@ def add_run_args(p) -> None:
     )
     r.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
     r.add_argument("--run-id", help="name of the run directory (default: run-DATE-TIME-PID)")
-    r.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
+    r.add_argument(
+        "--target-attainment",
+        type=float,
+        default=TARGET_ATTAINMENT,
+        help=f"SLO attainment shown as pass (default {TARGET_ATTAINMENT}, as gate's --min-attainment)",
+    )
     r.add_argument("--quiet", action="store_true", help="no live progress")
     r.add_argument("--no-pin", action="store_true", help="do not pin the auto-started engine to CPU 0")
     r.add_argument(
@@ -88,7 +121,9 @@ def add_run_args(p) -> None:
     )
     lg.add_argument("--users", type=int, default=16, help="locust users (concurrent requests), default 16")
     lg.add_argument("--spawn-rate", type=float, default=16.0, help="locust users started per second (default 16)")
-    lg.add_argument("--locust-workers", type=int, default=0, help="start a local master and N workers")
+    lg.add_argument(
+        "--locust-workers", type=int, default=0, help="start a local master and N workers (default 0: one process)"
+    )
     lg.add_argument(
         "--open-loop",
         action="store_true",
@@ -127,6 +162,9 @@ def _target(args):
         idle_timeout_s=args.idle_timeout,
         client=args.client,
         keepalive_s=args.keepalive,
+        preflight=not args.no_preflight,
+        pool_batch=args.pool_batch,
+        kernel_stamps=not args.no_kernel_timestamps,
     )
 
 

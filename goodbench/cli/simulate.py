@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..limits import TARGET_ATTAINMENT
 from .common import (
     Stages,
     add_engine_args,
@@ -31,7 +32,12 @@ def add_parser(sub) -> None:
     p.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
     p.add_argument("--run-id", help="name of the run directory (default: sim-DATE-TIME-PID)")
     p.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
-    p.add_argument("--target-attainment", type=float, default=0.95, help="SLO attainment shown as pass (default 0.95)")
+    p.add_argument(
+        "--target-attainment",
+        type=float,
+        default=TARGET_ATTAINMENT,
+        help=f"SLO attainment shown as pass (default {TARGET_ATTAINMENT}, as gate's --min-attainment)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress line while the workload is built and simulated")
     add_gate_args(p, True)
     add_label_args(p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..limits import TARGET_ATTAINMENT
 from .common import (
     EXIT_GATE,
     EXIT_INTERRUPTED,
@@ -96,8 +97,9 @@ def _add_backend_args(p) -> None:
     p.add_argument(
         "--target-attainment",
         type=float,
-        default=0.9,
-        help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks (default 0.9, DistServe's)",
+        default=TARGET_ATTAINMENT,
+        help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks "
+        f"(default {TARGET_ATTAINMENT}, as run and gate; DistServe used 0.9)",
     )
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
@@ -165,16 +167,21 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     """The table, the best cell per tier, the cheapest, where things went; exit 1 when a cell failed."""
     from ..metrics.summary import span_rate
     from ..report import tables
+    from ..report.width import print_wide
 
     spec = s.spec
     offered = span_rate(s.plan.offsets) if s.plan.offsets is not None else None
     title = tables.sweep_title(s.sweep_id, spec.name, s.plan.arrival.label, len(s.plan.requests), spec.slo, offered)
-    con.print(tables.sweep_table(title, out.rows))
+    print_wide(con, tables.sweep_table(title, out.rows))
+    for line in tables.config_names(out.rows)[1]:
+        con.print(line, style="dim")
     legend = tables.flip_legend(out.rows, s.target)
     if legend:
         con.print(legend)
     for line in tables.best_lines(out.best):
         con.print(line)
+    if any(b.get("tied") for b in out.best.values()):
+        con.print(f"  rule: {next(iter(out.best.values()))['rule']}", style="dim")
     con.print(tables.cheapest_line(out.cheapest))
     if out.plots:
         con.print(f"  plots: {', '.join(p.rsplit('/', 1)[-1] for p in out.plots)}", style="dim")
@@ -182,7 +189,7 @@ def _print_sweep(con, s, out, scales, backend) -> int:
         con.print("  (no plots: matplotlib is missing; pip install matplotlib)", style="dim")
     con.print(f"  report: {out.report}", style="dim")
     if scales and not backend.live:
-        con.print(tables.slo_scale_table(out.rows, scales))
+        print_wide(con, tables.slo_scale_table(out.rows, scales))
     con.print(
         f"  {len(s.cells)} cells in {out.wall_s:.1f} s · results: {out.dir} (sweep.csv, sweep.json, cells/)",
         style="dim",
@@ -221,6 +228,7 @@ def _layouts(args) -> list[str] | None:
 def _min_gpus(args, con, s) -> int:
     from .. import api
     from ..report import tables
+    from ..report.width import print_wide
 
     rows = api.min_gpus(
         s,
@@ -228,14 +236,15 @@ def _min_gpus(args, con, s) -> int:
         max_replicas=args.max_replicas,
         on_probe=lambda label, n, att: con.print(f"    {label}: {n} replicas -> attainment {att:.1%}"),
     )
-    con.print(tables.min_gpus_table(rows, args.target_attainment))
+    print_wide(con, tables.min_gpus_table(rows, args.target_attainment))
     con.print(f"  results: {s.out_dir}/min_gpus.json", style="dim")
     return EXIT_OK
 
 
 def _max_rate(args, con, s) -> int:
     from .. import api
-    from ..report import tables
+    from ..report import maxrate
+    from ..report.width import print_wide
 
     results = api.max_rate(
         s,
@@ -245,12 +254,12 @@ def _max_rate(args, con, s) -> int:
         on_start=lambda label: con.print(
             f"[bold]{label}[/]: searching the max rate with attainment >= {args.target_attainment:.0%}"
         ),
-        on_probe=lambda p: con.print(tables.probe_line(p)),
-        on_result=lambda r: con.print(tables.max_rate_line(r)),
+        on_probe=lambda p: con.print(maxrate.probe_line(p)),
+        on_result=lambda r: con.print(maxrate.max_rate_line(r)),
         plots=not args.no_plots,
     )
     if len({r.get("layout") for r in results}) > 1:
-        con.print(tables.max_rate_table(results, args.target_attainment))
+        print_wide(con, maxrate.max_rate_table(results, args.target_attainment))
     import os
 
     figure = os.path.join(s.out_dir, "max_rate_per_gpu.png")
@@ -277,7 +286,7 @@ def add_advise_parser(sub) -> None:
     p.add_argument("--time-per-chunk-ms", type=float, help="override the cost model's time per chunk")
     p.add_argument("--num-prompts", type=int, default=400, help="requests in the simulated check (default 400)")
     p.add_argument("--request-rate", type=float, default=4.0, help="arrival rate of the check (default 4)")
-    p.add_argument("--jobs", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=0, help="parallel processes for the check (default: one per CPU)")
     p.add_argument("--no-check", action="store_true", help="skip the simulated check")
     p.set_defaults(fn=cmd_advise)
 
@@ -314,7 +323,9 @@ def cmd_advise(args) -> int:
     from ..analysis.advise import reconcile
 
     con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
-    legend = tables.flip_legend(rows, 0.9)  # the check sweep's verdict bar (analysis.sweep.setup's default)
+    legend = tables.flip_legend(
+        rows, TARGET_ATTAINMENT
+    )  # the check sweep's verdict bar (analysis.sweep.setup's default)
     if legend:
         con.print(legend, style="dim")
     verdict = reconcile(a, rows)

@@ -14,8 +14,10 @@ from aiohttp.streams import StreamReader
 
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
-from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, is_event_stream, request_body, secret_free
-from .stream import StreamState, local_count_due
+from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, request_body, secret_free, wanted_body
+from .lag import LagMeter
+from .stream import Finished, StreamState, local_count_due
+from .unary import new_state
 
 LINGER_S = 0.2  # after [DONE], how long the body may take to end
 
@@ -96,12 +98,14 @@ class AiohttpClient:
         self.tok = tok
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Encoding": "identity"}
-        if cfg.api_key:
-            headers["Authorization"] = f"Bearer {cfg.api_key}"
+        accept = "application/json" if cfg.unary else "text/event-stream"
+        headers = {"Content-Type": "application/json", "Accept": accept, "Accept-Encoding": "identity"}
+        headers.update(cfg.headers())
         self._headers = headers
         self._pacer = TurnPacer()
         self.finished = 0
+        self.chunks = 0
+        self.meter = LagMeter()  # loop lags only: aiohttp's transport reads the sockets
 
     async def wait_turn(self) -> None:
         """One request leaves per event-loop iteration (see pacing): in a burst, sockets are polled
@@ -150,11 +154,14 @@ class AiohttpClient:
     def payload(self, spec: RequestSpec) -> dict:
         return request_body(self.cfg, spec)
 
-    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None) -> RequestRecord:
+    async def send(
+        self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None, later: bool = False
+    ) -> RequestRecord | Finished:
         """One request, streamed to its end, as a record. Never raises (but for cancellation of the
-        caller itself): every fault, and any surprise in the client, becomes the record's status."""
+        caller itself): every fault, and any surprise in the client, becomes the record's status.
+        later=True: a Finished whose record is built when asked (see stream.Finished)."""
         clock, t0 = self.clock, self.t0
-        st = StreamState(clock, t0)
+        st = new_state(self.cfg, clock, t0)
         mark = _Sent()
         res = {"sent": clock() - t0, "http": None}  # sent_at is replaced by the socket-write time once known
         try:
@@ -183,6 +190,7 @@ class AiohttpClient:
         except Exception as e:  # a surprise in the client must not lose the record (its text says what)
             st.fail("bad_stream", f"client error: {type(e).__name__}: {str(e)[:200]}")
         self.finished += 1
+        self.chunks += len(st.times)
         if on_text is not None:
             on_text(st.answer_text())
         end, local = clock() - t0, local_count_due(self.finished - 1)
@@ -190,7 +198,8 @@ class AiohttpClient:
         args = (spec, scheduled_at, res["sent"], end, st.status, res["http"], error, self.tok, "", 0, local)
         if self.tok is not None and st.heavy():  # tokenising it here would stall every other stream
             return await asyncio.to_thread(st.record, *args)
-        return st.record(*args)
+        fin = Finished(st, *args)
+        return fin if later else fin.record()
 
     async def _exchange(self, spec: RequestSpec, st: StreamState, mark: _Sent, res: dict) -> None:
         """POST, then read the stream into st (or the error body); under send's total deadline."""
@@ -203,7 +212,7 @@ class AiohttpClient:
             res["http"] = resp.status
             h = resp.headers
             ctype = h.get("Content-Type", "")
-            if resp.status >= 300 or not is_event_stream(ctype) or h.get("Content-Encoding"):
+            if resp.status >= 300 or not wanted_body(ctype, getattr(st, "unary", False)) or h.get("Content-Encoding"):
                 raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
                 st.fail(*describe_reply(resp.status, ctype, raw, h.get("Location"), h.get("Content-Encoding")))
                 return

@@ -9,8 +9,25 @@ from dataclasses import dataclass
 
 from ..records import RequestSpec
 from ..redact import scrub
+from .apis import API_PATHS, UNARY_APIS, api_headers, api_of, messages_body, responses_body, tools_for, unary_body
 
-ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+ENDPOINTS = API_PATHS
+DEFAULT_TOOLS = (
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a fact up in the knowledge base.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "enum": ["status", "docs", "logs"]}},
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+            "strict": True,
+        },
+    },
+)
 ERROR_BODY_LIMIT = 500
 
 
@@ -28,14 +45,38 @@ class ClientConfig:
     keepalive_s: float = 4.0  # never reuse a connection idle longer (uvicorn closes idle ones after 5 s)
     client: str = "lean"  # lean (asyncio + httptools, the default) | aiohttp (the baseline)
     session_header: str = "X-Session-ID"  # carries a multi-turn request's session id (also sent as `user`)
+    endpoint_type: str | None = None  # the API the endpoint speaks (client/apis.py); None: from the path
+    pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
+    kernel_stamps: bool = True  # lean client, plain http on Linux: chunk times from the kernel (SO_TIMESTAMPNS)
+    tools: tuple = DEFAULT_TOOLS  # offered by requests that ask for tools (agent tool-call steps)
+
+    @property
+    def api(self) -> str:
+        return self.endpoint_type or api_of(self.endpoint)
 
     @property
     def is_chat(self) -> bool:
-        return "chat" in self.endpoint
+        return self.api == "chat"
+
+    @property
+    def unary(self) -> bool:
+        return self.api in UNARY_APIS
+
+    def headers(self) -> dict[str, str]:
+        return api_headers(self.api, self.api_key)
 
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/") + self.endpoint
+
+
+def resolve_api(path: str, workload_endpoint: str) -> str | None:
+    """The API a path speaks when its name says (/v1/messages, /proxy/v1/responses); None (the
+    workload's endpoint, e.g. --endpoint-type) for a path that names none."""
+    api = api_of(path)
+    if api == "completions" and not path.rstrip("/").endswith("completions"):
+        return workload_endpoint
+    return None
 
 
 def resolve_endpoint(endpoint: str | None, workload_endpoint: str) -> str:
@@ -50,8 +91,34 @@ def api_key_from_env(var: str | None) -> str | None:
     return os.environ.get(var or "OPENAI_API_KEY") or None
 
 
+def _api_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
+    """Responses, Messages and the one-body APIs; vLLM's extensions (ignore_eos, priority) ride along
+    where they apply (vLLM accepts ignore_eos on /v1/responses; Messages has none)."""
+    api = cfg.api
+    if api in UNARY_APIS:
+        body = unary_body(api, cfg.model, spec.prompt, cfg.pool_batch)
+    else:
+        make = responses_body if api == "responses" else messages_body
+        body = make(cfg.model, spec.prompt, spec.max_tokens)
+        if cfg.ignore_eos and api == "responses":
+            body["ignore_eos"] = True
+        if spec.tools:
+            body["tools"] = tools_for(api, list(cfg.tools))
+            body["tool_choice"] = {"type": "any"} if api == "messages" else "required"
+        if spec.reasoning_tokens:
+            body["goodbench_reasoning_tokens"] = spec.reasoning_tokens
+    if spec.priority is not None:
+        body["priority"] = spec.priority
+    if cfg.extra_body:
+        body.update(cfg.extra_body)
+    return body
+
+
 def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
-    """The OpenAI request for a RequestSpec: streaming, usage requested, greedy."""
+    """The request for a RequestSpec: streaming, usage requested, greedy (OpenAI's completions and
+    chat here; the other APIs' shapes in client/apis.py)."""
+    if cfg.api not in ("chat", "completions"):
+        return _api_body(cfg, spec)
     body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.0}
     if cfg.is_chat:
         prompt = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
@@ -73,6 +140,8 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
         body["priority"] = spec.priority  # vLLM: honoured with --scheduling-policy priority
     if spec.reasoning_tokens:
         body["goodbench_reasoning_tokens"] = spec.reasoning_tokens  # the reference engine thinks first
+    if spec.tools and cfg.is_chat:
+        body["tools"], body["tool_choice"] = list(cfg.tools), "required"
     if cfg.extra_body:
         body.update(cfg.extra_body)
     return body
@@ -81,6 +150,13 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
 def is_event_stream(ctype: str | None) -> bool:
     """Media types are case-insensitive: Text/Event-Stream is an event stream too."""
     return bool(ctype) and (ctype.startswith("text/event-stream") or ctype.lower().startswith("text/event-stream"))
+
+
+def wanted_body(ctype: str | None, unary: bool) -> bool:
+    """The reply's media type is the one asked for: JSON from a one-body API, else an event stream."""
+    if unary:
+        return bool(ctype) and ctype.lower().startswith("application/json")
+    return is_event_stream(ctype)
 
 
 def describe_reply(status: int, ctype: str | None, body: bytes, location=None, encoding=None) -> tuple[str, str]:
@@ -129,3 +205,39 @@ def not_a_stream(ctype: str, body: bytes) -> str:
         else "not an event stream"
     )
     return f"expected text/event-stream, got {ctype or 'no content type'} ({why}): {text}"
+
+
+_API_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1")
+
+
+def normalize_base_url(url: str, endpoint: str | None) -> tuple[str, str | None, list[str]]:
+    """(base URL, endpoint, notes) for what a user typed as --base-url: a scheme added, a trailing slash,
+    a /v1 suffix or a whole endpoint URL taken off (the endpoint carries /v1). UsageError with the
+    corrected flags for what cannot be meant (another scheme, an endpoint that contradicts --endpoint)."""
+    from urllib.parse import urlsplit
+
+    from ..errors import UsageError
+
+    why, text = [], url.strip()
+    if "://" not in text:
+        text = "http://" + text
+        why.append("no scheme: http:// added")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--base-url {url!r}: expected http(s)://HOST:PORT, e.g. --base-url http://127.0.0.1:8000")
+    path = parts.path.rstrip("/")
+    suffix = next((p for p in _API_PATHS if path.endswith(p)), None)
+    if suffix:
+        found = suffix if suffix.endswith("completions") else None
+        wanted = resolve_endpoint(endpoint, "completions") if endpoint else None
+        path = path[: -len(suffix)]
+        base = f"{parts.scheme}://{parts.netloc}{path}"
+        if found and wanted and wanted != found:
+            raise UsageError(
+                f"--base-url {url!r} names the endpoint {found} but --endpoint is {wanted}: give "
+                f"--base-url {base} --endpoint {wanted} (or --endpoint {found})"
+            )
+        endpoint = endpoint or found
+        why.append(f"{suffix} taken off (goodbench adds the endpoint{': ' + found if found else ''})")
+    base = f"{parts.scheme}://{parts.netloc}{path}"
+    return base, endpoint, [f"--base-url {url!r} read as {base}: {'; '.join(why)}"] if why else []

@@ -10,7 +10,11 @@ that closes before any byte of the response arrived is sent once more on a fresh
 record says so: `retries`). Timeouts are checked by one sweeper per client, not a timer per read; the
 same sweeper ends a stream whose body does not end after `[DONE]` (the record ends at `[DONE]`).
 A reply that is not an event stream keeps its body as the error, whether its end is framed or is the
-connection's close (HTTP/1.0, `Connection: close`); 1xx replies are skipped; redirects are not followed."""
+connection's close (HTTP/1.0, `Connection: close`); 1xx replies are skipped; redirects are not followed.
+
+On plain http:// (Linux) chunk times are the kernel's receive stamps (conn.KernelConn), so ITL does not
+depend on what else the client was doing when a chunk arrived; https:// reads through asyncio's TLS
+transport and stamps with the loop's clock (the run's client_lag says how late the loop was)."""
 
 from __future__ import annotations
 
@@ -21,159 +25,20 @@ import time
 from collections import deque
 from urllib.parse import urlsplit
 
-import httptools
-
 from ..errors import UsageError
 from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from ..version import __version__
-from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, is_event_stream, request_body, secret_free
-from .stream import StreamState, local_count_due
+from .config import ClientConfig, request_body, secret_free
+from .conn import KERNEL_STAMPS, Conn, Exchange, KernelConn
+from .lag import LagMeter, realtime_offset
+from .stream import Finished, local_count_due
+from .unary import new_state
 
 SWEEP_S = 0.05  # how often timeouts and stale pooled connections are checked
+OFFSET_EVERY = 20  # sweeps between two readings of the realtime-monotonic offset (kernel stamps)
 CONNECT_TIMEOUT_S = 10.0
 LINGER_S = 0.2  # after [DONE], how long the body may take to end before the connection is dropped
-_KEPT_HEADERS = frozenset((b"location", b"content-encoding"))
-
-
-class _Exchange:
-    """One request/response on one connection: what the parser callbacks fill in."""
-
-    __slots__ = ("st", "done", "status", "ctype", "body", "got_bytes", "last", "deadline", "outcome", "sent", "kept")
-
-    def __init__(self, st: StreamState, done: asyncio.Future, deadline: float):
-        self.st, self.done, self.deadline = st, done, deadline
-        self.status = self.ctype = self.kept = None  # kept: the _KEPT_HEADERS the reply had
-        self.body: list[bytes] | None = None  # error or non-stream body, kept up to a limit
-        self.got_bytes = False
-        self.last = self.sent = 0.0
-        self.outcome = ""  # "", "retry"
-
-    def finish(self, outcome: str = "") -> None:
-        if not self.done.done():
-            self.outcome = outcome
-            self.done.set_result(None)
-
-
-class _Conn(asyncio.Protocol):
-    """A keep-alive connection; also the target of the response parser's callbacks."""
-
-    def __init__(self, client: LeanClient):
-        self.client = client
-        self.clock = client.clock
-        self.transport = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.ex: _Exchange | None = None
-        self.idle_since = self.clock()
-        self.reused = False
-        self.now = 0.0
-        self.closed = False
-
-    # ---------------------------------------------------------------- transport events
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        ex = self.ex
-        if ex is None:  # bytes nobody asked for: the connection cannot be trusted any more
-            self.close()
-            return
-        self.now = now = self.clock()
-        ex.last = now
-        ex.got_bytes = True
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as e:
-            ex.st.fail("bad_stream", f"malformed HTTP response: {e}")
-            self.close()
-            ex.finish()
-
-    def eof_received(self):
-        return False  # close the transport: connection_lost follows
-
-    def connection_lost(self, exc) -> None:
-        self.closed = True
-        self.client.forget(self)
-        ex, self.ex = self.ex, None
-        if ex is None or ex.done.done():
-            return
-        if not ex.got_bytes and self.reused:
-            ex.finish("retry")  # the server closed a kept-alive connection as we reused it
-            return
-        if ex.body is not None and ex.status is not None and ex.status >= 200:
-            self._body_ended(ex)  # a close-delimited error or non-stream body ends here
-            ex.finish()
-            return
-        if ex.status is not None and ex.body is None:
-            ex.st.on_eof()  # a close-delimited stream ends here; a stream that saw [DONE] is whole
-        why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
-        ex.st.fail("disconnected", f"connection lost{' mid-stream' if ex.status else ''}: {why}"[:240])
-        ex.finish()
-
-    # ---------------------------------------------------------------- parser callbacks
-    def on_header(self, name: bytes, value: bytes) -> None:
-        name = name.lower()
-        if name == b"content-type":
-            self.ex.ctype = value.decode("latin-1")
-        elif name in _KEPT_HEADERS:
-            ex = self.ex
-            ex.kept = {**(ex.kept or {}), name: value}
-
-    def on_headers_complete(self) -> None:
-        ex = self.ex
-        ex.status = self.parser.get_status_code()
-        if (
-            ex.status >= 300
-            or not is_event_stream(ex.ctype)
-            or (ex.kept is not None and b"content-encoding" in ex.kept)
-        ):
-            ex.body = []
-
-    def on_body(self, body: bytes) -> None:
-        ex = self.ex
-        if ex.body is None:
-            ex.st.feed(body, self.now - ex.st.t0)
-        elif sum(map(len, ex.body)) < ERROR_BODY_LIMIT * 4:
-            ex.body.append(body)
-
-    def on_message_complete(self) -> None:
-        ex = self.ex
-        if ex.body is None:
-            ex.st.on_eof()
-            if not ex.st.done:
-                ex.st.fail("bad_stream", "stream ended without [DONE]")
-        elif ex.status < 200:  # 1xx (100 Continue, 103 Early Hints): the reply follows
-            ex.status = ex.ctype = ex.body = ex.kept = None
-            return
-        else:
-            self._body_ended(ex)
-        self.ex = None
-        if self.parser.should_keep_alive():
-            self.client.release(self)
-        else:
-            self.close()
-        ex.finish()
-
-    # ---------------------------------------------------------------- own
-    @staticmethod
-    def _body_ended(ex: _Exchange) -> None:
-        """A reply that is not an event stream ended: its status and body become the record's error."""
-        kept = ex.kept or {}
-        status, why = describe_reply(
-            ex.status, ex.ctype, b"".join(ex.body), kept.get(b"location"), kept.get(b"content-encoding")
-        )
-        ex.st.fail(status, why)
-
-    def start(self, ex: _Exchange, data: bytes) -> None:
-        self.ex = ex
-        self.transport.write(data)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.client.forget(self)
-            if self.transport is not None:
-                self.transport.close()
 
 
 class LeanClient:
@@ -186,20 +51,23 @@ class LeanClient:
             raise UsageError(f"base URL {cfg.base_url!r} must be http:// or https:// with a host")
         self.host, self.port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
         self.ssl = ssl.create_default_context() if u.scheme == "https" else None
+        self.kernel = cfg.kernel_stamps and self.ssl is None and KERNEL_STAMPS and clock is time.monotonic
+        self.meter = LagMeter()
+        self.rt_offset = realtime_offset()
+        self.chunks = 0
         path = (u.path.rstrip("/") + cfg.endpoint) or "/"
         head = [
             f"POST {path} HTTP/1.1",
             f"Host: {u.netloc}",
             f"User-Agent: goodbench/{__version__}",
-            "Accept: text/event-stream",
+            "Accept: " + ("application/json" if cfg.unary else "text/event-stream"),
             "Accept-Encoding: identity",
             "Content-Type: application/json",
         ]
-        if cfg.api_key:
-            head.append(f"Authorization: Bearer {cfg.api_key}")
+        head += [f"{k}: {v}" for k, v in cfg.headers().items()]
         self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
-        self.idle: deque[_Conn] = deque()
-        self.active: set[_Conn] = set()
+        self.idle: deque[Conn] = deque()
+        self.active: set[Conn] = set()
         self._pacer = TurnPacer()
         self._sweeper: asyncio.Task | None = None
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -230,18 +98,20 @@ class LeanClient:
         return head + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
 
     # ---------------------------------------------------------------- pool
-    async def _connect(self) -> _Conn:
-        loop = asyncio.get_running_loop()
-        coro = loop.create_connection(
-            lambda: _Conn(self), self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
-        )
+    async def _connect(self) -> Conn:
+        if self.kernel:
+            coro = KernelConn.open(self, self.host, self.port)
+        else:
+            coro = asyncio.get_running_loop().create_connection(
+                lambda: Conn(self), self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
+            )
         try:
-            _, conn = await asyncio.wait_for(coro, CONNECT_TIMEOUT_S)
+            conn = await asyncio.wait_for(coro, CONNECT_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise OSError(f"no connection within {CONNECT_TIMEOUT_S:g}s") from None
-        return conn
+        return conn if self.kernel else conn[1]
 
-    async def acquire(self) -> _Conn:
+    async def acquire(self) -> Conn:
         """The most recently used idle connection still inside the keep-alive limit, or a new one."""
         limit = self.clock() - self.cfg.keepalive_s
         while self.idle:
@@ -255,13 +125,13 @@ class LeanClient:
         self.active.add(c)
         return c
 
-    def release(self, c: _Conn) -> None:
+    def release(self, c: Conn) -> None:
         self.active.discard(c)
         if not c.closed:
             c.idle_since = self.clock()
             self.idle.append(c)
 
-    def forget(self, c: _Conn) -> None:
+    def forget(self, c: Conn) -> None:
         self.active.discard(c)
         try:
             self.idle.remove(c)
@@ -273,14 +143,18 @@ class LeanClient:
         subject to the same keep-alive limit as any other idle connection."""
         conns = await asyncio.gather(*(self._connect() for _ in range(max(0, n))), return_exceptions=True)
         for c in conns:
-            if isinstance(c, _Conn):
+            if isinstance(c, Conn):
                 self.idle.append(c)
 
     async def _sweep(self) -> None:
         """Every SWEEP_S: end exchanges past their idle or total deadline; close stale idle connections."""
         cfg = self.cfg
+        sweeps = 0
         while True:
             await asyncio.sleep(SWEEP_S)
+            sweeps += 1
+            if self.kernel and sweeps % OFFSET_EVERY == 0:
+                self.rt_offset = realtime_offset(5)
             now = self.clock()
             for c in list(self.active):
                 ex = c.ex
@@ -306,11 +180,14 @@ class LeanClient:
                 self.idle.popleft().close()
 
     # ---------------------------------------------------------------- one request
-    async def send(self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None) -> RequestRecord:
-        """One request, streamed to its end, as a record. Never raises (but for cancellation of the
-        caller itself): every fault becomes the record's status. on_text gets the reply's answer text."""
+    async def send(
+        self, spec: RequestSpec, scheduled_at: float, sent_cb=None, on_text=None, later: bool = False
+    ) -> RequestRecord | Finished:
+        """One request, streamed to its end, as a record (later=True: a Finished whose record is built
+        when asked). Never raises (but for cancellation of the caller itself): every fault becomes the
+        record's status. on_text gets the reply's answer text."""
         clock, t0 = self.clock, self.t0
-        st = StreamState(clock, t0)
+        st = new_state(self.cfg, clock, t0)
         sent_at, http, retries, c = clock() - t0, None, 0, None
         try:
             await self.wait_turn()
@@ -318,7 +195,7 @@ class LeanClient:
             deadline = clock() + self.cfg.timeout_s
             for attempt in (0, 1):
                 c = await self.acquire()
-                ex = _Exchange(st, asyncio.get_running_loop().create_future(), deadline)
+                ex = Exchange(st, asyncio.get_running_loop().create_future(), deadline)
                 c.start(ex, data)
                 ex.sent = ex.last = clock()
                 if attempt == 0:
@@ -343,13 +220,13 @@ class LeanClient:
         if retries and st.status == "ok" and not st.done and http is None:
             st.fail("disconnected", "connection lost twice before any response byte")
         self.finished += 1
+        self.chunks += len(st.times)
         if on_text is not None:
             on_text(st.answer_text())
         end, local = clock() - t0, local_count_due(self.finished - 1)
         error = st.error if st.error is None else secret_free(st.error, self.cfg)
+        args = (spec, scheduled_at, sent_at, end, st.status, http, error, self.tok, "", retries, local)
         if self.tok is not None and st.heavy():  # tokenising it here would stall every other stream
-            args = (spec, scheduled_at, sent_at, end, st.status, http, error, self.tok, "", retries, local)
             return await asyncio.to_thread(st.record, *args)
-        return st.record(
-            spec, scheduled_at, sent_at, end, st.status, http, error, self.tok, retries=retries, local_count=local
-        )
+        fin = Finished(st, *args)
+        return fin if later else fin.record()

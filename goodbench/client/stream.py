@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 
-from ..records import RequestRecord, RequestSpec
+from ..records import RequestRecord, RequestSpec, job_fields
 from .sse import SSEParser, classify
 
 TOKENIZE_INLINE_CHARS = 256 * 1024  # more streamed text than this is tokenised off the event loop
@@ -33,11 +33,16 @@ class StreamState:
         "status",
         "error",
         "done",
+        "classify",
         "done_at",
     )
 
-    def __init__(self, clock, t0: float):
-        self.clock, self.t0 = clock, t0
+    unary = False  # a one-body reply (client/unary.py), not a stream
+
+    def __init__(self, clock, t0: float, classify=classify):
+        """classify: one event's payload -> sse.Chunk (OpenAI's by default; client/events.py has the
+        Responses and Messages APIs')."""
+        self.clock, self.t0, self.classify = clock, t0, classify
         self.parser = SSEParser()
         self.times = array("d")
         self.toks = array("i")
@@ -69,7 +74,7 @@ class StreamState:
         if self.done or self.status != "ok":
             return  # after [DONE] or a fault nothing more counts
         for ev in events:
-            c = classify(ev)
+            c = self.classify(ev)
             kind = c.kind
             if kind == "content":
                 self.times.append(t)
@@ -81,17 +86,25 @@ class StreamState:
                 else:
                     self.toks.append(0)  # unknown: settled when the stream ends
             elif kind == "done":
-                self.done, self.done_at = True, t
+                self._end(c, t)
                 return
             elif kind == "error" or kind == "bad":
                 self.status, self.error = "bad_stream", c.error
                 return
-            if c.completion_tokens is not None:
-                self.usage_ct = c.completion_tokens
-            if c.prompt_tokens is not None:
-                self.prompt_srv = c.prompt_tokens
-            if c.reasoning_tokens is not None:
-                self.usage_rt = c.reasoning_tokens
+            self._usage(c)
+
+    def _usage(self, c) -> None:
+        if c.completion_tokens is not None:
+            self.usage_ct = c.completion_tokens
+        if c.prompt_tokens is not None:
+            self.prompt_srv = c.prompt_tokens
+        if c.reasoning_tokens is not None:
+            self.usage_rt = c.reasoning_tokens
+
+    def _end(self, c, t: float) -> None:
+        """The end of the stream ([DONE], or an API's terminal event, which may carry the usage)."""
+        self.done, self.done_at = True, t
+        self._usage(c)
 
     def answer_text(self) -> str:
         """The reply as a user reads it (reasoning left out): what a multi-turn session resends."""
@@ -131,6 +144,16 @@ class StreamState:
         local = tok.count("".join(self.texts)) if local_count and tok is not None and source == "usage" else None
         return toks, out, source, first_answer, reasoning, local
 
+    def _mismatch(self, spec: RequestSpec, status: str, error: str | None) -> tuple[str, str | None]:
+        """Output the server counted but no event carried: the parser does not know this stream (a
+        tool call may stream nothing: a server's parser holds a call cut short by max_tokens)."""
+        if status == "ok" and self.done and not self.times and self.usage_ct and not spec.tools:
+            return "bad_stream", (
+                f"the server counted {self.usage_ct} output tokens but no output event arrived: "
+                "is --endpoint-type right for this endpoint?"
+            )
+        return status, error
+
     def heavy(self) -> bool:
         """The streamed text is long enough that tokenising it would stall an event loop (clients then
         build the record in a thread)."""
@@ -153,6 +176,9 @@ class StreamState:
         """The record (token counts: _tally). finished_at: when the body ended, unless [DONE] came first.
         Never raises: whatever fails while counting is kept in the record instead (_unrecordable)."""
         finished_at = finished_at if self.done_at is None else min(finished_at, self.done_at)
+        status, error = self._mismatch(spec, status, error)
+        # a tool call's text is what the server's parser rewrote, not the tokens generated: not compared
+        local_count = local_count and not spec.tools
         try:
             toks, out, source, first_answer, reasoning, local = self._tally(tok, local_count)
         except Exception as e:  # noqa: BLE001 - the record is written whatever went wrong
@@ -185,6 +211,7 @@ class StreamState:
             session=spec.session,
             turn=spec.turn,
             session_turns=spec.session_turns,
+            **job_fields(spec),
         )
 
     def _unrecordable(self, e, spec, scheduled_at, sent_at, finished_at, status, http_status, error, origin, retries):
@@ -195,6 +222,31 @@ class StreamState:
         self.toks = array("i", [1] * len(self.times))
         self.usage_ct = self.usage_rt = self.prompt_srv = None
         return self.record(spec, scheduled_at, sent_at, finished_at, status, http_status, error, None, origin, retries)
+
+
+class Finished:
+    """A finished stream whose record is built later: its status and send time now (the dispatcher's
+    counters), the record when the loop is idle (runner/dispatch.py flushes in batches), so that a wave
+    of streams ending together does not hold the loop while other streams' chunks wait."""
+
+    __slots__ = ("st", "args", "kw", "_rec")
+
+    def __init__(self, st: StreamState, *args, **kw):
+        self.st, self.args, self.kw, self._rec = st, args, kw, None
+
+    @property
+    def status(self) -> str:
+        return self.args[4]
+
+    @property
+    def sent_at(self) -> float | None:
+        return self.args[2]
+
+    def record(self) -> RequestRecord:
+        if self._rec is None:
+            self._rec = self.st.record(*self.args, **self.kw)
+            self.st = None
+        return self._rec
 
 
 def local_count_due(n: int) -> bool:

@@ -40,13 +40,13 @@ from locust.runners import MasterRunner, WorkerRunner
 from ..client.config import (
     ClientConfig,
     describe_reply,
-    is_event_stream,
     model_from_listing,
     request_body,
     resolve_endpoint,
     secret_free,
+    wanted_body,
 )
-from ..client.stream import StreamState
+from ..client.unary import new_state
 from ..errors import RunDirError
 from ..records import RequestRecord, RequestSpec, RunMeta, parse_slo
 from ..redact import scrub_url
@@ -54,6 +54,7 @@ from ..rundir import RunDir
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan, load_workload
 from . import locust_options  # registers goodbench's options with locust's parser
+from .locust_report import keep_report
 
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
 FLUSH_S = 0.5
@@ -349,24 +350,15 @@ def _quitting(environment, **kw) -> None:
 
 
 def _report(environment, rd: RunDir, summary: dict) -> None:
-    from rich.console import Console
-
-    from ..report.console import print_summary
-
-    min_att = environment.parsed_options.goodbench_min_attainment
-    print_summary(
-        Console(width=120, highlight=False),
-        summary,
-        rd.meta.to_dict(),
-        min_att,
-        rd.dir,
-        slo_hint='--goodbench-slo "ttft:MS tpot:MS"',
-    )
+    """goodbench's summary and why the run ended, printed after locust's tables (locust_report.py)."""
+    o, master = environment.parsed_options, isinstance(environment.runner, MasterRunner)
+    workers = _expected_workers(environment) if master else None
+    keep_report(summary, rd, o, RUN.complete(environment), workers, getattr(RUN, "total", None))
     if environment.process_exit_code is not None:
         return  # stopped early (2), or a failure that set it
     att = summary.get("slo_attainment")
     environment.process_exit_code = (
-        1 if (att is not None and att < min_att) or not summary["requests"]["completed"] else 0
+        1 if (att is not None and att < o.goodbench_min_attainment) or not summary["requests"]["completed"] else 0
     )
 
 
@@ -441,7 +433,7 @@ class GoodputUser(User):
 
     def _stream(self, spec: RequestSpec, scheduled: float) -> tuple[RequestRecord, str]:
         t0 = RUN.t0
-        st = StreamState(time.monotonic, t0)
+        st = new_state(RUN.cfg, time.monotonic, t0)
         http_status = None
         body = request_body(RUN.cfg, spec)
         headers = {RUN.cfg.session_header: spec.session} if spec.session else None
@@ -449,8 +441,8 @@ class GoodputUser(User):
         try:
             with RUN.http.stream("POST", RUN.endpoint, json=body, headers=headers) as resp:
                 http_status = resp.status_code
-                h = resp.headers
-                if resp.status_code >= 300 or not is_event_stream(h.get("content-type")) or h.get("content-encoding"):
+                h, ok = resp.headers, resp.status_code < 300
+                if not ok or not wanted_body(resp.headers.get("content-type"), st.unary) or h.get("content-encoding"):
                     raw = b"".join(_upto(resp.iter_raw(), 2000))
                     st.fail(
                         *describe_reply(

@@ -4,7 +4,8 @@ master, `gb.summarize`, the report. What it needs besides the records is kept in
 (run.json's meta, server_metrics.jsonl), so recomputing a summary gives the one the run wrote. Pure.
 
 Blocks beyond metrics.summary.summarize's, by what the run has:
-  live runs (meta.mode open/closed)   server_timing (server /metrics histograms), prefix_cache (counters)
+  live runs (meta.mode open/closed)   server_timing (server /metrics histograms), prefix_cache (counters),
+                                      client_lag (meta.client_lag), engine_lateness (goodbench's engine)
   simulated runs (meta.engine_stats)  simulation (steps, preemptions, speed-up, notes), prefix_cache
                                       (the engine's own counts), engine_uncertainty (how sure the cost
                                       model is in the run's regime), cost (meta.gpus and meta.prices)"""
@@ -17,7 +18,7 @@ from .cost import cost_summary
 from .derived import RequestMetrics, measured_arrays
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
-from .servertiming import server_timing
+from .servertiming import server_timing, step_lateness
 from .summary import summarize
 
 LIVE_MODES = ("open", "closed")
@@ -39,10 +40,16 @@ def compose(
     meta: RunMeta = result.meta
     c = prepared if prepared is not None else RequestMetrics(measured_arrays(result))
     rows = list(rows)
-    s = summarize(result, slo=slo, ci=ci, prepared=c, queue=waiting_series(rows), errors=errors)
-    if meta.mode in LIVE_MODES:
+    live = meta.mode in LIVE_MODES
+    engine = step_lateness(rows, meta.engine is not None) if live else None
+    s = summarize(result, slo=slo, ci=ci, prepared=c, queue=waiting_series(rows), errors=errors, engine=engine)
+    if live:
         s["server_timing"] = server_timing(rows, s.get("ttft_ms"))
         s.update(observed_block(rows, meta.expected_prefix_reuse))
+        if meta.client_lag is not None:  # the load generator's self-check (client/lag.py)
+            s["client_lag"] = meta.client_lag
+        if engine is not None:
+            s["engine_lateness"] = engine
     if meta.engine_stats is not None:
         s.update(_simulated(s, meta))
     if meta.gpus:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..columnar import RecordArrays, RunArrays, gap_counts, gaps_of
+from ..records import request_slo
 
 
 class RequestMetrics:
@@ -65,6 +66,7 @@ class RequestMetrics:
             return self.ok & ~np.isnan(self.first) & (vals * 1000.0 <= ms)
 
     def meets(self, slo: dict | None) -> np.ndarray | None:
+        slo = request_slo(slo)
         if not slo:
             return None
         m = self.ok & ~np.isnan(self.first)

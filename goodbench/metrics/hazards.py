@@ -5,6 +5,7 @@ far and the run's evidence and returns the warnings it raises (usually none); a 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,11 @@ LAG_P99_LIMIT_MS = 10.0
 RATE_SHORTFALL = 0.02
 MIN_P99_SAMPLES = 100
 MOST_FAILED = 0.5  # the failure hazards name a cause once at least this share of requests failed
+CLIENT_LAG_WARN = 0.05  # the client's stamp error p99 as a share of a percentile that earns a warning
+CLIENT_LAG_INVALID = 0.20  # ... and that makes the run invalid
+CLIENT_LAG_MIN_MS = 0.5  # stamp errors below this move nothing worth a word
+BUSY_PCT = 50.0  # a load-generator process this busy is the likely cause of its own lag (bursts queue)
+WORKER_BUSY = 0.6  # the share of a core each worker should need (headroom for bursts)
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,9 @@ class Evidence:
     lag_limit_ms: float = LAG_P99_LIMIT_MS
     target: dict | None = None  # RunMeta.target: base_url, endpoint, model
     errors: tuple = ()  # a few failed requests' error texts, as recorded ("HTTP 404: {...}")
+    engine: dict | None = None  # RunMeta.engine: the reference engine's config, when it ran the workload
+    client_lag: dict | None = None  # RunMeta.client_lag: the load generator's self-check (client/lag.py)
+    engine_lateness: dict | None = None  # goodbench's engine's step lateness (servertiming.step_lateness)
 
     @property
     def open_loop(self) -> bool:
@@ -43,15 +52,94 @@ class Evidence:
 
 
 def generator_lag(e: Evidence) -> list[Hazard]:
-    """The load generator sent late: latencies measured from sent_at are then optimistic."""
+    """The load generator sent late: latencies measured from sent_at are then optimistic. The text names
+    the likely cause: the engine's core, the client's core (with the --workers the load needs), the
+    host's other processes, or the rate."""
     lag99 = e.summary["schedule_lag_ms"]["p99"]
     if not e.open_loop or e.max_concurrency or lag99 is None or lag99 <= e.lag_limit_ms:
         return []
+    head = f"load generator fell behind: schedule lag p99 {lag99:.1f} ms > {e.lag_limit_ms:g} ms; "
+    return [Hazard(head + "latencies from sent_at are optimistic. " + lag_cause(e), invalid=True)]
+
+
+def workers_needed(cl: dict, rate: float | None) -> int | None:
+    """Load-generator processes for `rate` req/s at the CPU per request this run measured, each kept
+    to WORKER_BUSY of a core; None when the run did not measure it."""
+    per = cl.get("cpu_ms_per_request")
+    if not per or not rate:
+        return None
+    return max(1, math.ceil(per / 1000 * rate / WORKER_BUSY))
+
+
+def lag_cause(e: Evidence) -> str:
+    """The likeliest reason a run's sends (or reads) were late, from its own evidence."""
+    eng, cl = e.engine_lateness or {}, e.client_lag or {}
+    if eng.get("behind"):
+        return (
+            f"Likely cause: the engine's core (its steps ran late, p99 {eng['late_p99_ms']:.0f} ms): the engine "
+            "and the client compete for this host's CPUs; free a core or lower the rate."
+        )
+    busy, procs = cl.get("loop_busy_pct"), cl.get("processes") or 1
+    if busy is not None and busy >= BUSY_PCT:
+        need = workers_needed(cl, e.summary.get("scheduled_rate"))
+        more = f"this load needs about --workers {max(need, procs + 1)}" if need else "use --workers N"
+        return (
+            f"Likely cause: the client's core ({busy:.0f}% busy over {procs} process(es), "
+            f"{cl['cpu_ms_per_request']:.2f} ms CPU per request): {more}."
+        )
+    loop99 = cl.get("loop_lag_p99_ms")
+    if busy is not None and loop99 is not None and loop99 > e.lag_limit_ms:
+        return (
+            f"Likely cause: other processes on the client's core (its loop woke {loop99:.0f} ms late at p99 "
+            f"while using only {busy:.0f}% of it): give the client a quiet core, or use --workers N."
+        )
+    return "Use --workers N, a quieter host, or a lower rate."
+
+
+def client_lag(e: Evidence) -> list[Hazard]:
+    """Chunk stamps the client could not take on time: with the loop's clock (TLS, the aiohttp client)
+    every read waited for the loop; with kernel stamps only chunks whose read also brought a later chunk
+    of their stream (the socket read after both arrived). Name the percentiles that the stamps' error
+    at the same quantile could move by more than CLIENT_LAG_WARN (invalid past CLIENT_LAG_INVALID when
+    the error is also over the lag limit, 10 ms, as for schedule lag)."""
+    cl = e.client_lag or {}
+    moved, invalid = [], False
+    for q in ("p50", "p99"):
+        err = cl.get(f"stamp_error_{q}_ms") or 0.0
+        for key, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL")):
+            v = e.summary[key].get(q)
+            if v and err >= CLIENT_LAG_MIN_MS and err > CLIENT_LAG_WARN * v:
+                moved.append(f"{name} {q} ({v:.1f} ms, by up to {err:.1f} ms)")
+                invalid |= err > CLIENT_LAG_INVALID * v and err > e.lag_limit_ms
+    if not moved:
+        return []
+    how = (
+        f"{cl.get('merged_chunks', 0)} chunks reached the client with a later chunk of their stream before it "
+        "read the socket (the kernel then stamps both with the later time)"
+        if cl.get("stamps") == "kernel"
+        else f"the client stamped chunks with its event loop's clock ({cl.get('stamps')} stamps), which ran late"
+    )
+    share = CLIENT_LAG_INVALID if invalid else CLIENT_LAG_WARN
+    return [
+        Hazard(f"{how}: that could move {', '.join(moved)}, more than {share:.0%}. " + lag_cause(e), invalid=invalid)
+    ]
+
+
+def engine_behind(e: Evidence) -> list[Hazard]:
+    """goodbench's own engine ran its steps late (a busy host): its latencies are the host's CPU
+    contention, not the modelled GPU's. Invalid when the run started that engine itself."""
+    eng = e.engine_lateness or {}
+    if not eng.get("behind"):
+        return []
+    mine = eng.get("started_by_run")
     return [
         Hazard(
-            f"load generator fell behind: schedule lag p99 {lag99:.1f} ms > {e.lag_limit_ms:g} ms; "
-            "latencies from sent_at are optimistic. Use --workers N or a lower rate.",
-            invalid=True,
+            f"the {'engine goodbench started for this run' if mine else 'goodbench engine under test'} fell "
+            f"behind its own schedule: step lateness p99 {eng['late_p99_ms'] or 0:.1f} ms, mean "
+            f"{eng['late_mean_ms']:.2f} ms ({eng['late_total_s']:.1f} s late over {eng['steps']} steps); its "
+            "latencies include this host's CPU contention, not only the modelled GPU's. Free a core "
+            "(fewer --workers, other load off the host) or lower the rate.",
+            invalid=bool(mine),
         )
     ]
 
@@ -242,6 +330,37 @@ def server_message(error: str) -> str:
     return str(msg) if msg else body.strip()
 
 
+def lanes_honoured(lanes: dict | None, engine: dict | None) -> tuple[bool | None, str]:
+    """Whether the server served priority lanes in priority order: the engine's policy when goodbench
+    ran it; else, from the lanes themselves, False when the first lane waited longer (TTFT p50) than the
+    last, None when nothing says (a server may honour priority and still serve a lane of long prompts
+    slowly)."""
+    if not lanes or len(lanes) < 2:
+        return None, ""
+    policy = (engine or {}).get("scheduling_policy")
+    if policy:
+        return policy == "priority", f"the engine ran --scheduling-policy {policy}"
+    keys = sorted(lanes, key=float)
+    first, last = (lanes[k]["ttft_ms"].get("p50") for k in (keys[0], keys[-1]))
+    if first is None or last is None:
+        return None, "the server does not say"
+    said = f"lane {keys[0]} TTFT p50 {first:.1f} ms, lane {keys[-1]} {last:.1f} ms"
+    return (False, said) if first > last else (None, f"the server does not say ({said})")
+
+
+def priority_ignored(e: Evidence) -> list[Hazard]:
+    """Priority lanes that the server served first-come first-served: the lane numbers mean nothing."""
+    honoured, why = lanes_honoured(e.summary.get("per_priority"), e.engine)
+    if honoured is not False:
+        return []
+    return [
+        Hazard(
+            f"the server did not serve the priority lanes in order ({why}): vLLM and the reference engine "
+            "honour `priority` only with --scheduling-policy priority."
+        )
+    ]
+
+
 def base_url_v1(e: Evidence) -> list[Hazard]:
     """A base URL ending in /v1 doubles the API prefix (/v1/v1/completions): every request fails."""
     n = _most_failed(e)
@@ -279,6 +398,8 @@ def server_rejected(e: Evidence) -> list[Hazard]:
 
 CHECKS = (
     generator_lag,
+    client_lag,
+    engine_behind,
     rate_shortfall,
     concurrency_cap,
     overloaded,
@@ -291,6 +412,7 @@ CHECKS = (
     nothing_completed,
     base_url_v1,
     server_rejected,
+    priority_ignored,
     thin_per_class,
 )
 

@@ -117,3 +117,27 @@ def waiting_series(rows: list[dict]) -> tuple[list[float], list[float]] | None:
     """(times, waiting requests) from server_metrics.jsonl rows: vLLM's `num_requests_waiting` gauge,
     summed over its label sets (engines, models). None when the server does not export it."""
     return prometheus.series(rows, "vllm:num_requests_waiting")
+
+
+OVERDUE_SLACK = 1.5  # a request is overdue past this multiple of its predicted service time
+MIN_FINISHED = 5  # finished requests before service times can be predicted
+BASE_FINISHED = 20  # the first finished requests, whose TTFT is the server's before any queue formed
+
+
+def overdue(now: float, inflight, service) -> int | None:
+    """Requests in flight past their predicted end: send + OVERDUE_SLACK x (TTFT + (planned tokens - 1)
+    x time per further token). TTFT is the 90th percentile of the first BASE_FINISHED requests (before
+    a queue could form: a queue is what this looks for, and it shows in TTFT); time per token the 90th
+    percentile of every request finished so far (it grows with the batch, and that is not a queue).
+    A server that keeps up holds the count near a constant (a few slow requests), however many requests
+    are in flight while a backlog of long requests fills up to rate x service time; a server that does
+    not lets it grow with the queue. inflight: (send time, planned tokens) pairs; service: (TTFT, time
+    per further token) pairs in the order they finished; None while fewer than MIN_FINISHED finished."""
+    if len(service) < MIN_FINISHED:
+        return None
+    done = np.asarray(service, float)
+    ttft = np.percentile(done[:BASE_FINISHED, 0], 90)
+    per = np.percentile(done[:, 1], 90)
+    pairs = np.asarray(list(inflight), float).reshape(-1, 2)
+    ends = pairs[:, 0] + OVERDUE_SLACK * (ttft + np.maximum(pairs[:, 1] - 1, 0) * per)
+    return int((ends < now).sum())

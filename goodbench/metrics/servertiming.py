@@ -64,3 +64,39 @@ def server_timing(rows: list[dict], client_ttft: dict | None = None) -> dict | N
     same = ttft is not None and out["client_ttft_ms"] is not None and c.get("n") == ttft["n"]
     out["client_minus_server_ms"] = round(c["mean"] - ttft["mean"], 3) if same else None
     return out
+
+
+LATENESS = "goodbench:step_lateness_seconds"
+LATENESS_P99 = "goodbench:step_lateness_p99_seconds"
+ENGINE_LATE_P99_MS = 20.0  # a step loop this late at p99 (or ENGINE_LATE_MEAN_MS on average) fell behind
+ENGINE_LATE_MEAN_MS = 5.0
+
+
+def _max_gauge(metrics: dict, name: str) -> float | None:
+    vals = [v for key, v in metrics.items() if key.split("{", 1)[0] == name]
+    return max(vals) if vals else None
+
+
+def step_lateness(rows: list[dict], started_by_run: bool) -> dict | None:
+    """The `engine_lateness` block of a run against goodbench's own engine (its /metrics exports
+    goodbench:step_lateness_seconds, actual minus planned step end): how late its step loop ran over the
+    run, and whether it fell behind (a busy host's CPU, not the modelled GPU, then set its latencies).
+    None when the target exports no lateness (not goodbench's engine) or fewer than two samples."""
+    rows = [r for r in rows if isinstance(r.get("metrics"), dict)]
+    if len(rows) < 2:
+        return None
+    delta = phase_delta(rows[0]["metrics"], rows[-1]["metrics"], LATENESS)
+    if delta is None:
+        return None
+    p99s = [v for v in (_max_gauge(r["metrics"], LATENESS_P99) for r in rows[1:]) if v is not None]
+    p99 = round(max(p99s) * 1000, 3) if p99s else None
+    out = {
+        "source": "the engine's /metrics (goodbench:step_lateness_seconds: actual minus planned step end)",
+        "started_by_run": started_by_run,
+        "steps": delta["n"],
+        "late_mean_ms": delta["mean"],
+        "late_total_s": round(delta["mean"] * delta["n"] / 1000, 3),
+        "late_p99_ms": p99,  # the worst of the engine's rolling p99 over the run's samples
+    }
+    out["behind"] = bool((p99 or 0) > ENGINE_LATE_P99_MS or delta["mean"] > ENGINE_LATE_MEAN_MS)
+    return out

@@ -12,11 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..columnar import RunArrays
-from ..records import STATUSES, RunResult
+from ..records import STATUSES, RunResult, request_slo
 from .derived import RequestMetrics, measured_arrays
 from .dist import dist, ratio
-from .hazards import LAG_P99_LIMIT_MS, Evidence, assess
+from .hazards import LAG_P99_LIMIT_MS, Evidence, assess, lanes_honoured
 from .hol import hol_block
+from .jobs import job_block
+from .pooling import pooling_block
 from .saturation import saturation
 from .sessions import session_block, turns
 from .stats import goodput_bootstrap, goodput_interval, wilson
@@ -34,7 +36,7 @@ def _slo_block(c: RequestMetrics, sel: np.ndarray, slo: dict | None, duration: f
         "slo_met": good,
         "slo_clauses": {
             k: {"threshold_ms": ms, "attainment": float((c.clause(k, ms) & sel).sum() / issued) if issued else None}
-            for k, ms in slo.items()
+            for k, ms in request_slo(slo).items()
         },
         "slo_attainment": good / issued if issued else None,
         "goodput": good / duration if duration > 0 else None,
@@ -140,7 +142,7 @@ def _subsets(later, c: RequestMetrics, cols, slo, duration: float, ci: bool) -> 
     }
 
 
-def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, errors) -> Evidence:
+def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, errors, engine=None) -> Evidence:
     """What the hazards (metrics/hazards.py) judge a run's validity and warnings from."""
     if errors is None:
         errors = error_samples(result.records) if isinstance(result, RunResult) else ()
@@ -155,7 +157,24 @@ def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, err
         model=str((meta.target or {}).get("model") or ""),
         target=meta.target,
         errors=errors,
+        engine=meta.engine if isinstance(meta.engine, dict) else None,
+        client_lag=meta.client_lag,
+        engine_lateness=engine,
     )
+
+
+def _shaped_blocks(s: dict, c: RequestMetrics, slo: dict | None, duration: float, meta) -> None:
+    """The blocks only some workloads have: whole sessions, whether priority lanes were honoured,
+    whole agent jobs, pooled items (embeddings, rerank, score)."""
+    cols = c.cols
+    if s.get("per_turn"):  # multi-turn sessions: whole sessions too
+        s["sessions"] = session_block(c, c.meets(slo), duration)
+    if s.get("per_priority"):  # were the lanes served in priority order (None: unknown)
+        s["priority_honoured"] = lanes_honoured(s["per_priority"], meta.engine)[0]
+    if (cols.job >= 0).any():  # agent jobs: whole jobs too
+        s["jobs"] = job_block(c, slo, duration)
+    if (cols.items >= 0).any():  # embeddings, rerank, score: items too
+        s["pooling"] = pooling_block(c, duration)
 
 
 def summarize(
@@ -167,13 +186,14 @@ def summarize(
     prepared: RequestMetrics | None = None,
     queue: tuple | None = None,
     errors: tuple[str, ...] | None = None,
+    engine: dict | None = None,
 ) -> dict:
     """The summary.json dict. ci=False skips confidence intervals, variants and HOL attribution (sweep
     cells and rate probes, which are summarised by the hundred). prepared: RequestMetrics of
     measured_arrays(result) already built by the caller (reports reuse them for figures). queue: the
     server's scraped waiting-queue series (saturation.waiting_series), evidence for `saturation`.
     errors: a few failed requests' error texts (columns do not keep them; records do, and are read
-    when given)."""
+    when given). engine: the engine_lateness block (servertiming.step_lateness), evidence for validity."""
     meta = result.meta
     slo = slo if slo is not None else meta.slo
     cols = prepared.cols if prepared is not None else measured_arrays(result)
@@ -204,9 +224,8 @@ def summarize(
         for key, futures in subsets.items():  # per_class always; priority lanes and turns when there are any
             if futures or key == "per_class":
                 s[key] = {k: f.result() for k, f in futures.items()}
-        if subsets["per_turn"]:  # multi-turn sessions: whole sessions too
-            s["sessions"] = session_block(c, c.meets(slo), duration)
-        s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors))
+        _shaped_blocks(s, c, slo, duration, meta)
+        s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors, engine))
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
             s["hol"] = hol.result()
@@ -222,7 +241,7 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
-    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions") if k in s}
+    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs", "pooling") if k in s}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
     s.update(valid=valid, warnings=warnings, per_class=per, **lanes, **tail)

@@ -8,7 +8,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-DEFAULT_TARGET = 0.95
+from ..limits import TARGET_ATTAINMENT
+from .jobs import job_text
+
+DEFAULT_TARGET = TARGET_ATTAINMENT
 
 
 def make_console(quiet: bool = False) -> Console:
@@ -40,10 +43,25 @@ def failures(by_status: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in by_status.items() if k != "ok")
 
 
-def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT) -> Text:
+def _interrupted(summary: dict, meta: dict) -> Text:
+    """An interrupted run is not judged: what it holds is a part of the planned run."""
+    req, att = summary["requests"], summary.get("slo_attainment")
+    planned = meta.get("planned_requests")
+    of = f" of {planned} planned" if planned else ""
+    t = Text("INTERRUPTED  ", style="bold yellow")
+    t.append(f"stopped after {req['issued']}{of} requests; ")
+    t.append(
+        "not judged" if att is None else f"{att:.1%} of those met the SLO (not judged against the target)",
+    )
+    return t
+
+
+def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT, meta: dict | None = None) -> Text:
     req = summary["requests"]
     att = summary.get("slo_attainment")
-    if att is not None:
+    if (meta or {}).get("interrupted"):
+        verdict = _interrupted(summary, meta)
+    elif att is not None:
         ok = att >= target
         verdict = Text(f"{'PASS' if ok else 'FAIL'}  ", style="bold green" if ok else "bold red")
         verdict.append(
@@ -166,6 +184,26 @@ def _hol_line(h: dict | None) -> Text | None:
     return hl
 
 
+def _client_line(cl: dict | None, eng: dict | None) -> Text | None:
+    """The load generator's self-check (client_lag) and, against goodbench's engine, its step lateness."""
+    if not cl and not eng:
+        return None
+    parts = []
+    if cl:
+        stamps = "kernel receive stamps" if cl["stamps"] == "kernel" else f"{cl['stamps']} (loop) stamps"
+        parts.append(
+            f"client: {stamps}, stamp error p99 ≤ {_ms(cl['stamp_error_p99_ms'])} ms · read lag p99 "
+            f"{_ms(cl['read_p99_ms'])} ms · loop lag p99 {_ms(cl['loop_lag_p99_ms'])} ms · "
+            f"{cl['loop_busy_pct'] or 0:.0f}% of a core x {cl['processes']}"
+        )
+    if eng:
+        parts.append(
+            f"engine step lateness p99 {_ms(eng['late_p99_ms'])} ms, mean {_ms(eng['late_mean_ms'])} ms"
+            + (" (fell behind)" if eng["behind"] else "")
+        )
+    return Text("  " + " · ".join(parts), style="dim")
+
+
 def _server_timing_line(st: dict | None) -> Text | None:
     """TTFT split into the server's queue and prefill time (its histograms), beside goodbench's TTFT."""
     if not st:
@@ -218,13 +256,14 @@ def render_summary(
     signature, offered load, per class, warnings that say what to do, and where the results are."""
     meta = meta or {}
     parts: list = [
-        _verdict(summary, target, slo_hint),
+        _verdict(summary, target, slo_hint, meta),
         _run_line(summary, meta),
         *_slo_lines(summary, target),
         _latency_table(summary),
         _ratios_line(summary),
         _hol_line(summary.get("hol")),
         _server_timing_line(summary.get("server_timing")),
+        _client_line(summary.get("client_lag"), summary.get("engine_lateness")),
         uncertainty_line(summary.get("engine_uncertainty")),
         _per_class_table(summary.get("per_class") or {}),
     ]
@@ -243,12 +282,14 @@ def render_summary(
                 style="dim",
             )
         )
+    parts += [Text(x) for x in job_text(summary)]
     parts.append(prefix_line(summary.get("prefix_cache")))
     lanes = summary.get("per_priority") or {}
     if lanes:
+        honoured = {True: "lower served first", False: "NOT served in priority order: see the warnings"}
         parts.append(
             Text(
-                "  priority lanes (lower served first): "
+                f"  priority lanes ({honoured.get(summary.get('priority_honoured'), 'lower meant first; not verified')}): "
                 + " · ".join(
                     f"{k}: {b['requests']['issued']} req, attainment "
                     + ("-" if b.get("slo_attainment") is None else f"{b['slo_attainment']:.1%}")
@@ -299,4 +340,23 @@ def progress_text(p, slo_given: bool) -> Text:
     )
     if slo_given and el > 0:
         t.append(f" · goodput so far {p.good / el:.2f} req/s")
+    left = eta_s(p)
+    if left is not None:
+        t.append(f" · ETA {_duration(left)}")
     return t
+
+
+def eta_s(p) -> float | None:
+    """Seconds until every planned request has finished, at the rate they have been finishing since the
+    clock started (None before the first finishes, or with no planned count: a duration-bound run)."""
+    import time
+
+    if not p.total or not p.done:
+        return None
+    el = time.monotonic() - (p.t0 if p.t0 is not None else p.started)
+    return max(0.0, (p.total - p.done) * el / p.done) if el > 0 else None
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"

@@ -8,7 +8,9 @@ import json
 import os
 from html import escape
 
-from ..records import fmt_num
+from .captions import caption
+from .jobs import job_html
+from .tables import best_text
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1d1d1f;max-width:1400px}
@@ -17,6 +19,7 @@ table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:right}th{background:#f5f5f7}
 td.l,th.l{text-align:left}.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
 .warn{color:#9a6700}img{max-width:100%;border:1px solid #eee;margin:.5rem 0}.dim{color:#6e6e73}
+figure{margin:1.2rem 0}figcaption{font-size:.85rem;color:#3a3a3c;max-width:70rem}
 """
 
 
@@ -29,9 +32,14 @@ def _num(v, fmt="{:.1f}") -> str:
 
 
 def _img(path: str) -> str:
+    """A figure with its title as alt text and a caption under it saying what it shows (captions.py)."""
     with open(path, "rb") as f:
         data = base64.b64encode(f.read()).decode()
-    return f'<img alt="{_e(os.path.basename(path))}" src="data:image/png;base64,{data}">'
+    title, text = caption(path)
+    return (
+        f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption><b>{_e(title)}.</b> {_e(text)}</figcaption></figure>"
+    )
 
 
 def _page(title: str, body: str) -> str:
@@ -54,18 +62,10 @@ def sweep_report(sweep_dir: str) -> str:
         "<h2>Best chunk size per tier</h2><ul>",
     ]
     for gpu, b in best.items():
-        margin = (
-            ""
-            if b.get("next") is None
-            else (
-                f"; next {_e(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
-                + ("" if b.get("separated") else " (within the intervals)")
-            )
-        )
-        parts.append(
-            f"<li><b>{_e(gpu)}</b>: {_e(b['cell'])} — goodput {b['goodput']:.2f} req/s, ITL p99 "
-            f"{_num(b.get('itl_p99_ms'))} ms{margin}</li>"
-        )
+        parts.append(f"<li>{_e(best_text(gpu, b))}</li>")
+    rule = next(iter(best.values()), {}).get("rule")
+    if rule:
+        parts.append(f"<li class=dim>rule: {_e(rule)}</li>")
     parts.append(
         "</ul><h2>Cells</h2><table><tr><th class=l>cell</th><th>goodput req/s</th><th>95% CI</th>"
         "<th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th>"
@@ -199,6 +199,7 @@ def _blocks(summary: dict) -> list[str]:
         parts.append(_lanes_table(summary["per_priority"]))
     if summary.get("sessions"):
         parts.append(_sessions_table(summary["sessions"], summary.get("per_turn") or {}))
+    parts.append(job_html(summary))
     if summary.get("prefix_cache"):
         parts.append(_prefix_line(summary["prefix_cache"]))
     u = summary.get("engine_uncertainty")

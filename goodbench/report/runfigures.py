@@ -10,7 +10,8 @@ import os
 
 import numpy as np
 
-from .figures import _plt, _save, log_ms_axis
+from ..metrics.jobs import critical_path, job_rows
+from .figures import _plt, _save, gauge_words, is_fraction, log_ms_axis
 from .view import RunView
 
 MAX_POINTS = 60_000
@@ -121,7 +122,7 @@ def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = No
                     s=3,
                     alpha=0.5,
                     color=colors[name],
-                    label=f"{name} gaps",
+                    label=f"a {name} request",
                     rasterized=True,
                 )
         lc = long_class or find_long(cols)
@@ -135,7 +136,7 @@ def itl_timeline(views: list[RunView], out_dir: str, long_class: str | None = No
         ax.set_ylabel("ITL (ms, log)")
         ax.set_title(v.label, fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right", markerscale=3)
+        ax.legend(fontsize=7, loc="upper right", markerscale=3, title="gap in", title_fontsize=7)
     fig.tight_layout()
     return _save(fig, plt, os.path.join(out_dir, "itl_timeline.png"))
 
@@ -256,10 +257,13 @@ def attainment_by_class(views: list[RunView], out_dir: str) -> str | None:
 
 def schedule_lag(views: list[RunView], out_dir: str) -> str | None:
     """How late the load generator sent each request, against when it was due."""
+    late = [v for v in views if np.nanmax(v.c.lag, initial=0.0) > 0]
+    if not late:  # every request on time (a simulation): an all-zero panel says nothing
+        return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(13, 3.5))
     drew = False
-    for v in views:
+    for v in late:
         c = v.c
         m = np.flatnonzero(~np.isnan(c.lag))
         if not m.size:
@@ -285,52 +289,108 @@ def schedule_lag(views: list[RunView], out_dir: str) -> str | None:
 
 def engine_steps(views: list[RunView], out_dir: str) -> str | None:
     """The engine's per-step trace (reference engine runs with --step-trace): prefill vs decode tokens
-    per step, KV-cache usage, cumulative preemptions, and the scraped server gauges beneath on the run's
-    clock."""
+    per step, KV-cache usage, cumulative preemptions (when there were any), and the scraped server
+    gauges beneath on the run's clock (counts on the left axis, fractions in % on the right)."""
     withs = [v for v in views if v.steps is not None or v.server]
     if not withs:
         return None
-    has_steps, has_server = any(v.steps is not None for v in withs), any(v.server for v in withs)
+    steps = [v for v in withs if v.steps is not None]
+    preempted = any(v.steps["preemptions"].sum() > 0 for v in steps)
+    panels = (2 + preempted) * bool(steps) + any(v.server for v in withs)
     plt = _plt()
-    n = 3 * has_steps + has_server
-    fig, axes = plt.subplots(n, 1, figsize=(13, 2.6 * n + 0.6), squeeze=False)
+    fig, axes = plt.subplots(panels, 1, figsize=(13, 2.6 * panels + 0.6), squeeze=False)
     axes = list(axes[:, 0])
-    step_axes = axes[:3] if has_steps else []
-    server_ax = axes[-1] if has_server else None
-    for v in withs:
-        st = v.steps
-        if st is not None:
-            k = _thin(st["start"].size)
-            t = st["start"][k]
-            step_axes[0].scatter(
-                t, st["prefill_tokens"][k], s=2, alpha=0.6, label=f"{v.label} prefill", rasterized=True
-            )
-            step_axes[0].scatter(t, st["decode_tokens"][k], s=2, alpha=0.6, label=f"{v.label} decode", rasterized=True)
-            step_axes[1].plot(t, st["kv_usage"][k] * 100, linewidth=1, label=v.label)
-            step_axes[2].plot(st["start"], np.cumsum(st["preemptions"]), linewidth=1, label=v.label)
-        if v.server and server_ax is not None:
-            t = np.array([r["t"] for r in v.server], float)
-            for name in _server_series(v.server):
-                server_ax.plot(
-                    t, [r["metrics"].get(name, np.nan) for r in v.server], linewidth=1, label=f"{v.label}: {name}"
-                )
-    if step_axes:
-        step_axes[0].set_ylabel("tokens per step")
-        step_axes[1].set_ylabel("KV cache used (%)")
-        step_axes[2].set_ylabel("preemptions (cumulative)")
-        step_axes[2].set_xlabel("engine clock (s): the run's clock for simulate, the server's for serve")
-    if server_ax is not None:
-        server_ax.set_ylabel("scraped server gauges")
-        server_ax.set_xlabel("time in run (s)")
-    for ax in axes:
+    if steps:
+        _step_panels(axes[: 2 + preempted], steps, preempted)
+    if any(v.server for v in withs):
+        _server_panel(axes[-1], withs)
+    for ax in fig.axes:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, markerscale=4)
+            ax.legend(fontsize=7, markerscale=4, loc="upper left" if ax in axes else "upper right")
     fig.tight_layout()
     return _save(fig, plt, os.path.join(out_dir, "engine_and_server.png"))
 
 
+def _step_panels(axes, steps: list[RunView], preempted: bool) -> None:
+    for v in steps:
+        st = v.steps
+        k = _thin(st["start"].size)
+        t = st["start"][k]
+        axes[0].scatter(t, st["prefill_tokens"][k], s=2, alpha=0.6, label=f"{v.label} prefill", rasterized=True)
+        axes[0].scatter(t, st["decode_tokens"][k], s=2, alpha=0.6, label=f"{v.label} decode", rasterized=True)
+        axes[1].plot(t, st["kv_usage"][k] * 100, linewidth=1, label=v.label)
+        if preempted:
+            axes[2].plot(st["start"], np.cumsum(st["preemptions"]), linewidth=1, label=v.label)
+    axes[0].set_ylabel("tokens per step")
+    axes[1].set_ylabel("KV cache used (%)")
+    if preempted:
+        axes[2].set_ylabel("preemptions (cumulative)")
+    axes[-1].set_xlabel("engine clock (s): the run's clock for simulate, the server's for serve")
+
+
+def _server_panel(ax, views: list[RunView]) -> None:
+    """The server's gauges in words: counts on the left axis, 0..1 fractions as % on a right axis."""
+    frac = None
+    for v in views:
+        if not v.server:
+            continue
+        t = np.array([r["t"] for r in v.server], float)
+        for name in _server_series(v.server):
+            y = np.array([r["metrics"].get(name, np.nan) for r in v.server], float)
+            if is_fraction(name):
+                frac = frac or ax.twinx()
+                frac.plot(t, y * 100, linewidth=1, linestyle="--", label=f"{v.label}: {gauge_words(name)} (%)")
+            else:
+                ax.plot(t, y, linewidth=1, label=f"{v.label}: {gauge_words(name)}")
+    ax.set_ylabel("requests (server's gauges)")
+    ax.set_xlabel("time in run (s)")
+    if frac is not None:
+        frac.set_ylabel("%")
+        frac.set_ylim(0, 100)
+
+
 PREFERRED_GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage", "cache_usage_perc")
+
+
+def _pick_jobs(c, groups) -> list[tuple[str, np.ndarray]]:
+    """The median-JCT job and the slowest one (by their last end minus their first schedule)."""
+    jct = np.array(
+        [np.nanmax(np.where(np.isnan(c.fin[g]), c.sent[g], c.fin[g])) - np.nanmin(c.sched[g]) for g in groups]
+    )
+    order = np.argsort(jct)
+    picks = [("median job", groups[order[len(order) // 2]])]
+    if len(order) > 1:
+        picks.append(("slowest job", groups[order[-1]]))
+    return picks
+
+
+def job_timeline(views: list[RunView], out_dir: str) -> str | None:
+    """The first run's median and slowest jobs: each call a bar from sent to end (red: on the critical
+    path), its planned tool / think wait a grey bar before it, the job's JCT in the title."""
+    v = views[0]
+    groups = job_rows(v.cols)
+    if not groups:
+        return None
+    plt = _plt()
+    picks = _pick_jobs(v.c, groups)
+    fig, axes = plt.subplots(1, len(picks), figsize=(7 * len(picks), 4), squeeze=False)
+    for ax, (title, rows) in zip(axes[0], picks):
+        _, path = critical_path(v.c, rows)
+        t0 = float(np.nanmin(v.c.sched[rows]))
+        for y, i in enumerate(sorted(rows, key=lambda i: (v.cols.depth[i], v.cols.node[i]))):
+            sent = float(v.c.sent[i]) - t0
+            end = (float(v.c.fin[i]) - t0) if not np.isnan(v.c.fin[i]) else sent
+            wait = 0.0 if np.isnan(v.cols.delay[i]) else float(v.cols.delay[i])
+            ax.barh(y, wait, left=sent - wait, color="#d0d7de", height=0.6)
+            ax.barh(y, end - sent, left=sent, color="#cf222e" if i in path else "#0969da", height=0.6)
+            ax.text(end, y, f" {v.cols.node[i]} (d{v.cols.depth[i]})", va="center", fontsize=7)
+        jct = max(float(v.c.fin[i]) for i in rows) - t0
+        ax.set_title(f"{title}: JCT {jct * 1000:,.0f} ms (red: critical path, grey: tool / think)", fontsize=9)
+        ax.set_xlabel("s since the job arrived")
+        ax.set_yticks([])
+    fig.tight_layout()
+    return _save(fig, plt, os.path.join(out_dir, "job_timeline.png"))
 
 
 def _server_series(rows: list[dict]) -> list[str]:
@@ -339,7 +399,7 @@ def _server_series(rows: list[dict]) -> list[str]:
     return (pick or [n for n in names if not n.endswith(("_total", "_sum", "_count", "_created"))])[:4]
 
 
-FIGURES = (cdfs, itl_timeline, vs_prompt, timeseries, attainment_by_class, schedule_lag, engine_steps)
+FIGURES = (cdfs, itl_timeline, vs_prompt, timeseries, attainment_by_class, schedule_lag, engine_steps, job_timeline)
 
 
 def run_figures(views: list[RunView], out_dir: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .figures import _plt, _save
+from .figures import _plt, _save, declutter
 
 METRICS = (
     ("goodput", "goodput (req/s)"),
@@ -144,6 +144,7 @@ def _goodput_heatmap(plt, chunked: list[dict], gpus: list[str], out_dir: str) ->
 
 def _frontier(plt, ok: list[dict], gpus: list[str], out_dir: str) -> str:
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    labels = []
     for gpu in gpus:
         pts = sorted(
             (r["itl_p99_ms"], r["ttft_p99_ms"], r["max_num_batched_tokens"])
@@ -152,12 +153,14 @@ def _frontier(plt, ok: list[dict], gpus: list[str], out_dir: str) -> str:
         )
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=gpu)
-            for x, y, n in pts:
-                ax.annotate(str(n), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            labels += [
+                ax.annotate(str(n), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points") for x, y, n in pts
+            ]
     ax.set_xlabel("ITL p99 (ms)")
     ax.set_ylabel("TTFT p99 (ms)")
     ax.set_title("TTFT vs ITL trade-off (labels: chunk size)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    declutter(fig, labels)
     return _save(fig, plt, os.path.join(out_dir, "sweep_frontier.png"))

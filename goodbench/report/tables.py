@@ -4,7 +4,6 @@ Each function returns renderables or prints to the console it is given; none com
 
 from __future__ import annotations
 
-from rich import box
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -34,8 +33,23 @@ def short(label: str) -> str:
     return label
 
 
+LONG_CONFIG = 24  # longer config labels are shown as c1, c2, ... with a legend under the table
+
+
+def config_names(rows: list[dict]) -> tuple[dict, list[str]]:
+    """{cell: the config label the tables show} and the legend lines (empty when the labels are short)."""
+    labels = {r["cell"]: short(r["cell"].partition(",")[2]) or "base" for r in rows}
+    distinct = list(dict.fromkeys(labels.values()))
+    if max((len(x) for x in distinct), default=0) <= LONG_CONFIG:
+        return labels, []
+    ids = {lab: f"c{i + 1}" for i, lab in enumerate(distinct)}
+    return {c: ids[lab] for c, lab in labels.items()}, [f"  {ids[lab]} = {lab}" for lab in distinct]
+
+
 # ----------------------------------------------------------------------------------------------- sweeps
 def sweep_table(title: str, rows: list[dict]) -> Table:
+    """One row per cell (config labels by config_names; print it with print_wide)."""
+    names, _ = config_names(rows)
     tab = Table(title=title)
     for col in (
         "gpu",
@@ -52,7 +66,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
     ):
         tab.add_column(col, justify="left" if col in ("gpu", "config") else "right", no_wrap=True)
     for r in rows:
-        config = short(r["cell"].partition(",")[2]) or "base"
+        config = names[r["cell"]]
         if r.get("error"):
             tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 8)
             continue
@@ -99,21 +113,30 @@ def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict, off
     return f"sweep {sweep_id}: {workload} · {load} · {n} requests · SLO {format_slo(slo)}"
 
 
+def best_text(gpu: str, b: dict) -> str:
+    """The best cell of a tier in words (plain text: the console and the HTML report both use it); when
+    goodputs are indistinguishable it says so and why the winner won (analysis.sweep.TIE_RULE)."""
+    head = f"best on {gpu}: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, ITL p99 {ms(b['itl_p99_ms'])} ms"
+    if not b["goodput"]:
+        return f"best on {gpu}: none — no cell delivered a request within the SLO"
+    tied = b.get("tied") or []
+    if tied:
+        names = ", ".join(
+            f"{short(t['cell'])} ({t['goodput']:.2f} req/s, ITL p99 {ms(t['itl_p99_ms'])} ms)" for t in tied[:3]
+        )
+        more = f" and {len(tied) - 3} more" if len(tied) > 3 else ""
+        return f"{head}; goodput indistinguishable from {names}{more}: the lowest ITL p99 among them wins"
+    if b["next"] is None:
+        return head
+    return f"{head}; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s" + (
+        " (intervals separate)" if b["separated"] else " (within the intervals)"
+    )
+
+
 def best_lines(best: dict) -> list[str]:
     out = []
     for gpu, b in best.items():
-        margin = (
-            ""
-            if b["next"] is None
-            else (
-                f"; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s"
-                + ("" if b["separated"] else " (within the intervals)")
-            )
-        )
-        out.append(
-            f"  best on [bold]{gpu}[/]: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, "
-            f"ITL p99 {ms(b['itl_p99_ms'])} ms{margin}"
-        )
+        out.append("  " + escape(best_text(gpu, b)))
         if b.get("could_flip"):
             alt = {v for k, v in b.items() if k.startswith("best_if_") and v != b["cell"]}
             out.append(
@@ -140,11 +163,12 @@ def slo_scale_table(rows: list[dict], scales) -> Table:
     st.add_column("config")
     for k in scales:
         st.add_column(f"x{k:g}", justify="right")
+    names, _ = config_names(rows)
     for r in rows:
         if not r.get("error"):
             st.add_row(
                 r["gpu"],
-                short(r["cell"].partition(",")[2]) or "base",
+                names[r["cell"]],
                 *(f"{r[f'attainment@{k:g}']:.1%}" for k in scales),
             )
     return st
@@ -168,52 +192,6 @@ def min_gpus_table(rows: list[dict], target: float) -> Table:
             f"{r['goodput']:.2f}",
             usd(r["usd_per_hour"]),
             usd(r["usd_per_million_output_tokens"]),
-        )
-    return t
-
-
-def probe_line(p: dict) -> str:
-    return (
-        f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
-        f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}"
-    )
-
-
-def max_rate_line(r: dict) -> str:
-    label = r["cell"]
-    if r.get("error"):
-        return f"  [red]✗ {label}: {r['error']}[/]"
-    mr = r["max_rate"]
-    if not mr:
-        return (
-            f"  max goodput rate on {label}: [red]none: even the lowest probed rate misses the target (is the "
-            "SLO reachable on this GPU? see `goodbench engine explain`)[/]"
-        )
-    per = f" = {r['max_rate_per_gpu']:.3f} per GPU on {r['gpus']} GPUs" if (r.get("gpus") or 1) > 1 else ""
-    lo, hi = r["bracket"]
-    bracket = f"{lo:.2f}-{hi:.2f}" if hi is not None else f"{lo:.2f}-?"
-    return f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/]{per} (bracket {bracket})" + (
-        "" if r["conclusive"] else " — inconclusive at the bracket ends: run more requests"
-    )
-
-
-def max_rate_table(results: list[dict], target: float) -> Table:
-    """DistServe's headline per cell: max goodput rate at the SLO, and per GPU, by instance layout."""
-    t = Table(title=f"max goodput rate with SLO attainment >= {target:.0%}, per GPU")
-    for col in ("cell", "layout", "GPUs", "max rate", "per GPU", "conclusive"):
-        t.add_column(col, justify="left" if col in ("cell", "layout") else "right")
-    for r in results:
-        if r.get("error"):
-            continue
-        cell = short(r["cell"].rsplit(",", 1)[0] if r.get("layout") and r["cell"].endswith(r["layout"]) else r["cell"])
-        mr, per = r.get("max_rate"), r.get("max_rate_per_gpu")
-        t.add_row(
-            cell,
-            r.get("layout", ""),
-            str(r.get("gpus", "")),
-            f"{mr:.2f}" if mr else "none",
-            f"{per:.3f}" if per else "",
-            "yes" if r.get("conclusive") else "no",
         )
     return t
 
@@ -348,7 +326,9 @@ def workloads_table(catalogue) -> Table:
             else f"{spec.session.sessions} sessions"
             if spec.session
             else "the trace's"
-            if spec.trace
+            if spec.trace or (spec.agent and spec.agent.trace)
+            else f"{spec.agent.jobs} jobs"
+            if spec.agent
             else str(spec.num_requests)
             if spec.num_requests
             else f"{spec.duration_s:g} s"
@@ -455,39 +435,3 @@ def gate_lines(result) -> list[Text]:
 
 
 # ----------------------------------------------------------------------------------------------- compare
-def _fmt(v, unit):
-    if v is None:
-        return "-"
-    return fmt_num(v, ".1%" if unit == "fraction" else ".2f" if unit == "req/s" else ".1f")
-
-
-_NAMES = {"slo_attainment": "attainment", "goodput": "goodput /s"}
-
-
-def compare_table(res: dict) -> Table:
-    tab = Table(
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        title=f"{res['base']} → {res['new']}  ({res['level']:.0%} CI of the difference)",
-        title_justify="left",
-    )
-    for col in ("metric", "base", "new", "Δ", "Δ%", "CI of Δ", "p MWU", "verdict"):
-        tab.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
-    for d in res["metrics"]:
-        style = {"better": "green", "worse": "red"}.get(d["verdict"], "")
-        verdict = {"no significant change": "~ same", "not comparable": "n/a"}.get(d["verdict"], d["verdict"])
-        verdict += " REGRESSION" if d["regression"] else ""
-        u = d["unit"]
-        ci = "-" if not d["ci"] else f"{_fmt(d['ci'][0], u)}…{_fmt(d['ci'][1], u)}"
-        name = _NAMES.get(d["metric"], d["metric"].replace("_p", " p").upper().replace(" P", " p") + " ms")
-        tab.add_row(
-            name,
-            _fmt(d["base"], u),
-            _fmt(d["new"], u),
-            _fmt(d["delta"], u),
-            "-" if d["rel"] is None else fmt_num(d["rel"], "+.1%"),
-            ci,
-            "-" if d["p_value"] is None else f"{d['p_value']:.2g}",
-            Text(verdict, style=style),
-        )
-    return tab

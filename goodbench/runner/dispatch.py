@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,18 @@ import numpy as np
 from ..errors import RunDirError
 from ..metrics import RequestMetrics
 from ..records import RequestRecord, RequestSpec
+from ..workloads.sessions import turn_request
+
+FLUSH_S = 0.01  # how often finished records are considered for writing
+FLUSH_SLICE_S = 0.001  # the most time one write of finished records may hold the loop
+BUSY_S = 0.002  # a wake-up later than this: the loop is busy, the write waits
+FLUSH_MAX_S = 1.0  # ... but never longer than this (a killed process loses at most this much)
+JUDGE_BATCH = 64  # finished requests judged against the SLO per turn of the loop
+
+
+def _record(r) -> RequestRecord:
+    """A record, or a client's Finished stream built into one (client/stream.Finished)."""
+    return r if isinstance(r, RequestRecord) else r.record()
 
 
 def _counter(i: int):
@@ -31,6 +44,8 @@ class Progress:
         self.total = 0
         self.started = time.monotonic()
         self.t0: float | None = None  # the run's clock origin (monotonic), once set-up is done
+        self.lag_states: list[dict] = []  # each load-generator process's LagMeter state (client/lag.py)
+        self.stopped_early = False  # a rate probe's dispatch stopped: the server could not keep up
 
     @property
     def in_flight(self) -> int:
@@ -70,28 +85,40 @@ class Dispatch:
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
         self.unjudged: list[RequestRecord] = []  # finished, not yet counted against the SLO (judge())
+        self.unwritten: deque = deque()  # finished, not yet in the sink (flush())
         self.write_error: RunDirError | None = None  # records cannot be written any more: the run ended
+        # rate probes (stop_when_saturated): what is in flight (send time, planned tokens) and the
+        # finished requests' (TTFT, time per further token), the evidence of share._watch_saturation
+        self.track = opts.stop_when_saturated
+        self.inflight: dict[str, tuple[float, int]] = {}
+        self.service: list[tuple[float, float]] = []
 
-    async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None) -> RequestRecord:
+    async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None):
+        """One request; its record goes to the sink in the next batch (flush). Without on_text the
+        record itself is built then too (stream.Finished): a wave of streams ending together costs the
+        loop only their counters. Returns the record, or the Finished one that builds it."""
         p = self.p
+        track = self.track
 
         def sent():
             p.sent += 1
+            if track:
+                self.inflight[spec.id] = (time.monotonic(), spec.max_tokens)
 
         try:
             rec = (
                 await self.client.send(spec, scheduled_at, sent, on_text=on_text)
                 if on_text
-                else await self.client.send(spec, scheduled_at, sent)
+                else await self.client.send(spec, scheduled_at, sent, later=True)
             )
         finally:
             if self.sem is not None:
                 self.sem.release()
-        try:
-            self.sink.append(rec)
-        except RunDirError as e:  # a full or read-only disk: nothing more can be kept, so stop now
-            self.cannot_write(e)
+        if self.write_error is not None:  # records cannot be kept any more: the run is ending
             return rec
+        self.unwritten.append(rec)  # written in batches when the loop is idle (flush_when_idle)
+        if track:
+            self._service(spec, rec)
         p.done += 1
         if rec.status != "ok":
             p.failed += 1
@@ -110,15 +137,64 @@ class Dispatch:
             for t in list(self.tasks):
                 t.cancel()
 
-    def judge(self) -> None:
-        """Count the requests finished since the last call that meet the SLO (the live progress line),
-        with the summary's own definition (metrics.RequestMetrics), in a batch off the requests' own path."""
+    def _service(self, spec: RequestSpec, rec) -> None:
+        """One finished request's (TTFT, seconds per further chunk) for the backlog prediction."""
+        self.inflight.pop(spec.id, None)
+        r = _record(rec) if rec.status == "ok" else None
+        if r is not None and r.first_token_at is not None and r.sent_at is not None:
+            n = len(r.chunk_times)
+            per = (r.chunk_times[-1] - r.chunk_times[0]) / (n - 1) if n > 1 else 0.0
+            self.service.append((r.first_token_at - r.sent_at, per))
+
+    def judge(self, limit: int = JUDGE_BATCH) -> bool:
+        """Count up to `limit` of the requests finished since the last call that meet the SLO (the live
+        progress line), with the summary's own definition (metrics.RequestMetrics), off the requests'
+        own path. True when more are waiting (the caller yields to the loop, then calls again)."""
         if not self.unjudged:
-            return
-        batch, self.unjudged = self.unjudged, []
-        c = RequestMetrics(batch)
+            return False
+        batch, self.unjudged = self.unjudged[:limit], self.unjudged[limit:]
+        c = RequestMetrics([_record(r) for r in batch])
         met = c.meets(self.opts.slo)
         self.p.good += int((met if met is not None else c.ok & ~np.isnan(c.first)).sum())
+        return bool(self.unjudged)
+
+    def flush(self, budget_s: float | None = None) -> None:
+        """Build and write finished records, in one write: all of them, or (budget_s) as many as fit in
+        that much time, so that a wave of finished streams never holds the loop for longer."""
+        if not self.unwritten:
+            return
+        clock, recs, lines, waiting = time.monotonic, [], [], self.unwritten
+        end = clock() + budget_s if budget_s is not None else None
+        write_lines = getattr(self.sink, "write_lines", None)
+        while waiting and (end is None or clock() < end):
+            recs.append(_record(waiting.popleft()))
+            if write_lines is not None:
+                lines.append(recs[-1].to_json())
+        try:
+            if write_lines is not None:
+                write_lines(lines)
+            else:  # a plain sink (tests): the records themselves
+                for rec in recs:
+                    self.sink.append(rec)
+        except RunDirError as e:  # a full or read-only disk: nothing more can be kept, so stop now
+            self.unwritten.clear()
+            self.cannot_write(e)
+
+    async def flush_when_idle(self, every_s: float = FLUSH_S) -> None:
+        """Write records off the moments that matter: a slice of FLUSH_SLICE_S whenever a wake-up comes
+        on time (the loop is not working through a burst of reads and sends), and a slice anyway once
+        records have waited FLUSH_MAX_S (a killed process loses at most those)."""
+        clock = time.monotonic
+        last = clock()
+        while True:
+            due = clock() + every_s
+            await asyncio.sleep(every_s)
+            now = clock()
+            if not self.unwritten:
+                last = now
+            elif now - due < BUSY_S or now - last >= FLUSH_MAX_S:
+                self.flush(FLUSH_SLICE_S)
+                last = now if not self.unwritten else last
 
     def _spawn(self, spec, scheduled_at):
         t = asyncio.ensure_future(self._one(spec, scheduled_at))
@@ -182,38 +258,97 @@ class Dispatch:
         """Multi-turn sessions: each starts at its arrival (when a slot of session.max_concurrent is free:
         waiting shows as lag) and sends its turns one after another, each its think time after the
         previous reply, the server's replies resent as history. Runs as its own task, like open_loop."""
-        cap = plan.spec.session.max_concurrent
+        await self._units(
+            plan.sessions, plan.spec.session.max_concurrent, lambda s, slots: self._session(plan, s, slots)
+        )
+
+    async def _units(self, units, cap: int, run) -> None:
+        """Start each unit (a session, an agent job) at its arrival_s, when one of `cap` slots is free
+        (0: no cap); `run(unit, slots)` releases its slot when done."""
         slots = asyncio.Semaphore(cap) if cap else None
         t0, clock = self.client.t0, self.client.clock
-        for s in sorted(plan.sessions, key=lambda x: x.arrival_s):
-            d = t0 + s.arrival_s - clock()
+        for u in sorted(units, key=lambda x: x.arrival_s):
+            d = t0 + u.arrival_s - clock()
             if d > 0:
                 await asyncio.sleep(d)
             if slots is not None:
                 await slots.acquire()
-            t = asyncio.ensure_future(self._session(plan, s, slots))
+            t = asyncio.ensure_future(run(u, slots))
             self.tasks.add(t)
             t.add_done_callback(self._task_done)
 
-    async def _session(self, plan, s, slots) -> None:
-        from ..workloads.sessions import turn_request
+    def prepare_sessions(self, plan) -> None:
+        """Build every session's first turn before the clock starts (the prompt text, the tokenizer's
+        word list it is drawn from): built at its arrival, it left 240-430 ms late."""
+        self.first_turns = {s.id: turn_request(plan.spec, s, 1, plan.tok) for s in plan.sessions}
 
+    async def _session(self, plan, s, slots) -> None:
         replies, reply_tokens = [], []
         t0, clock = self.client.t0, self.client.clock
-        scheduled = s.arrival_s
+        scheduled = ended = s.arrival_s
+        first = getattr(self, "first_turns", {}).pop(s.id, None)
         try:
             for k, turn in enumerate(s.turns, 1):
-                if k > 1:
-                    scheduled = clock() - t0 + turn.think_s
-                    await asyncio.sleep(turn.think_s)
-                spec = turn_request(plan.spec, s, k, plan.tok, replies, reply_tokens)
+                if k == 1 and first is not None:
+                    spec = first
+                else:  # built from the replies so far, before the think time, so it leaves on time
+                    spec = turn_request(plan.spec, s, k, plan.tok, replies, reply_tokens)
+                if k > 1:  # its think time after the previous reply ended
+                    scheduled = ended + turn.think_s
+                    await asyncio.sleep(max(0.0, t0 + scheduled - clock()))
                 got: list[str] = []
                 rec = await self._one(spec, scheduled, on_text=got.append)
+                ended = clock() - t0
                 if rec.status != "ok":
                     return  # a failed turn ends its session (it is not completed)
                 replies.append(got[0] if got else "")
                 reply_tokens.append(rec.output_tokens)
         finally:
+            if slots is not None:
+                slots.release()
+
+    async def jobs_loop(self, plan) -> None:
+        """Agent jobs: each starts at its arrival (when a slot of agent.max_concurrent is free: waiting
+        shows as lag) and runs its graph (workloads.agent). Runs as its own task, like open_loop."""
+        await self._units(plan.jobs, plan.job_cap, lambda j, slots: self._job(plan, j, slots))
+
+    async def _job(self, plan, job, slots) -> None:
+        """One job: a call is sent when all its parents have answered, its planned delay (a tool's
+        latency, think time) after the last of them, with their replies in its prompt. A failed call
+        ends its branch: what depends on it is never sent (the job is not completed)."""
+        from ..workloads.agent import node_request
+
+        replies: dict[int, str] = {}
+        tokens: dict[int, int] = {}
+        loop = asyncio.get_running_loop()
+        done = {n.index: loop.create_future() for n in job.nodes}
+        t0, clock = self.client.t0, self.client.clock
+
+        async def call(node) -> None:
+            ok = True
+            for p in node.parents:
+                ok = await done[p] and ok
+            if not ok:
+                done[node.index].set_result(False)
+                return
+            scheduled = job.arrival_s if not node.parents else clock() - t0 + node.delay_s
+            if node.parents and node.delay_s > 0:
+                await asyncio.sleep(node.delay_s)
+            spec = node_request(plan.spec, job, node.index, plan.tok, replies, tokens)
+            got: list[str] = []
+            if self.sem is not None:
+                await self.sem.acquire()
+            rec = await self._one(spec, scheduled, on_text=got.append)
+            if rec.status == "ok":
+                replies[node.index], tokens[node.index] = (got[0] if got else ""), rec.output_tokens
+            done[node.index].set_result(rec.status == "ok")
+
+        calls = [asyncio.ensure_future(call(n)) for n in job.nodes]
+        try:
+            await asyncio.gather(*calls)
+        finally:
+            for c in calls:
+                c.cancel()
             if slots is not None:
                 slots.release()
 

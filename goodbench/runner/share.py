@@ -15,9 +15,10 @@ import numpy as np
 
 from ..client.aiohttp_client import AiohttpClient
 from ..client.config import ClientConfig
+from ..client.lag import loop_probe
 from ..client.lean import LeanClient
 from ..gcquiet import quiet_gc, watchdog as gc_watchdog
-from ..metrics.saturation import GROWTH, MIN_GROWTH, MIN_SENT
+from ..metrics.saturation import GROWTH, MIN_GROWTH, MIN_SENT, overdue
 from ..workloads import Plan
 from .dispatch import Dispatch, Progress, RunOptions
 from .scrape import sample_now, scrape_loop
@@ -42,35 +43,42 @@ class Share:
     on_tick: Callable | None = None
     scrape: bool = False
     stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: the parent's PRESS alone
+    announce: bool = True  # say on stderr that Ctrl-C was heard (a worker process leaves it to its parent)
 
 
 async def _ticker(d: Dispatch, on_tick) -> None:
     """Every half second: count what finished against the SLO, then the progress display's tick."""
     while True:
-        d.judge()
+        while d.judge():  # a batch at a time, the loop between batches
+            await asyncio.sleep(0)
         if on_tick is not None:
             on_tick()
         await asyncio.sleep(0.5)
 
 
 async def _watch_saturation(d: Dispatch, p: Progress, every: float = 0.5, min_s: float = 3.0) -> None:
-    """Stop dispatch once the backlog (sent - done) has grown faster than GROWTH of the send rate over
-    the last half of the run so far (the test metrics.saturation applies to the finished run)."""
-    ts, backlog, sent = [], [], []
+    """Stop dispatch once more requests are overdue (in flight past the end their planned tokens and
+    the service times so far predict: metrics.saturation.overdue) and that count has grown faster than
+    GROWTH of the send rate over the last half of the run so far. A backlog that only fills up to rate x
+    service time (long requests at a rate the server carries) is predicted, so it never stops a probe."""
+    ts, late, sent = [], [], []
     while not d.stop.is_set():
         await asyncio.sleep(every)
         now = time.monotonic()
+        n = overdue(now, d.inflight.values(), d.service)
+        if n is None:
+            continue
         ts.append(now)
-        backlog.append(p.sent - p.done)
+        late.append(n)
         sent.append(p.sent)
         half = len(ts) // 2
         if now - ts[0] < min_s or sent[-1] < MIN_SENT or len(ts) - half < 4:
             continue
-        t, b = np.array(ts[half:]), np.array(backlog[half:], float)
+        t, b = np.array(ts[half:]), np.array(late[half:], float)
         rate = (sent[-1] - sent[half]) / (t[-1] - t[0])
         growth = float(np.polyfit(t, b, 1)[0])
-        if rate > 0 and growth > GROWTH * rate and b[-1] - b[0] >= MIN_GROWTH:
-            d.saturated = True
+        if rate > 0 and growth > GROWTH * rate and b[-1] - b[0] >= MIN_GROWTH and b[-1] >= MIN_GROWTH:
+            d.saturated = p.stopped_early = True
             d.stop.set()
 
 
@@ -91,6 +99,8 @@ async def _baseline(sh: Share):
 async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
     gc_dog = asyncio.ensure_future(gc_watchdog())
+    if sh.plan.sessions:
+        d.prepare_sessions(sh.plan)
     baseline = await _baseline(sh)
     # the clock starts after set-up: schedule offsets are relative to this instant
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
@@ -107,11 +117,16 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     )
     ticker = asyncio.ensure_future(_ticker(d, sh.on_tick))
     watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
+    meter = client.meter
+    meter.start()
+    helpers = (asyncio.ensure_future(loop_probe(meter.loop)), asyncio.ensure_future(d.flush_when_idle()))
     plan = sh.plan
     reqs = [plan.requests[i] for i in sh.idx]
     try:
         if plan.sessions:
             await d.dispatch(d.sessions_loop(plan))
+        elif plan.jobs:
+            await d.dispatch(d.jobs_loop(plan))
         elif plan.closed:
             await d.dispatch(
                 d.closed_loop(
@@ -122,25 +137,40 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             await d.dispatch(d.open_loop(reqs, plan.offsets[sh.idx]))
         return await d.drain()
     finally:
+        meter.stop()
         gc_dog.cancel()
-        for task in (ticker, watch):
+        for task in (ticker, watch, *helpers):
             if task:
                 task.cancel()
-        d.judge()
+        d.flush()
+        while d.judge():
+            pass
+        sh.progress.lag_states.append(meter.state(client.finished, client.chunks))
         scrape_stop.set()
         if scraper:
             await asyncio.wait([scraper], timeout=3)
 
 
-def _stop_on_signals(d: Dispatch, loop, sigs) -> dict:
+def stop_notice(press: int, in_flight: int, grace_s: float) -> str:
+    """What Ctrl-C does, said the moment it is pressed (the run may take grace_s more to end)."""
+    if press > 1:
+        return f"goodbench: aborting: cancelling {in_flight} in-flight requests (recorded as cancelled)"
+    return f"goodbench: stopping: finishing {in_flight} in-flight requests (up to {grace_s:g} s), Ctrl-C again to abort"
+
+
+def _stop_on_signals(d: Dispatch, loop, sigs, announce: bool = True) -> dict:
     """SIGINT/SIGTERM stop dispatch (in-flight requests get the grace period); a second press cancels them.
-    A worker process listens to its parent's PRESS alone (workers.py: one per press; the SIGINT or SIGTERM
-    sent to the whole group also reaches the worker, which ignores it, so one press is never counted
-    twice)."""
+    Each press is acknowledged on stderr at once (announce). A worker process listens to its parent's
+    PRESS alone (workers.py: one per press; the SIGINT or SIGTERM sent to the whole group also reaches
+    the worker, which ignores it, so one press is never counted twice)."""
+    import sys
+
     presses = {"n": 0}
 
     def on_signal():
         presses["n"] += 1
+        if announce:
+            print("\n" + stop_notice(presses["n"], len(d.tasks), d.opts.grace_s), file=sys.stderr, flush=True)
         d.stop.set()
         if presses["n"] > 1:
             for t in list(d.tasks):
@@ -172,7 +202,7 @@ async def run_share(sh: Share) -> bool:
     loop = asyncio.get_running_loop()
     async with CLIENTS[sh.cfg.client](sh.cfg, sh.t0, sh.tok) as client:
         d = Dispatch(client, sh.sink, sh.progress, sh.opts)
-        old = _stop_on_signals(d, loop, sh.stop_signals)
+        old = _stop_on_signals(d, loop, sh.stop_signals, sh.announce)
         try:
             n_warm = (
                 sh.opts.prewarm

@@ -25,12 +25,12 @@ from ..proctree import forward, worker_init
 from ..store import RunStore, records_lost
 from ..workloads import Plan
 from .dispatch import Progress, RunOptions
-from .share import Share, run_share
+from .share import Share, run_share, stop_notice
 
 PRESS = signal.SIGUSR1  # the parent's "Ctrl-C was pressed", one per press
 
 
-def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -> None:
+def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int, lags) -> None:
     if not worker_init(parent, PRESS):
         return  # the parent died before we could ask to be told
     install_uvloop()
@@ -44,6 +44,7 @@ def _worker_main(share: Share, run_dir: str, tok_name, arr, slot, parent: int) -
     share.stop_signals = (PRESS,)
     try:
         asyncio.run(run_share(share))
+        lags.put(share.progress.lag_states)  # the parent adds them up (client_lag)
     finally:
         sink.close()
 
@@ -62,7 +63,7 @@ def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: 
             users = plan.arrival.concurrency // w + (1 if k < plan.arrival.concurrency % w else 0)
             if users == 0:
                 continue
-        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0))
+        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0, announce=False))
     return out
 
 
@@ -82,14 +83,17 @@ def run_workers(
     w = opts.workers
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     arr = ctx.Array("d", w * len(Progress.FIELDS), lock=False)
+    lags = ctx.SimpleQueue()
     t0 = time.monotonic() + 1.0 + 0.2 * w  # leave the workers time to start and prewarm
     procs = []
     for k, share in enumerate(_shares(plan, cfg, opts, t0, scrape)):
-        p = ctx.Process(target=_worker_main, args=(share, sink.dir, tok_name, arr, k, os.getpid()), daemon=True)
+        p = ctx.Process(target=_worker_main, args=(share, sink.dir, tok_name, arr, k, os.getpid(), lags), daemon=True)
         p.start()
         procs.append(p)
 
-    def stop_workers(_presses=0):
+    def stop_workers(presses=0):
+        if presses:  # a Ctrl-C (not a worker's failed write): said at once
+            print("\n" + stop_notice(presses, progress.in_flight, opts.grace_s), file=sys.stderr, flush=True)
         for p in procs:
             if p.is_alive():
                 os.kill(p.pid, PRESS)
@@ -106,11 +110,15 @@ def run_workers(
                     on_tick()
                 for p in procs:
                     p.join(timeout=0.25 / len(procs))
+                while not lags.empty():  # read as they come: a full pipe would block a finishing worker
+                    progress.lag_states += lags.get()
     finally:
         for p in procs:  # only after a failure in this loop: they ignore SIGTERM, so no one is left waiting
             if p.is_alive():
                 p.kill()
     _sum_progress(progress, arr, w)
+    while not lags.empty():
+        progress.lag_states += lags.get()
     if progress.write_errno:
         code = int(progress.write_errno)
         store = getattr(sink, "store", sink)  # a RunDir, or a bare RunStore

@@ -7,14 +7,14 @@ import random
 
 from ..records import RequestSpec
 from .mixture import as_prompt
-from .spec import WorkloadSpec
+from .spec import MESSAGE_APIS, WorkloadSpec
 
 
 def hol_requests(spec: WorkloadSpec, tok) -> list[RequestSpec]:
     """Every request of the workload, sorted by arrival_s, reproducible for spec.seed."""
     h = spec.hol
     rng = random.Random(spec.seed)
-    chat = spec.endpoint == "chat"
+    chat = spec.endpoint in MESSAGE_APIS
     out = []
     for k in range(h.repeats):
         t0 = k * h.period_s

@@ -5,14 +5,17 @@ it unless asked. Pure: reads the workload dicts stored in run.json."""
 
 from __future__ import annotations
 
-IDENTITY = ("generator", "classes", "hol", "endpoint")  # the requests; not their number, seed, arrivals or SLO
+IDENTITY = ("generator", "classes", "hol", "endpoint", "agent")  # the requests; not their number, seed, arrivals or SLO
 
 
 def identity(workload: dict | None) -> dict | None:
     """The fields that define a workload's requests, or None when the run does not record them (an import)."""
     if not workload or "generator" not in workload:
         return None
-    return {k: workload.get(k) for k in IDENTITY}
+    out = {k: workload.get(k) for k in IDENTITY}
+    if isinstance(out["agent"], dict):  # an agent workload's graphs, not how many jobs it sent
+        out["agent"] = {k: v for k, v in out["agent"].items() if k != "jobs"}
+    return out
 
 
 def difference(base: dict | None, new: dict | None) -> str | None:

@@ -10,7 +10,7 @@ import numpy as np
 from ..records import RequestSpec
 from .lengths import sample_lengths
 from .segments import text_of
-from .spec import ClassSpec, WorkloadSpec
+from .spec import MESSAGE_APIS, ClassSpec, WorkloadSpec
 
 
 def as_prompt(text: str, chat: bool):
@@ -54,7 +54,7 @@ def _prefix_segments(c: ClassSpec, n: int, rng: np.random.Generator) -> list[tup
 
 def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
     """n requests, reproducible for spec.seed: the class of each drawn first, then each class's rows."""
-    chat = spec.endpoint == "chat"
+    chat = spec.endpoint in MESSAGE_APIS
     rng_np = np.random.default_rng(spec.seed)
     rng_py = random.Random(spec.seed)
     weights = np.array([c.weight for c in spec.classes], dtype=float)

@@ -159,7 +159,11 @@ def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
     if o.endpoint_type:
         kw["endpoint"] = o.endpoint_type
     spec = replace(spec, **kw)
-    if spec.num_requests is None and spec.duration_s is None and spec.generator not in ("hol", "sessions", "trace"):
+    if (
+        spec.num_requests is None
+        and spec.duration_s is None
+        and spec.generator not in ("hol", "sessions", "trace", "agent")
+    ):
         spec = replace(spec, num_requests=DEFAULT_REQUESTS)
     if spec.warmup_requests and spec.num_requests and spec.warmup_requests >= spec.num_requests:
         raise UsageError(f"--warmup {spec.warmup_requests} leaves none of the {spec.num_requests} requests to measure")

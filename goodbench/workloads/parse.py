@@ -15,7 +15,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..arrivals import KINDS as ARRIVAL_KINDS, ArrivalSpec, parse_trace
-from ..errors import InputError, UsageError
+from ..errors import InputError, UsageError, warn
 from ..gating import GateSpec
 from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
@@ -24,6 +24,8 @@ from .spec import (
     DISTS,
     ENDPOINTS,
     GENERATORS,
+    MESSAGE_APIS,
+    AgentSpec,
     ClassSpec,
     HolSpec,
     LengthDist,
@@ -181,6 +183,7 @@ def _arrival(ctx: _Ctx, a: dict, base_dir: str, default_kind: str) -> ArrivalSpe
 
 
 TOP_KEYS = {
+    "requires",
     "name",
     "description",
     "generator",
@@ -188,6 +191,7 @@ TOP_KEYS = {
     "hol",
     "session",
     "trace",
+    "agent",
     "arrival",
     "num_requests",
     "duration_s",
@@ -257,9 +261,21 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
             if gen == "sharegpt"
             else [ClassSpec("random")]
         )
-    if sum(c.weight for c in classes) <= 0:
-        raise ctx.err("class", "weights must not all be zero")
+    _check_weights(ctx, classes)
     return tuple(classes)
+
+
+def _check_weights(ctx: _Ctx, classes: list) -> None:
+    """All zero is an error; fractions that do not sum to 1 are rescaled, which the user is told."""
+    total = sum(c.weight for c in classes)
+    if total <= 0:
+        raise ctx.err("class", "weights must not all be zero")
+    if len(classes) > 1 and all(c.weight <= 1 for c in classes) and abs(total - 1) > 1e-6:
+        shares = ", ".join(f"{c.name} {c.weight / total:.1%}" for c in classes)
+        warn(
+            f"{ctx.path}: class weights {' + '.join(f'{c.weight:g}' for c in classes)} = {total:g}, not 1: "
+            f"used as ratios ({shares})"
+        )
 
 
 def _prefixes(ctx: _Ctx, c: dict, key: str) -> dict:
@@ -322,6 +338,32 @@ def _session(ctx: _Ctx, t: dict) -> SessionSpec:
     )
 
 
+def _agent(ctx: _Ctx, t: dict, base_dir: str) -> AgentSpec:
+    ctx.known(t, set(AgentSpec.__dataclass_fields__), "agent.")
+    d, p = AgentSpec(), "agent."
+    trace = ctx.text(t, "trace")
+    fmt = t.get("trace_format")
+    if fmt is not None and fmt not in ("goodbench", "weka"):
+        raise ctx.err("agent.trace_format", f"{fmt!r} is not one of goodbench, weka")
+    dists = ("fanout", "task", "output", "tool_result", "tool_ms")
+    lengths = {k: _length(ctx, t[k], p + k) if k in t else getattr(d, k) for k in dists}
+    tools = t.get("tools", d.tools)
+    if not isinstance(tools, bool):
+        raise ctx.err("agent.tools", "expected true or false")
+    return AgentSpec(
+        jobs=ctx.num(t, "jobs", p, int, d.jobs, limit="requests"),
+        depth=ctx.num(t, "depth", p, int, d.depth, limit="agent_depth"),
+        think_s=ctx.num(t, "think_s", p, float, d.think_s, limit="seconds"),
+        think=_choice(ctx, t, "think", d.think, ("exponential", "constant")),
+        system_tokens=ctx.num(t, "system_tokens", p, int, d.system_tokens, limit="tokens_or_zero"),
+        max_concurrent=ctx.num(t, "max_concurrent", p, int, 0, limit="users_or_zero"),
+        tools=tools,
+        trace=trace if trace is None or os.path.isabs(trace) else os.path.join(base_dir, trace),
+        trace_format=fmt,
+        **lengths,
+    )
+
+
 def _trace(ctx: _Ctx, t: dict, base_dir: str) -> TraceSpec:
     ctx.known(t, {"path", "format", "speedup", "window", "max_output"}, "trace.")
     path = t.get("path")
@@ -350,6 +392,26 @@ def _choice(ctx: _Ctx, doc: dict, key: str, default: str, allowed: tuple) -> str
     return v
 
 
+def _arrival_of(ctx: _Ctx, doc: dict, gen: str, base_dir: str) -> ArrivalSpec:
+    """The [arrival] table: trace and HOL generators (and an agent trace without a rate) time their
+    own requests; sessions and agent jobs arrive by an open process."""
+    replay = gen == "agent" and "trace" in ctx.table(doc, "agent")
+    timed = replay and "rate" not in ctx.table(doc, "arrival")  # a replay at its recorded arrivals
+    first = "workload" if gen in ("hol", "trace") or timed else "poisson"
+    arrival = _arrival(ctx, ctx.table(doc, "arrival"), base_dir, first)
+    if (
+        arrival.kind == "closed"
+        and gen in ("sessions", "agent")
+        or (arrival.kind == "workload" and (gen == "sessions" or (gen == "agent" and not replay)))
+    ):
+        raise ctx.err(
+            "arrival.process",
+            f"{gen} arrive by an open process (poisson, gamma, constant, onoff, "
+            "trace); cap them with session.max_concurrent or agent.max_concurrent",
+        )
+    return arrival
+
+
 def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     ctx = _Ctx(path)
     try:
@@ -360,16 +422,10 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     gen = _choice(ctx, doc, "generator", "synthetic", GENERATORS)
     endpoint = _choice(ctx, doc, "endpoint", "completions", ENDPOINTS)
     classes = doc.get("class", [])
-    if endpoint != "chat" and any(isinstance(c, dict) and c.get("reasoning") for c in _listed(classes)):
-        raise ctx.err("endpoint", 'classes with reasoning need endpoint = "chat" (reasoning streams are chat deltas)')
+    if endpoint not in MESSAGE_APIS and any(isinstance(c, dict) and c.get("reasoning") for c in _listed(classes)):
+        raise ctx.err("endpoint", 'classes with reasoning need endpoint = "chat", "responses" or "messages"')
     base_dir = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
-    arrival = _arrival(ctx, ctx.table(doc, "arrival"), base_dir, "workload" if gen in ("hol", "trace") else "poisson")
-    if gen == "sessions" and arrival.kind in ("closed", "workload"):
-        raise ctx.err(
-            "arrival.process",
-            "sessions arrive by an open process (poisson, gamma, constant, onoff, "
-            "trace); cap them with session.max_concurrent",
-        )
+    arrival = _arrival_of(ctx, doc, gen, base_dir)
     try:
         slo = parse_slo(" ".join(f"{k}:{v}" for k, v in ctx.table(doc, "slo").items())) if doc.get("slo") else None
     except ValueError as e:
@@ -378,7 +434,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
     dur = ctx.num(doc, "duration_s", "", float, None, limit="positive_seconds")
     if n is not None and dur is None and n > MAX_UPFRONT_REQUESTS:
         raise ctx.err("num_requests", f"more than {MAX_UPFRONT_REQUESTS:,} requests to build up front; add duration_s")
-    if n is None and dur is None and gen not in ("hol", "sessions", "trace"):
+    if n is None and dur is None and gen not in ("hol", "sessions", "trace", "agent"):
         n = DEFAULT_REQUESTS
     gate = doc.get("gate")
     if gate is not None and not isinstance(gate, dict):
@@ -388,6 +444,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
             GateSpec.from_table(gate)  # checked now, not after the run it would judge
         except UsageError as e:
             raise InputError(f"{path}: {e}") from None
+    requires = _requires(ctx, doc.get("requires"))
     return WorkloadSpec(
         name=str(doc.get("name", os.path.splitext(os.path.basename(path))[0])),
         description=str(doc.get("description", "")),
@@ -396,6 +453,7 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         hol=_hol(ctx, ctx.table(doc, "hol")) if gen == "hol" else None,
         session=_session(ctx, ctx.table(doc, "session")) if gen == "sessions" else None,
         trace=_trace(ctx, ctx.table(doc, "trace"), base_dir) if gen == "trace" else None,
+        agent=_agent(ctx, ctx.table(doc, "agent"), base_dir) if gen == "agent" else None,
         arrival=arrival,
         num_requests=n,
         duration_s=dur,
@@ -406,4 +464,21 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         ignore_eos=bool(doc.get("ignore_eos", True)),
         gate=gate,
         path=path,
+        requires=requires,
     )
+
+
+REQUIRES = {"scheduling_policy": ("fcfs", "priority"), "prefix_caching": (True, False), "endpoint": ENDPOINTS}
+
+
+def _requires(ctx: _Ctx, t) -> dict | None:
+    """[requires]: what the server must do (docs/workloads.md); the run checks what it can."""
+    if t is None:
+        return None
+    if not isinstance(t, dict):
+        raise ctx.err("requires", "expected a table")
+    ctx.known(t, set(REQUIRES), "requires.")
+    for k, v in t.items():
+        if v not in REQUIRES[k]:
+            raise ctx.err(f"requires.{k}", f"{v!r} is not one of {', '.join(map(str, REQUIRES[k]))}")
+    return dict(t) or None

@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..records import RequestSpec
 from .generate import build_requests
 from .hol import hol_count
-from .spec import WorkloadSpec
+from .spec import MESSAGE_APIS, WorkloadSpec
 
 CLOSED_POOL = 5000  # requests generated for a duration-bounded closed loop (cycled)
 
@@ -27,6 +27,7 @@ class Plan:
     sessions: list | None = None  # multi-turn sessions (workloads.sessions); requests are their planned turns
     spec: WorkloadSpec | None = None
     tok: object = None  # the tokenizer sessions build their turns' text with
+    jobs: list | None = None  # agent jobs (workloads.agent); requests are their planned calls
 
     @classmethod
     def at(cls, requests: list[RequestSpec], offsets, arrival: ArrivalSpec | None = None) -> Plan:
@@ -46,6 +47,11 @@ class Plan:
         return self.arrival.kind == "closed"
 
     @property
+    def job_cap(self) -> int:
+        """Agent jobs in flight at once (0: no cap)."""
+        return self.spec.agent.max_concurrent if self.jobs and self.spec is not None else 0
+
+    @property
     def session_cap(self) -> int:
         """Sessions in flight at once (0: no cap)."""
         return self.spec.session.max_concurrent if self.sessions and self.spec is not None else 0
@@ -63,7 +69,7 @@ class Plan:
     def planned(self) -> int | None:
         """How many requests the schedule sends (None: a closed loop bounded by time cycles them; sessions
         send their planned turns unless one fails, which ends its session)."""
-        if self.sessions or (self.closed and self.duration_s):
+        if self.sessions or self.jobs or (self.closed and self.duration_s):
             return None
         return len(self.requests)
 
@@ -79,8 +85,26 @@ def _trace_plan(spec: WorkloadSpec, tok) -> Plan:
         rows = rows[: spec.num_requests]
     if not rows:
         raise UsageError(f"{t.path}: no rows in the window asked for")
-    reqs = trace_requests(rows, tok, spec.endpoint == "chat", t.max_output)
+    reqs = trace_requests(rows, tok, spec.endpoint in MESSAGE_APIS, t.max_output)
     return Plan(reqs, np.array([r.arrival_s for r in reqs], float), spec.arrival, spec.duration_s, spec=spec)
+
+
+def replay_jobs(spec: WorkloadSpec, a: ArrivalSpec, n: int | None) -> list:
+    """A recorded agent trace's jobs: at their recorded arrivals (arrival process `workload`), else
+    by the arrival process; `n` of them at most (num_requests / --num-prompts, when given)."""
+    from dataclasses import replace
+
+    from ..workloads.agenttrace import read_agent_trace
+
+    jobs, timed = read_agent_trace(spec.agent.trace, spec.agent.trace_format)
+    if spec.num_requests is not None:
+        jobs = jobs[: spec.num_requests]
+    if a.kind == "workload":
+        if not timed:
+            raise UsageError(f"{spec.agent.trace}: these jobs have no arrival times: give [arrival] a process and rate")
+        return sorted(jobs, key=lambda j: j.arrival_s)
+    offs = arrival_offsets(a, n=len(jobs), duration_s=spec.duration_s, seed=spec.seed)
+    return [replace(j, arrival_s=float(t)) for j, t in zip(jobs, offs)]
 
 
 def build_plan(spec: WorkloadSpec, tok) -> Plan:
@@ -94,6 +118,18 @@ def build_plan(spec: WorkloadSpec, tok) -> Plan:
         offs = arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed)
         sessions = build_sessions(spec, tok, offs)
         return Plan(planned_requests(spec, sessions, tok), None, a, spec.duration_s, sessions, spec, tok)
+    if spec.generator == "agent":
+        from ..workloads.agent import build_jobs, planned_requests as planned_calls
+
+        n = spec.num_requests if spec.num_requests is not None and spec.duration_s is None else spec.agent.jobs
+        jobs = (
+            replay_jobs(spec, a, n)
+            if spec.agent.trace
+            else build_jobs(spec, arrival_offsets(a, n=n, duration_s=spec.duration_s, seed=spec.seed))
+        )
+        if tok is not None:
+            tok.words  # noqa: B018 -- computed once here, not inside the first call's timed send
+        return Plan(planned_calls(spec, jobs), None, a, spec.duration_s, spec=spec, tok=tok, jobs=jobs)
     if spec.generator == "hol" and a.kind == "workload":
         n = hol_count(spec) if spec.num_requests is None else min(spec.num_requests, hol_count(spec))
         reqs = build_requests(spec, tok, n)

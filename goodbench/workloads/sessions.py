@@ -13,7 +13,7 @@ import numpy as np
 from ..records import RequestSpec
 from .lengths import sample_lengths
 from .segments import segment_text, tokens_of
-from .spec import SessionSpec, WorkloadSpec
+from .spec import MESSAGE_APIS, SessionSpec, WorkloadSpec
 
 SYSTEM_KEY = ("system",)
 
@@ -129,7 +129,7 @@ def turn_request(
     )
     if not with_text:
         return RequestSpec(prompt="", **common)
-    s, words, chat = spec.session, tok.words, spec.endpoint == "chat"
+    s, words, chat = spec.session, tok.words, spec.endpoint in MESSAGE_APIS
     system = segment_text(SYSTEM_KEY, s.system_tokens, words) if s.system_tokens else ""
     history = []
     for j in range(k - 1):

@@ -9,9 +9,10 @@ from dataclasses import asdict, dataclass
 
 from ..arrivals import ArrivalSpec
 
-GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace")
+GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace", "agent")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
-ENDPOINTS = ("completions", "chat")
+ENDPOINTS = ("completions", "chat", "responses", "messages", "embeddings", "rerank", "score")
+MESSAGE_APIS = ("chat", "responses", "messages")  # prompts are lists of messages (client/apis.py)
 
 DEFAULT_REQUESTS = 200  # requests in a workload that gives neither a count nor a duration
 
@@ -97,6 +98,29 @@ class SessionSpec:
 
 
 @dataclass(frozen=True)
+class AgentSpec:
+    """Agent jobs (workloads/agent.py): each job is a graph of calls. A plan call; `fanout` sub-agents
+    in parallel, each a chain of depth - 2 steps over its own growing context (every step but the
+    last calls a tool, whose latency passes before the next step); a final call that reads every
+    sub-agent's answer once all have finished. Jobs arrive by the workload's arrival process."""
+
+    jobs: int = 50
+    depth: int = 4  # levels of the graph: plan, depth - 2 sub-agent steps, final (>= 2)
+    fanout: LengthDist = LengthDist(value=3)  # sub-agents per job
+    task: LengthDist = LengthDist(value=256)  # tokens of the job's task (and of each sub-task)
+    output: LengthDist = LengthDist(value=64)  # tokens of each call's reply
+    tool_result: LengthDist = LengthDist(value=128)  # tokens of each tool's result, resent in the context
+    tool_ms: LengthDist = LengthDist("uniform", min=50, max=500)  # each tool call's latency
+    think_s: float = 0.0  # mean client think time before each call after the first
+    think: str = "exponential"  # exponential | constant
+    system_tokens: int = 1000  # the system prompt every call of every job shares
+    max_concurrent: int = 0  # cap on jobs in flight (0: none)
+    tools: bool = True  # tool steps offer tools and require a call (tool-call deltas in the reply)
+    trace: str | None = None  # replay recorded jobs instead (workloads/agenttrace.py)
+    trace_format: str | None = None  # goodbench | weka (None: from the file)
+
+
+@dataclass(frozen=True)
 class TraceSpec:
     """A production trace replayed (workloads.traces): its rows' times, lengths and prompt blocks."""
 
@@ -116,6 +140,7 @@ class WorkloadSpec:
     hol: HolSpec | None = None
     session: SessionSpec | None = None
     trace: TraceSpec | None = None
+    agent: AgentSpec | None = None
     arrival: ArrivalSpec = ArrivalSpec()
     num_requests: int | None = DEFAULT_REQUESTS
     duration_s: float | None = None
@@ -126,11 +151,22 @@ class WorkloadSpec:
     ignore_eos: bool = True
     gate: dict | None = None
     path: str | None = None
+    requires: dict | None = None  # what the server must do: {scheduling_policy, prefix_caching, endpoint}
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["arrival"]["trace"] = len(self.arrival.trace)  # the count, not every timestamp
+        if d["requires"] is None:
+            d.pop("requires")  # run.json's workload block is unchanged for workloads that need nothing
         return d
+
+    def needs(self) -> dict:
+        """What the server must do for this workload to mean anything: the [requires] table, and a
+        priority scheduler whenever a class sends a priority."""
+        out = dict(self.requires or {})
+        if any(c.priority is not None for c in self.classes):
+            out.setdefault("scheduling_policy", "priority")
+        return out
 
     def to_json(self) -> str:
         """Everything, trace timestamps included: for handing a spec to another process."""
@@ -150,9 +186,37 @@ class WorkloadSpec:
         if sess:
             sess = SessionSpec(**{**sess, **{k: LengthDist(**sess[k]) for k in ("turns", "user", "output")}})
         trace = TraceSpec(**d.pop("trace")) if d.get("trace") else d.pop("trace", None)
-        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, session=sess, trace=trace, **d)
+        ag = d.pop("agent", None)
+        if ag:
+            dists = ("fanout", "task", "output", "tool_result", "tool_ms")
+            ag = AgentSpec(**{**ag, **{k: LengthDist(**ag[k]) for k in dists}})
+        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, session=sess, trace=trace, agent=ag, **d)
 
     def hash(self) -> str:
         d = self.to_dict()
         d.pop("path", None)
+        d.pop("requires", None)  # a condition on the server, not the traffic
+        if d.get("agent") is None:
+            d.pop("agent", None)  # workloads without agent jobs keep the hashes they always had
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_FIX = {
+    "scheduling_policy": "--scheduling-policy {v}",
+    "prefix_caching": "--enable-prefix-caching",
+    "endpoint": "--endpoint-type {v}",
+}
+
+
+def unmet(needs: dict, known: dict, where: str) -> list[str]:
+    """What a workload needs (WorkloadSpec.needs) against what is known of the server (a value, or None
+    when it does not say): one line per requirement that is not met or cannot be checked."""
+    out = []
+    for k, v in needs.items():
+        have = known.get(k)
+        fix = _FIX[k].format(v=v) if not (k == "prefix_caching" and not v) else "--no-enable-prefix-caching"
+        if have is None:
+            out.append(f"the workload needs {k} = {v}; {where} does not say which it runs: start it with {fix}")
+        elif have != v:
+            out.append(f"the workload needs {k} = {v} but {where} runs {k} = {have}: give {fix}")
+    return out

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, UsageError, warn
 from ..limits import MAX_SECONDS, MAX_TOKENS
 from ..records import RequestSpec
 
@@ -58,6 +58,17 @@ def _int(v, path: str, line: int, what: str) -> int:
     return x
 
 
+def _check_blocks(rows: list[TraceRow], lines: list[int], path: str) -> None:
+    """Warn (once) about rows whose hash_ids do not cover input_length in 512-token blocks: the prompt
+    follows input_length, so such a row shares fewer (or more) blocks than its ids say."""
+    bad = [ln for r, ln in zip(rows, lines) if r.hash_ids and len(r.hash_ids) != -(-r.input_tokens // MOONCAKE_BLOCK)]
+    if bad:
+        warn(
+            f"{path}: {len(bad)} of {len(rows)} rows have hash_ids that do not match input_length (one id per "
+            f"{MOONCAKE_BLOCK} tokens; first at line {bad[0]}): their prompts follow input_length"
+        )
+
+
 def _time(v, path: str, line: int, what: str, per_second: float = 1.0) -> float:
     """A timestamp in seconds (v counts 1/per_second seconds): finite, within limits.MAX_SECONDS."""
     try:
@@ -70,7 +81,7 @@ def _time(v, path: str, line: int, what: str, per_second: float = 1.0) -> float:
 
 
 def _mooncake(text: str, path: str) -> list[TraceRow]:
-    rows = []
+    rows, lines = [], []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -91,6 +102,8 @@ def _mooncake(text: str, path: str) -> list[TraceRow]:
                 tuple(ids),
             )
         )
+        lines.append(i)
+    _check_blocks(rows, lines, path)
     return rows
 
 

@@ -35,12 +35,47 @@ async def serve_forever(server: EngineServer, ready_cb=None) -> None:
         except (NotImplementedError, RuntimeError):
             pass
     dog = asyncio.ensure_future(gc_watchdog())
+    every = server.opts.log_interval_s
+    stats = asyncio.ensure_future(log_stats(server, every)) if every > 0 else None
     try:
         with quiet_gc():  # collector pauses would make steps late
             await stop.wait()
     finally:
         dog.cancel()
+        if stats is not None:
+            stats.cancel()
         await runner.cleanup()
+
+
+def stats_line(loops, prev: tuple, dt: float) -> tuple[str | None, tuple]:
+    """One interval of `goodbench serve`'s log, summed over instances: finished requests, prompt and
+    generation tokens/s, running, waiting, KV-cache use. None when the engine was idle throughout."""
+    now = (
+        sum(lp.finished_total for lp in loops),
+        sum(lp.engine.stats.prompt_tokens for lp in loops),
+        sum(lp.engine.stats.generation_tokens for lp in loops),
+    )
+    running = sum(lp.engine.num_running for lp in loops)
+    waiting = sum(lp.engine.sched.num_waiting() for lp in loops)
+    if now == prev and not running and not waiting:
+        return None, now
+    kv = max(lp.engine.kv.usage for lp in loops)
+    line = (
+        f"goodbench serve: {now[0] - prev[0]} requests finished in {dt:g} s · prompt {(now[1] - prev[1]) / dt:.1f} "
+        f"tok/s · generation {(now[2] - prev[2]) / dt:.1f} tok/s · running {running} · waiting {waiting} · "
+        f"KV cache {kv:.1%}"
+    )
+    return line, now
+
+
+async def log_stats(server: EngineServer, every: float) -> None:
+    """A stats line every `every` seconds while the engine has work (vLLM logs its throughput alike)."""
+    prev = (0, 0, 0)
+    while True:
+        await asyncio.sleep(every)
+        line, prev = stats_line([lp for _, lp in server._metric_rows()], prev, every)
+        if line:
+            print(line, flush=True)
 
 
 def run_server(cfg: EngineConfig, opts: ServeOptions, tokenizer: str | None = None, cluster=None) -> int:

@@ -35,6 +35,7 @@ class Parsed:
     priority: int
     reasoning_tokens: int = 0  # goodbench extension: stream this many reasoning tokens first (chat)
     session: str | None = None  # OpenAI's `user`: the session key of `serve --router session`
+    tool: str | None = None  # the function the reply calls (tools offered and a call required)
 
 
 def _bool(body: dict, key: str, default: bool = False) -> bool:
@@ -71,6 +72,25 @@ def _message_text(m) -> str:
     raise BadRequest("message 'content' must be a string or a list of text parts", "messages")
 
 
+def tool_call_name(body: dict) -> str | None:
+    """The function a reply must call: the request offers tools and requires one (OpenAI
+    `tool_choice` "required" or named; Anthropic `{"type": "any" | "tool"}`); else None."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if not isinstance(tools, list) or not tools or choice is None:
+        return None
+    first = tools[0] if isinstance(tools[0], dict) else {}
+    fn = first.get("function")
+    name = fn.get("name") if isinstance(fn, dict) else first.get("name")
+    name = name if isinstance(name, str) else "tool"
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        if kind in ("function", "tool"):
+            named = choice.get("name") or (choice.get("function") or {}).get("name")
+            return named if isinstance(named, str) else name
+        return name if kind == "any" else None
+    return name if choice == "required" else None
+
+
 def _prompt(body: dict, chat: bool) -> tuple[str | None, tuple | None, int]:
     if chat:
         msgs = body.get("messages")
@@ -87,13 +107,18 @@ def _prompt(body: dict, chat: bool) -> tuple[str | None, tuple | None, int]:
     raise BadRequest("'prompt' must be a non-empty string or list of token ids", "prompt")
 
 
-def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
-    """Validate every field the engine uses; unknown fields are ignored, as OpenAI servers do."""
+def check_body(body, model_names: tuple) -> None:
+    """A JSON object naming a served model (or none): what every endpoint checks first."""
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     model = body.get("model")
     if model is not None and model not in model_names:
         raise BadRequest(f"The model `{str(model)[:100]}` does not exist.", "model")
+
+
+def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
+    """Validate every field the engine uses; unknown fields are ignored, as OpenAI servers do."""
+    check_body(body, model_names)
     if _int(body, "n", 1, 1) != 1:
         raise BadRequest("only n = 1 is supported", "n")
     text, ids, overhead = _prompt(body, chat)
@@ -115,6 +140,7 @@ def parse_request(body, chat: bool, model_names: tuple) -> Parsed:
         priority=_int(body, "priority", -(2**62), 0),
         reasoning_tokens=_int(body, REASONING_FIELD, 0, 0),
         session=body.get("user") if isinstance(body.get("user"), str) else None,
+        tool=tool_call_name(body) if chat else None,
     )
 
 

@@ -9,6 +9,7 @@ measured and exported in /metrics. Several instances behind a router: cluster.py
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import math
@@ -25,6 +26,8 @@ from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
 from ..costmodel import CostModel
 from ..kvcache import Seq, block_hashes
+from .apishapes import parse_api, pool_inputs, pool_response
+from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
 from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
 from .steploop import EngineLoop, render_metrics
 
@@ -91,6 +94,8 @@ class ServeOptions:
     step_trace: str | None = None
     eos_dist: str | None = None  # without ignore_eos: "uniform:MIN:MAX" or "lognormal:MEDIAN:SIGMA"
     seed: int = 0
+    log_interval_s: float = 10.0  # one stats line this often while there is work (0: none)
+    log_requests: bool = False  # one line per finished request
 
 
 def parse_eos_dist(spec: str | None):
@@ -149,6 +154,10 @@ class EngineServer:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._auth])
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/v1/messages", self.messages)
+        for api in ("embeddings", "rerank", "score"):
+            app.router.add_post(f"/v1/{api}", functools.partial(self._pool, api=api))
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -160,7 +169,8 @@ class EngineServer:
     async def _auth(self, request: web.Request, handler):
         key = self.opts.api_key
         if key and request.path.startswith("/v1/"):
-            if request.headers.get("Authorization", "") != f"Bearer {key}":
+            bearer = request.headers.get("Authorization", "") == f"Bearer {key}"
+            if not bearer and request.headers.get("x-api-key") != key:  # Anthropic's header
                 return _err(401, "missing or invalid API key", "AuthenticationError")
         return await handler(request)
 
@@ -223,19 +233,28 @@ class EngineServer:
         )
 
     async def completions(self, request):
-        return await self._generate(request, chat=False)
+        return await self._generate(request, "completions")
 
     async def chat(self, request):
-        return await self._generate(request, chat=True)
+        return await self._generate(request, "chat")
 
-    async def _prepare(self, request: web.Request, chat: bool) -> tuple[Parsed, tuple, int, int]:
+    async def responses(self, request):
+        return await self._generate(request, "responses")
+
+    async def messages(self, request):
+        return await self._generate(request, "messages")
+
+    async def _prepare(self, request: web.Request, api: str) -> tuple[Parsed, tuple, int, int]:
         """The validated request, its token ids, prompt length and output cap: everything is checked
         here, before the request reaches the engine."""
         try:
             body = await request.json()
         except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested beyond any use
             raise BadRequest("request body is not valid JSON (or nested too deeply)") from None
-        req = parse_request(body, chat, (self.model_name, "default"))
+        names = (self.model_name, "default")
+        req = (
+            parse_request(body, api == "chat", names) if api in ("chat", "completions") else parse_api(body, api, names)
+        )
         if req.token_ids is not None:
             ids = req.token_ids
         elif len(req.text) > TOKENIZE_INLINE_CHARS:
@@ -250,7 +269,24 @@ class EngineServer:
             mt = min(mt, self.eos(self.rng))
         return req, ids, n_prompt, mt
 
-    async def _generate(self, request: web.Request, chat: bool):
+    def _formatter(self, api: str, rid: int, req: Parsed, n_prompt: int, max_tokens: int):
+        """The reply's shape: OpenAI chunks (a tool call when one is required), Responses or Messages events."""
+        thinking = min(req.reasoning_tokens, max_tokens - 1)
+        if api in ("responses", "messages"):
+            cls = ResponsesFormatter if api == "responses" else MessagesFormatter
+            return cls(rid, int(time.time()), self.model_name, n_prompt, self.words, rid, thinking, req.tool)
+        chat = api == "chat"
+        args = (f"{'chatcmpl' if chat else 'cmpl'}-{rid}", int(time.time()), self.model_name, chat, n_prompt)
+        kw = dict(
+            include_usage=req.include_usage,
+            continuous=req.continuous_usage,
+            words=self.words,
+            seed=rid,
+            thinking=thinking,
+        )
+        return ChatToolFormatter(*args, tool=req.tool, **kw) if req.tool and chat else Formatter(*args, **kw)
+
+    async def _generate(self, request: web.Request, api: str):
         arrived = self.clock()
         if self.failed is not None:
             return _err(503, f"the engine loop stopped: {self.failed}", "ServiceUnavailableError")
@@ -258,23 +294,12 @@ class EngineServer:
         # not hold the engine's step timer (see pacing)
         await self._intake.turn()
         try:
-            req, ids, n_prompt, max_tokens = await self._prepare(request, chat)
+            req, ids, n_prompt, max_tokens = await self._prepare(request, api)
         except BadRequest as e:
             return _err(400, e.args[0], param=e.param)
         rid = next(self.ids)
         stream = Stream(arrived, asyncio.get_running_loop().create_future())
-        stream.fmt = Formatter(
-            f"{'chatcmpl' if chat else 'cmpl'}-{rid}",
-            int(time.time()),
-            self.model_name,
-            chat,
-            n_prompt,
-            include_usage=req.include_usage,
-            continuous=req.continuous_usage,
-            words=self.words,
-            seed=rid,
-            thinking=min(req.reasoning_tokens, max_tokens - 1),
-        )
+        stream.fmt = self._formatter(api, rid, req, n_prompt, max_tokens)
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
         front = self.loops[0].engine.cost.frontend_s
         if front > 0:  # the modelled server's front end (HTTP, tokenizing) before the engine sees the request
@@ -293,6 +318,49 @@ class EngineServer:
             return await self._unary(stream, stream.fmt)
         finally:  # finished, failed or the client went away (the handler is cancelled): free the sequence
             self._release(seq)
+            if self.opts.log_requests:
+                rname = {"chat": "chatcmpl", "completions": "cmpl"}.get(api, api)
+                print(request_line(f"{rname}-{rid}", seq, stream, self.clock()), flush=True)
+
+    async def _pool(self, request: web.Request, *, api: str):
+        """Embeddings, rerank, score: each input (a query joined to a document for rerank) is one
+        prefill-only sequence (max_tokens 1: the prefill step's token) priced by the cost model; the
+        reply is one JSON body when the last has finished."""
+        arrived = self.clock()
+        if self.failed is not None:
+            return _err(503, f"the engine loop stopped: {self.failed}", "ServiceUnavailableError")
+        await self._intake.turn()
+        try:
+            try:
+                body = await request.json()
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                raise BadRequest("request body is not valid JSON (or nested too deeply)") from None
+            items = pool_inputs(body, api, (self.model_name, "default"))
+        except BadRequest as e:
+            return _err(400, e.args[0], param=e.param)
+        req = Parsed(
+            chat=False, text="", token_ids=None, overhead=0, max_tokens=1, stream=False,
+            include_usage=False, continuous_usage=False, ignore_eos=True, priority=0,
+        )  # fmt: skip
+        loop, seqs = asyncio.get_running_loop(), []
+        try:
+            for x in items:
+                ids = tuple(x) if isinstance(x, list) else self.tok.encode(x)
+                st = Stream(arrived, loop.create_future())
+                st.fmt = _POOLED
+                hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
+                seqs.append(Seq(next(self.ids), len(ids) + 1, 1, arrival=arrived, hashes=hashes, payload=st))
+                self._submit(seqs[-1], req)
+            await asyncio.gather(*(s.payload.finished for s in seqs))
+        except RequestTooLong as e:
+            return _err(
+                400, f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}", param="input"
+            )
+        finally:
+            for s in seqs:
+                self._release(s)
+        n_prompt = sum(s.prompt_len for s in seqs)
+        return web.json_response(pool_response(api, seqs[0].id, int(time.time()), self.model_name, items, n_prompt))
 
     def _submit(self, seq: Seq, req: Parsed) -> None:
         """Hand a validated request to an engine instance (one here; a router's choice in a cluster)."""
@@ -338,6 +406,26 @@ class EngineServer:
         """(Prometheus labels, instance) per engine instance."""
         return [(self.labels, self.loops[0])]
 
+
+def request_line(rid: str, seq: Seq, stream: Stream, now: float) -> str:
+    """`goodbench serve --log-requests`: one line per request as it ends."""
+    queued = f", queued {(stream.scheduled - stream.arrived) * 1000:.1f} ms" if stream.scheduled is not None else ""
+    status = "client gone" if stream.dead else seq.status
+    return (
+        f"request {rid}: {seq.prompt_len} prompt + {stream.n} output tokens, {status}{queued}, "
+        f"{(now - stream.arrived) * 1000:.1f} ms in all"
+    )
+
+
+class _Pooled:
+    """A prefill-only sequence streams nothing: its handler answers once all its inputs finished."""
+
+    @staticmethod
+    def token(n: int, done: bool) -> bytes:
+        return b""
+
+
+_POOLED = _Pooled()
 
 # handler_cancellation: a client that goes away cancels its handler, which aborts its request (a
 # non-streaming request would otherwise run to its end for nobody)

@@ -1,5 +1,6 @@
 """When each request reaches the engine in virtual time, as a plan says: at fixed offsets (open loop),
-when a user's previous request finished (closed loop), or when a session's previous turn was answered.
+when a user's previous request finished (closed loop), when a session's previous turn was answered,
+or when an agent job's call has every parent answered.
 One interface for the one-instance loop and the cluster: `heap` holds (time, request index) of known
 arrivals; `finished(ids, t, failed)` tells the arrivals that requests ended at t (closed loops and
 sessions then schedule what follows); `dynamic` says whether a finish can create an earlier arrival
@@ -44,6 +45,16 @@ class ClosedArrivals:
                 self.next += 1
 
 
+def _starts(groups) -> tuple[list[int], list[int]]:
+    """Requests laid out group after group (a session's turns, a job's calls): each group's first
+    request index, and each request's group."""
+    start, owner = [], []
+    for i, g in enumerate(groups):
+        start.append(len(owner))
+        owner += [i] * len(g)
+    return start, owner
+
+
 class SessionArrivals:
     """Multi-turn sessions: requests are the sessions' turns back to back (workloads.sessions). A session
     starts at its arrival (or when one of `cap` slots frees); each next turn arrives its think time after
@@ -53,12 +64,8 @@ class SessionArrivals:
 
     def __init__(self, sessions, cap: int = 0, delay: float = 0.0):
         self.delay = delay
-        self.start, k = [], 0
-        for s in sessions:
-            self.start.append(k)
-            k += len(s.turns)
+        self.start, self.owner = _starts([s.turns for s in sessions])
         self.sessions, self.cap = sessions, cap or len(sessions)
-        self.owner = [i for i, s in enumerate(sessions) for _ in s.turns]
         self.waiting = list(range(len(sessions)))[::-1]  # next session to start at the end
         self.active = 0
         self.heap: list = []
@@ -82,8 +89,60 @@ class SessionArrivals:
                 self._fill(t)
 
 
+class JobArrivals:
+    """Agent jobs (workloads.agent): requests are the jobs' calls back to back, each job's in node order.
+    A job starts at its arrival (or when one of `cap` slots frees); a call arrives its planned delay
+    after the last of its parents ended; a failed call ends its job (nothing after it is sent)."""
+
+    dynamic = True
+
+    def __init__(self, jobs, cap: int = 0, delay: float = 0.0):
+        self.delay = delay
+        self.start, self.owner = _starts([j.nodes for j in jobs])
+        self.jobs, self.cap = jobs, cap or len(jobs)
+        self.children = [j.children for j in jobs]
+        self.pending = [[len(n.parents) for n in j.nodes] for j in jobs]
+        self.latest = [[0.0] * len(j.nodes) for j in jobs]
+        self.inflight = [0] * len(jobs)
+        self.dead = [False] * len(jobs)
+        self.waiting = list(range(len(jobs)))[::-1]
+        self.active = 0
+        self.heap: list = []
+        self._fill(0.0)
+
+    def _fill(self, t: float) -> None:
+        while self.waiting and self.active < self.cap:
+            i = self.waiting.pop()
+            self.active += 1
+            self.inflight[i] = 1
+            heapq.heappush(self.heap, (max(t, self.jobs[i].arrival_s) + self.delay, self.start[i]))
+
+    def finished(self, ids, t: float, failed: bool = False) -> None:
+        for k in ids:
+            i = self.owner[k]
+            self.dead[i] = self.dead[i] or failed
+            if not self.dead[i]:
+                self._release_children(i, k - self.start[i], t)
+            self.inflight[i] -= 1
+            if self.inflight[i] == 0:
+                self.active -= 1
+                self._fill(t)
+
+    def _release_children(self, i: int, node: int, t: float) -> None:
+        """Node `node` of job i ended at t: its children whose parents have all ended arrive."""
+        for c in self.children[i][node]:
+            self.pending[i][c] -= 1
+            self.latest[i][c] = max(self.latest[i][c], t)
+            if self.pending[i][c] == 0:
+                self.inflight[i] += 1
+                when = self.latest[i][c] + self.jobs[i].nodes[c].delay_s + self.delay
+                heapq.heappush(self.heap, (when, self.start[i] + c))
+
+
 def arrivals_for(plan, delay: float = 0.0):
     """The arrivals a plan describes (workloads.plan.Plan), each reaching the engine `delay` after its send."""
+    if plan.jobs:
+        return JobArrivals(plan.jobs, plan.job_cap, delay)
     if plan.sessions:
         return SessionArrivals(plan.sessions, plan.session_cap, delay)
     if plan.closed:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from array import array
 
-from ...records import RequestRecord, RequestSpec
+from ...records import RequestRecord, RequestSpec, job_fields
 from ...workloads.segments import block_hashes as segment_block_hashes
 
 CHARS_PER_TOKEN = 4  # text-approximate block boundaries for prefix caching (see text_block_hashes)
@@ -58,6 +58,7 @@ class Tally:
                 "session": r.session,
                 "turn": r.turn,
                 "session_turns": r.session_turns,
+                **job_fields(r),
             }
             if k in self.bad:
                 out.append(

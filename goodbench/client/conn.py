@@ -1,0 +1,293 @@
+"""One keep-alive HTTP/1.1 connection of the lean client and the exchange (request/response) on it.
+
+Two ways to read a socket: `Conn` is an asyncio Protocol (its transport reads; TLS, and platforms
+without kernel receive stamps), stamped with the loop's clock when the loop gets to the bytes;
+`KernelConn` reads a plain TCP socket itself with recvmsg and takes each read's time from the kernel
+(SO_TIMESTAMPNS: when the bytes reached the host). Under a burst (hundreds of streams whose chunks
+arrive in the same instant, users finishing together) the loop reads some sockets tens of ms late;
+the kernel's stamp is the same however late the read. The read lag (loop - kernel) goes into the
+client's LagMeter: evidence, no longer error."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import sys
+
+import httptools
+
+from .config import ERROR_BODY_LIMIT, describe_reply, wanted_body
+from .stream import StreamState
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: the module does not always export it
+KERNEL_STAMPS = sys.platform.startswith("linux")
+CMSG_BYTES = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+READ_BYTES = 65536  # below glibc's mmap threshold (128 KiB): a bigger buffer costs an mmap per read
+_TIMESPEC = struct.Struct("qq").unpack_from
+_KEPT_HEADERS = frozenset((b"location", b"content-encoding"))
+
+
+class Exchange:
+    """One request/response on one connection: what the parser callbacks fill in."""
+
+    __slots__ = ("st", "done", "status", "ctype", "body", "got_bytes", "last", "deadline", "outcome", "sent", "kept")
+
+    def __init__(self, st: StreamState, done: asyncio.Future, deadline: float):
+        self.st, self.done, self.deadline = st, done, deadline
+        self.status = self.ctype = self.kept = None  # kept: the _KEPT_HEADERS the reply had
+        self.body: list[bytes] | None = None  # error or non-stream body, kept up to a limit
+        self.got_bytes = False
+        self.last = self.sent = 0.0
+        self.outcome = ""  # "", "retry"
+
+    def finish(self, outcome: str = "") -> None:
+        if not self.done.done():
+            self.outcome = outcome
+            self.done.set_result(None)
+
+
+class Conn(asyncio.Protocol):
+    """A keep-alive connection; also the target of the response parser's callbacks."""
+
+    def __init__(self, client):
+        self.client = client
+        self.clock = client.clock
+        self.transport = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.ex: Exchange | None = None
+        self.idle_since = self.clock()
+        self.reused = False
+        self.now = 0.0
+        self.closed = False
+
+    # ---------------------------------------------------------------- transport events
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.feed_at(data, self.clock())
+
+    def feed_at(self, data: bytes, now: float) -> None:
+        """Bytes read from the socket, received at `now` (the loop's clock, or the kernel's stamp)."""
+        ex = self.ex
+        if ex is None:  # bytes nobody asked for: the connection cannot be trusted any more
+            self.close()
+            return
+        self.now = now
+        ex.last = now
+        ex.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            ex.st.fail("bad_stream", f"malformed HTTP response: {e}")
+            self.close()
+            ex.finish()
+
+    def eof_received(self):
+        return False  # close the transport: connection_lost follows
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.client.forget(self)
+        ex, self.ex = self.ex, None
+        if ex is None or ex.done.done():
+            return
+        if not ex.got_bytes and self.reused:
+            ex.finish("retry")  # the server closed a kept-alive connection as we reused it
+            return
+        if ex.body is not None and ex.status is not None and ex.status >= 200:
+            self._body_ended(ex)  # a close-delimited error or non-stream body ends here
+            ex.finish()
+            return
+        if ex.status is not None and ex.body is None:
+            ex.st.on_eof()  # a close-delimited stream ends here; a stream that saw [DONE] is whole
+        why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
+        ex.st.fail("disconnected", f"connection lost{' mid-stream' if ex.status else ''}: {why}"[:240])
+        ex.finish()
+
+    # ---------------------------------------------------------------- parser callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"content-type":
+            self.ex.ctype = value.decode("latin-1")
+        elif name in _KEPT_HEADERS:
+            ex = self.ex
+            ex.kept = {**(ex.kept or {}), name: value}
+
+    def on_headers_complete(self) -> None:
+        ex = self.ex
+        ex.status = self.parser.get_status_code()
+        if (
+            ex.status >= 300
+            or not wanted_body(ex.ctype, getattr(ex.st, "unary", False))
+            or (ex.kept is not None and b"content-encoding" in ex.kept)
+        ):
+            ex.body = []
+
+    def on_body(self, body: bytes) -> None:
+        ex = self.ex
+        if ex.body is None:
+            ex.st.feed(body, self.now - ex.st.t0)
+        elif sum(map(len, ex.body)) < ERROR_BODY_LIMIT * 4:
+            ex.body.append(body)
+
+    def on_message_complete(self) -> None:
+        ex = self.ex
+        if ex.body is None:
+            ex.st.on_eof()
+            if not ex.st.done:
+                ex.st.fail("bad_stream", "stream ended without [DONE]")
+        elif ex.status < 200:  # 1xx (100 Continue, 103 Early Hints): the reply follows
+            ex.status = ex.ctype = ex.body = ex.kept = None
+            return
+        else:
+            self._body_ended(ex)
+        self.ex = None
+        if self.parser.should_keep_alive():
+            self.client.release(self)
+        else:
+            self.close()
+        ex.finish()
+
+    # ---------------------------------------------------------------- own
+    @staticmethod
+    def _body_ended(ex: Exchange) -> None:
+        """A reply that is not an event stream ended: its status and body become the record's error."""
+        kept = ex.kept or {}
+        status, why = describe_reply(
+            ex.status, ex.ctype, b"".join(ex.body), kept.get(b"location"), kept.get(b"content-encoding")
+        )
+        ex.st.fail(status, why)
+
+    def start(self, ex: Exchange, data: bytes) -> None:
+        self.ex = ex
+        self.transport.write(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.client.forget(self)
+            if self.transport is not None:
+                self.transport.close()
+
+
+class KernelConn(Conn):
+    """A Conn on a plain TCP socket read with recvmsg: each read's time is the kernel's receive stamp,
+    converted to the run's monotonic clock (client.rt_offset). It is its own transport (write, close)."""
+
+    def __init__(self, client, sock: socket.socket):
+        super().__init__(client)
+        self.sock, self.fd = sock, sock.fileno()
+        self.loop = asyncio.get_running_loop()
+        self.meter = client.meter
+        self.pending = b""  # bytes a full send buffer did not take yet
+        self.read_at = 0.0  # the loop's time of this connection's previous read
+        self.transport = self
+        self.loop.add_reader(self.fd, self._readable)
+
+    @classmethod
+    async def open(cls, client, host: str, port: int) -> KernelConn:
+        loop = asyncio.get_running_loop()
+        family, kind, proto, _, addr = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            await loop.sock_connect(sock, addr)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(client, sock)
+
+    def _readable(self) -> None:
+        try:
+            data, anc, _, _ = self.sock.recvmsg(READ_BYTES, CMSG_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._lost(e)
+            return
+        self._took(data, anc, self.clock())
+
+    def _took(self, data: bytes, anc, now: float) -> None:
+        """One read: its kernel stamp (when the bytes reached the host) becomes the bytes' time. The
+        kernel keeps one stamp per queued segment, and merges a segment into the one before it while
+        the socket is unread (the later stamp wins): a read that brings several events of the stream
+        gives the earlier ones a later time. Their possible error (the stamp minus this connection's
+        previous read) goes into the meter's `merged` histogram; the summary reports it."""
+        if not data:
+            self._lost(None)
+            return
+        ex, meter = self.ex, self.meter
+        if not anc:
+            meter.user_reads += 1
+            self.feed_at(data, now)
+            return
+        sec, nsec = _TIMESPEC(anc[0][2])
+        stamp = sec + nsec * 1e-9 - self.client.rt_offset
+        lag = now - stamp
+        meter.reads.add(lag)
+        meter.kernel_reads += 1
+        user, before = now, self.read_at
+        if lag >= 0.0:  # a stamp from the future is a clock step: keep the loop's own time
+            now = stamp if ex is None or stamp >= ex.sent else ex.sent
+        if ex is None:
+            self.feed_at(data, now)
+            return
+        n0 = len(ex.st.times)
+        self.feed_at(data, now)
+        self.read_at = user
+        merged = len(ex.st.times) - n0 - 1
+        if merged > 0:
+            meter.merged.add(now - max(before, ex.sent), merged)
+
+    # ------------------------------------------------------------ the transport's part
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.pending:
+            try:
+                n = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as e:
+                self.loop.call_soon(self._lost, e)
+                return
+            if n == len(data):
+                return
+            self.loop.add_writer(self.fd, self._writable)
+            data = data[n:]
+        self.pending += data
+
+    def _writable(self) -> None:
+        try:
+            n = self.sock.send(self.pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._lost(e)
+            return
+        self.pending = self.pending[n:]
+        if not self.pending:
+            self.loop.remove_writer(self.fd)
+
+    def _release_socket(self) -> None:
+        if self.fd >= 0:
+            self.loop.remove_reader(self.fd)
+            self.loop.remove_writer(self.fd)
+            self.sock.close()
+            self.fd = -1
+
+    def _lost(self, exc) -> None:
+        self._release_socket()
+        self.connection_lost(exc)
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()  # marks closed, leaves the pool, calls self.transport.close() below
+            return
+        if self.fd >= 0:  # as a transport's close: the socket goes, then connection_lost as asyncio would
+            self._release_socket()
+            self.loop.call_soon(self.connection_lost, None)

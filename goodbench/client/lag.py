@@ -1,0 +1,185 @@
+"""How late the load generator itself was: the client's self-check behind summary.json's `client_lag`.
+
+Two measurements, both cheap enough for every read:
+  read lag   the time between the kernel receiving a socket's bytes (SO_TIMESTAMPNS, CLOCK_REALTIME)
+             and the event loop reading them. With kernel stamps (plain TCP on Linux, the lean client's
+             default) chunk times are the kernel's, so this lag no longer moves any percentile; it is
+             reported as evidence of how busy the client was.
+  loop lag   a probe that asks to wake every PROBE_S and records how much later it woke: the delay any
+             callback (a read, a send) waited for the loop. Where chunk times are the loop's own stamps
+             (TLS, the aiohttp client) it bounds their error.
+
+Lags go into fixed histograms (10 us bins to 10 ms, 1 ms bins to 1 s), so a long run costs no memory,
+and several worker processes' histograms add up. Pure but for the probe (asyncio) and the clocks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from array import array
+
+FINE_S, FINE_BINS = 1e-5, 1000  # 10 us bins up to 10 ms
+COARSE_S, COARSE_BINS = 1e-3, 1000  # then 1 ms bins up to 1 s (and one bin beyond)
+PROBE_S = 0.01
+
+
+class LagHistogram:
+    """Counts of lags (seconds) in fixed bins, with the exact maximum."""
+
+    __slots__ = ("bins", "n", "max")
+
+    def __init__(self):
+        self.bins = array("q", bytes(8 * (FINE_BINS + COARSE_BINS + 1)))
+        self.n, self.max = 0, 0.0
+
+    def add(self, lag: float, n: int = 1) -> None:
+        """n lags of this size (one add for a read's merged chunks: no work per chunk when late)."""
+        if lag < 0.0:
+            lag = 0.0
+        k = int(lag / FINE_S)
+        if k >= FINE_BINS:
+            k = min(FINE_BINS + int(lag / COARSE_S) - int(FINE_S * FINE_BINS / COARSE_S), FINE_BINS + COARSE_BINS)
+        self.bins[k] += n
+        self.n += n
+        if lag > self.max:
+            self.max = lag
+
+    def merge(self, other: LagHistogram) -> None:
+        for k, v in enumerate(other.bins):
+            if v:
+                self.bins[k] += v
+        self.n += other.n
+        self.max = max(self.max, other.max)
+
+    def quantile_ms(self, q: float) -> float | None:
+        """The upper edge of the bin holding the q-quantile (ms, never above the maximum); None if empty."""
+        if not self.n:
+            return None
+        need, seen = q * self.n, 0
+        for k, v in enumerate(self.bins):
+            seen += v
+            if v and seen >= need:
+                if k == FINE_BINS + COARSE_BINS:  # beyond the last bin: only the maximum is known
+                    break
+                edge = (k + 1) * FINE_S if k < FINE_BINS else FINE_S * FINE_BINS + (k - FINE_BINS + 1) * COARSE_S
+                return round(min(edge, self.max) * 1000, 3)
+        return round(self.max * 1000, 3)
+
+    def state(self) -> tuple:
+        """What crosses a process boundary (a worker's histogram to the parent): the non-empty bins."""
+        return ({k: v for k, v in enumerate(self.bins) if v}, self.n, self.max)
+
+    @classmethod
+    def from_state(cls, st: tuple) -> LagHistogram:
+        h = cls()
+        for k, v in st[0].items():
+            h.bins[int(k)] = v
+        h.n, h.max = st[1], st[2]
+        return h
+
+
+def realtime_offset(tries: int = 20) -> float:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC from the tightest of a few paired readings: kernel receive stamps
+    are realtime, the run's clock is monotonic. Re-read now and then (NTP slews realtime)."""
+    best_w, best = 1.0, 0.0
+    for _ in range(tries):
+        a = time.monotonic()
+        r = time.time()
+        b = time.monotonic()
+        if b - a < best_w:
+            best_w, best = b - a, r - (a + b) / 2
+    return best
+
+
+async def loop_probe(hist: LagHistogram, period_s: float = PROBE_S) -> None:
+    """Run beside a run's dispatch: every period_s, how much later than asked the loop woke us."""
+    clock = time.monotonic
+    while True:
+        due = clock() + period_s
+        await asyncio.sleep(period_s)
+        hist.add(clock() - due)
+
+
+class LagMeter:
+    """One event loop's client-lag evidence: read lags (kernel stamp to read), loop lags (the probe),
+    its CPU time and wall time, and the requests and chunks it handled."""
+
+    def __init__(self):
+        self.reads, self.loop = LagHistogram(), LagHistogram()
+        self.merged = LagHistogram()  # per event that shared a read with a later one: its possible error
+        self.kernel_reads = self.user_reads = 0
+        self.cpu0 = self.wall0 = 0.0
+        self.cpu = self.wall = 0.0
+
+    def start(self) -> None:
+        self.cpu0, self.wall0 = time.process_time(), time.monotonic()
+
+    def stop(self) -> None:
+        self.cpu, self.wall = time.process_time() - self.cpu0, time.monotonic() - self.wall0
+
+    def state(self, requests: int, chunks: int) -> dict:
+        return {
+            "reads": self.reads.state(),
+            "loop": self.loop.state(),
+            "merged": self.merged.state(),
+            "kernel_reads": self.kernel_reads,
+            "user_reads": self.user_reads,
+            "cpu_s": self.cpu,
+            "wall_s": self.wall,
+            "requests": requests,
+            "chunks": chunks,
+        }
+
+
+def _chunk_error(merged: LagHistogram, chunks: int, q: float) -> float:
+    """The q-quantile over every chunk of the possible stamp error, where only merged events have one."""
+    if not chunks or merged.n <= chunks * (1 - q):
+        return 0.0
+    return merged.quantile_ms(1 - (1 - q) * chunks / merged.n) or 0.0
+
+
+def _stamp_error(stamps: str, merged: LagHistogram, loop: LagHistogram, chunks: int, q: float) -> float | None:
+    """How late a chunk's stamp can be at the q-quantile over chunks. Loop stamps: the loop's lag (every
+    read waited for the loop). Kernel stamps: only merged chunks can be off, each by at most the time
+    since its connection's previous read and by at most the loop's lag (a merge means the loop was away
+    from the socket; the probe says for how long it is away at that quantile), whichever is less."""
+    lq = loop.quantile_ms(q)
+    if stamps != "kernel":
+        return lq
+    return min(_chunk_error(merged, chunks, q), lq if lq is not None else 0.0)
+
+
+def client_lag(states: list[dict]) -> dict | None:
+    """summary.json's `client_lag` from one LagMeter state per load-generator process (None if none).
+    stamp_error_p50_ms / _p99_ms: how far a chunk's stamp can be from the wire, at the median and p99
+    over chunks (_stamp_error)."""
+    states = [s for s in states if s]
+    if not states:
+        return None
+    reads, loop, merged = LagHistogram(), LagHistogram(), LagHistogram()
+    for s in states:
+        reads.merge(LagHistogram.from_state(s["reads"]))
+        loop.merge(LagHistogram.from_state(s["loop"]))
+        merged.merge(LagHistogram.from_state(s.get("merged") or ({}, 0, 0.0)))
+    kern, user = sum(s["kernel_reads"] for s in states), sum(s["user_reads"] for s in states)
+    cpu, wall = sum(s["cpu_s"] for s in states), max(s["wall_s"] for s in states)
+    reqs, chunks = sum(s["requests"] for s in states), sum(s["chunks"] for s in states)
+    stamps = "kernel" if kern and not user else "user" if not kern else "mixed"
+    loop_p99 = loop.quantile_ms(0.99)
+    return {
+        "stamps": stamps,
+        "processes": len(states),
+        "reads": kern + user,
+        "read_p50_ms": reads.quantile_ms(0.5),
+        "read_p99_ms": reads.quantile_ms(0.99),
+        "read_max_ms": round(reads.max * 1000, 3) if reads.n else None,
+        "merged_chunks": merged.n,
+        "loop_lag_p50_ms": loop.quantile_ms(0.5),
+        "loop_lag_p99_ms": loop_p99,
+        "loop_lag_max_ms": round(loop.max * 1000, 3) if loop.n else None,
+        "loop_busy_pct": round(100 * cpu / (wall * len(states)), 1) if wall > 0 else None,
+        "cpu_ms_per_request": round(cpu / reqs * 1000, 3) if reqs else None,
+        "chunks_per_request": round(chunks / reqs, 1) if reqs else None,
+        "stamp_error_p50_ms": _stamp_error(stamps, merged, loop, chunks, 0.5),
+        "stamp_error_p99_ms": _stamp_error(stamps, merged, loop, chunks, 0.99),
+    }

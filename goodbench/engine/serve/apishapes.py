@@ -1,0 +1,126 @@
+"""The reference engine's other APIs: OpenAI Responses and Anthropic Messages (validated into the same
+`Parsed` request as chat, streamed by their own formatters with the event shapes vLLM 0.32 emits),
+tool-call replies (chat, responses, messages) when a request offers tools and requires a call, and
+the one-body embeddings / rerank / score replies. Pure, like openai_api.py: a token costs a few bytes
+concatenations; every output event is written when its token is produced, never before (a client's
+TTFT is the first token's step, whatever the API)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+
+from .openai_api import REASONING_FIELD, BadRequest, Parsed, _bool, _int, _message_text, check_body, tool_call_name
+
+EMBED_DIM = 64  # the reference engine's vectors: a stand-in, deterministic per text
+
+
+def _items_text(items, key: str) -> str:
+    if isinstance(items, str):
+        return items
+    if not isinstance(items, list) or not items:
+        raise BadRequest(f"'{key}' must be a string or a non-empty list of messages", key)
+    out = []
+    for m in items:
+        if isinstance(m, dict) and m.get("type") == "function_call_output":
+            out.append(str(m.get("output", "")))
+        elif isinstance(m, dict) and isinstance(m.get("content"), list):
+            parts = m["content"]
+            out.append("".join(str(p.get("text") or p.get("content") or "") for p in parts if isinstance(p, dict)))
+        else:
+            out.append(_message_text(m))
+    return "\n".join(out)
+
+
+def parse_api(body, api: str, model_names: tuple) -> Parsed:
+    """A Responses or Messages request, validated into the engine's Parsed request."""
+    check_body(body, model_names)
+    if api == "responses":
+        text, n = _items_text(body.get("input"), "input"), body.get("input")
+        system, cap = body.get("instructions"), _int(body, "max_output_tokens", 1, None)
+    else:
+        if body.get("max_tokens") is None:
+            raise BadRequest("'max_tokens' is required", "max_tokens")
+        text, n = _items_text(body.get("messages"), "messages"), body.get("messages")
+        system, cap = body.get("system"), _int(body, "max_tokens", 1, None)
+    if isinstance(system, list):
+        system = "".join(str(p.get("text", "")) for p in system if isinstance(p, dict))
+    if system is not None and not isinstance(system, str):
+        raise BadRequest("the system prompt must be a string", "system")
+    turns = len(n) if isinstance(n, list) else 1
+    user = body.get("user") or (body.get("metadata") or {}).get("user_id")
+    return Parsed(
+        chat=True,
+        text=(system + "\n" + text) if system else text,
+        token_ids=None,
+        overhead=4 * (turns + bool(system)) + 1,
+        max_tokens=cap,
+        stream=_bool(body, "stream"),
+        include_usage=True,
+        continuous_usage=False,
+        ignore_eos=_bool(body, "ignore_eos"),
+        priority=_int(body, "priority", -(2**62), 0),
+        reasoning_tokens=_int(body, REASONING_FIELD, 0, 0),
+        session=user if isinstance(user, str) else None,
+        tool=tool_call_name(body),
+    )
+
+
+def pool_inputs(body, api: str, model_names: tuple) -> list:
+    """The texts (or token-id lists) an embeddings, rerank or score request carries: each is one
+    prefill for the engine. Rerank / score: the query joined to each document (a cross-encoder's work)."""
+    check_body(body, model_names)
+    if api == "embeddings":
+        inp = body.get("input")
+        items = [inp] if isinstance(inp, str) or (isinstance(inp, list) and inp and type(inp[0]) is int) else inp
+        key = "input"
+    else:
+        q = body.get("query", body.get("text_1", body.get("queries")))
+        items = body.get("documents", body.get("text_2", body.get("items")))
+        items = [items] if isinstance(items, str) else items
+        if not isinstance(q, str) or not q:
+            raise BadRequest("'query' (or 'text_1') must be a non-empty string", "query")
+        if isinstance(items, list) and all(isinstance(d, str) for d in items):
+            items = [q + "\n" + d for d in items]
+        key = "documents"
+    ok = (
+        isinstance(items, list)
+        and items
+        and all(
+            (isinstance(x, str) and x) or (isinstance(x, list) and x and all(type(t) is int for t in x)) for x in items
+        )
+    )
+    if not ok:
+        raise BadRequest(f"'{key}' must be a non-empty string or a non-empty list of non-empty texts", key)
+    return items
+
+
+def _unit(seed: bytes) -> list[float]:
+    raw = hashlib.shake_128(seed).digest(4 * EMBED_DIM)
+    v = [x / 2**31 - 1.0 for x in struct.unpack(f"<{EMBED_DIM}I", raw)]
+    norm = sum(x * x for x in v) ** 0.5 or 1.0
+    return [round(x / norm, 6) for x in v]
+
+
+def pool_response(api: str, rid: int, created: int, model: str, items: list, n_prompt: int) -> dict:
+    """The reply of an embeddings / rerank / score request (vLLM's shapes; values are stand-ins)."""
+    usage = {"prompt_tokens": n_prompt, "total_tokens": n_prompt, "completion_tokens": 0}
+    keys = [json.dumps(x).encode() for x in items]
+    if api == "embeddings":
+        data = [{"index": i, "object": "embedding", "embedding": _unit(k)} for i, k in enumerate(keys)]
+        return {"id": f"embd-{rid}", "object": "list", "created": created, "model": model, "data": data, "usage": usage}
+    scores = [round(_unit(k)[0] * 0.5 + 0.5, 6) for k in keys]
+    if api == "score":
+        data = [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)]
+        return {
+            "id": f"score-{rid}",
+            "object": "list",
+            "created": created,
+            "model": model,
+            "data": data,
+            "usage": usage,
+        }
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    results = [{"index": i, "relevance_score": scores[i]} for i in order]
+    return {"id": f"rerank-{rid}", "model": model, "usage": usage, "results": results}

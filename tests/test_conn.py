@@ -1,0 +1,104 @@
+"""The lean client's connections (client/conn.py): on plain TCP each read's time is the kernel's receive
+stamp, so a chunk that arrives while the event loop is busy keeps the time it reached the host; the
+loop-stamped Conn (TLS, or kernel_stamps off) shows the same chunk late by as long as the loop was busy."""
+
+import asyncio
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+from goodbench.client.config import ClientConfig
+from goodbench.client.lean import LeanClient
+from goodbench.records import RequestSpec
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def frame(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def chunk_frame(i: int) -> bytes:
+    return frame(b'data: {"choices":[{"index":0,"text":" t%d"}]}\n\n' % i)
+
+
+def serve_once(sock: socket.socket, sent: list, gaps=(0.05, 0.05)) -> None:
+    """One request on one connection: three chunks `gaps` apart, their send times in `sent`."""
+    conn, _ = sock.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    data = b""
+    while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+        data += conn.recv(65536)
+    conn.sendall(HEAD)
+    for i, gap in enumerate((0.02, *gaps)):
+        time.sleep(gap)
+        conn.sendall(chunk_frame(i))
+        sent.append(time.monotonic())
+    time.sleep(0.02)
+    conn.sendall(frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    conn.recv(1)
+    conn.close()
+
+
+def run(kernel: bool, block_s: float):
+    """The client reads three chunks while its loop is blocked for block_s over the second one's arrival."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+    sent: list[float] = []
+    th = threading.Thread(target=serve_once, args=(lsock, sent), daemon=True)
+    th.start()
+
+    async def go():
+        cfg = ClientConfig(base_url=f"http://127.0.0.1:{lsock.getsockname()[1]}", model="m", kernel_stamps=kernel)
+        t0 = time.monotonic()
+        async with LeanClient(cfg, t0) as c:
+            loop = asyncio.get_running_loop()
+            # hold the loop from just before the second chunk (sent ~70 ms in) until block_s later
+            loop.call_later(0.06, time.sleep, block_s)
+            rec = await c.send(RequestSpec("r", "c", "p", 1, 3), 0.0)
+            return rec, t0, c.kernel, c.meter
+
+    try:
+        rec, t0, used_kernel, meter = asyncio.run(go())
+    finally:
+        th.join(5)
+        lsock.close()
+    return [t0 + t for t in rec.chunk_times], sent, used_kernel, meter, rec
+
+
+def test_kernel_stamps_keep_a_chunks_time_while_the_loop_is_busy():
+    got, sent, used, meter, rec = run(kernel=True, block_s=0.03)
+    assert used and rec.status == "ok" and len(got) == len(sent) == 3
+    assert meter.kernel_reads >= 3 and meter.user_reads == 0
+    # the second chunk arrived while the loop slept: its stamp is still within 2 ms of its send
+    assert all(abs(g - s) < 0.002 for g, s in zip(got, sent)), [g - s for g, s in zip(got, sent)]
+    assert meter.reads.max > 0.01  # ... though the loop read it >10 ms later (the read lag it reports)
+
+
+def test_loop_stamps_show_the_same_chunk_late():
+    got, sent, used, meter, rec = run(kernel=False, block_s=0.03)
+    assert not used and rec.status == "ok"
+    assert got[1] - sent[1] > 0.01  # what the kernel stamp avoids
+    assert meter.kernel_reads == 0
+
+
+def test_a_read_that_brings_two_chunks_of_a_stream_is_counted_as_merged():
+    # the loop blocked over two chunk arrivals: the kernel merged them, the earlier takes the later stamp
+    got, sent, used, meter, rec = run(kernel=True, block_s=0.09)
+    assert used and rec.status == "ok"
+    assert meter.merged.n >= 1 and meter.merged.max > 0.03
+
+
+def test_kernel_stamps_only_on_plain_tcp():
+    def kernel(url, **kw):
+        return LeanClient(ClientConfig(base_url=url, model="m", **kw), 0.0).kernel
+
+    assert kernel("http://127.0.0.1:8000")
+    assert not kernel("https://127.0.0.1:8000")  # TLS: the loop's stamps, and client_lag's loop lag
+    assert not kernel("http://127.0.0.1:8000", kernel_stamps=False)  # --no-kernel-timestamps
