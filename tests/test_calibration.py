@@ -13,7 +13,7 @@ from conftest import ROOT
 
 from goodbench.engine import uncertainty
 from goodbench.engine.costmodel import CostModel
-from goodbench.engine.virtual import calibration as cal, calpoints as cp
+from goodbench.engine.virtual import calibration as cal, calpoints as cp, calreport
 from goodbench.engine.virtual.calreport import markdown, uncertainty_constants
 
 
@@ -47,7 +47,7 @@ def test_the_engines_uncertainty_is_the_documented_table(recomputed):
 def test_every_point_is_sourced_and_whole_sources_are_held_out():
     pts = cp.load_points()
     for p in pts:
-        assert p.source.startswith("https://") and p.value > 0 and p.use in ("fit", "check")
+        assert p.source.startswith("https://") and p.value > 0 and p.use in cp.USES
     by_source = {}
     for p in pts:
         by_source.setdefault(p.source_id, set()).add(p.use)
@@ -141,3 +141,38 @@ def test_a_spread_replays_different_lengths_around_the_stated_ones():
     assert lens[:, 0].min() < p.input_len < lens[:, 0].max()
     assert np.all(np.abs(lens[:, 0] / p.input_len - 1) <= p.length_spread + 1e-3)
     assert cp.requests(replace(p, length_spread=0.0))[0].prompt_tokens == p.input_len
+
+
+def test_multi_step_runs_pay_the_host_terms_once_per_scheduling_round():
+    """vLLM 0.6's --num-scheduler-steps n schedules, prepares inputs and processes outputs once per n
+    forward passes: a V0 point with n = 10 is priced with a tenth of the V0 host terms, its Jacobian
+    says so exactly, and the engine itself never sees the argument."""
+    base = next(q for q in cp.load_points() if q.id == "anl-h100-sxm-llama-3.1-8b-tp1-b16-L1024")
+    p = replace(base, engine_args=base.engine_args | {"num_scheduler_steps": 10}, output_len=64)
+    theta = cal.shipped_theta()
+    k = cal.constants(theta, p)
+    assert k.step_s == pytest.approx(theta[cal.V0_STEP] / 10) and k.request_s == pytest.approx(theta[cal.V0_REQ] / 10)
+    assert "num_scheduler_steps" not in cp.point_config(p).__dict__
+    value, jac, _ = cal.replay_with_jacobian(p, theta)
+    moved = theta.copy()
+    moved[cal.V0_STEP] += 1e-3
+    again, _ = cp.replay(p, CostModel.for_config(cp.point_config(p), constants=cal.constants(moved, p)))
+    assert again == pytest.approx(value + jac @ (moved - theta), rel=1e-6)
+    single, _ = cp.replay(base, CostModel.for_config(cp.point_config(base), constants=cal.constants(theta, base)))
+    assert jac[cal.V0_STEP] < single  # a tenth of the per-step cost per step, not the whole of it
+
+
+def test_a_source_stating_no_version_is_v1_after_v0_was_removed():
+    p = next(q for q in cp.load_points() if q.id == "yobitel-h100-c1")
+    assert cal.era(replace(p, version="not stated", date="2026-05-18 (post)")) == "v1"
+    assert cal.era(replace(p, version="not stated", date="2024-09 (README)")) == "v0"
+    assert cal.era(replace(p, version="not stated", date="not shown")) == "v0"
+    assert cal.era(replace(p, version="0.6.0", date="2026-05-18")) == "v0"
+
+
+def test_excluded_points_say_why_and_are_not_counted(recomputed):
+    rows = recomputed["rows"]
+    excluded = [r for r in rows if r["point"].use == "excluded"]
+    assert excluded and all(r["point"].note.startswith("excluded: ") for r in excluded)
+    ttft = [r for r in rows if r["point"].klass == "ttft"]
+    assert len([r for r in calreport.counted(ttft)]) == len(ttft) - sum(r["point"].klass == "ttft" for r in excluded)

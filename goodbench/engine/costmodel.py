@@ -46,15 +46,15 @@ class StepConstants:
 
 
 SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
-    step_s=0.5741e-3,
-    request_s=18.06e-6,
-    kv_read=1.457,
-    attn_request_s=0.1822e-6,
-    fp8_gemm=1.698,
-    tp_layer_s=30.26e-6,
-    tp_layer_pcie_s=50.24e-6,
-    prefill_attn=2.314,
-    frontend_s=19.35e-3,
+    step_s=0.5626e-3,
+    request_s=18.37e-6,
+    kv_read=1.404,
+    attn_request_s=0.6164e-6,
+    fp8_gemm=1.682,
+    tp_layer_s=33.94e-6,
+    tp_layer_pcie_s=49.50e-6,
+    prefill_attn=2.331,
+    frontend_s=19.51e-3,
 )
 
 

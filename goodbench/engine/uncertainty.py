@@ -9,20 +9,20 @@ REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-he
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
 # largest there, a floor for tiers no public point was fitted on (their efficiencies are borrowed).
 REGIME_ERROR = {
-    "batch 1": 0.028,
-    "batch 2-16": 0.07,
-    "batch 17-64": 0.15,
-    "batch 65+": 0.278,
-    "prefill-heavy": 0.268,
-    "TP > 1": 0.179,
+    "batch 1": 0.029,
+    "batch 2-16": 0.052,
+    "batch 17-64": 0.091,
+    "batch 65+": 0.201,
+    "prefill-heavy": 0.186,
+    "TP > 1": 0.194,
 }
 REGIME_WORST = {
-    "batch 1": 0.311,
-    "batch 2-16": 0.503,
-    "batch 17-64": 0.696,
-    "batch 65+": 0.575,
-    "prefill-heavy": 0.696,
-    "TP > 1": 0.696,
+    "batch 1": 0.233,
+    "batch 2-16": 0.341,
+    "batch 17-64": 0.684,
+    "batch 65+": 0.528,
+    "prefill-heavy": 0.684,
+    "TP > 1": 0.684,
 }
 CALIBRATED_TIERS = ("a100-40g", "a100-80g-sxm", "h100-sxm", "h200", "l40s")  # tiers with fitted public points
 

@@ -7,7 +7,9 @@ the metric and its exact local Jacobian. The fit is Gauss-Newton on log(predicte
 bounded, with a weak pull towards physical priors (so a term no point constrains stays at its
 prior), each source weighted 1/sqrt(its points). Host time differs between vLLM's V0 engine and V1,
 so V0 sources get their own per-step and per-request terms; everything on the GPU is shared, and
-the shipped model uses the V1 terms.
+the shipped model uses the V1 terms. A V0 source that ran multi-step scheduling (vLLM 0.6's
+`--num-scheduler-steps n`) schedules, prepares inputs and processes outputs once per n forward
+passes: its host terms are divided by n.
 
 Out of sample: `check` points (whole sources) are never fitted; each `fit` source is predicted by a
 fit made without it (leave-one-source-out: the full fit's linearisation re-solved without the
@@ -33,27 +35,31 @@ LOWER = np.array([0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
 UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 1e-3, 1e-3, 5.0, 0.2, 10e-3, 1e-3])
 PRIOR_WEIGHT = 1e-4  # per scaled unit: a deviation of one scale from the prior costs as much as a 1% error on one point
 FRONTEND, V0_STEP, V0_REQ = K - 1, K, K + 1
-V0_HOST = (1.929e-3, 21.38e-6)  # the V0-era step and request times of the fit (SHIPPED holds the V1 terms)
+V0_TERMS = (1.611e-3, 43.36e-6)  # the V0-era step and request times of the fit (SHIPPED holds the V1 terms)
 ONLINE = ("closed", "poisson")
+V0_REMOVED = "2025-10"  # vLLM 0.11.0 (October 2025) removed the V0 engine
 JOBS = min(2, os.cpu_count() or 1)  # served over HTTP: the front end is in the client's times
 
 
 def era(p: Point) -> str:
     """The host terms a point is fitted with: V1 where the source states a V1 vLLM (0.8 or later; the
-    shipped model), else V0 (vLLM <= 0.7, a 2024 release, or a version the source does not state)."""
+    shipped model) or, stating none, is dated after vLLM 0.11.0 removed the V0 engine (2025-10); else
+    V0 (vLLM <= 0.7, a 2024 release, or neither version nor date stated)."""
     v = p.version.strip()
     major_minor = v.split(" ")[0].split("+")[0].split(".")[:2]
     try:
         return "v1" if (int(major_minor[0]), int(major_minor[1])) >= (0, 8) else "v0"
     except (ValueError, IndexError):
-        return "v0"
+        return "v1" if p.date[:7] >= V0_REMOVED and p.date[:4].isdigit() else "v0"
 
 
 def constants(theta: np.ndarray, p: Point | None = None) -> StepConstants:
-    """The StepConstants a point is priced with: its era's host terms; no front end offline."""
+    """The StepConstants a point is priced with: its era's host terms (over a multi-step run's steps);
+    no front end offline."""
     k = StepConstants(*theta[:K])
     if p is not None and era(p) == "v0":
-        k = replace(k, step_s=theta[V0_STEP], request_s=theta[V0_REQ])
+        n = p.scheduler_steps
+        k = replace(k, step_s=theta[V0_STEP] / n, request_s=theta[V0_REQ] / n)
     if p is not None and p.workload not in ONLINE:
         k = replace(k, frontend_s=0.0)
     return k
@@ -64,7 +70,7 @@ def _to_theta(jac: np.ndarray, p: Point) -> np.ndarray:
     out = np.zeros(len(NAMES))
     out[:K] = jac
     if era(p) == "v0":
-        out[[V0_STEP, V0_REQ]] = jac[:2]
+        out[[V0_STEP, V0_REQ]] = jac[:2] / p.scheduler_steps
         out[:2] = 0.0
     return out
 
@@ -180,8 +186,8 @@ def regimes_of(p: Point, reg: dict) -> list[str]:
 
 
 def shipped_theta() -> np.ndarray:
-    """The constants goodbench ships: costmodel.SHIPPED (V1) and the V0 host terms."""
-    return np.array([getattr(SHIPPED, n) for n in NAMES[:K]] + list(V0_HOST))
+    """The constants goodbench ships: costmodel.SHIPPED (V1) and the V0 terms."""
+    return np.array([getattr(SHIPPED, n) for n in NAMES[:K]] + list(V0_TERMS))
 
 
 def calibrate(path: str | None = None, start: np.ndarray | None = None, iterations: int = 10) -> dict:

@@ -51,7 +51,11 @@ ARG_TYPES = {
     "enable_prefix_caching": lambda v: v == "true",
     "scheduler": str,
     "gpu_memory_utilization": float,
+    "num_scheduler_steps": int,  # vLLM 0.6's multi-step scheduling: priced by the calibration, not an engine knob
 }
+REPLAY_ONLY = ("num_scheduler_steps",)
+# "excluded": predicted and shown, but not counted in the error tables; its note says why ("excluded: ...")
+USES = ("fit", "check", "excluded")
 
 
 @dataclass(frozen=True)
@@ -73,13 +77,19 @@ class Point:
     metric: str
     value: float
     source: str
-    use: str = "fit"  # "fit": used by the fit; "check": predicted only (whole sources kept out)
+    use: str = "fit"  # "fit": used by the fit; "check": predicted only (whole sources kept out); "excluded"
     version: str = ""
+    date: str = ""  # the source's date, "YYYY-MM[-DD] (...)" where known
     engine_args: dict = field(default_factory=dict)
     warm: bool = False  # measured in a round that repeats an earlier round's prompts
     seed: int = 0
     length_spread: float = 0.0
     note: str = ""
+
+    @property
+    def scheduler_steps(self) -> int:
+        """Forward passes per scheduling round (vLLM 0.6 `--num-scheduler-steps`; 1 elsewhere)."""
+        return int(self.engine_args.get("num_scheduler_steps", 1))
 
     @property
     def klass(self) -> str:
@@ -104,7 +114,7 @@ def load_points(path: str = DATA) -> list[Point]:
     out = []
     for r in rows:
         where = f"{path}: {r['id']}"
-        if r["metric"] not in METRICS or r["workload"] not in WORKLOADS or r["use"] not in ("fit", "check"):
+        if r["metric"] not in METRICS or r["workload"] not in WORKLOADS or r["use"] not in USES:
             raise ValueError(f"{where}: unknown metric, workload or use")
         out.append(
             Point(
@@ -127,6 +137,7 @@ def load_points(path: str = DATA) -> list[Point]:
                 source=r["source"],
                 use=r["use"],
                 version=r["version"],
+                date=r["date"],
                 engine_args=_args(r["engine_args"], where),
                 warm=r["prefix_cache"] == "warm",
                 seed=int(r["seed"] or 0),
@@ -140,7 +151,7 @@ def load_points(path: str = DATA) -> list[Point]:
 def point_config(p: Point) -> EngineConfig:
     """vLLM's defaults for the tier and the source's own arguments. Random and ShareGPT prompts share
     no prefix, so prefix caching is moot (off), except for a `warm` point."""
-    args = {"enable_prefix_caching": p.warm} | p.engine_args
+    args = {"enable_prefix_caching": p.warm} | {k: v for k, v in p.engine_args.items() if k not in REPLAY_ONLY}
     return EngineConfig(
         gpu=p.gpu, model=p.model, tensor_parallel_size=p.tp, dtype=p.dtype, kv_cache_dtype=p.kv_cache_dtype, **args
     ).resolved()

@@ -2,14 +2,19 @@
 and the expected-error table engine/uncertainty.py ships (derived here, from the same rows).
 
     python -m goodbench.engine.virtual.calreport           the tables at the shipped constants (docs/engine.md)
-    python -m goodbench.engine.virtual.calreport --refit   refit from the priors: the constants to ship (~5 min)"""
+    python -m goodbench.engine.virtual.calreport --refit   refit from the priors: the constants to ship (~5 min)
+    python -m goodbench.engine.virtual.calreport --seeds ID   one point's metric over 40 arrival / length draws"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from ..costmodel import CostModel
 from ..uncertainty import REGIME_ORDER
-from .calibration import NAMES, calibrate, shipped_theta
+from .calibration import NAMES, calibrate, constants, shipped_theta
+from .calpoints import load_points, point_config, replay
 
 TARGETS = {"tpot": ("TPOT / ITL / latency per token", 0.10), "ttft": ("TTFT", 0.15), "throughput": ("throughput", 0.10)}
 UNITS = {
@@ -31,6 +36,11 @@ def _pct(x) -> str:
     return "–" if x is None else f"{x:+.1%}"
 
 
+def counted(rows: list[dict], excluded: bool = False) -> list[dict]:
+    """The rows the error tables count: all but `excluded` points (unless asked for)."""
+    return [r for r in rows if excluded or r["point"].use != "excluded"]
+
+
 def regime_table(rows: list[dict]) -> dict:
     """Per regime: points, median |out-of-sample error|, median signed error, worst |error|, over the
     points on tiers with fitted points (`calibrated`) and over all points (`all`)."""
@@ -41,7 +51,7 @@ def regime_table(rows: list[dict]) -> dict:
             e = np.array(
                 [
                     r["oos_error"]
-                    for r in rows
+                    for r in counted(rows)
                     if reg in r["regimes"] and (scope == "all" or r["point"].gpu in fitted_tiers)
                 ]
             )
@@ -68,10 +78,11 @@ def uncertainty_constants(rows: list[dict]) -> tuple[dict, dict, tuple]:
 
 
 def shipped_constants_text(theta: np.ndarray) -> str:
-    """What to paste into costmodel.SHIPPED and calibration.V0_HOST after a refit."""
+    """What to paste into costmodel.SHIPPED and calibration.V0_TERMS after a refit."""
     k = dict(zip(NAMES, theta.tolist()))
     head = ", ".join(f"{n}={k[n]:.4g}" for n in NAMES[:-2])
-    return f"SHIPPED = StepConstants({head})\nV0_HOST = ({k['step_s_v0']:.4g}, {k['request_s_v0']:.4g})"
+    v0 = ", ".join(f"{k[n]:.4g}" for n in ("step_s_v0", "request_s_v0"))
+    return f"SHIPPED = StepConstants({head})\nV0_TERMS = ({v0})"
 
 
 def _constants_table(theta: np.ndarray) -> list[str]:
@@ -110,13 +121,20 @@ def _summary_tables(rows: list[dict]) -> list[str]:
         worst = "–" if c["worst"] is None else f"{c['worst']:.1%}"
         amed = "–" if a["median_abs"] is None else f"{a['median_abs']:.1%}"
         out.append(f"| {reg} | {c['n']} | {med} | {_pct(c['median'])} | {worst} | {a['n']} | {amed} |")
-    out += ["", "| metric | target | points | median abs error | median error |", "|---|---|---|---|---|"]
+    out += [
+        "",
+        "| metric | target | points | median abs error | median error | with the excluded points: points | "
+        "median abs error |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for klass, (label, target) in TARGETS.items():
-        e = np.array([r["oos_error"] for r in rows if r["point"].klass == klass])
+        e = np.array([r["oos_error"] for r in counted(rows) if r["point"].klass == klass])
+        x = np.array([r["oos_error"] for r in counted(rows, excluded=True) if r["point"].klass == klass])
+        xs = f"{len(x)} | {np.median(np.abs(x)):.1%}" if len(x) else "0 | –"
         out.append(
-            f"| {label} | {target:.0%} | {len(e)} | {np.median(np.abs(e)):.1%} | {np.median(e):+.1%} |"
+            f"| {label} | {target:.0%} | {len(e)} | {np.median(np.abs(e)):.1%} | {np.median(e):+.1%} | {xs} |"
             if len(e)
-            else f"| {label} | {target:.0%} | 0 | – | – |"
+            else f"| {label} | {target:.0%} | 0 | – | – | {xs} |"
         )
     return out
 
@@ -138,7 +156,18 @@ def markdown(result: dict) -> str:
     return "\n".join(out)
 
 
-__all__ = ["markdown", "regime_table", "shipped_constants_text", "uncertainty_constants"]
+def seed_spread(point_id: str, seeds: int = 40) -> np.ndarray:
+    """The point's metric at the shipped constants, replayed with seeds 0..seeds-1 (Poisson arrivals,
+    sampled lengths): how much of a point is its draw (the reason calibration.csv excludes some)."""
+    (p,) = [q for q in load_points() if q.id == point_id]
+    out = []
+    for s in range(seeds):
+        q = replace(p, seed=s)
+        out.append(replay(q, CostModel.for_config(point_config(q), constants=constants(shipped_theta(), q)))[0])
+    return np.array(out)
+
+
+__all__ = ["markdown", "regime_table", "seed_spread", "shipped_constants_text", "uncertainty_constants"]
 
 
 if __name__ == "__main__":
@@ -146,6 +175,10 @@ if __name__ == "__main__":
 
     if "--refit" in sys.argv:
         print(shipped_constants_text(calibrate()["theta"]))
+    elif "--seeds" in sys.argv:
+        v = seed_spread(sys.argv[sys.argv.index("--seeds") + 1])
+        lo, p10, med, p90, hi = np.percentile(v, [0, 10, 50, 90, 100])
+        print(f"{len(v)} draws: {lo:.4g} .. {hi:.4g} (10th-90th percentile {p10:.4g} .. {p90:.4g}, median {med:.4g})")
     else:
         result = calibrate(start=shipped_theta(), iterations=0)
         print(markdown(result))
