@@ -109,6 +109,19 @@ def test_usage_without_any_output_event_is_a_clear_error_not_zeros():
     assert tool.status == "ok" and tool.output_tokens == 7 and tool.first_token_at is None
 
 
+def test_openai_chunks_whose_tokens_decode_to_no_text_are_an_answer_not_a_mismatch():
+    """A real vLLM serving a random-weight model streamed 63 tokens as chunks of empty text; the run
+    must keep the request (no first token), not call the endpoint type wrong."""
+    from goodbench.client.sse import classify
+
+    empty = {"choices": [{"index": 0, "text": "", "finish_reason": None}]}
+    usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 63}}
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in (empty, empty, usage)) + b"data: [DONE]\n\n"
+    st = state(classify, data)
+    r = st.record(RequestSpec("r", "c", "p", 1, 63), 0.0, 0.0, 1.0, st.status, 200, st.error)
+    assert r.status == "ok" and r.output_tokens == 63 and r.first_token_at is None
+
+
 def test_unary_bodies():
     assert unary_result("embeddings", {"data": [{}, {}], "usage": {"prompt_tokens": 4}}) == (2, 4)
     assert unary_result("rerank", {"results": [{}]}) == (1, None)

@@ -146,8 +146,17 @@ class StreamState:
 
     def _mismatch(self, spec: RequestSpec, status: str, error: str | None) -> tuple[str, str | None]:
         """Output the server counted but no event carried: the parser does not know this stream (a
-        tool call may stream nothing: a server's parser holds a call cut short by max_tokens)."""
-        if status == "ok" and self.done and not self.times and self.usage_ct and not spec.tools:
+        tool call may stream nothing: a server's parser holds a call cut short by max_tokens). Only for
+        the named-event APIs (Responses, Messages): OpenAI chunks whose tokens decode to no text (a
+        random-weight model's byte pieces) are the server's answer, not a parser pointed wrong."""
+        if (
+            status == "ok"
+            and self.done
+            and not self.times
+            and self.usage_ct
+            and not spec.tools
+            and self.classify is not classify
+        ):
             return "bad_stream", (
                 f"the server counted {self.usage_ct} output tokens but no output event arrived: "
                 "is --endpoint-type right for this endpoint?"
