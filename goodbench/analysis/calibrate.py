@@ -148,11 +148,13 @@ def _gap_residuals(run: RunData, t, dflat: np.ndarray) -> tuple[np.ndarray, np.n
     r, j = [], []
     for b, (obs, n) in run.gaps.items():
         sel = np.flatnonzero(batch == b)
-        if len(sel) < MIN_GAPS:
+        if len(sel) < MIN_GAPS or not obs > 0:  # a zero median: chunks read together, not a step's time
             continue
         order = sel[np.argsort(gaps[sel], kind="stable")]
         mids = order[[(len(order) - 1) // 2, len(order) // 2]]  # the median: one element, or the middle two
         med = float(gaps[mids].mean())
+        if not med > 0:
+            continue
         dmed = (dflat[idx[mids]] - dflat[idx[mids] - 1]).mean(axis=0)
         w = np.sqrt(min(n, len(sel)))
         r.append(w * np.log(med / obs))
