@@ -88,6 +88,11 @@ def test_step_lateness_block():
     # the busy host: 13.7 s late over 10,507 steps, p99 76 ms
     late = step_lateness(lateness_rows([0.0, 13.7], [0, 10507], [0.0, 0.076]), True)
     assert late["behind"] and late["late_total_s"] == pytest.approx(13.7, abs=0.01) and late["started_by_run"]
+    # the smoke gate on a quiet 2-core host: one late burst, 0.5 s over a 10 s run: not behind
+    hiccup = step_lateness(lateness_rows([0.0, 0.507], [0, 650], [0.0, 0.0746]), True)
+    hiccup_rows = lateness_rows([0.0, 0.507], [0, 650], [0.0, 0.0746])
+    hiccup_rows[1]["t"] = 10.0
+    assert hiccup["behind"] and not step_lateness(hiccup_rows, True)["behind"]
     assert step_lateness(lateness_rows([0.0, 0.0], [0, 0], [0.0, 0.0]), True) is None  # no steps
     assert step_lateness([sample(0, T=(1.0, 1.0)), sample(1, T=(2.0, 2.0))], True) is None  # not our engine
 
