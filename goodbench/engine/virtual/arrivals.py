@@ -55,27 +55,40 @@ def _starts(groups) -> tuple[list[int], list[int]]:
     return start, owner
 
 
-class SessionArrivals:
-    """Multi-turn sessions: requests are the sessions' turns back to back (workloads.sessions). A session
-    starts at its arrival (or when one of `cap` slots frees); each next turn arrives its think time after
-    the previous one ended; a failed turn ends its session."""
+class _Groups:
+    """Groups of requests (sessions, agent jobs) that start at their arrival or when one of `cap` slots
+    frees; what follows a group's first request is the subclass's."""
 
     dynamic = True
 
-    def __init__(self, sessions, cap: int = 0, delay: float = 0.0):
+    def __init__(self, groups, units, cap: int, delay: float):
         self.delay = delay
-        self.start, self.owner = _starts([s.turns for s in sessions])
-        self.sessions, self.cap = sessions, cap or len(sessions)
-        self.waiting = list(range(len(sessions)))[::-1]  # next session to start at the end
+        self.start, self.owner = _starts(units)
+        self.groups, self.cap = groups, cap or len(groups)
+        self.waiting = list(range(len(groups)))[::-1]  # next group to start at the end
         self.active = 0
         self.heap: list = []
-        self._fill(0.0)
+
+    def _started(self, i: int) -> None:
+        """Group i took a slot (subclasses note it)."""
 
     def _fill(self, t: float) -> None:
         while self.waiting and self.active < self.cap:
             i = self.waiting.pop()
             self.active += 1
-            heapq.heappush(self.heap, (max(t, self.sessions[i].arrival_s) + self.delay, self.start[i]))
+            self._started(i)
+            heapq.heappush(self.heap, (max(t, self.groups[i].arrival_s) + self.delay, self.start[i]))
+
+
+class SessionArrivals(_Groups):
+    """Multi-turn sessions: requests are the sessions' turns back to back (workloads.sessions). A session
+    starts at its arrival (or when one of `cap` slots frees); each next turn arrives its think time after
+    the previous one ended; a failed turn ends its session."""
+
+    def __init__(self, sessions, cap: int = 0, delay: float = 0.0):
+        super().__init__(sessions, [s.turns for s in sessions], cap, delay)
+        self.sessions = sessions
+        self._fill(0.0)
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
         for k in ids:
@@ -89,33 +102,23 @@ class SessionArrivals:
                 self._fill(t)
 
 
-class JobArrivals:
+class JobArrivals(_Groups):
     """Agent jobs (workloads.agent): requests are the jobs' calls back to back, each job's in node order.
     A job starts at its arrival (or when one of `cap` slots frees); a call arrives its planned delay
     after the last of its parents ended; a failed call ends its job (nothing after it is sent)."""
 
-    dynamic = True
-
     def __init__(self, jobs, cap: int = 0, delay: float = 0.0):
-        self.delay = delay
-        self.start, self.owner = _starts([j.nodes for j in jobs])
-        self.jobs, self.cap = jobs, cap or len(jobs)
+        super().__init__(jobs, [j.nodes for j in jobs], cap, delay)
+        self.jobs = jobs
         self.children = [j.children for j in jobs]
         self.pending = [[len(n.parents) for n in j.nodes] for j in jobs]
         self.latest = [[0.0] * len(j.nodes) for j in jobs]
         self.inflight = [0] * len(jobs)
         self.dead = [False] * len(jobs)
-        self.waiting = list(range(len(jobs)))[::-1]
-        self.active = 0
-        self.heap: list = []
         self._fill(0.0)
 
-    def _fill(self, t: float) -> None:
-        while self.waiting and self.active < self.cap:
-            i = self.waiting.pop()
-            self.active += 1
-            self.inflight[i] = 1
-            heapq.heappush(self.heap, (max(t, self.jobs[i].arrival_s) + self.delay, self.start[i]))
+    def _started(self, i: int) -> None:
+        self.inflight[i] = 1
 
     def finished(self, ids, t: float, failed: bool = False) -> None:
         for k in ids:
