@@ -87,12 +87,29 @@ class Catalogue:
     def _migrate(self) -> None:
         if self.con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
             return
-        self.con.execute("PRAGMA journal_mode = WAL")
+        self._wal()
         with self.transaction():
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self.con.execute(stmt)
             self.con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _wal(self) -> None:
+        """Switch the file to WAL (persistent, so once is enough). The switch needs an exclusive lock
+        and SQLite does not always wait on the busy timeout for it: eight processes creating one
+        catalogue together saw "database is locked" here. Retry until the busy timeout instead."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay = 0.005
+        while True:
+            try:
+                if self.con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self.con.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
     def transaction(self):
         return _Tx(self.con)
