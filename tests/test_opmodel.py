@@ -31,9 +31,9 @@ def test_fp8_gemms_pay_the_side_of_the_roofline_that_binds():
     only with mem, prefill-sized ones only with compute, and gemm_sides is gemm_time's exact derivative."""
     h = get_gpu("h100-sxm")
     args = (np.array([1.0, 8.0, 4096.0]), 50e6, h.fp8_tflops * 1e12, h.mem_bw_tbs * 1e12, 1.0, "hopper")
-    base = gemm_time(*args, mem=1.2, compute=1.5)
-    dm, dc = gemm_sides(*args, 1.2, 1.5)
+    base = gemm_time(*args, scale=(1.2, 1.5))
+    dm, dc = gemm_sides(*args, (1.2, 1.5))
     assert dm[:2].min() > 0 and dc[:2].max() == 0 and dm[2] == 0 and dc[2] > 0
     h_ = 1e-6
-    assert (gemm_time(*args, mem=1.2 + h_, compute=1.5) - base) / h_ == pytest.approx(dm, rel=1e-6, abs=1e-15)
-    assert (gemm_time(*args, mem=1.2, compute=1.5 + h_) - base) / h_ == pytest.approx(dc, rel=1e-6, abs=1e-15)
+    assert (gemm_time(*args, scale=(1.2 + h_, 1.5)) - base) / h_ == pytest.approx(dm, rel=1e-6, abs=1e-15)
+    assert (gemm_time(*args, scale=(1.2, 1.5 + h_)) - base) / h_ == pytest.approx(dc, rel=1e-6, abs=1e-15)

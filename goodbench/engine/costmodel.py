@@ -262,8 +262,8 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     fp8_mem, fp8_compute, pcie_bw = np.zeros_like(n), np.zeros_like(n), np.zeros_like(n)
     if fp8:
         side = (n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam)
-        gemm = gemm_time(*side, mem=k.fp8_mem, compute=k.fp8_compute)
-        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, k.fp8_mem, k.fp8_compute))
+        gemm = gemm_time(*side, scale=(k.fp8_mem, k.fp8_compute))
+        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, (k.fp8_mem, k.fp8_compute)))
     else:
         gemm = gemm_time(n, params, bf16_peak, bw, 2.0, fam)
     linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.ffn / tp, bw, fam))

@@ -27,37 +27,30 @@ def family(gpu: GPU) -> str:
     return "ampere" if gpu.name.startswith("a100") else "hopper"
 
 
-def gemm_time(
-    n,
-    params: float,
-    peak: float,
-    bw: float,
-    wbytes: float,
-    fam: str,
-    count: int = 4,
-    mem: float = 1.0,
-    compute: float = 1.0,
-):
-    """Seconds for `count` GEMMs holding `params` weights (per GPU) over n tokens: the roofline divided
-    by the family's measured efficiency at n / ridge, plus a per-GEMM latency. `mem` and `compute`
-    scale the roofline's two sides (inverse efficiencies of a kernel other than the profiled BF16 one:
-    FP8's weight reads and its tensor-core rate are achieved to different degrees)."""
-    xs, eff, t0, _ = GEMM[fam]
-    ridge = peak * wbytes / (2 * bw)
-    roof = np.maximum(compute * 2 * n * params / peak, mem * wbytes * params / bw)
-    e = np.interp(np.log(np.maximum(n, 1) / ridge), np.log(xs), eff)
-    return roof / e + count * t0
-
-
-def gemm_sides(n, params: float, peak: float, bw: float, wbytes: float, fam: str, mem: float, compute: float):
-    """d gemm_time / d (mem, compute) for one GEMM's weights: the side of the roofline that binds, over
-    the measured efficiency (the other side's derivative is 0)."""
+def _sides(n, params: float, peak: float, bw: float, wbytes: float, fam: str):
+    """The roofline's compute and weight-read sides for n tokens, and the family's measured efficiency
+    at n / ridge."""
     xs, eff, _, _ = GEMM[fam]
     ridge = peak * wbytes / (2 * bw)
-    c, m = 2 * n * params / peak, wbytes * params / bw
     e = np.interp(np.log(np.maximum(n, 1) / ridge), np.log(xs), eff)
-    on_compute = compute * c >= mem * m
-    return np.where(on_compute, 0.0, m / e), np.where(on_compute, c / e, 0.0)
+    return 2 * n * params / peak, wbytes * params / bw, e
+
+
+def gemm_time(n, params: float, peak: float, bw: float, wbytes: float, fam: str, count: int = 4, scale=(1.0, 1.0)):
+    """Seconds for `count` GEMMs holding `params` weights (per GPU) over n tokens: the roofline divided
+    by the family's measured efficiency at n / ridge, plus a per-GEMM latency. `scale` = (mem, compute)
+    multiplies the roofline's two sides (inverse efficiencies of a kernel other than the profiled BF16
+    one: FP8's weight reads and its tensor-core rate are achieved to different degrees)."""
+    comp, mem, e = _sides(n, params, peak, bw, wbytes, fam)
+    return np.maximum(scale[1] * comp, scale[0] * mem) / e + count * GEMM[fam][2]
+
+
+def gemm_sides(n, params: float, peak: float, bw: float, wbytes: float, fam: str, scale: tuple[float, float]):
+    """d gemm_time / d scale for one GEMM's weights: the side of the roofline that binds, over the
+    measured efficiency (the other side's derivative is 0)."""
+    comp, mem, e = _sides(n, params, peak, bw, wbytes, fam)
+    on_compute = scale[1] * comp >= scale[0] * mem
+    return np.where(on_compute, 0.0, mem / e), np.where(on_compute, comp / e, 0.0)
 
 
 def elementwise_time(n, hidden: int, ffn_per_gpu: float, bw: float, fam: str):
