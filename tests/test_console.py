@@ -221,3 +221,10 @@ def test_the_progress_line_shows_an_eta():
     assert "ETA 3m10s" in progress_text(p, slo_given=False).plain
     p.total = 0  # a duration-bound run has no planned count: no ETA rather than a wrong one
     assert "ETA" not in progress_text(p, slo_given=False).plain
+
+
+def test_a_run_with_no_requests_renders_without_a_traceback():
+    """A locust run stopped before its first request: no records, attainment None in every clause."""
+    meta = RunMeta("x", slo={"ttft": 100.0, "tpot": 50.0})
+    out = render(summarize(RunResult(meta, [])), meta.to_dict())
+    assert "ttft ≤ 100 ms   met by n/a (no request finished)" in out

@@ -2,10 +2,11 @@
 processes, and the client_lag block (which stamp error a run can claim)."""
 
 import asyncio
+from array import array
 
 import pytest
 
-from goodbench.client.lag import LagHistogram, LagMeter, client_lag, loop_probe
+from goodbench.client.lag import FOLD_AT, LagHistogram, LagMeter, client_lag, loop_probe
 
 
 def hist(*lags):
@@ -33,7 +34,8 @@ def test_states_cross_processes_and_add_up():
 
 def state(kernel=0, user=0, merged=(), chunks=1000, cpu=1.0, wall=10.0, loop=(0.001,)):
     m = LagMeter()
-    m.kernel_reads, m.user_reads, m.cpu, m.wall = kernel, user, cpu, wall
+    m.read_lags.extend([1e-4] * kernel)  # kernel-stamped reads, as KernelConn notes them
+    m.user_reads, m.cpu, m.wall = user, cpu, wall
     for x in merged:
         m.merged.add(x)
     for x in loop:
@@ -62,13 +64,31 @@ def test_the_loop_probe_sees_a_blocked_loop():
     import time
 
     async def go():
-        h = LagHistogram()
-        probe = asyncio.ensure_future(loop_probe(h, 0.005))
+        m = LagMeter()
+        m.read_lags.extend([0.002] * FOLD_AT)
+        probe = asyncio.ensure_future(loop_probe(m, 0.005))
         await asyncio.sleep(0.02)
         time.sleep(0.05)  # the loop is blocked: the probe wakes ~50 ms late
         await asyncio.sleep(0.02)
         probe.cancel()
-        return h
+        return m
 
-    h = asyncio.run(go())
-    assert h.max > 0.03
+    m = asyncio.run(go())
+    assert m.loop.max > 0.03
+    assert not m.read_lags and m.reads.n == FOLD_AT  # the raw read lags were binned on the way
+
+
+def test_binning_many_lags_at_once_matches_one_by_one():
+    """add_many is add() vectorised: the same bins, count and maximum, across the fine, coarse and
+    overflow ranges and for a negative lag (a clock step)."""
+    import random
+
+    rng = random.Random(7)
+    lags = [rng.choice([rng.uniform(0, 0.012), rng.uniform(0, 1.5), -0.001]) for _ in range(5000)]
+    lags += [0.0, 1e-5, 0.01, 0.999999, 1.0, 1.001, 5.0]
+    one, many = LagHistogram(), LagHistogram()
+    for x in lags:
+        one.add(x)
+    many.add_many(array("d", lags[:2000]))
+    many.add_many(array("d", lags[2000:]))
+    assert list(many.bins) == list(one.bins) and many.n == one.n and many.max == one.max

@@ -18,9 +18,12 @@ import asyncio
 import time
 from array import array
 
+import numpy as np
+
 FINE_S, FINE_BINS = 1e-5, 1000  # 10 us bins up to 10 ms
 COARSE_S, COARSE_BINS = 1e-3, 1000  # then 1 ms bins up to 1 s (and one bin beyond)
 PROBE_S = 0.01
+FOLD_AT = 8192  # read lags kept raw (64 KiB) before they are binned: ~0.2 ms of the loop's time
 
 
 class LagHistogram:
@@ -43,6 +46,22 @@ class LagHistogram:
         self.n += n
         if lag > self.max:
             self.max = lag
+
+    def add_many(self, lags: array) -> None:
+        """add() for each of many lags at once (numpy; the same bins to the last bit)."""
+        if not len(lags):
+            return
+        x = np.frombuffer(lags, dtype=np.float64).clip(0.0)  # a copy: `lags` may be cleared after
+        k = (x / FINE_S).astype(np.int64)
+        far = k >= FINE_BINS
+        if far.any():
+            k[far] = np.minimum(
+                FINE_BINS + (x[far] / COARSE_S).astype(np.int64) - int(FINE_S * FINE_BINS / COARSE_S),
+                FINE_BINS + COARSE_BINS,
+            )
+        np.frombuffer(self.bins, dtype=np.int64)[:] += np.bincount(k, minlength=len(self.bins))
+        self.n += len(x)
+        self.max = max(self.max, float(x.max()))
 
     def merge(self, other: LagHistogram) -> None:
         for k, v in enumerate(other.bins):
@@ -91,13 +110,16 @@ def realtime_offset(tries: int = 20) -> float:
     return best
 
 
-async def loop_probe(hist: LagHistogram, period_s: float = PROBE_S) -> None:
-    """Run beside a run's dispatch: every period_s, how much later than asked the loop woke us."""
-    clock = time.monotonic
+async def loop_probe(meter: LagMeter, period_s: float = PROBE_S) -> None:
+    """Run beside a run's dispatch: every period_s, how much later than asked the loop woke us (and the
+    raw read lags binned once there are FOLD_AT of them, so a long run's memory stays flat)."""
+    clock, hist, raw = time.monotonic, meter.loop, meter.read_lags
     while True:
         due = clock() + period_s
         await asyncio.sleep(period_s)
         hist.add(clock() - due)
+        if len(raw) >= FOLD_AT:
+            meter.fold()
 
 
 class LagMeter:
@@ -106,8 +128,9 @@ class LagMeter:
 
     def __init__(self):
         self.reads, self.loop = LagHistogram(), LagHistogram()
+        self.read_lags = array("d")  # kernel-stamped reads' lags, appended per read, binned by fold()
         self.merged = LagHistogram()  # per event that shared a read with a later one: its possible error
-        self.kernel_reads = self.user_reads = 0
+        self.user_reads = 0
         self.cpu0 = self.wall0 = 0.0
         self.cpu = self.wall = 0.0
 
@@ -117,12 +140,18 @@ class LagMeter:
     def stop(self) -> None:
         self.cpu, self.wall = time.process_time() - self.cpu0, time.monotonic() - self.wall0
 
+    def fold(self) -> None:
+        """Bin the raw read lags (the probe does it now and then; the state at the end)."""
+        self.reads.add_many(self.read_lags)
+        del self.read_lags[:]
+
     def state(self, requests: int, chunks: int) -> dict:
+        self.fold()
         return {
             "reads": self.reads.state(),
             "loop": self.loop.state(),
             "merged": self.merged.state(),
-            "kernel_reads": self.kernel_reads,
+            "kernel_reads": self.reads.n,
             "user_reads": self.user_reads,
             "cpu_s": self.cpu,
             "wall_s": self.wall,

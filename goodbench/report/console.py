@@ -102,7 +102,8 @@ def _slo_lines(summary: dict, target: float) -> list[Text]:
         a = c["attainment"]
         good = a is not None and a >= target
         t = Text("  ✓ " if good else "  ✗ ", style="green" if good else "red")
-        t.append(f"{k} ≤ {c['threshold_ms']:g} ms   met by {a:.1%}   ({_clause_value(summary, k)})")
+        met = f"{a:.1%}" if a is not None else "n/a (no request finished)"
+        t.append(f"{k} ≤ {c['threshold_ms']:g} ms   met by {met}   ({_clause_value(summary, k)})")
         out.append(t)
     a_ci, g_ci = summary.get("slo_attainment_ci"), summary.get("goodput_ci")
     if a_ci and g_ci:

@@ -119,7 +119,7 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
     meter = client.meter
     meter.start()
-    helpers = (asyncio.ensure_future(loop_probe(meter.loop)), asyncio.ensure_future(d.flush_when_idle()))
+    helpers = (asyncio.ensure_future(loop_probe(meter)), asyncio.ensure_future(d.flush_when_idle()))
     plan = sh.plan
     reqs = [plan.requests[i] for i in sh.idx]
     try:
