@@ -327,6 +327,30 @@ def cpu_costs(runs: list[dict]) -> tuple[float, float] | None:
     return coef[0] * 1e6, coef[1] * 1e6
 
 
+def print_ratio_spread(by_rep: dict[str, list[list[dict]]]) -> None:
+    """The CPU fit of each repeat on its own (every case once), as the first client / each other client:
+    the spread of the ratio over repeats (the clients alternate within a case, so each repeat compares
+    them under one machine state)."""
+    names = list(by_rep)
+    if len(names) < 2 or len(by_rep[names[0]]) < 2:
+        return
+    base = names[0]
+    for other in names[1:]:
+        ratios = []
+        for mine, theirs in zip(by_rep[base], by_rep[other]):
+            a, b = cpu_costs(mine), cpu_costs(theirs)
+            if a and b:
+                ratios.append((a[0] / b[0], a[1] / b[1]))
+        if ratios:
+            req, chunk = zip(*ratios)
+            print(
+                f"  {base} / {other}, each repeat fitted alone: per request "
+                + ", ".join(f"{x:.3f}" for x in req)
+                + "; per chunk "
+                + ", ".join(f"{x:.3f}" for x in chunk)
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -366,11 +390,13 @@ def main() -> None:
     )
     print(HEADER)
     every: dict[str, list[dict]] = {c: [] for c in a.clients}
+    by_rep: dict[str, list[list[dict]]] = {c: [[] for _ in range(a.repeat)] for c in a.clients}
     for name in a.cases:
         runs: dict[str, list[dict]] = {c: [] for c in a.clients}
-        for _ in range(a.repeat):
+        for k in range(a.repeat):
             for c in a.clients:
                 runs[c].append(run_case(name, a.seconds, a.itl_ms, a.ttft_ms, c))
+                by_rep[c][k].append(runs[c][-1])
         for c in a.clients:
             every[c] += runs[c]
             print(row_text(median_row(runs[c])), flush=True)
@@ -381,6 +407,7 @@ def main() -> None:
     for c, ab in costs.items():
         if ab:
             print(f"  {c:8} {ab[0]:8.1f} us per request {ab[1]:8.2f} us per chunk")
+    print_ratio_spread(by_rep)
     if all(costs.get(c) for c in ("lean", "aiohttp")):
         (la, lb), (aa, ab) = costs["lean"], costs["aiohttp"]
         print(f"  aiohttp / lean: {aa / la:.2f}x per request, {ab / lb:.2f}x per chunk")

@@ -139,3 +139,23 @@ def test_calibrate_reports_the_front_end_the_servers_histograms_measured(tmp_pat
     assert "97.0 ms" in note and "14.5 ms" in note and "another load" in note
     assert front_end_notes([replace(run, front_end_s=0.016)], 0.0145) == []  # within noise of the constant
     assert front_end_notes([replace(run, front_end_s=None)], 0.0145) == []  # no histograms scraped
+
+
+def test_a_zero_median_decode_gap_is_skipped_not_divided_by():
+    """Chunks a client reads together get one timestamp: a batch size whose observed (or replayed)
+    median decode gap is 0 says nothing about a step's time, and must not become an infinite residual."""
+    from goodbench.analysis.calibrate import RunData, _gap_residuals
+    from goodbench.engine.profile import TERMS
+    from goodbench.engine.virtual.clock import Times
+
+    def run(observed: float) -> RunData:
+        return RunData("r", [], np.zeros(1), np.zeros(1), np.zeros(1), 0.01, None, {}, {1: (observed, 11)})
+
+    steady = Times(np.zeros(1), 0.1 + 0.01 * np.arange(12), np.array([0, 12]))  # 11 decode gaps of 10 ms
+    together = Times(np.zeros(1), np.r_[0.1, np.full(11, 0.2)], np.array([0, 12]))  # stamped alike in the replay
+    dflat = np.zeros((12, len(TERMS)))
+    r, j = _gap_residuals(run(0.02), steady, dflat)
+    assert r == pytest.approx([np.sqrt(11) * np.log(0.5)])  # a gap both sides measured is a target
+    for observed, times in ((0.0, steady), (0.02, together)):
+        r, j = _gap_residuals(run(observed), times, dflat)
+        assert r.shape == (0,) and j.shape == (0, len(TERMS))

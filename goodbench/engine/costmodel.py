@@ -1,14 +1,15 @@
 """Step time from a step's composition (docs/engine.md). Pure.
 
   T = L [GEMMs(N) + element-wise(N)]            measured operator curves (opmodel.py, from Vidur)
-    + 2 L allreduce(N h 2 bytes) + L t_tp        TP > 1: measured collectives, plus a fitted per-layer term
+    + 2 L allreduce(N h 2 bytes) + L t_tp        TP > 1: measured collectives (PCIe: latency + ring bytes
+                                                 at the link rate / a fitted efficiency), a per-layer term
     + GEMM_head(R)                               LM head, one row per scheduled request
     + max(F_attn_pf k_pf / P, KV_pf k_kv / BW)   prefill attention
     + KV_dec k_kv / BW + L t_attn D              decode attention: context bytes, and a per-request cost
     + t_step + t_req R                           host: scheduling, input preparation, sampling, output
   N tokens in the step, R requests scheduled, D of them decoding, L layers, h hidden size.
 
-The operator curves are measured (Vidur); the nine terms of StepConstants are fitted to public
+The operator curves are measured (Vidur); the eleven terms of StepConstants are fitted to public
 end-to-end vLLM measurements (engine/virtual/calibration.csv; `python -m goodbench.engine.virtual.
 calreport --refit` refits them and a test fails if SHIPPED drifts). `goodbench calibrate` fits a
 profile (engine/profile.py) to a user's own server instead: profile_model.
@@ -24,37 +25,43 @@ import numpy as np
 
 from .config import EngineConfig
 from .hardware import get_gpu, get_model
-from .opmodel import allreduce_time, elementwise_time, family, fast_fabric, gemm_time
+from .opmodel import allreduce_time, elementwise_time, family, fast_fabric, gemm_sides, gemm_time, pcie_ring_bytes_s
 from .profile import Profile, load_profile
 from .uncertainty import engine_uncertainty
 
 
 @dataclass(frozen=True)
 class StepConstants:
-    """The fitted terms. kv_read, prefill_attn and fp8_gemm are inverse efficiencies (1 = the
-    roofline; fp8_gemm 1 = FP8 GEMMs at half the BF16 bytes and twice the FLOP/s)."""
+    """The fitted terms. kv_read, prefill_attn, fp8_mem, fp8_compute and tp_pcie_bw are inverse
+    efficiencies (1 = the roofline). FP8 GEMMs have two: fp8_mem on reading the weights (1 = half the
+    BF16 bytes at the BF16 kernels' measured efficiency), fp8_compute on the FP8 tensor-core rate (1 =
+    the FP8 peak at that efficiency); a step's GEMMs pay whichever side of the roofline binds."""
 
     step_s: float  # host time per step
     request_s: float  # host time per scheduled request per step
     kv_read: float  # KV bytes (decode, and prefill re-reads) at bandwidth / kv_read
     attn_request_s: float  # decode attention per decoding request per layer
-    fp8_gemm: float  # FP8 GEMMs take this times their roofline
+    fp8_mem: float  # FP8 weights read at bandwidth / fp8_mem (memory-bound GEMMs: decode)
+    fp8_compute: float  # FP8 tensor-core FLOPs at peak / fp8_compute (compute-bound GEMMs: prefill, big batches)
     tp_layer_s: float  # per layer per step with TP > 1 over NVLink, beyond the measured all-reduces
     tp_layer_pcie_s: float  # the same over PCIe (no NVLink: NCCL over the host bridge)
+    tp_pcie_bw: float  # PCIe ring all-reduce: its bytes at the link rate / tp_pcie_bw (opmodel.pcie_ring_time)
     prefill_attn: float  # prefill attention FLOPs at peak / prefill_attn
     frontend_s: float  # once per request: the server's front end between send and the engine (HTTP, tokenizing)
 
 
 SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
-    step_s=0.5626e-3,
-    request_s=18.37e-6,
-    kv_read=1.404,
-    attn_request_s=0.6164e-6,
-    fp8_gemm=1.682,
-    tp_layer_s=33.94e-6,
-    tp_layer_pcie_s=49.50e-6,
-    prefill_attn=2.331,
-    frontend_s=19.51e-3,
+    step_s=0.5605e-3,
+    request_s=17.79e-6,
+    kv_read=1.428,
+    attn_request_s=0.5350e-6,
+    fp8_mem=1.512,
+    fp8_compute=1.002,
+    tp_layer_s=34.47e-6,
+    tp_layer_pcie_s=0.0,
+    tp_pcie_bw=2.624,
+    prefill_attn=2.318,
+    frontend_s=21.20e-3,
 )
 
 
@@ -198,11 +205,13 @@ class CostModel:
             else:
                 kv_pf = u["kv"] * batch.prefill_ctx
         n = pt + dt
-        fp8 = u["fp8"][min(n, len(u["fp8"]) - 1)] if u["fp8"] is not None else 0.0
+        i = min(n, len(u["fp8_mem"]) - 1)
         tp = u["tp"] if n else 0.0
         nvl = u["nvlink"]
+        kv = u["kv"] * batch.decode_ctx + kv_pf
+        pcie = float(_ext(u["pcie_bw"], n))
         return np.array(
-            [1.0, seqs, u["kv"] * batch.decode_ctx + kv_pf, u["layers"] * dt, fp8, tp * nvl, tp * (1 - nvl), pf]
+            [1.0, seqs, kv, u["layers"] * dt, u["fp8_mem"][i], u["fp8_compute"][i], tp * nvl, tp * (1 - nvl), pcie, pf]
         )
 
 
@@ -250,20 +259,22 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     bf16_peak, bw = gpu.bf16_tflops * 1e12, gpu.mem_bw_tbs * 1e12
     n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
     params = m.params_per_layer / tp
-    fp8_unit = None
+    fp8_mem, fp8_compute, pcie_bw = np.zeros_like(n), np.zeros_like(n), np.zeros_like(n)
     if fp8:
-        gemm = gemm_time(n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam, scale=k.fp8_gemm)
-        fp8_unit = m.layers * (gemm_time(n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam, count=0))
-        fp8_unit[0] = 0.0
+        side = (n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam)
+        gemm = gemm_time(*side, scale=(k.fp8_mem, k.fp8_compute))
+        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, (k.fp8_mem, k.fp8_compute)))
     else:
         gemm = gemm_time(n, params, bf16_peak, bw, 2.0, fam)
     linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.ffn / tp, bw, fam))
-    linear[0] = 0.0
     comm = np.zeros_like(n)
     if tp > 1:
         extra = k.tp_layer_s if fast_fabric(gpu) else k.tp_layer_pcie_s
-        comm = m.layers * (2 * allreduce_time(n * m.hidden * 2, gpu, tp) + extra)
-        comm[0] = 0.0
+        comm = m.layers * (2 * allreduce_time(n * m.hidden * 2, gpu, tp, k.tp_pcie_bw) + extra)
+        if not fast_fabric(gpu):
+            pcie_bw = m.layers * 2 * pcie_ring_bytes_s(n * m.hidden * 2, gpu, tp)
+    for table in (linear, comm, fp8_mem, fp8_compute, pcie_bw):
+        table[0] = 0.0
     rows = np.arange(cfg.max_num_seqs + 2, dtype=float)
     head = gemm_time(np.maximum(rows, 1), m.vocab * m.hidden / tp, bf16_peak, bw, 2.0, fam, count=1)
     head[0] = 0.0
@@ -287,7 +298,9 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
             "tp": m.layers if tp > 1 else 0.0,
             "nvlink": 1.0 if fast_fabric(gpu) else 0.0,
             "pf": 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,
-            "fp8": fp8_unit,
+            "fp8_mem": fp8_mem,
+            "fp8_compute": fp8_compute,
+            "pcie_bw": pcie_bw,
         },
     )
 

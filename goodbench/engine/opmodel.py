@@ -6,8 +6,10 @@ by assumption) from the H100 SXM, Ampere HBM (A100) from the A100 80GB SXM, GDDR
 A10G, RTX 6000 Ada) from the A40. The GEMM curve is a function of tokens / ridge, so it moves with
 each tier's own compute-to-bandwidth ratio (the mid-M dip sits at the ridge on all three profiled
 GPUs). Collectives: NVSwitch tiers use the NVSwitch curves of their generation; PCIe tiers (no NVLink)
-use the pairwise-NVLink 4-GPU curves, whose ring crosses PCIe (PCIe 4.0 boards the A100 system's,
-PCIe 5.0 the H100's): a measured PCIe-class all-reduce, not a PCIe measurement of that board."""
+take their latency from the pairwise-NVLink 4-GPU curves, whose ring crosses PCIe (PCIe 4.0 boards the
+A100 system's, PCIe 5.0 the H100's), and their bytes from a ring at the board's own link rate over a
+fitted inverse efficiency (the curves' own slope is its prior): a PCIe-class all-reduce that grows with
+the message and the TP size, not a PCIe measurement of that board."""
 
 from __future__ import annotations
 
@@ -25,14 +27,30 @@ def family(gpu: GPU) -> str:
     return "ampere" if gpu.name.startswith("a100") else "hopper"
 
 
-def gemm_time(n, params: float, peak: float, bw: float, wbytes: float, fam: str, count: int = 4, scale: float = 1.0):
-    """Seconds for `count` GEMMs holding `params` weights (per GPU) over n tokens: the roofline divided
-    by the family's measured efficiency at n / ridge (times `scale`), plus a per-GEMM latency."""
-    xs, eff, t0, _ = GEMM[fam]
+def _sides(n, params: float, peak: float, bw: float, wbytes: float, fam: str):
+    """The roofline's compute and weight-read sides for n tokens, and the family's measured efficiency
+    at n / ridge."""
+    xs, eff, _, _ = GEMM[fam]
     ridge = peak * wbytes / (2 * bw)
-    roof = np.maximum(2 * n * params / peak, wbytes * params / bw)
     e = np.interp(np.log(np.maximum(n, 1) / ridge), np.log(xs), eff)
-    return scale * roof / e + count * t0
+    return 2 * n * params / peak, wbytes * params / bw, e
+
+
+def gemm_time(n, params: float, peak: float, bw: float, wbytes: float, fam: str, count: int = 4, scale=(1.0, 1.0)):
+    """Seconds for `count` GEMMs holding `params` weights (per GPU) over n tokens: the roofline divided
+    by the family's measured efficiency at n / ridge, plus a per-GEMM latency. `scale` = (mem, compute)
+    multiplies the roofline's two sides (inverse efficiencies of a kernel other than the profiled BF16
+    one: FP8's weight reads and its tensor-core rate are achieved to different degrees)."""
+    comp, mem, e = _sides(n, params, peak, bw, wbytes, fam)
+    return np.maximum(scale[1] * comp, scale[0] * mem) / e + count * GEMM[fam][2]
+
+
+def gemm_sides(n, params: float, peak: float, bw: float, wbytes: float, fam: str, scale: tuple[float, float]):
+    """d gemm_time / d scale for one GEMM's weights: the side of the roofline that binds, over the
+    measured efficiency (the other side's derivative is 0)."""
+    comp, mem, e = _sides(n, params, peak, bw, wbytes, fam)
+    on_compute = scale[1] * comp >= scale[0] * mem
+    return np.where(on_compute, 0.0, mem / e), np.where(on_compute, comp / e, 0.0)
 
 
 def elementwise_time(n, hidden: int, ffn_per_gpu: float, bw: float, fam: str):
@@ -54,18 +72,34 @@ def collective_name(gpu: GPU, workers: int) -> str:
     return f"pairwise-{'h100' if gpu.interconnect_gbs >= 64 else 'a100'}-4"
 
 
+PCIE_PRIOR = 1.36  # Vidur's pairwise A100 4-GPU ring: 23.6 GB/s bus bandwidth on 32 GB/s PCIe 4.0 links
 CUSTOM_ALLREDUCE_MAX = 8 * 1024 * 1024  # vLLM's custom all-reduce handles messages up to 8 MiB
 
 
-def allreduce_time(nbytes, gpu: GPU, workers: int):
+def allreduce_time(nbytes, gpu: GPU, workers: int, pcie: float = PCIE_PRIOR):
     """One TP all-reduce. Over NVLink, vLLM's custom all-reduce (one-shot over NVLink P2P) takes
     messages up to 8 MiB: priced as one measured NVLink send/recv of the message (an assumption: Vidur
-    profiled NCCL only); larger ones, and every PCIe all-reduce, by the measured NCCL curve."""
-    nccl = collective_time(nbytes, collective_name(gpu, workers))
+    profiled NCCL only); larger ones by the measured NCCL curve. Over PCIe: pcie_ring_time."""
     if not fast_fabric(gpu):
-        return nccl
+        return pcie_ring_time(nbytes, gpu, workers, pcie)
+    nccl = collective_time(nbytes, collective_name(gpu, workers))
     p2p = collective_time(nbytes, "nvlink-h100" if gpu.interconnect_gbs >= 400 else "nvlink-a100")
     return np.where(np.asarray(nbytes) <= CUSTOM_ALLREDUCE_MAX, p2p, nccl)
+
+
+def pcie_ring_bytes_s(nbytes, gpu: GPU, workers: int):
+    """Seconds per unit of `pcie` for one ring all-reduce over PCIe: each GPU sends 2 (p - 1) / p of the
+    message over its link (interconnect_gbs per direction)."""
+    return 2 * (workers - 1) / workers * np.asarray(nbytes, dtype=float) / (gpu.interconnect_gbs * 1e9)
+
+
+def pcie_ring_time(nbytes, gpu: GPU, workers: int, pcie: float = PCIE_PRIOR):
+    """A ring all-reduce over PCIe: the measured PCIe-class curve's small-message time (its latency)
+    plus the ring's bytes at the link rate / pcie (pcie: an inverse efficiency, >= 1; at PCIE_PRIOR it
+    reproduces the measured curve's slope). The ring's bytes grow with the TP size, which the measured
+    4-GPU curve cannot say."""
+    sizes, times = COLLECTIVES[collective_name(gpu, workers)]
+    return times[0] + pcie * pcie_ring_bytes_s(nbytes, gpu, workers)
 
 
 def collective_time(nbytes, name: str):

@@ -10,19 +10,19 @@ REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-he
 # largest there, a floor for tiers no public point was fitted on (their efficiencies are borrowed).
 REGIME_ERROR = {
     "batch 1": 0.029,
-    "batch 2-16": 0.052,
-    "batch 17-64": 0.091,
-    "batch 65+": 0.201,
-    "prefill-heavy": 0.186,
-    "TP > 1": 0.194,
+    "batch 2-16": 0.067,
+    "batch 17-64": 0.081,
+    "batch 65+": 0.153,
+    "prefill-heavy": 0.162,
+    "TP > 1": 0.124,
 }
 REGIME_WORST = {
-    "batch 1": 0.233,
-    "batch 2-16": 0.341,
-    "batch 17-64": 0.684,
-    "batch 65+": 0.528,
-    "prefill-heavy": 0.684,
-    "TP > 1": 0.684,
+    "batch 1": 0.29,
+    "batch 2-16": 0.257,
+    "batch 17-64": 0.673,
+    "batch 65+": 0.507,
+    "prefill-heavy": 0.673,
+    "TP > 1": 0.673,
 }
 CALIBRATED_TIERS = ("a100-40g", "a100-80g-sxm", "h100-sxm", "h200", "l40s")  # tiers with fitted public points
 

@@ -23,19 +23,21 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ..costmodel import SHIPPED, CostModel, StepConstants
+from ..opmodel import PCIE_PRIOR
 from ..uncertainty import regimes
 from .calpoints import Point, load_points, measured, metric, point_config, regime, run
 from .clock import ClockFollower, derivatives
 
 K = len(fields(StepConstants))
 NAMES = tuple(f.name for f in fields(StepConstants)) + ("step_s_v0", "request_s_v0")
-SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1e-5, 1e-5, 1.0, 1e-2, 1e-3, 1e-5])
-PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 0.5e-3, 1e-5])
-LOWER = np.array([0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
-UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 1e-3, 1e-3, 5.0, 0.2, 10e-3, 1e-3])
+#        step_s request_s kv_read attn_req fp8_mem fp8_comp tp_layer tp_pcie pcie_bw pf_attn frontend v0 step v0 req
+SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1.0, 1e-5, 1e-5, 1.0, 1.0, 1e-2, 1e-3, 1e-5])
+PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 1.0, 0.0, 0.0, PCIE_PRIOR, 2.0, 0.0, 0.5e-3, 1e-5])
+LOWER = np.array([0.0, 0.0, 1.0, 0.0, 0.8, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 5.0, 1e-3, 1e-3, 8.0, 5.0, 0.2, 10e-3, 1e-3])
 PRIOR_WEIGHT = 1e-4  # per scaled unit: a deviation of one scale from the prior costs as much as a 1% error on one point
 FRONTEND, V0_STEP, V0_REQ = K - 1, K, K + 1
-V0_TERMS = (1.611e-3, 43.36e-6)  # the V0-era step and request times of the fit (SHIPPED holds the V1 terms)
+V0_TERMS = (1.673e-3, 42.99e-6)  # the V0-era step and request times of the fit (SHIPPED holds the V1 terms)
 ONLINE = ("closed", "poisson")
 V0_REMOVED = "2025-10"  # vLLM 0.11.0 (October 2025) removed the V0 engine
 JOBS = min(2, os.cpu_count() or 1)  # served over HTTP: the front end is in the client's times

@@ -1,0 +1,39 @@
+"""Operator times on any tier (engine/opmodel.py): the PCIe ring all-reduce and FP8's two roofline sides."""
+
+import numpy as np
+import pytest
+
+from goodbench.engine.hardware import get_gpu
+from goodbench.engine.opdata import COLLECTIVES
+from goodbench.engine.opmodel import PCIE_PRIOR, gemm_sides, gemm_time, pcie_ring_bytes_s, pcie_ring_time
+
+
+def test_the_pcie_ring_at_its_prior_is_the_measured_curve():
+    """Latency + ring bytes at the link rate / PCIE_PRIOR follows Vidur's PCIe-class 4-GPU ring (PCIe 4.0
+    links) from 2 kB to 400 MB: one measured curve, two numbers."""
+    sizes, times = COLLECTIVES["pairwise-a100-4"]
+    model = pcie_ring_time(np.asarray(sizes), get_gpu("l40s"), 4, PCIE_PRIOR)
+    assert model == pytest.approx(np.asarray(times), rel=0.15)
+    big = np.asarray(sizes) >= 1_000_000
+    assert model[big] == pytest.approx(np.asarray(times)[big], rel=0.05)
+
+
+def test_the_pcie_ring_grows_with_the_message_the_tp_size_and_its_inefficiency():
+    l40s, mb = get_gpu("l40s"), 8e6
+    assert pcie_ring_bytes_s(mb, l40s, 8) / pcie_ring_bytes_s(mb, l40s, 4) == pytest.approx((2 * 7 / 8) / (2 * 3 / 4))
+    assert pcie_ring_bytes_s(mb, l40s, 4) == pytest.approx(1.5 * mb / 32e9)
+    slow, fast = pcie_ring_time(mb, l40s, 4, 3.0), pcie_ring_time(mb, l40s, 4, 1.0)
+    assert slow - fast == pytest.approx(2.0 * pcie_ring_bytes_s(mb, l40s, 4))
+
+
+def test_fp8_gemms_pay_the_side_of_the_roofline_that_binds():
+    """FP8's weight reads (mem) and tensor-core rate (compute) scale separately: decode-sized GEMMs move
+    only with mem, prefill-sized ones only with compute, and gemm_sides is gemm_time's exact derivative."""
+    h = get_gpu("h100-sxm")
+    args = (np.array([1.0, 8.0, 4096.0]), 50e6, h.fp8_tflops * 1e12, h.mem_bw_tbs * 1e12, 1.0, "hopper")
+    base = gemm_time(*args, scale=(1.2, 1.5))
+    dm, dc = gemm_sides(*args, (1.2, 1.5))
+    assert dm[:2].min() > 0 and dc[:2].max() == 0 and dm[2] == 0 and dc[2] > 0
+    h_ = 1e-6
+    assert (gemm_time(*args, scale=(1.2 + h_, 1.5)) - base) / h_ == pytest.approx(dm, rel=1e-6, abs=1e-15)
+    assert (gemm_time(*args, scale=(1.2, 1.5 + h_)) - base) / h_ == pytest.approx(dc, rel=1e-6, abs=1e-15)
