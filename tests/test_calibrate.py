@@ -2,14 +2,23 @@
 produced them and predicts a run it did not see. The runs here are simulated with a known profile (a
 server whose step-time model is known exactly); tests/test_real_vllm.py does the same against vLLM."""
 
+import json
+import os
+import re
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import run_cli
+from rich.console import Console
 from test_profile import write
 
 import goodbench as gb
+from goodbench.analysis.calibrate import front_end_notes, load_run
 from goodbench.engine.profile import load_profile
 from goodbench.errors import RunDirError
+from goodbench.report.tables import calibration_table
+from goodbench.store import load
 
 KNOBS = {"max_num_batched_tokens": 512, "max_num_seqs": 16, "num_gpu_blocks": 4000}
 
@@ -87,6 +96,49 @@ def test_calibrate_refuses_what_it_cannot_fit(tmp_path):
         gb.calibrate([str(tmp_path)])
     r = run_cli("calibrate", str(tmp_path), "--out", str(tmp_path / "p.toml"))
     assert r.returncode == 2 and "goodbench run directory" in r.stderr
+
+
+def _with_histograms(run_dir: str, front_end_s: float) -> None:
+    """Give a simulated run the queue + prefill histograms a vLLM would have exported, its requests'
+    mean TTFT less front_end_s (the time the server's front end and the client took)."""
+    recs = [r for r in load(run_dir).records if r.status == "ok" and r.first_token_at is not None]
+    engine_s = float(np.mean([r.first_token_at - r.sent_at for r in recs])) - front_end_s
+    rows = [
+        {"t": t, "metrics": {f"vllm:request_{k}_seconds_{s}": v * x for k, s, v in HIST for x in [engine_s * n]}}
+        for t, n in ((0.0, 0), (60.0, len(recs)))
+    ]
+    for row, n in zip(rows, (0, len(recs))):
+        row["metrics"]["vllm:request_prefill_time_seconds_count"] = float(n)
+    with open(os.path.join(run_dir, "server_metrics.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+HIST = (("queue_time", "sum", 0.25), ("prefill_time", "sum", 0.75))  # how the engine time splits (any split)
+
+
+def test_calibrate_reports_the_front_end_the_servers_histograms_measured(tmp_path):
+    """A server whose histograms agree with its constant front end: measured beside the fitted constant,
+    and no note; a run whose front end is far from one constant (as vLLM's on a shared CPU under load,
+    docs/real-vllm.md) gets a note saying TTFT at another load can be off by the difference."""
+    truth = write(tmp_path)
+    (tmp_path / "spread.toml").write_text(SPREAD)
+    eng = gb.EngineConfig(calibration=truth)
+    a = gb.simulate(gb.load_workload(str(tmp_path / "spread.toml")), eng, result_dir=str(tmp_path), run_id="a").dir
+    _with_histograms(a, 0.003)  # the true profile's front end
+    cal = gb.calibrate([a], gb.EngineConfig(num_gpu_blocks=4000, max_num_seqs=16))  # the knobs it ran with
+    fe = cal.rows[0]["front_end_ms"]
+    assert fe["measured"] == pytest.approx(3.0, abs=0.01) and fe["fitted"] == pytest.approx(3.0, abs=1.0)
+    assert cal.notes == []
+    con = Console(width=200, record=True)
+    con.print(calibration_table(cal.rows, cal.out_of_sample))
+    assert re.search(r"front end\s*│\s*3\.0\s*│\s*\d+\.\d", con.export_text())  # measured beside fitted
+    run = load_run(a)
+    assert front_end_notes([run], 0.003) == []
+    far = replace(run, front_end_s=0.097)  # the calibration run of docs/real-vllm.md: 97 ms, fitted 14.5
+    (note,) = front_end_notes([far], 0.0145)
+    assert "97.0 ms" in note and "14.5 ms" in note and "another load" in note
+    assert front_end_notes([replace(run, front_end_s=0.016)], 0.0145) == []  # within noise of the constant
+    assert front_end_notes([replace(run, front_end_s=None)], 0.0145) == []  # no histograms scraped
 
 
 def test_a_zero_median_decode_gap_is_skipped_not_divided_by():

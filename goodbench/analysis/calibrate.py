@@ -8,12 +8,17 @@ by Gauss-Newton on every request's TTFT and TPOT (log ratio, Huber-weighted), wi
 Jacobian from following the replay's clock (engine/virtual/clock.py); with the server's histograms,
 its mean queue + prefill time (front end excluded) is one more target, which separates the front end
 from the engine. A term the runs cannot see (no prefill attention worth the name, say) stays near 0.
-With several runs each is also predicted by a fit made without it (leave-one-run-out)."""
+With several runs each is also predicted by a fit made without it (leave-one-run-out).
+
+The profile's front end is one constant per request. The histograms also measure each run's mean front
+end (the client's TTFT less the server's queue + prefill); where that is far from the constant, the
+server's front end moves with load (a CPU it shares, long prompts to tokenize) and calibrate says so:
+TTFT predicted at another load is then off by up to the difference (docs/real-vllm.md measured it)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -38,6 +43,8 @@ KNEES = (16, 128, 1024)  # starting floor/token knees (tokens): the floor is pie
 ITERATIONS = 12
 
 
+FRONT_END_GAP = 0.5  # a run's measured front end this far (relative) from the fitted constant is reported
+FRONT_END_MIN_S = 0.005  # ... and at least this far: a few ms is noise on any client
 MIN_GAPS = 10  # a batch size with fewer decode-only gaps than this is not a target
 MAX_BATCH_BIN = 32  # decode-only gaps with more requests decoding share one bin
 
@@ -80,6 +87,7 @@ class RunData:
     server_engine_s: float | None  # the server's mean queue + prefill time per request (its histograms)
     kv: dict  # num_gpu_blocks, block_size from the server's cache_config_info
     gaps: dict  # observed gap_medians: what a decode step costs with each number of requests decoding
+    front_end_s: float | None = None  # the client's mean TTFT less the server's mean queue + prefill
 
 
 def _cache_info(rows: list[dict]) -> dict:
@@ -128,6 +136,7 @@ def load_run(path: str) -> RunData:
     start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
     flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
     dg, db, _ = decode_gaps(np.array([r.sent_at for r in ok]), flat, start)
+    engine_s = _server_engine_s(rows)
     return RunData(
         path,
         reqs,
@@ -135,9 +144,10 @@ def load_run(path: str) -> RunData:
         ttft,
         tpot,
         float(np.nanmedian(gaps)),
-        _server_engine_s(rows),
+        engine_s,
         _cache_info(rows),
         gap_medians(dg, db),
+        float(np.mean(ttft)) - engine_s if engine_s is not None else None,
     )
 
 
@@ -305,14 +315,33 @@ def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
     }
 
 
+def front_end_notes(runs: list[RunData], fitted_s: float) -> list[str]:
+    """A line for each run whose measured mean front end is far from the profile's one constant."""
+    out = []
+    for r in runs:
+        m = r.front_end_s
+        if m is None or abs(m - fitted_s) <= max(FRONT_END_GAP * max(m, fitted_s), FRONT_END_MIN_S):
+            continue
+        out.append(
+            f"{r.path}: the server's histograms put its front end at {m * 1e3:.1f} ms per request (the client's "
+            f"TTFT less the server's queue + prefill), the profile's constant at {fitted_s * 1e3:.1f} ms: this "
+            "server's front end moves with load (requests in flight, prompt lengths; a CPU it shares), which one "
+            "constant cannot follow, so TTFT predicted at another load can be off by up to the difference "
+            "(calibrate at the load you will predict)"
+        )
+    return out
+
+
 @dataclass
 class Calibration:
     """The fitted profile and, per run, what was measured, what the fit predicts (in sample) and, with
-    several runs, what a fit without that run predicts (out of sample)."""
+    several runs, what a fit without that run predicts (out of sample); notes on what the profile cannot
+    follow (a front end that moves with load)."""
 
     profile: Profile
     rows: list[dict]
     out_of_sample: bool
+    notes: list[str] = field(default_factory=list)
 
 
 def _errors(obs: dict, pred: dict) -> dict:
@@ -338,6 +367,8 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
             "fitted": predicted_stats(run, cfg, terms),
         }
         row["fit_error"] = _errors(obs, row["fitted"])
+        if run.front_end_s is not None:
+            row["front_end_ms"] = {"measured": run.front_end_s * 1e3, "fitted": terms["frontend_s"] * 1e3}
         if len(runs) > 1:
             say(f"leave-one-run-out: fitting without {run.path} ...")
             loro = fit_terms(runs[:i] + runs[i + 1 :], cfg)
@@ -361,4 +392,4 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "enable_chunked_prefill": cfg.enable_chunked_prefill,
     }
     prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths))
-    return Calibration(prof, rows, oos)
+    return Calibration(prof, rows, oos, front_end_notes(runs, terms["frontend_s"]))

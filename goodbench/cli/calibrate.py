@@ -35,5 +35,7 @@ def cmd_calibrate(args) -> int:
     for line in calibration_lines(cal.profile):
         con.print(line)
     con.print(calibration_table(cal.rows, cal.out_of_sample))
+    for note in cal.notes:
+        con.print(f"  note: {note}", style="yellow", markup=False)
     con.print(f"  profile: {args.out} · use it with --calibration {args.out}", style="dim")
     return EXIT_OK

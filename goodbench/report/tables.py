@@ -252,7 +252,8 @@ def calibration_lines(prof) -> list[str]:
 
 
 def calibration_table(rows: list[dict], out_of_sample: bool) -> Table:
-    """Per run: measured TTFT, ITL and TPOT p50, the fit's, and (several runs) a fit's without that run."""
+    """Per run: measured TTFT, ITL and TPOT p50, the fit's, and (several runs) a fit's without that run; the
+    mean front end the server's histograms measured beside the profile's constant, where scraped."""
     t = Table(title="calibration: each run measured vs predicted (p50, ms)")
     cols = ["run", "requests", "metric", "measured", "fitted", "error"]
     if out_of_sample:
@@ -266,6 +267,11 @@ def calibration_table(rows: list[dict], out_of_sample: bool) -> Table:
             if out_of_sample:
                 cells += [ms(r["loro"][m]), f"{r['loro_error'].get(m, 0):+.1%}"]
             t.add_row(*cells)
+        fe = r.get("front_end_ms")  # the server's histograms measured it: the client's TTFT less queue + prefill
+        if fe:
+            cells = ["", "", "front end", ms(fe["measured"]), ms(fe["fitted"])]
+            cells += [f"{fe['fitted'] / fe['measured'] - 1:+.1%}" if fe["measured"] > 0 else "n/a"]
+            t.add_row(*cells, *([""] * (len(cols) - len(cells))))
     return t
 
 
