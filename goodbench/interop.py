@@ -17,6 +17,7 @@ import numpy as np
 from . import llmd
 from .columnar import RecordArrays, RunArrays
 from .errors import InputError, UsageError
+from .jsonlines import json_lines
 from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
 from .rundir import RunDir
 from .store import new_run_id
@@ -159,15 +160,9 @@ def _metric(m: dict, name: str):
 
 def _aiperf_rows(path: str) -> list[dict]:
     """The profiling phase's per-request records of an AIPerf profile_export.jsonl."""
-    rows = []
     try:
         with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as e:
-                        raise InputError(f"{path}:{i}: not JSON: {e}") from None
+            rows = [d for _, d in json_lines(f, path)]
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror}") from None
     rows = [

@@ -15,7 +15,8 @@ LAYERS = {
     "errors": 0,  # stdlib only
     "records": 1,  # the record types
     "limits": 1,  # the one table of numeric limits (stdlib only)
-    "redact": 1,  # secrets scrubbed from what is stored or printed (stdlib only)
+    "redact": 1,
+    "jsonlines": 1,  # strict JSON-lines input files (stdlib and errors only)  # secrets scrubbed from what is stored or printed (stdlib only)
     "arrivals": 2,
     "columnar": 2,
     "client.sse": 2,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 from ..errors import InputError
+from ..jsonlines import json_lines
 from .agent import Job, Node
 
 DEFAULT_BLOCK = 64
@@ -66,13 +67,7 @@ def read_goodbench(path: str) -> tuple[list[Job], bool]:
     by_job: dict[str, list] = {}
     arrivals: dict[str, float] = {}
     with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except ValueError as e:
-                raise InputError(f"{path}:{i}: not JSON: {e}") from None
+        for i, d in json_lines(f, path):
             where = f"{path}:{i}"
             if not isinstance(d, dict) or not isinstance(d.get("job"), str):
                 raise InputError(f"{where}: expected an object with a string 'job'")

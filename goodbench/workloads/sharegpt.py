@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..jsonlines import json_lines
 
 PACKAGE_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
 
@@ -76,13 +77,7 @@ def load_raw(source: str | None) -> tuple[list[dict], LoadReport]:
         digest = hashlib.sha256(data).hexdigest()
         text = data.decode("utf-8", errors="replace")
         if source.endswith(".jsonl"):
-            recs = []
-            for i, line in enumerate(text.splitlines(), 1):
-                if line.strip():
-                    try:
-                        recs.append(json.loads(line))
-                    except ValueError as e:
-                        raise InputError(f"{source}:{i}: not JSON: {e}") from None
+            recs = [d for _, d in json_lines(text.splitlines(), source)]
             return recs, LoadReport(source, len(recs), False, digest)
         try:
             recs, truncated = parse_conversations(text)

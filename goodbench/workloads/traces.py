@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..errors import InputError, UsageError, warn
+from ..jsonlines import json_lines
 from ..limits import MAX_SECONDS, MAX_TOKENS
 from ..records import RequestSpec
 
@@ -82,13 +82,7 @@ def _time(v, path: str, line: int, what: str, per_second: float = 1.0) -> float:
 
 def _mooncake(text: str, path: str) -> list[TraceRow]:
     rows, lines = [], []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError as e:
-            raise InputError(f"{path}:{i}: not JSON: {e}") from None
+    for i, d in json_lines(text.splitlines(), path):
         if not isinstance(d, dict) or "timestamp" not in d or "input_length" not in d:
             raise InputError(f"{path}:{i}: expected timestamp, input_length, output_length and hash_ids")
         ids = d.get("hash_ids") or []
