@@ -48,7 +48,7 @@ def job_fields(spec: RequestSpec) -> dict:
     """What a record copies from its spec when the request is a call of an agent job."""
     if spec.job is None:
         return {}
-    return {"job": spec.job, "node": spec.node, "parents": spec.parents, "depth": spec.depth, "delay_s": spec.delay_s}
+    return {f: getattr(spec, f) for f in JOB_FIELDS}
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ class AiohttpClient:
             res["http"] = resp.status
             h = resp.headers
             ctype = h.get("Content-Type", "")
-            if resp.status >= 300 or not wanted_body(ctype, getattr(st, "unary", False)) or h.get("Content-Encoding"):
+            if resp.status >= 300 or not wanted_body(ctype, st.unary) or h.get("Content-Encoding"):
                 raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
                 st.fail(*describe_reply(resp.status, ctype, raw, h.get("Location"), h.get("Content-Encoding")))
                 return

@@ -123,7 +123,7 @@ class Conn(asyncio.Protocol):
         ex.status = self.parser.get_status_code()
         if (
             ex.status >= 300
-            or not wanted_body(ex.ctype, getattr(ex.st, "unary", False))
+            or not wanted_body(ex.ctype, ex.st.unary)
             or (ex.kept is not None and b"content-encoding" in ex.kept)
         ):
             ex.body = []

@@ -84,8 +84,9 @@ class Dispatch:
         self.idle = asyncio.Event()  # set whenever no request is in flight
         self.tasks: set[asyncio.Task] = set()
         self.sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
-        self.unjudged: list[RequestRecord] = []  # finished, not yet counted against the SLO (judge())
+        self.unjudged: deque = deque()  # finished, not yet counted against the SLO (judge())
         self.unwritten: deque = deque()  # finished, not yet in the sink (flush())
+        self.first_turns: dict = {}  # session id -> its first turn, built before the clock (prepare_sessions)
         self.write_error: RunDirError | None = None  # records cannot be written any more: the run ended
         # rate probes (stop_when_saturated): what is in flight (send time, planned tokens) and the
         # finished requests' (TTFT, time per further token), the evidence of share._watch_saturation
@@ -152,7 +153,8 @@ class Dispatch:
         own path. True when more are waiting (the caller yields to the loop, then calls again)."""
         if not self.unjudged:
             return False
-        batch, self.unjudged = self.unjudged[:limit], self.unjudged[limit:]
+        waiting = self.unjudged
+        batch = [waiting.popleft() for _ in range(min(limit, len(waiting)))]  # a deque: no copy of the rest
         c = RequestMetrics([_record(r) for r in batch])
         met = c.meets(self.opts.slo)
         self.p.good += int((met if met is not None else c.ok & ~np.isnan(c.first)).sum())
@@ -286,7 +288,7 @@ class Dispatch:
         replies, reply_tokens = [], []
         t0, clock = self.client.t0, self.client.clock
         scheduled = ended = s.arrival_s
-        first = getattr(self, "first_turns", {}).pop(s.id, None)
+        first = self.first_turns.pop(s.id, None)
         try:
             for k, turn in enumerate(s.turns, 1):
                 if k == 1 and first is not None:
