@@ -75,6 +75,7 @@ def test_a_trace_without_arrival_times_needs_an_arrival_process(tmp_path):
     [
         ('{"job": "a", "node": 1, "parents": [], "in": 5, "out": 2}', "numbered 0, 1"),
         ('{"job": "a", "node": 0, "parents": [], "in": 0, "out": 2}', "'in'"),
+        ('{"job": "a", "node": 0, "parents": [], "in": 100000000000, "out": 2}', "'in'"),  # past MAX_TOKENS
         ('{"node": 0}', "string 'job'"),
         ("{not json", "not JSON"),
     ],

@@ -22,6 +22,7 @@ import json
 
 from ..errors import InputError
 from ..jsonlines import json_lines
+from ..limits import MAX_TOKENS
 from .agent import Job, Node
 
 DEFAULT_BLOCK = 64
@@ -42,9 +43,10 @@ def _blocks(scope, key, n: int, ids, bs: int) -> tuple:
 
 
 def _count(d: dict, key: str, where: str, lo: int = 0) -> int:
+    """A node number or token count; token counts stop at limits.MAX_TOKENS, as in every trace."""
     v = d.get(key)
-    if type(v) is not int or v < lo:
-        raise InputError(f"{where}: {key!r} must be an integer >= {lo}, got {v!r}")
+    if type(v) is not int or not lo <= v <= MAX_TOKENS:
+        raise InputError(f"{where}: {key!r} must be an integer from {lo} to {MAX_TOKENS:,}, got {v!r}")
     return v
 
 
@@ -121,10 +123,7 @@ def read_weka(path: str) -> list[Job]:
     try:
         docs = [json.loads(text)]
     except ValueError:
-        try:
-            docs = [json.loads(x) for x in text.splitlines() if x.strip()]
-        except ValueError as e:
-            raise InputError(f"{path}: neither one JSON object nor JSON lines: {e}") from None
+        docs = [d for _, d in json_lines(text.splitlines(), path)]
     jobs = []
     for i, d in enumerate(docs):
         if not isinstance(d, dict) or not isinstance(d.get("requests"), list):
