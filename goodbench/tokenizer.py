@@ -39,21 +39,23 @@ class Tok:
         return self.loaded
 
     def count(self, text: str) -> int:
-        return len(self.encode(text))
+        return self.count_batch([text])[0]
 
     def count_batch(self, texts: list[str]) -> list[int]:
-        """In parallel over the cores (tokenizers' batch encoder); without offsets where supported."""
-        enc = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)  # tokenizers >= 0.21
+        return [len(e) for e in self._batch(texts)]
+
+    def _batch(self, texts: list[str]) -> list:
+        """Encodings through the batch encoder: it releases the GIL (tokenizers' single `encode` holds
+        it, so a long text counted in a worker thread stalled the event loop for the whole count), runs
+        in parallel over the cores, and skips offsets where supported (tokenizers >= 0.21)."""
+        enc = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
         try:
-            return [len(e.ids) for e in enc(texts, add_special_tokens=False)]
+            return enc(texts, add_special_tokens=False)
         except TypeError:  # a lone surrogate (JSON's "\ud800") is not text the tokenizer takes
-            return [len(e.ids) for e in enc([valid_text(t) for t in texts], add_special_tokens=False)]
+            return enc([valid_text(t) for t in texts], add_special_tokens=False)
 
     def encode(self, text: str) -> list[int]:
-        try:
-            return self._tok.encode(text, add_special_tokens=False).ids
-        except TypeError:
-            return self._tok.encode(valid_text(text), add_special_tokens=False).ids
+        return self._batch([text])[0].ids
 
     @functools.cached_property
     def words(self) -> list[str]:

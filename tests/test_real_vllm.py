@@ -162,9 +162,12 @@ def test_completions_through_the_cli_records_usage_metrics_and_server_timing(poo
     # goodbench's TTFT starts later (request sent, not received) but ends later (byte read): within 50 ms
     assert abs(st["client_minus_server_ms"]) < 50
     assert "server's view" in r.stdout
-    # chunk times from the kernel's receive stamps (plain http on Linux), and the client's self-check
+    # chunk times from the kernel's receive stamps (plain http on Linux), and the client's self-check:
+    # every token event either had its own read or is counted as merged into a later one (the kernel
+    # coalesces segments that arrive while the socket is unread, so reads alone can be fewer than events)
     cl = s["client_lag"]
-    assert cl["stamps"] == "kernel" and cl["reads"] >= 12 * 16 and cl["processes"] == 1
+    assert cl["stamps"] == "kernel" and cl["processes"] == 1 and cl["reads"] >= 12
+    assert cl["reads"] + cl["merged_chunks"] >= 12 * 16
     assert cl["stamp_error_p99_ms"] is not None and "engine_lateness" not in s  # vLLM has no step lateness
     assert "client: kernel receive stamps" in r.stdout
 

