@@ -82,3 +82,110 @@ def test_random_splits_give_the_same_events(events, eol, cuts, comments):
     expected = [e.encode() for e in events]
     # a leading space in the payload is eaten by the "data: " convention only once
     assert feed_all(parts) == expected
+
+
+# values a server might put in any field: the right type, the wrong one, empty, huge, odd text
+ODD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10) | st.sampled_from([2**31, 2**63, 10**30]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6) | st.sampled_from(["", " hi", "\ud800", "\x7f", "é"]),
+    st.just([]),
+    st.just({}),
+)
+COUNT = st.one_of(st.integers(0, 2000), ODD)
+USAGE = st.one_of(
+    ODD,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "completion_tokens": COUNT,
+            "prompt_tokens": COUNT,
+            "completion_tokens_details": st.one_of(
+                ODD, st.fixed_dictionaries({}, optional={"reasoning_tokens": COUNT})
+            ),
+        },
+    ),
+)
+CALLS = st.one_of(
+    ODD,
+    st.lists(
+        st.one_of(
+            ODD,
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "function": st.one_of(ODD, st.fixed_dictionaries({}, optional={"name": ODD, "arguments": ODD}))
+                },
+            ),
+        ),
+        max_size=2,
+    ),
+)
+DELTA = st.one_of(
+    ODD,
+    st.fixed_dictionaries(
+        {},
+        optional={"content": ODD, "tool_calls": CALLS, "reasoning_content": ODD, "reasoning": ODD, "role": ODD},
+    ),
+)
+CHOICE = st.one_of(
+    ODD, st.fixed_dictionaries({}, optional={"text": ODD, "delta": DELTA, "index": ODD, "finish_reason": ODD})
+)
+SHAPES = [  # the usual shapes and their near misses, each tried whatever hypothesis draws
+    {"choices": [{"text": " hi", "index": 0}]},
+    {"choices": [{"delta": {}}]},
+    {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
+    {"choices": [{"delta": {"content": None, "reasoning_content": "hm"}}]},
+    {"choices": [{"delta": {"content": "", "reasoning": "hm", "reasoning_content": ""}}]},
+    {"choices": [{"delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}}]},
+    {"choices": [{"delta": {"tool_calls": []}}]},
+    {"choices": [{"delta": None, "text": "t"}]},
+    {"choices": [], "usage": {"completion_tokens": 5, "prompt_tokens": 3}},
+    {"choices": [{"text": ""}], "usage": {"completion_tokens_details": {"reasoning_tokens": 2}}},
+    {"usage": {"completion_tokens": True}},
+    {"error": {"message": "boom"}},
+    {"error": ""},
+]
+EVENT = st.one_of(
+    st.sampled_from(SHAPES),
+    ODD,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "choices": st.one_of(ODD, st.lists(CHOICE, max_size=2)),
+            "usage": USAGE,
+            "error": ODD,
+            "id": ODD,
+            "object": ODD,
+        },
+    ),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    event=EVENT,
+    space=st.sampled_from(["", " ", "\t", "\n ", "\xa0"]),
+    tail=st.sampled_from(["", " ", "\r\n", "x", "\xa0"]),
+    cut=st.integers(0, 400),
+    duplicate=st.booleans(),
+)
+def test_the_fast_path_agrees_with_the_definition(event, space, tail, cut, duplicate):
+    """classify decodes the usual event straight into its fields (msgspec) and hands the rest to
+    classify_json, the definition: whatever a server sends, both give the same Chunk."""
+    from goodbench.client.sse import classify_json
+
+    for shape in SHAPES:
+        payload = json.dumps(shape).encode()
+        assert classify(payload) == classify_json(payload), payload
+    text = json.dumps(event)
+    if duplicate and text.startswith("{") and len(text) > 2:  # a key given twice: the last one counts
+        text = '{"usage": {"completion_tokens": 7}, ' + text[1:]
+    for payload in (
+        (space + text + tail).encode("utf-8", "surrogatepass"),
+        text.encode("utf-8", "surrogatepass")[:cut],  # cut short, maybe mid-character
+        b"[DONE]",
+    ):
+        assert classify(payload) == classify_json(payload), payload

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import msgspec
+
 from ..limits import MAX_TOKENS
 
 _scan = json.JSONDecoder().scan_once
+_JSON_SPACE = (" ", "\t", "\n", "\r")
 
 
 class SSEParser:
@@ -139,7 +142,8 @@ def load_json(payload: bytes):
     try:
         # the C scanner on str directly: json.loads(bytes) spends as long sniffing the encoding
         s = payload.decode("utf-8")
-        obj, end = _scan(s, 0)
+        start = len(s) - len(s.lstrip(" \t\n\r")) if s[:1] in _JSON_SPACE else 0  # JSON allows leading space
+        obj, end = _scan(s, start)
         if end != len(s) and s[end:].strip():
             raise ValueError(f"extra data at {end}")
     except (ValueError, UnicodeDecodeError, StopIteration, RecursionError) as e:
@@ -147,10 +151,86 @@ def load_json(payload: bytes):
     return obj
 
 
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: object = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    text: str | None = None
+    delta: _Delta | None = None
+
+
+class _Details(msgspec.Struct):
+    reasoning_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct):
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens_details: _Details | None = None
+
+
+class _Event(msgspec.Struct):
+    """The fields of an OpenAI stream chunk that classify reads (the rest are skipped unparsed)."""
+
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: object = None
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+
+
 def classify(payload: bytes) -> Chunk:
-    """Classify one event's data. Content = any non-empty text, chat delta content or reasoning. Never
-    raises: an event not shaped like an OpenAI chunk is `bad` with a message saying what was wrong;
-    usage numbers of the wrong type are ignored (token counts then fall back to the tokenizer)."""
+    """Classify one event's data (the hot path of a run: once per chunk per stream). An event of the
+    usual shape is decoded straight into the few fields read (msgspec, ~0.4 us against ~3 us for the
+    JSON value and its walk); anything else (an error, tool calls, a type or syntax surprise) goes
+    to classify_json, the definition, so both give the same answer
+    (tests/test_sse.py::test_the_fast_path_agrees_with_the_definition)."""
+    if payload == b"[DONE]":
+        return DONE
+    try:
+        ev = _decode_event(payload)
+    except (msgspec.MsgspecError, ValueError):
+        return classify_json(payload)
+    if ev.error:
+        return classify_json(payload)
+    text, thinking = "", False
+    choices = ev.choices
+    if choices:
+        c0 = choices[0]
+        d = c0.delta
+        if d is None:
+            text = c0.text or ""
+        else:
+            text = d.content or ""
+            if not text:
+                if d.tool_calls:
+                    return classify_json(payload)
+                text, thinking = d.reasoning_content or d.reasoning or "", True
+    u = ev.usage
+    if u is None:
+        return Chunk("content" if text else "meta", text, reasoning=thinking)
+    det = u.completion_tokens_details
+    rt = _count(det.reasoning_tokens) if det is not None else None
+    return Chunk(
+        "content" if text else "meta",
+        text,
+        _count(u.completion_tokens),
+        _count(u.prompt_tokens),
+        reasoning=thinking,
+        reasoning_tokens=rt,
+    )
+
+
+def classify_json(payload: bytes) -> Chunk:
+    """Classify one event's data: the definition. Content = any non-empty text, chat delta content or
+    reasoning. Never raises: an event not shaped like an OpenAI chunk is `bad` with a message saying
+    what was wrong; usage numbers of the wrong type are ignored (token counts then fall back to the
+    tokenizer)."""
     if payload == b"[DONE]":
         return DONE
     obj = load_json(payload)
