@@ -2,6 +2,7 @@
 runs once per client."""
 
 import asyncio
+import socket
 import time
 
 import pytest
@@ -180,3 +181,24 @@ def test_priority_is_sent_as_vllms_field_only_when_the_request_has_a_lane():
     c = CLIENT["cls"](cfg, 0.0)
     assert c.payload(RequestSpec("r", "c", "hi", 1, 5, priority=2))["priority"] == 2
     assert "priority" not in c.payload(RequestSpec("r", "c", "hi", 1, 5))
+
+
+def test_a_host_name_is_resolved_and_an_ip_literal_needs_no_lookup():
+    """The kernel-stamped connection skips the resolver for IP literals (a wave of a thousand users opens a
+    thousand connections at once) and still resolves a name."""
+    from goodbench.client.conn import _numeric
+
+    assert _numeric("127.0.0.1", 80) == (socket.AF_INET, ("127.0.0.1", 80))
+    assert _numeric("::1", 8000) == (socket.AF_INET6, ("::1", 8000, 0, 0))
+    assert _numeric("localhost", 80) is None and _numeric("1.2.3", 80) is None
+    if socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)[0][0] != socket.AF_INET:
+        return  # the server below listens on 127.0.0.1 only
+    app = script_app({"p": [(0.01, chunk("a")), (0.01, USAGE_DONE % 1)]})
+
+    async def go(base):
+        base = base.replace("127.0.0.1", "localhost")
+        async with CLIENT["cls"](ClientConfig(base_url=base, model="m"), time.monotonic(), None) as c:
+            return await c.send(RequestSpec("p", "c", "p", 3, 8), 0.0)
+
+    rec = asyncio.run(with_server(app, go))
+    assert rec.status == "ok" and rec.output_tokens == 1, rec.error

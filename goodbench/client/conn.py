@@ -28,6 +28,18 @@ _TIMESPEC = struct.Struct("qq").unpack_from
 _KEPT_HEADERS = frozenset((b"location", b"content-encoding"))
 
 
+def _numeric(host: str, port: int) -> tuple[int, tuple] | None:
+    """(family, address) of an IP literal host, without a resolver round trip; None for a name."""
+    host = host[1:-1] if host[:1] == "[" and host[-1:] == "]" else host
+    for family, addr in ((socket.AF_INET, (host, port)), (socket.AF_INET6, (host, port, 0, 0))):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return family, addr
+    return None
+
+
 class Exchange:
     """One request/response on one connection: what the parser callbacks fill in."""
 
@@ -194,7 +206,12 @@ class KernelConn(Conn):
     @classmethod
     async def open(cls, client, host: str, port: int) -> KernelConn:
         loop = asyncio.get_running_loop()
-        family, kind, proto, _, addr = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
+        numeric = _numeric(host, port)
+        if numeric is not None:  # no lookup: a closed loop's wave opens hundreds of connections at once
+            family, addr = numeric
+            kind, proto = socket.SOCK_STREAM, socket.IPPROTO_TCP
+        else:
+            family, kind, proto, _, addr = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
         sock = socket.socket(family, kind, proto)
         try:
             sock.setblocking(False)
