@@ -159,3 +159,26 @@ def test_a_zero_median_decode_gap_is_skipped_not_divided_by():
     for observed, times in ((0.0, steady), (0.02, together)):
         r, j = _gap_residuals(run(observed), times, dflat)
         assert r.shape == (0,) and j.shape == (0, len(TERMS))
+
+
+def test_a_request_whose_times_are_not_positive_is_replayed_but_not_fitted(tmp_path):
+    """A client that read every chunk at once (TPOT 0), or whose clock stepped back mid-stream (the
+    last chunk before the first), leaves times no engine produced: they must not become log(0) or
+    log(-x) (a crash), and the request still loads the replay."""
+    truth = write(tmp_path)
+    (tmp_path / "spread.toml").write_text(SPREAD)
+    eng = gb.EngineConfig(calibration=truth)
+    a = gb.simulate(gb.load_workload(str(tmp_path / "spread.toml")), eng, result_dir=str(tmp_path), run_id="a").dir
+    path = os.path.join(a, "records.jsonl")
+    with open(path, encoding="utf-8") as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    ok = [r for r in recs if r["status"] == "ok" and r["output_tokens"] > 1]
+    ok[0]["finished_at"] = ok[0]["first_token_at"]  # every chunk in one read
+    ok[1]["finished_at"] = ok[1]["first_token_at"] - 0.5  # a clock step between the first and the last
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in recs)
+    run = load_run(a)
+    assert len(run.requests) == len(recs) and np.isnan(run.tpot).sum() == 2 + sum(r["output_tokens"] <= 1 for r in recs)
+    with np.errstate(all="raise"):
+        cal = gb.calibrate([a], gb.EngineConfig(**KNOBS))
+    assert cal.rows[0]["observed"]["tpot_p50_ms"] > 0

@@ -45,8 +45,9 @@ def serve_once(sock: socket.socket, sent: list, gaps=(0.05, 0.05)) -> None:
     conn.close()
 
 
-def run(kernel: bool, block_s: float):
-    """The client reads three chunks while its loop is blocked for block_s over the second one's arrival."""
+def run(kernel: bool, block_s: float, offset_error: float = 0.0):
+    """The client reads three chunks while its loop is blocked for block_s over the second one's arrival
+    (offset_error: 10 ms in, the realtime clock steps by minus that much since the client read its offset)."""
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(4)
@@ -59,6 +60,8 @@ def run(kernel: bool, block_s: float):
         t0 = time.monotonic()
         async with LeanClient(cfg, t0) as c:
             loop = asyncio.get_running_loop()
+            if offset_error:
+                loop.call_later(0.01, setattr, c, "rt_offset", c.rt_offset + offset_error)
             # hold the loop from just before the second chunk (sent ~70 ms in) until block_s later
             loop.call_later(0.06, time.sleep, block_s)
             rec = await c.send(RequestSpec("r", "c", "p", 1, 3), 0.0)
@@ -79,6 +82,18 @@ def test_kernel_stamps_keep_a_chunks_time_while_the_loop_is_busy():
     # the second chunk arrived while the loop slept: its stamp is still within 2 ms of its send
     assert all(abs(g - s) < 0.002 for g, s in zip(got, sent)), [g - s for g, s in zip(got, sent)]
     assert meter.reads.max > 0.01  # ... though the loop read it >10 ms later (the read lag it reports)
+
+
+@pytest.mark.parametrize("step_s", [2.0, -2.0], ids=["realtime-back", "realtime-forward"])
+def test_a_realtime_clock_step_moves_no_chunk(step_s):
+    """Kernel stamps are realtime, the run's clock monotonic: a step of the realtime clock (NTP, a VM
+    resumed) after the offset was read would put every chunk early (clamped to its send, then a false
+    stall) or late (the loop's time) until the next reading; a suspect stamp makes the client read the
+    offset again, so each chunk keeps its time."""
+    got, sent, used, meter, rec = run(kernel=True, block_s=0.03, offset_error=step_s)
+    assert used and rec.status == "ok" and len(got) == len(sent) == 3
+    assert all(abs(g - s) < 0.002 for g, s in zip(got, sent)), [g - s for g, s in zip(got, sent)]
+    assert meter.fold() is None and meter.reads.max < 0.5  # the lag measured against the right offset
 
 
 def test_loop_stamps_show_the_same_chunk_late():

@@ -130,6 +130,11 @@ def load_run(path: str) -> RunData:
     tpot = np.where(
         outs > 1, (np.array([r.finished_at - r.first_token_at for r in ok])) / np.maximum(outs - 1, 1), np.nan
     )
+    # a time of zero or less is no engine's (every chunk in one read, another client's clock step): such a
+    # request is still replayed as load, but its times are left out of the fit (nan)
+    ttft, tpot = np.where(ttft > 0, ttft, np.nan), np.where(tpot > 0, tpot, np.nan)
+    if np.isnan(ttft).all():
+        raise InputError(f"{path}: no request has a positive time to first token; nothing to fit")
     gaps = np.concatenate([np.diff(r.chunk_times) for r in ok if len(r.chunk_times) > 1] or [np.array([np.nan])])
     rows = load_server_metrics(path)
     start = np.zeros(len(ok) + 1, dtype=np.int64)
@@ -147,7 +152,7 @@ def load_run(path: str) -> RunData:
         engine_s,
         _cache_info(rows),
         gap_medians(dg, db),
-        float(np.mean(ttft)) - engine_s if engine_s is not None else None,
+        float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
     )
 
 
@@ -204,11 +209,12 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
     first, last = t.start[:-1], t.start[1:] - 1
     n = np.diff(t.start)
     ttft, dttft = t.ttft, dflat[first] - dsent
-    many = n > 1
+    seen = np.isfinite(run.ttft)  # observed times load_run kept (nan: none to fit)
+    many = (n > 1) & np.isfinite(run.tpot)
     tpot = (t.flat[last] - t.flat[first])[many] / (n[many] - 1)
     dtpot = (dflat[last] - dflat[first])[many] / (n[many] - 1)[:, None]
-    r = [np.log(ttft / run.ttft), np.log(tpot / run.tpot[many])]
-    j = [dttft / ttft[:, None], dtpot / tpot[:, None]]
+    r = [np.log(ttft[seen] / run.ttft[seen]), np.log(tpot / run.tpot[many])]
+    j = [dttft[seen] / ttft[seen, None], dtpot / tpot[:, None]]
     gr, gj = _gap_residuals(run, t, dflat)
     r.append(gr)
     j.append(gj)
@@ -294,7 +300,7 @@ def fit_terms(runs: list[RunData], cfg: EngineConfig) -> dict:
 
 def observed_stats(run: RunData) -> dict:
     return {
-        "ttft_p50_ms": float(np.median(run.ttft)) * 1000,
+        "ttft_p50_ms": float(np.nanmedian(run.ttft)) * 1000,
         "itl_p50_ms": run.itl_p50 * 1000,
         "tpot_p50_ms": float(np.nanmedian(run.tpot)) * 1000,
     }

@@ -26,6 +26,9 @@ CMSG_BYTES = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 READ_BYTES = 65536  # below glibc's mmap threshold (128 KiB): a bigger buffer costs an mmap per read
 _TIMESPEC = struct.Struct("qq").unpack_from
 _KEPT_HEADERS = frozenset((b"location", b"content-encoding"))
+# a stamp later than the read, or more than this before it: perhaps the realtime clock stepped (NTP, a
+# VM resumed) since the offset was read; the client reads it again (rate-limited) before trusting it
+SUSPECT_LAG_S = 0.002
 
 
 def _numeric(host: str, port: int) -> tuple[int, tuple] | None:
@@ -245,8 +248,11 @@ class KernelConn(Conn):
         sec, nsec = _TIMESPEC(anc[0][2])
         stamp = sec + nsec * 1e-9 - self.client.rt_offset
         lag = now - stamp
+        if lag < 0.0 or lag > SUSPECT_LAG_S:  # a late loop, or a realtime step: check the offset
+            stamp, lag = self.client.restamp(sec + nsec * 1e-9, now)
         self._note_lag(lag)
-        t = now if lag < 0.0 else stamp if stamp >= ex.sent else ex.sent  # < 0: a clock step, keep the loop's
+        last = ex.last  # a stream's times never go back (nor before its send: ex.last starts there)
+        t = now if lag < 0.0 else stamp if stamp >= last else last
         times = ex.st.times
         n0 = len(times)
         self.now = ex.last = t

@@ -37,6 +37,7 @@ from .unary import new_state
 
 SWEEP_S = 0.05  # how often timeouts and stale pooled connections are checked
 OFFSET_EVERY = 20  # sweeps between two readings of the realtime-monotonic offset (kernel stamps)
+RESTAMP_EVERY_S = 0.005  # at most this often a suspect stamp makes the client read the offset again
 CONNECT_TIMEOUT_S = 10.0
 LINGER_S = 0.2  # after [DONE], how long the body may take to end before the connection is dropped
 
@@ -53,7 +54,7 @@ class LeanClient:
         self.ssl = ssl.create_default_context() if u.scheme == "https" else None
         self.kernel = cfg.kernel_stamps and self.ssl is None and KERNEL_STAMPS and clock is time.monotonic
         self.meter = LagMeter()
-        self.rt_offset = realtime_offset()
+        self.rt_offset, self.offset_at = realtime_offset(), clock()
         self.chunks = 0
         path = (u.path.rstrip("/") + cfg.endpoint) or "/"
         head = [
@@ -154,7 +155,7 @@ class LeanClient:
             await asyncio.sleep(SWEEP_S)
             sweeps += 1
             if self.kernel and sweeps % OFFSET_EVERY == 0:
-                self.rt_offset = realtime_offset(5)
+                self.rt_offset, self.offset_at = realtime_offset(5), self.clock()
             now = self.clock()
             for c in list(self.active):
                 ex = c.ex
@@ -178,6 +179,17 @@ class LeanClient:
             limit = now - cfg.keepalive_s
             while self.idle and self.idle[0].idle_since < limit:
                 self.idle.popleft().close()
+
+    def restamp(self, real: float, now: float) -> tuple[float, float]:
+        """A kernel stamp (realtime, s) that looks wrong by the offset in hand, read at `now`: (its run-clock
+        time, the read's lag) after reading the offset again, at most every RESTAMP_EVERY_S. A realtime
+        step (NTP, a VM resumed) would otherwise shift every stamp until the next sweep's reading: early
+        by a backward step (a stream's chunks bunched at its send, then a false stall), late by a forward
+        one. A loop that is merely late reads the same offset again and keeps its stamp."""
+        if now - self.offset_at >= RESTAMP_EVERY_S:
+            self.rt_offset, self.offset_at = realtime_offset(5), now
+        stamp = real - self.rt_offset
+        return stamp, now - stamp
 
     # ---------------------------------------------------------------- one request
     async def send(
