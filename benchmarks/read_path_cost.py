@@ -10,6 +10,7 @@ between, so only the read path's own CPU is timed, with CLOCK_PROCESS_CPUTIME_ID
                   price in the kernel and in the socket module)
   +stamp          ... and the stamp turned into the run's clock, its read lag noted
   kernel          KernelConn._readable as the client runs it (merged-read bookkeeping included)
+  classify        of that, the event's classification alone (client/sse.py: classify, no read)
 
     python benchmarks/read_path_cost.py                    # this checkout, 60,000 reads per path x 2
     python benchmarks/read_path_cost.py --tree ../other    # another checkout's client (before/after)
@@ -57,12 +58,15 @@ def paths(kc) -> dict:
 async def measure(n: int, rounds: int) -> dict[str, list[float]]:
     from goodbench.client import conn as C
     from goodbench.client.lag import LagMeter, realtime_offset
+    from goodbench.client.lean import LeanClient
+    from goodbench.client.sse import classify
     from goodbench.client.stream import StreamState
 
     class Client:  # what a Conn asks of its client
         clock = staticmethod(time.monotonic)
         meter = LagMeter()
-        rt_offset = realtime_offset()
+        rt_offset, offset_at = realtime_offset(), time.monotonic()
+        restamp = getattr(LeanClient, "restamp", None)  # a suspect stamp (trees before it have none)
 
         def forget(self, c):
             pass
@@ -96,6 +100,11 @@ async def measure(n: int, rounds: int) -> dict[str, list[float]]:
             kc._readable()
             kc.ex = None
             out.setdefault(name, []).append(cpu / n * 1e6)
+        payload = EV[len(b"data: ") :].strip()
+        t = time.process_time()
+        for _ in range(n):
+            classify(payload)
+        out.setdefault("classify", []).append((time.process_time() - t) / n * 1e6)
     return out
 
 
