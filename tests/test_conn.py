@@ -117,3 +117,16 @@ def test_kernel_stamps_only_on_plain_tcp():
     assert kernel("http://127.0.0.1:8000")
     assert not kernel("https://127.0.0.1:8000")  # TLS: the loop's stamps, and client_lag's loop lag
     assert not kernel("http://127.0.0.1:8000", kernel_stamps=False)  # --no-kernel-timestamps
+
+
+def test_the_probe_sees_stamping_on_before_a_run_starts_its_clock():
+    """Linux turns receive stamping on from a worker thread after the first socket asks; the probe a
+    kernel-stamped client runs after prewarming waits for it, and holding its sockets keeps it on."""
+    from goodbench.client.conn import rx_stamps_ready
+
+    ok, socks = asyncio.run(rx_stamps_ready(2.0))
+    try:
+        assert ok and len(socks) == 3
+    finally:
+        for s in socks:
+            s.close()

@@ -14,6 +14,7 @@ import asyncio
 import socket
 import struct
 import sys
+import time
 
 import httptools
 
@@ -41,6 +42,36 @@ def _numeric(host: str, port: int) -> tuple[int, tuple] | None:
             continue
         return family, addr
     return None
+
+
+async def rx_stamps_ready(timeout_s: float = 0.2) -> tuple[bool, list[socket.socket]]:
+    """Whether the kernel stamps received segments yet: (ready, the probe's sockets, to close or hold).
+    Linux turns receive stamping on host-wide for the first socket that asks, but later, from a
+    kernel worker thread; until it has run, TCP reads carry no stamp (and goodbench falls back to the
+    loop's clock, `client_lag.stamps` "mixed"). On a saturated host (or under SCHED_FIFO load) that
+    worker can wait long enough for the first wave of a run to go unstamped, so a run's connections
+    are opened, then this probe waits (before the clock) until a loopback segment comes back stamped.
+    Holding the probe's sockets keeps stamping on while a caller's own sockets come and go."""
+    lsock = socket.socket()
+    socks = [lsock]
+    try:
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(1)
+        a = socket.create_connection(lsock.getsockname(), timeout=1.0)
+        socks.append(a)
+        b, _ = lsock.accept()
+        socks.append(b)
+        b.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        b.settimeout(1.0)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            a.sendall(b"x")
+            _, anc, _, _ = b.recvmsg(16, CMSG_BYTES)
+            if anc or time.monotonic() >= deadline:
+                return bool(anc), socks
+            await asyncio.sleep(0.001)
+    except OSError:
+        return False, socks
 
 
 class Exchange:

@@ -30,7 +30,7 @@ from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from ..version import __version__
 from .config import ClientConfig, request_body, secret_free
-from .conn import KERNEL_STAMPS, Conn, Exchange, KernelConn
+from .conn import KERNEL_STAMPS, Conn, Exchange, KernelConn, rx_stamps_ready
 from .lag import LagMeter, realtime_offset
 from .stream import Finished, local_count_due
 from .unary import new_state
@@ -146,6 +146,10 @@ class LeanClient:
         for c in conns:
             if isinstance(c, Conn):
                 self.idle.append(c)
+        if self.kernel:  # their stamping asked for, wait until the kernel's worker has turned it on
+            _, probe = await rx_stamps_ready()
+            for sock in probe:
+                sock.close()
 
     async def _sweep(self) -> None:
         """Every SWEEP_S: end exchanges past their idle or total deadline; close stale idle connections."""
