@@ -67,6 +67,7 @@ async def measure(n: int, rounds: int) -> dict[str, list[float]]:
         meter = LagMeter()
         rt_offset, offset_at = realtime_offset(), time.monotonic()
         restamp = getattr(LeanClient, "restamp", None)  # a suspect stamp (trees before it have none)
+        _read_offset = getattr(LeanClient, "_read_offset", None)
 
         def forget(self, c):
             pass

@@ -277,10 +277,11 @@ class KernelConn(Conn):
             self._odd_read(data, anc, now)
             return
         sec, nsec = _TIMESPEC(anc[0][2])
-        stamp = sec + nsec * 1e-9 - self.client.rt_offset
+        real = sec + nsec * 1e-9
+        stamp = real - self.client.rt_offset
         lag = now - stamp
         if lag < 0.0 or lag > SUSPECT_LAG_S:  # a late loop, or a realtime step: check the offset
-            stamp, lag = self.client.restamp(sec + nsec * 1e-9, now)
+            stamp, lag = self.client.restamp(real, now)
         self._note_lag(lag)
         last = ex.last  # a stream's times never go back (nor before its send: ex.last starts there)
         t = now if lag < 0.0 else stamp if stamp >= last else last

@@ -54,7 +54,8 @@ class LeanClient:
         self.ssl = ssl.create_default_context() if u.scheme == "https" else None
         self.kernel = cfg.kernel_stamps and self.ssl is None and KERNEL_STAMPS and clock is time.monotonic
         self.meter = LagMeter()
-        self.rt_offset, self.offset_at = realtime_offset(), clock()
+        self.rt_offset, self.offset_at = 0.0, 0.0
+        self._read_offset(clock(), 20)
         self.chunks = 0
         path = (u.path.rstrip("/") + cfg.endpoint) or "/"
         head = [
@@ -159,7 +160,7 @@ class LeanClient:
             await asyncio.sleep(SWEEP_S)
             sweeps += 1
             if self.kernel and sweeps % OFFSET_EVERY == 0:
-                self.rt_offset, self.offset_at = realtime_offset(5), self.clock()
+                self._read_offset(self.clock())
             now = self.clock()
             for c in list(self.active):
                 ex = c.ex
@@ -191,9 +192,13 @@ class LeanClient:
         by a backward step (a stream's chunks bunched at its send, then a false stall), late by a forward
         one. A loop that is merely late reads the same offset again and keeps its stamp."""
         if now - self.offset_at >= RESTAMP_EVERY_S:
-            self.rt_offset, self.offset_at = realtime_offset(5), now
+            self._read_offset(now)
         stamp = real - self.rt_offset
         return stamp, now - stamp
+
+    def _read_offset(self, now: float, tries: int = 5) -> None:
+        """The realtime-monotonic offset kernel stamps are converted with, and when it was read."""
+        self.rt_offset, self.offset_at = realtime_offset(tries), now
 
     # ---------------------------------------------------------------- one request
     async def send(
