@@ -6,7 +6,6 @@ comments/keep-alives, multi-line `data:`, and arbitrarily large events (no line-
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import msgspec
 
@@ -28,14 +27,14 @@ class SSEParser:
         """Returns the data payloads of every event completed by this chunk."""
         if chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and not (self._pending or self._data or self._cr):
             body = chunk[6:-2]  # the common read: exactly one whole one-line event
-            if b"\n" not in body and b"\r" not in body:
+            if 10 not in body and 13 not in body:  # LF, CR: an int needle is a memchr, ~9x a bytes one
                 return [body]
         if self._cr and chunk[:1] == b"\n":
             chunk = chunk[1:]
         self._cr = chunk[-1:] == b"\r"
-        if b"\r" in chunk:
+        if 13 in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if b"\n" not in chunk:
+        if 10 not in chunk:
             if chunk:
                 self._pending.append(chunk)
             return []
@@ -73,10 +72,11 @@ class SSEParser:
         return []
 
 
-@dataclass
-class Chunk:
+class Chunk(msgspec.Struct, gc=False):
     """What one OpenAI stream event says. kind: content | meta | done | error | bad. reasoning: the
-    content is a reasoning model's thinking (`reasoning_content` / `reasoning` deltas), not its answer."""
+    content is a reasoning model's thinking (`reasoning_content` / `reasoning` deltas), not its answer.
+    A msgspec Struct, built in C: one is made per chunk per stream (~0.1 us against a dataclass's ~0.4);
+    it holds only strings, numbers and None, so it stays out of the garbage collector."""
 
     kind: str
     text: str = ""
