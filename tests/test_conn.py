@@ -45,7 +45,7 @@ def serve_once(sock: socket.socket, sent: list, gaps=(0.05, 0.05)) -> None:
     conn.close()
 
 
-def run(kernel: bool, block_s: float, offset_error: float = 0.0):
+def run(kernel: bool, block_s: float, offset_error: float = 0.0, host: str = "127.0.0.1"):
     """The client reads three chunks while its loop is blocked for block_s over the second one's arrival
     (offset_error: 10 ms in, the realtime clock steps by minus that much since the client read its offset)."""
     lsock = socket.socket()
@@ -56,7 +56,7 @@ def run(kernel: bool, block_s: float, offset_error: float = 0.0):
     th.start()
 
     async def go():
-        cfg = ClientConfig(base_url=f"http://127.0.0.1:{lsock.getsockname()[1]}", model="m", kernel_stamps=kernel)
+        cfg = ClientConfig(base_url=f"http://{host}:{lsock.getsockname()[1]}", model="m", kernel_stamps=kernel)
         t0 = time.monotonic()
         async with LeanClient(cfg, t0) as c:
             loop = asyncio.get_running_loop()
@@ -94,6 +94,21 @@ def test_a_realtime_clock_step_moves_no_chunk(step_s):
     assert used and rec.status == "ok" and len(got) == len(sent) == 3
     assert all(abs(g - s) < 0.002 for g, s in zip(got, sent)), [g - s for g, s in zip(got, sent)]
     assert meter.fold() is None and meter.reads.max < 0.5  # the lag measured against the right offset
+
+
+def test_each_address_of_a_name_is_tried_in_turn(monkeypatch):
+    """`localhost` may resolve to ::1 first where the server listens on 127.0.0.1 only (vLLM's default
+    0.0.0.0 is IPv4): the kernel-stamped connection tries the next address, as create_connection does,
+    instead of failing every request."""
+    from goodbench.client import conn
+
+    async def addresses(host, port):
+        assert host == "dual-stack.test"
+        return [(socket.AF_INET6, ("::1", port, 0, 0)), (socket.AF_INET, ("127.0.0.1", port))]
+
+    monkeypatch.setattr(conn, "addresses", addresses)
+    got, sent, used, meter, rec = run(kernel=True, block_s=0.0, host="dual-stack.test")
+    assert used and rec.status == "ok" and len(got) == 3, rec.error
 
 
 def test_loop_stamps_show_the_same_chunk_late():

@@ -44,6 +44,16 @@ def _numeric(host: str, port: int) -> tuple[int, tuple] | None:
     return None
 
 
+async def addresses(host: str, port: int) -> list[tuple[int, tuple]]:
+    """(family, address) of each address to try for host:port, in the resolver's order. An IP literal
+    needs no lookup: a closed loop's wave opens hundreds of connections at once."""
+    numeric = _numeric(host, port)
+    if numeric is not None:
+        return [numeric]
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [(family, addr) for family, _, _, _, addr in infos]
+
+
 async def rx_stamps_ready(timeout_s: float = 0.2) -> tuple[bool, list[socket.socket]]:
     """Whether the kernel stamps received segments yet: (ready, the probe's sockets, to close or hold).
     Linux turns receive stamping on host-wide for the first socket that asks, but later, from a
@@ -239,23 +249,31 @@ class KernelConn(Conn):
 
     @classmethod
     async def open(cls, client, host: str, port: int) -> KernelConn:
+        """Connect to host:port, each of its addresses in the resolver's order until one answers (as
+        asyncio's create_connection does): `localhost` may resolve to ::1 first where the server
+        listens on 127.0.0.1 only."""
         loop = asyncio.get_running_loop()
-        numeric = _numeric(host, port)
-        if numeric is not None:  # no lookup: a closed loop's wave opens hundreds of connections at once
-            family, addr = numeric
-            kind, proto = socket.SOCK_STREAM, socket.IPPROTO_TCP
-        else:
-            family, kind, proto, _, addr = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            await loop.sock_connect(sock, addr)
-        except BaseException:
-            sock.close()
-            raise
-        return cls(client, sock)
+        err: OSError | None = None
+        for family, addr in await addresses(host, port):
+            try:
+                sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            except OSError as e:  # a family this host does not have (IPv6 off)
+                err = e
+                continue
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                await loop.sock_connect(sock, addr)
+            except OSError as e:
+                sock.close()
+                err = e
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return cls(client, sock)
+        raise err if err is not None else OSError(f"{host}: the resolver gave no address")
 
     def _readable(self) -> None:
         """One read, its kernel stamp (when the bytes reached the host) as the bytes' time. The hot path
