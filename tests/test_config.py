@@ -18,6 +18,13 @@ from goodbench.errors import UsageError
         ("http://h:8000/v1/chat/completions", "chat", "http://h:8000", "chat", True),
         ("127.0.0.1:18000/v1", None, "http://127.0.0.1:18000", None, True),  # was NonHttpUrlClientError
         ("https://gw.example/api/v1", None, "https://gw.example/api", None, True),  # a prefix is kept
+        # every API's endpoint URL, not only completions and chat (was kept whole: .../v1/responses/v1/completions)
+        ("http://h:8000/v1/responses", None, "http://h:8000", "/v1/responses", True),
+        ("https://api.anthropic.com/v1/messages/", None, "https://api.anthropic.com", "/v1/messages", True),
+        ("http://h:8000/v1/embeddings", None, "http://h:8000", "/v1/embeddings", True),
+        ("http://h:8000/v1/rerank", None, "http://h:8000", "/v1/rerank", True),
+        ("http://h:8000/v1/score", "score", "http://h:8000", "score", True),
+        ("http://h:8000/v1/models", None, "http://h:8000", None, True),
     ],
 )
 def test_base_url_normalised(url, endpoint, base, want_endpoint, noted):
@@ -33,6 +40,7 @@ def test_base_url_normalised(url, endpoint, base, want_endpoint, noted):
     [
         ("ftp://h:8000", None, "--base-url http://127.0.0.1:8000"),
         ("http://h:8000/v1/chat/completions", "/v1/completions", "--base-url http://h:8000 --endpoint /v1/completions"),
+        ("http://h:8000/v1/messages", "chat", "--base-url http://h:8000 --endpoint /v1/chat/completions"),
     ],
 )
 def test_base_url_refused_with_the_corrected_command(url, endpoint, fix):

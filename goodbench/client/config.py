@@ -207,7 +207,10 @@ def not_a_stream(ctype: str, body: bytes) -> str:
     return f"expected text/event-stream, got {ctype or 'no content type'} ({why}): {text}"
 
 
-_API_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1")
+# what a pasted endpoint URL may end with: every API's path (client/apis.py, the one list), longest
+# first so /v1/chat/completions is not read as /v1/completions; then /v1/models and a bare /v1
+_ENDPOINT_PATHS = frozenset(API_PATHS.values())
+_URL_SUFFIXES = (*sorted(_ENDPOINT_PATHS, key=len, reverse=True), "/v1/models", "/v1")
 
 
 def normalize_base_url(url: str, endpoint: str | None) -> tuple[str, str | None, list[str]]:
@@ -226,9 +229,9 @@ def normalize_base_url(url: str, endpoint: str | None) -> tuple[str, str | None,
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"--base-url {url!r}: expected http(s)://HOST:PORT, e.g. --base-url http://127.0.0.1:8000")
     path = parts.path.rstrip("/")
-    suffix = next((p for p in _API_PATHS if path.endswith(p)), None)
+    suffix = next((p for p in _URL_SUFFIXES if path.endswith(p)), None)
     if suffix:
-        found = suffix if suffix.endswith("completions") else None
+        found = suffix if suffix in _ENDPOINT_PATHS else None
         wanted = resolve_endpoint(endpoint, "completions") if endpoint else None
         path = path[: -len(suffix)]
         base = f"{parts.scheme}://{parts.netloc}{path}"
