@@ -14,6 +14,9 @@ STATUSES = ("ok", "http_error", "timeout", "disconnected", "bad_stream", "cancel
 TOKEN_SOURCES = ("usage", "tokenizer", "chunks")
 SLO_KEYS = ("ttft", "ttfo", "tpot", "e2el", "max_itl", "jct")
 JOB_SLO_KEYS = ("jct",)  # judged per agent job (metrics/jobs.py), not per request
+# the summary.json distribution each per-request SLO clause is judged on (the console shows it beside
+# the clause; `gate --p99 KEY:MS` reads it): one map, so a new clause cannot be judged but not shown
+SLO_SUMMARY_KEYS = {"ttft": "ttft_ms", "ttfo": "ttfo_ms", "tpot": "tpot_ms", "e2el": "e2el_ms", "max_itl": "itl_ms"}
 
 
 @dataclass(frozen=True)

@@ -228,3 +228,21 @@ def test_a_run_with_no_requests_renders_without_a_traceback():
     meta = RunMeta("x", slo={"ttft": 100.0, "tpot": 50.0})
     out = render(summarize(RunResult(meta, [])), meta.to_dict())
     assert "ttft ≤ 100 ms   met by n/a (no request finished)" in out
+
+
+def test_every_request_slo_clause_is_shown_with_its_distribution():
+    """Each per-request SLO key prints beside its clause (a `ttfo` clause raised KeyError after the run:
+    the console kept its own key map, which had fallen behind SLO_KEYS)."""
+    from goodbench.records import JOB_SLO_KEYS, SLO_KEYS, SLO_SUMMARY_KEYS
+
+    assert set(SLO_SUMMARY_KEYS) == set(SLO_KEYS) - set(JOB_SLO_KEYS)
+    recs = [RequestRecord(f"r{i}", "a", 0.0, 0.0, 0.1, 0.3, (0.1, 0.2, 0.3), (1, 1, 1), 3, "usage") for i in range(10)]
+    slo = {"ttft": 150.0, "ttfo": 200.0, "tpot": 120.0, "e2el": 500.0, "max_itl": 150.0}
+    meta = RunMeta(
+        "x", label="l", slo=slo, target={"base_url": "http://h", "endpoint": "/v1/completions", "model": "m"}
+    )
+    summary = summarize(RunResult(meta, recs))
+    assert all(summary[v]["n"] for v in SLO_SUMMARY_KEYS.values())  # each names a distribution summarize writes
+    out = render(summary, meta.to_dict())
+    assert "  ✓ ttfo ≤ 200 ms   met by 100.0%   (p50 100.0 / p99 100.0 ms)" in out
+    assert "  ✓ max_itl ≤ 150 ms   met by 100.0%   (ITL max 100.0 ms)" in out

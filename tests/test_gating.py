@@ -142,3 +142,11 @@ def test_baseline_latency_floor_is_one_millisecond():
     assert next(c for c in r.clauses if c.name == "p99 itl vs baseline").passed
     worse = evaluate(summary(itl_ms={"p99": 11.5, "n": 5000}), GateSpec(max_regression=0.05), baseline=base)
     assert not next(c for c in worse.clauses if c.name == "p99 itl vs baseline").passed
+
+
+def test_every_request_slo_metric_can_be_gated_on_its_percentile():
+    """`gate --p99 ttfo:MS` (a clause summaries, history and --goodput all take) was refused."""
+    s = summary(ttfo_ms={"p50": 150.0, "p95": 400.0, "p99": 600.0, "n": 98})
+    assert evaluate(s, spec_from_options(None, percentiles={"p99": ["ttfo:700"]})).passed
+    r = evaluate(s, spec_from_options(None, percentiles={"p99": ["ttfo:500"]}))
+    assert not r.passed and r.clauses[-1].observed.startswith("600")

@@ -362,3 +362,24 @@ def _records(tmp_path) -> int:
     return sum(
         (d / r / "records.jsonl").read_text().count("\n") for r in os.listdir(d) if (d / r / "records.jsonl").exists()
     )
+
+
+def test_a_locust_process_speaks_the_api_its_path_names():
+    """Locust built its client config by hand: Messages got no x-api-key / anthropic-version (an
+    Anthropic server refuses the request) and a custom path always got completions bodies. It now
+    builds it as `goodbench run` does (in a child: importing locust monkey-patches the process)."""
+    code = """
+import dataclasses
+from goodbench.integrations.locust import client_config
+from goodbench.workloads import load_workload
+spec = load_workload("mixed-long-short")
+cfg = client_config(spec, "http://h", "/v1/messages", "m", "sk-x")
+assert cfg.api == "messages", cfg.api
+assert cfg.headers()["x-api-key"] == "sk-x" and "anthropic-version" in cfg.headers()
+chat = dataclasses.replace(spec, endpoint="chat")
+assert client_config(chat, "http://h", "/proxy/generate", "m", None).api == "chat"
+assert client_config(spec, "http://h", "/v1/completions", "m", None).headers() == {}
+print("ok")
+"""
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout[-2000:] + p.stderr[-2000:]

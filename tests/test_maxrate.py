@@ -213,3 +213,33 @@ def test_a_stopped_probe_says_so_on_the_console_and_in_the_table():
         "probes": [p | {"stopped_early": True}, p],
     }
     assert stopped_early(r) == "1 of 2" and "1 of 2 probes stopped early" in max_rate_line(r)
+
+
+def test_a_pasted_endpoint_url_is_the_endpoint_the_rate_search_probes(monkeypatch):
+    """`sweep --find-max-rate --base-url http://h:8000/v1/chat/completions` said it took the path off
+    and would add /v1/chat/completions, then probed the workload's /v1/completions: the max rate of
+    the wrong API. The search probes the endpoint the URL named, with the key from the environment."""
+    import contextlib
+
+    from goodbench.analysis import backends
+
+    monkeypatch.setenv("GB_TEST_KEY", "sk-test")
+    seen = {}
+
+    def fake_evaluator(base_url, plan, slo, seed, out_dir, endpoint, api_key=None):
+        seen.update(base_url=base_url, endpoint=endpoint, api_key=api_key)
+        return lambda rate, scale=1: None
+
+    monkeypatch.setattr(backends.live, "live_rate_evaluator", fake_evaluator)
+    from goodbench.client.config import api_key_from_env
+
+    with pytest.warns(Warning, match="taken off"):
+        b = backends.backend_for(base_url="http://h:8000/v1/chat/completions/", api_key=api_key_from_env("GB_TEST_KEY"))
+    setup = type("S", (), {"plan": None, "slo": {}, "spec": type("W", (), {"seed": 0, "endpoint": "completions"})()})()
+    with contextlib.ExitStack() as st:
+        st.enter_context(b.evaluator(setup, None, "/tmp"))
+    assert seen == {"base_url": "http://h:8000", "endpoint": "/v1/chat/completions", "api_key": "sk-test"}
+    plain = backends.backend_for(base_url="http://h:8000")
+    with plain.evaluator(setup, None, "/tmp"):
+        pass
+    assert seen["endpoint"] == "/v1/completions" and seen["api_key"] is None  # the workload's endpoint

@@ -227,3 +227,21 @@ def test_requires_declares_what_the_server_must_do():
     lanes = parse_workload('[[class]]\nname = "a"\npriority = 0\n', "w.toml")
     assert lanes.needs() == {"scheduling_policy": "priority"}  # a class with a priority implies it
     assert "requires" not in parse_workload("num_requests = 5\n", "w.toml").to_dict()  # run.json unchanged
+
+
+@pytest.mark.parametrize("api, warned", [("responses", False), ("embeddings", True), ("chat", True)])
+def test_a_required_endpoint_is_checked_against_the_api_the_client_speaks(api, warned):
+    """`endpoint = "responses"` against a client on /v1/responses is met; it was read as completions
+    (only "chat" was told apart) and the user told to pass --endpoint-type responses, which they had."""
+    import warnings
+
+    from goodbench.api.runs import check_needs
+
+    spec = parse_workload('num_requests = 5\n[requires]\nendpoint = "responses"\n', "w.toml")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        check_needs(spec, None, api, "http://h:8000")
+    lines = [str(w.message) for w in got]
+    assert bool(lines) == warned, lines
+    if warned:
+        assert f"runs endpoint = {api}" in lines[0]

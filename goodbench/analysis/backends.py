@@ -71,6 +71,7 @@ class Live:
 class External:
     base_url: str
     api_key: str | None = None
+    endpoint: str | None = None  # from a pasted endpoint URL (client.config.normalize_base_url); else the workload's
 
     live = True
 
@@ -88,7 +89,7 @@ class External:
             s.slo,
             s.spec.seed,
             probes_dir,
-            resolve_endpoint(None, s.spec.endpoint),
+            resolve_endpoint(self.endpoint, s.spec.endpoint),
             api_key=self.api_key,
         )
 
@@ -101,16 +102,18 @@ def backend_for(
     base_url: str | None = None,
     jobs: int = 0,
     slo_scales=(),
+    api_key: str | None = None,
 ):
-    """The backend a command line asks for (a base URL normalised as `run`'s: client.config)."""
+    """The backend a command line asks for (a base URL normalised as `run`'s: client.config, the
+    endpoint a pasted endpoint URL names kept)."""
     if base_url:
         from ..client.config import normalize_base_url
         from ..errors import warn
 
-        base_url, _, notes = normalize_base_url(base_url, None)
+        base_url, endpoint, notes = normalize_base_url(base_url, None)
         for note in notes:
             warn(note)
-        return External(base_url)
+        return External(base_url, api_key, endpoint)
     if live or server_cmd:
         return Live(server_cmd, startup_timeout_s)
     return Simulated(jobs, tuple(slo_scales))

@@ -179,13 +179,14 @@ def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
     return replace(ccfg, model=target.model or asyncio.run(resolve_model(target.base_url, target.api_key)))
 
 
-def check_needs(spec: WorkloadSpec, cfg: EngineConfig | None, endpoint: str | None, where: str) -> None:
+def check_needs(spec: WorkloadSpec, cfg: EngineConfig | None, api: str | None, where: str) -> None:
     """Warn, before the run, about what the workload needs of the server ([requires], priority lanes)
-    that the engine started (cfg) does not do, or that an external server cannot be asked about."""
+    that the engine started (cfg) does not do, or that an external server cannot be asked about.
+    api: the API the client speaks (ClientConfig.api: --endpoint-type, else the path's), None simulated."""
     from ..errors import warn
     from ..workloads.spec import unmet
 
-    known = {"endpoint": ("chat" if "chat" in endpoint else "completions") if endpoint else None}
+    known = {"endpoint": api}
     if cfg is not None:
         known |= {"scheduling_policy": cfg.scheduling_policy, "prefix_caching": cfg.enable_prefix_caching}
     for line in unmet(spec.needs(), known, where):
@@ -289,7 +290,7 @@ def run(
         RunDir.check_free(result_dir, run_id)
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):
         ccfg = _connect(target, spec, on_stage)
-        check_needs(spec, cfg, ccfg.endpoint, "the engine started for this run" if cfg else ccfg.base_url)
+        check_needs(spec, cfg, ccfg.api, "the engine started for this run" if cfg else ccfg.base_url)
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)

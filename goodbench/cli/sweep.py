@@ -103,6 +103,12 @@ def _add_backend_args(p) -> None:
     )
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
+    p.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="with --base-url: environment variable holding the API key (default OPENAI_API_KEY; never written anywhere)",
+    )
 
 
 def _scales(text: str | None) -> list[float]:
@@ -203,6 +209,7 @@ def _print_sweep(con, s, out, scales, backend) -> int:
 def _backend(args, scales=()):
     """Where the cells (or rate probes) run, from the flags, chosen once."""
     from ..analysis.backends import backend_for
+    from ..client.config import api_key_from_env
 
     return backend_for(
         live=args.live,
@@ -211,6 +218,7 @@ def _backend(args, scales=()):
         base_url=args.base_url,
         jobs=args.jobs,
         slo_scales=scales,
+        api_key=api_key_from_env(args.api_key_env) if args.base_url else None,
     )
 
 

@@ -42,6 +42,7 @@ from ..client.config import (
     describe_reply,
     model_from_listing,
     request_body,
+    resolve_api,
     resolve_endpoint,
     secret_free,
     wanted_body,
@@ -59,6 +60,22 @@ from .locust_report import keep_report
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
 FLUSH_S = 0.5
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+
+
+def client_config(spec: WorkloadSpec, host: str, endpoint: str, model: str, key: str | None) -> ClientConfig:
+    """The client config of a locust process, as `goodbench run` builds it (api/runs._connect): the API
+    the path names, else the workload's (a custom path), so bodies and headers (Messages: x-api-key,
+    anthropic-version) are that API's."""
+    header = {"session_header": spec.session.header} if spec.session else {}
+    return ClientConfig(
+        **header,
+        base_url=host,
+        endpoint=endpoint,
+        endpoint_type=resolve_api(endpoint, spec.endpoint),
+        model=model,
+        api_key=key,
+        ignore_eos=spec.ignore_eos,
+    )
 
 
 class _Run:
@@ -97,22 +114,15 @@ class _Run:
         if not isinstance(runner, MasterRunner):
             self._plan(index, n_workers)
             key = os.environ.get(o.goodbench_api_key_env or "OPENAI_API_KEY")
+            self.cfg = client_config(self.spec, env.host or "", self.endpoint, _model(env), key)
             # one client (and connection pool) per process: each httpx.Client builds its own TLS context,
-            # which costs tens of ms per user at spawn time
+            # which costs tens of ms per user at spawn time. The API's own headers (Messages: x-api-key and
+            # anthropic-version) from the one place that knows them
             self.http = httpx.Client(
                 base_url=env.host or "",
-                headers={"Accept-Encoding": "identity", **({"Authorization": f"Bearer {key}"} if key else {})},
+                headers={"Accept-Encoding": "identity", **self.cfg.headers()},
                 timeout=httpx.Timeout(600.0, connect=10.0, read=60.0),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-            )
-            header = {"session_header": self.spec.session.header} if self.spec.session else {}
-            self.cfg = ClientConfig(
-                **header,
-                base_url=env.host or "",
-                endpoint=self.endpoint,
-                model=_model(env),
-                api_key=key,
-                ignore_eos=self.spec.ignore_eos,
             )
         self.t0 = time.monotonic()  # after set-up (tokenizer, workload, client): the schedule starts now
         self.deadline = self.t0 + self.duration if getattr(self, "duration", None) else None

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..limits import TARGET_ATTAINMENT
+from ..records import SLO_SUMMARY_KEYS
 from .jobs import job_text
 
 DEFAULT_TARGET = TARGET_ATTAINMENT
@@ -29,7 +30,7 @@ def _ms(v) -> str:
 
 
 def _clause_value(summary: dict, key: str) -> str:
-    d = summary.get({"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms", "max_itl": "itl_ms"}[key])
+    d = summary.get(SLO_SUMMARY_KEYS[key])
     if key == "max_itl":
         return f"ITL max {_ms(d['max'])} ms" if d and d["n"] else "no gaps"
     return f"p50 {_ms(d['p50'])} / p99 {_ms(d['p99'])} ms" if d and d["n"] else "no samples"
