@@ -92,6 +92,13 @@ def test_preflight_refuses_a_missing_endpoint_with_the_fix(server):
         _pre(server.url, model="", endpoint="/v1/chat/completions")
 
 
+def test_a_missing_endpoint_of_another_api_is_not_sent_to_chat(server):
+    """The fix for a 404 on /v1/responses is not /v1/chat/completions (it was, for every API)."""
+    with pytest.raises(TargetError, match=r"has no /v1/responses \(does it speak the responses API\?") as e:
+        _pre(server.url, model="", endpoint="/v1/responses")
+    assert "chat/completions" not in str(e.value)
+
+
 def test_preflight_speaks_the_endpoints_api(server):
     """A one-body API answers JSON, not an event stream; Messages needs its own headers."""
     assert _pre(server.url, model="", endpoint="/v1/embeddings") == ("served-model", [])

@@ -97,11 +97,12 @@ async def _tiny(s: aiohttp.ClientSession, cfg: ClientConfig, timeout: float) -> 
     try:
         async with s.post(cfg.url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
             if r.status == 404:
-                other = "/v1/completions" if cfg.is_chat else "/v1/chat/completions"
-                raise TargetError(
-                    f"POST {cfg.url} answered 404: the server has no {cfg.endpoint} (try --endpoint {other}, "
-                    "or check --base-url)"
-                )
+                if cfg.api in ("chat", "completions"):  # most servers speak the other one
+                    other = "/v1/completions" if cfg.is_chat else "/v1/chat/completions"
+                    fix = f"try --endpoint {other}, or check --base-url"
+                else:  # not a server of this API, or it serves it at another path
+                    fix = f"does it speak the {cfg.api} API? check --base-url, or give --endpoint PATH"
+                raise TargetError(f"POST {cfg.url} answered 404: the server has no {cfg.endpoint} ({fix})")
             if r.status != 200:
                 text = (await r.content.read(300)).decode("utf-8", "replace").strip()
                 hint = " (try --no-ignore-eos)" if "ignore_eos" in text else ""
