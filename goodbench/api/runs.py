@@ -142,17 +142,13 @@ def _stop_engine(proc, run_dir: str | None) -> None:
 def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
     """The client config for a reachable target (TargetError otherwise), after the preflight (the
     model against /v1/models, one tiny request; client/target.py) unless target.preflight is False."""
-    from ..client.config import ClientConfig, resolve_api, resolve_endpoint
+    from ..client.config import ClientConfig, resolve_endpoint, workload_fields
     from ..client.target import check_reachable, preflight, resolve_model
     from ..errors import warn
 
-    header = {"session_header": spec.session.header} if spec.session else {}
-    path = resolve_endpoint(target.endpoint, spec.endpoint)
     ccfg = ClientConfig(
-        **header,
+        **workload_fields(spec, resolve_endpoint(target.endpoint, spec.endpoint)),
         base_url=target.base_url,
-        endpoint=path,
-        endpoint_type=resolve_api(path, spec.endpoint),
         pool_batch=target.pool_batch,
         model=target.model or "",
         api_key=target.api_key,

@@ -79,6 +79,13 @@ def resolve_api(path: str, workload_endpoint: str) -> str | None:
     return None
 
 
+def workload_fields(spec, path: str) -> dict:
+    """What a workload (WorkloadSpec) sets in a ClientConfig for an endpoint path: its session header,
+    the path, and the API (the path's, else the workload's). One place for `run` and locust."""
+    header = {"session_header": spec.session.header} if spec.session else {}
+    return {**header, "endpoint": path, "endpoint_type": resolve_api(path, spec.endpoint)}
+
+
 def resolve_endpoint(endpoint: str | None, workload_endpoint: str) -> str:
     if not endpoint:
         return ENDPOINTS[workload_endpoint]

@@ -42,10 +42,10 @@ from ..client.config import (
     describe_reply,
     model_from_listing,
     request_body,
-    resolve_api,
     resolve_endpoint,
     secret_free,
     wanted_body,
+    workload_fields,
 )
 from ..client.unary import new_state
 from ..errors import RunDirError
@@ -66,12 +66,9 @@ def client_config(spec: WorkloadSpec, host: str, endpoint: str, model: str, key:
     """The client config of a locust process, as `goodbench run` builds it (api/runs._connect): the API
     the path names, else the workload's (a custom path), so bodies and headers (Messages: x-api-key,
     anthropic-version) are that API's."""
-    header = {"session_header": spec.session.header} if spec.session else {}
     return ClientConfig(
-        **header,
+        **workload_fields(spec, endpoint),
         base_url=host,
-        endpoint=endpoint,
-        endpoint_type=resolve_api(endpoint, spec.endpoint),
         model=model,
         api_key=key,
         ignore_eos=spec.ignore_eos,
