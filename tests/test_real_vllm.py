@@ -160,8 +160,11 @@ def test_completions_through_the_cli_records_usage_metrics_and_server_timing(poo
     assert st["ttft_ms"]["n"] == st["queue_ms"]["n"] == st["prefill_ms"]["n"] == 12
     assert st["queue_ms"]["mean"] + st["prefill_ms"]["mean"] <= st["ttft_ms"]["mean"]
     assert st["client_ttft_ms"]["n"] == 12 and st["client_minus_server_ms"] is not None
-    # goodbench's TTFT starts later (request sent, not received) but ends later (byte read): within 50 ms
-    assert abs(st["client_minus_server_ms"]) < 50
+    # the client's TTFT interval (request written .. first byte read) contains the server's (request
+    # processed .. first token out), so the difference is never negative; what it adds is vLLM's front
+    # end (HTTP, template, tokenizer, detokenizer), which on these shared 2-core CPU machines grows with
+    # load: 63 ms seen in one CI run, 84 ms measured in a calibration run. 250 ms bounds a mismatch.
+    assert -2 < st["client_minus_server_ms"] < 250
     assert "server's view" in r.stdout
     # chunk times from the kernel's receive stamps (plain http on Linux), and the client's self-check:
     # every token event either had its own read or is counted as merged into a later one (the kernel
