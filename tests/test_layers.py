@@ -41,6 +41,7 @@ LAYERS = {
     "engine.opderive": 2,
     "engine.opmodel": 2,
     "engine.profile": 2,
+    "engine.frontend": 2,
     "engine.uncertainty": 2,
     "engine.core": 2,
     "engine.links": 2,

@@ -377,3 +377,31 @@ def test_serve_logs_a_stats_line_per_interval_and_each_request(tok, capsys):
     assert sum(int(line.split(": ")[1].split()[0]) for line in stats) == 1  # the one request, counted once
     assert len(stats) <= 3  # idle intervals log nothing
     assert any(line.startswith("request cmpl-0: 2 prompt + 40 output tokens, finished") for line in out), out
+
+
+def test_a_calibrated_front_end_delays_a_request_by_the_requests_already_in_flight(tok):
+    """`serve --calibration` with a profile whose front end grows with the load (engine/frontend.py):
+    a request sent while another is in flight waits flight_s more before the engine sees it."""
+    from dataclasses import replace
+
+    cfg = EngineConfig(max_model_len=4096).resolved()
+    cost = replace(CostModel.for_config(cfg, fixed_step_ms=2.0), frontend_flight_s=0.2)
+    srv = EngineServer(cfg, ServeOptions(), tok, cost)
+
+    async def ttft(s, delay):
+        import time
+
+        await asyncio.sleep(delay)
+        t0 = time.monotonic()
+        body = {"prompt": "x", "max_tokens": 150, "stream": True, "ignore_eos": True}
+        async with s.post("/v1/completions", json=body) as r:
+            first = None
+            async for _ in r.content.iter_any():
+                first = first or time.monotonic() - t0
+        return first
+
+    async def fn(s, srv):
+        return await asyncio.gather(ttft(s, 0.0), ttft(s, 0.05))
+
+    alone, second = drive(srv, fn)
+    assert alone < 0.1 and 0.2 <= second < 0.35 and srv.in_flight == 0

@@ -10,10 +10,11 @@ its mean queue + prefill time (front end excluded) is one more target, which sep
 from the engine. A term the runs cannot see (no prefill attention worth the name, say) stays near 0.
 With several runs each is also predicted by a fit made without it (leave-one-run-out).
 
-The profile's front end is one constant per request. The histograms also measure each run's mean front
-end (the client's TTFT less the server's queue + prefill); where that is far from the constant, the
-server's front end moves with load (a CPU it shares, long prompts to tokenize) and calibrate says so:
-TTFT predicted at another load is then off by up to the difference (docs/real-vllm.md measured it)."""
+The profile's front end (engine/frontend.py) is a constant per request plus a cost per request in
+flight at its send and per prompt token: a server whose HTTP process shares a CPU with its engine slows
+as the load grows (docs/real-vllm.md measured it). The histograms also measure each run's mean front
+end (the client's TTFT less the server's queue + prefill); where the profile's mean front end on a run
+is far from that, calibrate says so: TTFT predicted at another load is then off by up to the difference."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ import numpy as np
 from ..engine.config import EngineConfig
 from ..engine.core import Engine
 from ..engine.costmodel import profile_model
-from ..engine.profile import TERMS, Profile
+from ..engine.frontend import front_features
+from ..engine.profile import STEP_TERMS, TERMS, Profile
 from ..engine.virtual.arrivals import arrivals_for
 from ..engine.virtual.clock import ClockFollower, derivatives, times_of
 from ..engine.virtual.instance import run_instance
@@ -35,10 +37,11 @@ from ..records import RequestSpec
 from ..store import load, load_server_metrics
 from ..workloads.plan import Plan
 
+HIST_WEIGHT = 1.0  # the server's mean over n requests counts as n requests (sqrt(n) on a residual), not Huber-weighted
 HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
 # pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
 # attention (second-order on most runs, and able to mimic a per-token cost) must earn their place
-RIDGE = (1e-3, 1e-3, 1e-3, 1e-3, 1.0, 1.0, 1e-3)
+RIDGE = (1e-3, 1e-3, 1e-3, 1e-3, 1.0, 1.0, 1e-3, 1e-3, 1e-3)
 KNEES = (16, 128, 1024)  # starting floor/token knees (tokens): the floor is piecewise, so start from several
 ITERATIONS = 12
 
@@ -187,25 +190,44 @@ def replay_config(base: EngineConfig, runs: list[RunData]) -> EngineConfig:
     return cfg.resolved()
 
 
-def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = False):
-    """The run replayed with these terms: (Times, the clock follower or None)."""
+@dataclass(frozen=True)
+class Replay:
+    """A run replayed: its times, the clock follower (or None), and per request its front end: the
+    delay before the engine and that delay's derivative by the front end's terms (one row each)."""
+
+    times: object
+    follower: object
+    delay: np.ndarray
+    dfront: np.ndarray
+
+
+def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = False) -> Replay:
+    """The run replayed with these terms."""
     cost = profile_model(cfg, Profile(terms))
     fol = ClockFollower(cost) if follow else None
     engine = Engine(cfg, cost)
     plan = Plan.at(run.requests, run.offsets)
-    recs = run_instance(engine, run.requests, arrivals_for(plan, cost.frontend_s), on_step=fol)
+    arr = arrivals_for(plan, cost.front_end)
+    recs = run_instance(engine, run.requests, arr, on_step=fol)
     if any(r.first_token_at is None for r in recs):
         raise InputError(
             f"{run.path}: the replay could not serve every request under these engine knobs "
             "(a prompt longer than --max-model-len, or more KV than --num-gpu-blocks): pass the server's knobs"
         )
-    return times_of(recs), fol
+    ok = np.array([int(r.id) for r in recs], dtype=np.int64)
+    load = np.asarray(arr.load, dtype=float)[ok]
+    prompt = np.asarray(arr.prompts, dtype=float)[ok]
+    dfront = np.column_stack([np.broadcast_to(np.asarray(x, float), load.shape) for x in front_features(load, prompt)])
+    return Replay(times_of(recs), fol, cost.front_end.delay(load, prompt), dfront)
 
 
-def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(log sim/observed per request TTFT and TPOT, and the server's engine time, their Jacobian by TERMS)."""
-    t, fol = simulate_run(run, cfg, terms, follow=True)
-    dsent, dflat = derivatives(fol, t, closed=False, online=True)
+def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log sim/observed per request TTFT and TPOT, the decode gaps and the server's engine time; their
+    Jacobian by TERMS; which residuals are robust, Huber-weighted: all but the server's engine time, a
+    mean the server measured, which holds however the requests scatter)."""
+    rep = simulate_run(run, cfg, terms, follow=True)
+    t = rep.times
+    dsent, dflat = derivatives(rep.follower, t, closed=False, front=(t.sent + rep.delay, rep.dfront))
     first, last = t.start[:-1], t.start[1:] - 1
     n = np.diff(t.start)
     ttft, dttft = t.ttft, dflat[first] - dsent
@@ -220,12 +242,15 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
     j.append(gj)
     if run.server_engine_s:  # the server's own queue + prefill mean: separates the front end from the engine
         fe = np.zeros(len(TERMS))
-        fe[-1] = 1.0
-        sim = ttft.mean() - terms["frontend_s"]
-        w = np.sqrt(len(ttft)) / 2
+        fe[len(STEP_TERMS) :] = rep.dfront.mean(axis=0)
+        sim = ttft.mean() - rep.delay.mean()
+        w = np.sqrt(len(ttft)) * HIST_WEIGHT
         r.append(np.array([w * np.log(sim / run.server_engine_s)]))
         j.append(w * ((dttft.mean(axis=0) - fe) / sim)[None, :])
-    return np.concatenate(r), np.vstack(j)
+    res = np.concatenate(r)
+    robust = np.ones(len(res), bool)
+    robust[len(res) - (1 if run.server_engine_s else 0) :] = False
+    return res, np.vstack(j), robust
 
 
 def _start(runs: list[RunData], knee: int) -> dict:
@@ -239,6 +264,8 @@ def _start(runs: list[RunData], knee: int) -> dict:
         "context_token_s": 0.0,
         "prefill_attention_s": 0.0,
         "frontend_s": 0.0,
+        "frontend_flight_s": 0.0,
+        "frontend_token_s": 0.0,
     }
 
 
@@ -247,17 +274,22 @@ def _scale(start: dict, runs: list[RunData]) -> np.ndarray:
     itl = start["floor_s"] / 0.7
     ctx = float(np.median([np.median([q.prompt_tokens + q.max_tokens / 2 for q in r.requests]) for r in runs]))
     work = float(np.median([np.median([q.prompt_tokens**2 / 2 for q in r.requests]) for r in runs]))
-    return np.array([itl, itl, start["token_s"], itl / 10, itl / (10 * ctx), itl / max(work, 1.0), itl])
+    prompt = float(np.median([np.median([q.prompt_tokens for q in r.requests]) for r in runs]))
+    return np.array(
+        [itl, itl, start["token_s"], itl / 10, itl / (10 * ctx), itl / max(work, 1.0), itl, itl / 4, itl / prompt]
+    )
 
 
-def _objective(r: np.ndarray) -> float:
+def _objective(r: np.ndarray, robust: np.ndarray) -> float:
     a = np.abs(r)
-    return float(np.sum(np.where(a <= HUBER, 0.5 * a * a, HUBER * (a - 0.5 * HUBER))))
+    return float(np.sum(np.where((a <= HUBER) | ~robust, 0.5 * a * a, HUBER * (a - 0.5 * HUBER))))
 
 
 def _system(runs: list[RunData], cfg: EngineConfig, terms: dict):
     parts = [_residuals(run, cfg, terms) for run in runs]
-    return np.concatenate([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+    return tuple(
+        np.concatenate([p[i] for p in parts]) if i != 1 else np.vstack([p[1] for p in parts]) for i in range(3)
+    )
 
 
 def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, float]:
@@ -266,23 +298,23 @@ def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, floa
 
     scale = _scale(terms, runs)
     theta = np.array([terms[k] for k in TERMS])
-    r, jac = _system(runs, cfg, terms)
-    obj = _objective(r)
+    r, jac, robust = _system(runs, cfg, terms)
+    obj = _objective(r, robust)
     for _ in range(ITERATIONS):
-        w = np.sqrt(np.minimum(1.0, HUBER / np.maximum(np.abs(r), 1e-12)))
+        w = np.where(robust, np.sqrt(np.minimum(1.0, HUBER / np.maximum(np.abs(r), 1e-12))), 1.0)
         a = np.vstack([w[:, None] * jac * scale, np.diag(RIDGE)])
         b = np.concatenate([-w * r, -np.array(RIDGE) * theta / scale])
         z = lsq_linear(a, b, bounds=(-theta / scale, np.inf)).x
         for step in (1.0, 0.5, 0.25, 0.1):  # a step that does not lower the objective is shortened
             new = np.maximum(theta + step * z * scale, 0.0)
             nt = dict(zip(TERMS, new.tolist()))
-            nr, njac = _system(runs, cfg, nt)
-            if _objective(nr) < obj:
+            nr, njac, robust = _system(runs, cfg, nt)
+            if _objective(nr, robust) < obj:
                 break
         else:
             break
         moved = np.max(np.abs(new - theta) / scale)
-        theta, r, jac, obj, terms = new, nr, njac, _objective(nr), nt
+        theta, r, jac, obj, terms = new, nr, njac, _objective(nr, robust), nt
         if moved < 1e-3:
             break
     return terms, obj
@@ -307,7 +339,9 @@ def observed_stats(run: RunData) -> dict:
 
 
 def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
-    t, _ = simulate_run(run, cfg, terms)
+    """TTFT, ITL and TPOT p50 of the run replayed with these terms, and its mean front end."""
+    rep = simulate_run(run, cfg, terms)
+    t = rep.times
     n = np.diff(t.start)
     many = n > 1
     tpot = (t.flat[t.start[1:] - 1] - t.flat[t.start[:-1]])[many] / (n[many] - 1)
@@ -318,22 +352,23 @@ def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
         "ttft_p50_ms": float(np.median(t.ttft)) * 1000,
         "itl_p50_ms": float(np.median(gaps[keep])) * 1000,
         "tpot_p50_ms": float(np.median(tpot)) * 1000,
+        "front_end_ms": float(rep.delay.mean()) * 1000,
     }
 
 
-def front_end_notes(runs: list[RunData], fitted_s: float) -> list[str]:
-    """A line for each run whose measured mean front end is far from the profile's one constant."""
+def front_end_notes(runs: list[RunData], fitted_s: list[float]) -> list[str]:
+    """A line for each run whose measured mean front end is far from the profile's on that run."""
     out = []
-    for r in runs:
+    for r, f in zip(runs, fitted_s):
         m = r.front_end_s
-        if m is None or abs(m - fitted_s) <= max(FRONT_END_GAP * max(m, fitted_s), FRONT_END_MIN_S):
+        if m is None or abs(m - f) <= max(FRONT_END_GAP * max(m, f), FRONT_END_MIN_S):
             continue
         out.append(
             f"{r.path}: the server's histograms put its front end at {m * 1e3:.1f} ms per request (the client's "
-            f"TTFT less the server's queue + prefill), the profile's constant at {fitted_s * 1e3:.1f} ms: this "
-            "server's front end moves with load (requests in flight, prompt lengths; a CPU it shares), which one "
-            "constant cannot follow, so TTFT predicted at another load can be off by up to the difference "
-            "(calibrate at the load you will predict)"
+            f"TTFT less the server's queue + prefill), the profile's at {f * 1e3:.1f} ms on this run: the "
+            "profile's front end (a constant, a cost per request in flight, a cost per prompt token) does not "
+            "follow this server's here, so TTFT predicted at another load can be off by up to the difference "
+            "(calibrate on runs at the loads you will predict)"
         )
     return out
 
@@ -374,7 +409,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         }
         row["fit_error"] = _errors(obs, row["fitted"])
         if run.front_end_s is not None:
-            row["front_end_ms"] = {"measured": run.front_end_s * 1e3, "fitted": terms["frontend_s"] * 1e3}
+            row["front_end_ms"] = {"measured": run.front_end_s * 1e3, "fitted": row["fitted"]["front_end_ms"]}
         if len(runs) > 1:
             say(f"leave-one-run-out: fitting without {run.path} ...")
             loro = fit_terms(runs[:i] + runs[i + 1 :], cfg)
@@ -398,4 +433,5 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "enable_chunked_prefill": cfg.enable_chunked_prefill,
     }
     prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths))
-    return Calibration(prof, rows, oos, front_end_notes(runs, terms["frontend_s"]))
+    fitted_fe = [row["fitted"]["front_end_ms"] / 1e3 for row in rows]
+    return Calibration(prof, rows, oos, front_end_notes(runs, fitted_fe))

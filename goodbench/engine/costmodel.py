@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .config import EngineConfig
+from .frontend import FrontEnd
 from .hardware import get_gpu, get_model
 from .opmodel import allreduce_time, elementwise_time, family, fast_fabric, gemm_sides, gemm_time, pcie_ring_bytes_s
 from .profile import Profile, load_profile
@@ -92,6 +93,8 @@ class CostModel:
     fixed_step_s: float | None = None  # tests: every step takes exactly this long
     units: dict | None = None  # a tier model's per-unit terms: what each StepConstants term multiplies
     frontend_s: float = 0.0  # the server's front end: a request reaches the engine this long after its send
+    frontend_flight_s: float = 0.0  # ... and this much more per request in flight at the send (profiles)
+    frontend_token_s: float = 0.0  # ... and per prompt token (profiles)
     profile: dict | None = None  # from a calibration profile: {path, step_time_pct} (engine/uncertainty.py)
     _tok: list = field(default=None, init=False, repr=False, compare=False)
     _row: list = field(default=None, init=False, repr=False, compare=False)
@@ -100,6 +103,10 @@ class CostModel:
         object.__setattr__(self, "_tok", (self.linear + self.comm).tolist())
         rows = np.arange(len(self.head))
         object.__setattr__(self, "_row", (self.head + self.request_s * rows).tolist())
+
+    @property
+    def front_end(self) -> FrontEnd:
+        return FrontEnd(self.frontend_s, self.frontend_flight_s, self.frontend_token_s)
 
     @classmethod
     def for_config(
@@ -116,7 +123,7 @@ class CostModel:
                 k = replace(k, step_s=cfg.step_overhead_ms / 1000)
             cm = tier_model(cfg.resolved(), k)
         if fixed is not None:  # tests: exactly this long per step, and nothing before the engine
-            return replace(cm, fixed_step_s=fixed, frontend_s=0.0)
+            return replace(cm, fixed_step_s=fixed, frontend_s=0.0, frontend_flight_s=0.0, frontend_token_s=0.0)
         return cm
 
     def scaled(self, f: float) -> CostModel:
@@ -245,6 +252,8 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
         pf_flops_s=t["prefill_attention_s"],
         pf_ctx_s=t["context_token_s"],
         frontend_s=t["frontend_s"],
+        frontend_flight_s=t["frontend_flight_s"],
+        frontend_token_s=t["frontend_token_s"],
         basis=f"calibration profile {prof.path}",
         units={"profile": True, "floor_s": t["floor_s"], "token_s": t["token_s"]},
         profile={"path": prof.path, "step_time_pct": prof.step_time_pct},
@@ -341,6 +350,8 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
         "linear_vs_roofline": roof / b["linear"] if roof and b["linear"] else None,
         "one_token_linear_s": float(cm.linear[1]),
         "frontend_s": cm.frontend_s,
+        "frontend_flight_s": cm.frontend_flight_s,
+        "frontend_token_s": cm.frontend_token_s,
         "basis": cm.basis,
         "uncertainty": engine_uncertainty(tier, stats),  # how sure: the regime's out-of-sample error
     }

@@ -2,12 +2,14 @@
 calibrate`), in the cost model's own terms, saved as TOML and read back by `--calibration FILE`.
 
     T = t_step + max(t_floor, t_token N) + t_decode D + t_ctx C + t_attn A     per step
-    t_frontend                                                                  once per request
+    t_frontend + t_flight F + t_ftoken P                                        once per request
 
 N tokens in the step, D decoding requests, C context tokens they read (and prefill chunks re-read),
 A the prefill attention work (sum over chunks of n (p + (n + 1) / 2)). t_floor is what a step costs
 however few tokens it carries (the weights are read once per step); above t_floor / t_token tokens
-each one costs t_token. The engine section keeps what the server ran with (KV capacity and, when
+each one costs t_token. The front end delays a request between its send and the engine: F requests
+were in flight at its send, P tokens in its prompt (a server whose HTTP process shares a CPU with its
+engine slows as the load grows; engine/frontend.py). The engine section keeps what the server ran with (KV capacity and, when
 known, its budget and sequence limit), so a what-if changes only what the user asks to change."""
 
 from __future__ import annotations
@@ -18,7 +20,19 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from .hardware import read_toml
 
-TERMS = ("step_s", "floor_s", "token_s", "decode_request_s", "context_token_s", "prefill_attention_s", "frontend_s")
+TERMS = (
+    "step_s",
+    "floor_s",
+    "token_s",
+    "decode_request_s",
+    "context_token_s",
+    "prefill_attention_s",
+    "frontend_s",
+    "frontend_flight_s",
+    "frontend_token_s",
+)
+STEP_TERMS = TERMS[:6]  # what a step's time is made of; the rest are the front end's (engine/frontend.py)
+OPTIONAL = ("frontend_flight_s", "frontend_token_s")  # 0 in profiles written before they existed
 ENGINE_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
 HELP = {
     "step_s": "per step: scheduling, launch, sampling set-up",
@@ -28,6 +42,8 @@ HELP = {
     "context_token_s": "per context token a decoding request reads (KV bytes)",
     "prefill_attention_s": "per unit of prefill attention work, sum over chunks of n (p + (n + 1) / 2)",
     "frontend_s": "once per request, between its send and the engine (HTTP, tokenizing)",
+    "frontend_flight_s": "... and per request already in flight at its send (a front end sharing a CPU)",
+    "frontend_token_s": "... and per prompt token (template, tokenizing)",
 }
 
 
@@ -39,6 +55,9 @@ class Profile:
     basis: str = ""
     runs: tuple = ()
     path: str = ""
+
+    def __post_init__(self):  # terms a profile may leave out (written before they existed) are 0
+        object.__setattr__(self, "terms", {**dict.fromkeys(OPTIONAL, 0.0), **self.terms})
 
     def step_time(self, n: int, decodes: int, ctx: float, attn: float = 0.0) -> float:
         t = self.terms
@@ -52,7 +71,7 @@ class Profile:
 
 
 def _num(d: dict, key: str, path: str) -> float:
-    v = d.get(key)
+    v = d.get(key, 0.0 if key in OPTIONAL else None)
     if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
         raise InputError(f"{path}: [terms] {key}: required number >= 0 (seconds)")
     return float(v)

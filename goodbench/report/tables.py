@@ -236,14 +236,17 @@ def calibration_lines(prof) -> list[str]:
     t = prof.terms
     out = [
         "[bold]fitted step-time model[/] (per step: step + max(floor, token x N) + decode request x D + "
-        "context token x C + prefill attention x A; front end once per request)",
+        "context token x C + prefill attention x A; front end once per request: front end + in flight x F + "
+        "prompt token x P)",
         f"  step {t['step_s'] * 1e3:.3f} ms · floor {t['floor_s'] * 1e3:.3f} ms · token {t['token_s'] * 1e6:.2f} us "
         f"(floor covers {t['floor_s'] / t['token_s']:.0f} tokens) · decode request {t['decode_request_s'] * 1e6:.1f} us"
         if t["token_s"]
         else f"  step {t['step_s'] * 1e3:.3f} ms · floor {t['floor_s'] * 1e3:.3f} ms · token 0 us · decode request "
         f"{t['decode_request_s'] * 1e6:.1f} us",
         f"  context token {t['context_token_s'] * 1e9:.2f} ns · prefill attention {t['prefill_attention_s'] * 1e12:.3f} "
-        f"ps per unit · front end {t['frontend_s'] * 1e3:.2f} ms",
+        f"ps per unit",
+        f"  front end {t['frontend_s'] * 1e3:.2f} ms · per request in flight at the send "
+        f"{t['frontend_flight_s'] * 1e3:.2f} ms · per prompt token {t['frontend_token_s'] * 1e6:.1f} us",
         f"  engine as served: {', '.join(f'{k}={v}' for k, v in prof.engine.items())}",
     ]
     if prof.step_time_pct is not None:
@@ -253,7 +256,7 @@ def calibration_lines(prof) -> list[str]:
 
 def calibration_table(rows: list[dict], out_of_sample: bool) -> Table:
     """Per run: measured TTFT, ITL and TPOT p50, the fit's, and (several runs) a fit's without that run; the
-    mean front end the server's histograms measured beside the profile's constant, where scraped."""
+    mean front end the server's histograms measured beside the profile's on that run, where scraped."""
     t = Table(title="calibration: each run measured vs predicted (p50, ms)")
     cols = ["run", "requests", "metric", "measured", "fitted", "error"]
     if out_of_sample:
@@ -418,7 +421,14 @@ def explain_lines(cfg, r: dict) -> list[str]:
             else ""
         )
         + f"one token's linear layers {r['one_token_linear_s'] * 1000:.2f} ms; "
-        f"front end {r['frontend_s'] * 1000:.1f} ms per request, not in the step)",
+        f"front end {r['frontend_s'] * 1000:.1f} ms per request, not in the step"
+        + (
+            f", + {r['frontend_flight_s'] * 1000:.1f} ms per request in flight and "
+            f"{r['frontend_token_s'] * 1e6:.0f} us per prompt token"
+            if r.get("frontend_flight_s") or r.get("frontend_token_s")
+            else ""
+        )
+        + ")",
         f"  [dim]{r['basis']}[/]",
     ]
     u = r.get("uncertainty")

@@ -132,6 +132,7 @@ class EngineServer:
         self.rng = random.Random(opts.seed)
         self.ids = itertools.count()
         self.clock = time.monotonic
+        self.in_flight = 0  # generate requests received and not yet answered (a calibrated front end's load)
         self._tasks: list[asyncio.Task] = []
         self.failed: str | None = None  # why an engine loop died (then /health is 503 and serve exits 1)
         self.on_failure = None  # called once when a loop dies (serve_forever stops the server)
@@ -301,17 +302,29 @@ class EngineServer:
         stream = Stream(arrived, asyncio.get_running_loop().create_future())
         stream.fmt = self._formatter(api, rid, req, n_prompt, max_tokens)
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
-        front = self.loops[0].engine.cost.frontend_s
-        if front > 0:  # the modelled server's front end (HTTP, tokenizing) before the engine sees the request
-            await asyncio.sleep(front)
-        at = self.clock() if front > 0 else arrived
-        seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)
+        # the modelled server's front end (HTTP, tokenizing) before the engine sees the request; a
+        # calibrated one also grows with the requests already in flight and the prompt (engine/frontend.py)
+        front = self.loops[0].engine.cost.front_end.delay(self.in_flight, n_prompt)
+        self.in_flight += 1
         try:
-            self._submit(seq, req)
-        except RequestTooLong as e:
-            return _err(
-                400, f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}", param="max_tokens"
-            )
+            if front > 0:
+                await asyncio.sleep(front)
+            at = self.clock() if front > 0 else arrived
+            seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)
+            try:
+                self._submit(seq, req)
+            except RequestTooLong as e:
+                return _err(
+                    400,
+                    f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}",
+                    param="max_tokens",
+                )
+            return await self._answer(request, api, rid, req, seq, stream)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request, api: str, rid: int, req: Parsed, seq: Seq, stream: Stream):
+        """Stream or return the reply of a submitted request; free its sequence however it ends."""
         try:
             if req.stream:
                 return await self._stream(request, seq, stream, stream.fmt)

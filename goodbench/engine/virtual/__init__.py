@@ -48,7 +48,7 @@ def simulate(
     calibration). trace_path: write each step to a JSONL step trace (one instance only). step_scale:
     every step time times this (a sweep asks what its verdicts would be at the engine's error)."""
     own = (cost or CostModel.for_config(cfg.resolved())).scaled(step_scale)
-    arr = arrivals_for(plan, own.frontend_s)  # the front end is the (base) config's, on every layout
+    arr = arrivals_for(plan, own.front_end)  # the front end is the (base) config's, on every layout
     if layout is not None and layout.many:
         if trace_path:
             raise UsageError("--step-trace is for one instance; drop it with --replicas / --disaggregate")

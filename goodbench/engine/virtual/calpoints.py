@@ -197,9 +197,9 @@ def run(p: Point, cost: CostModel, on_step=None) -> tuple[list, Engine]:
     reqs = requests(p)
     engine = Engine(point_config(p), cost)
     if p.warm:  # the second round's clock and counters start afresh; its prompts are cached
-        run_instance(engine, reqs, arrivals_for(plan(p, reqs), cost.frontend_s))
+        run_instance(engine, reqs, arrivals_for(plan(p, reqs), cost.front_end))
         engine.stats = EngineStats()
-    return run_instance(engine, reqs, arrivals_for(plan(p, reqs), cost.frontend_s), on_step=on_step), engine
+    return run_instance(engine, reqs, arrivals_for(plan(p, reqs), cost.front_end), on_step=on_step), engine
 
 
 def metric(p: Point, t: Times) -> float:

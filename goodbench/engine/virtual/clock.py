@@ -62,13 +62,21 @@ class ClockFollower:
         return np.array(self.starts), np.array(self.ends), np.array(self.after), np.array(self.phi)
 
 
-def derivatives(follow: ClockFollower, t: Times, closed: bool, online: bool) -> tuple[np.ndarray, np.ndarray]:
-    """d(send time) and d(token times) by the cost model's terms, the front end last. A request lives through the steps from its
-    arrival at the engine on: its latency moves by what those steps add (a shift of earlier steps
-    moves where it lands in the step sequence, not its latency), and by the front end online. Open
+def derivatives(
+    follow: ClockFollower, t: Times, closed: bool, online: bool = True, front: tuple | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """d(send time) and d(token times) by the cost model's terms, the front end's last. A request lives
+    through the steps from its arrival at the engine on: its latency moves by what those steps add (a
+    shift of earlier steps moves where it lands in the step sequence, not its latency), and by its front
+    end. front: (each request's arrival at the engine, d(arrival - send) by the front end's terms, one
+    row per request); without it the front end is the cost model's constant, one term, 0 offline. Open
     loops send at fixed times; in a closed loop a user sends when its previous request finished."""
     starts, ends, after, phi = follow.arrays()
-    arrive = t.sent + follow.cost.frontend_s
+    if front is None:
+        arrive = t.sent + follow.cost.frontend_s
+        dfront = np.full((len(t.sent), 1), 1.0 if online else 0.0)
+    else:
+        arrive, dfront = front
     i = np.minimum(np.searchsorted(ends, arrive, side="right"), len(ends) - 1)
     inside = (starts[i] <= arrive) & (arrive < ends[i])
     frac = np.where(inside, (ends[i] - arrive) / (ends[i] - starts[i]), 0.0)
@@ -76,7 +84,7 @@ def derivatives(follow: ClockFollower, t: Times, closed: bool, online: bool) -> 
     at_arrival[~inside & (starts[i] == arrive)] = (after[i] - phi[i])[~inside & (starts[i] == arrive)]
     owner = np.repeat(np.arange(len(t.sent)), np.diff(t.start))
     tok = after[np.searchsorted(ends, t.flat)]
-    rel = np.hstack([tok - at_arrival[owner], np.full((len(t.flat), 1), 1.0 if online else 0.0)])
+    rel = np.hstack([tok - at_arrival[owner], dfront[owner]])
     dsent = np.zeros((len(t.sent), rel.shape[1]))
     if closed:
         last = t.start[1:] - 1

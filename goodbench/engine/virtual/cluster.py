@@ -109,7 +109,7 @@ class ClusterSim:
 
     def _arrive(self, t: float, k: int) -> None:
         r = self.requests[k]
-        self.tally.sent[k] = t - self.arr.delay
+        self.tally.sent[k] = self.arr.sent[k]
         hashes = prompt_hashes(r, self.bs) if self.pc else ()
         i = self.router.pick(
             [x.outstanding(t) for x in self.front],
@@ -140,7 +140,7 @@ class ClusterSim:
         """Requests that ended on a mixed or decode instance: the router's counts and the arrivals."""
         for _ in seqs:
             inst.done_at.append(t)
-        if seqs and self.arr.dynamic:
+        if seqs and self.arr.dynamic:  # only they need to know (loads are not kept here otherwise)
             self.arr.finished([s.id for s in seqs], t)
 
     # ------------------------------------------------------------------ steps
@@ -203,7 +203,9 @@ class ClusterSim:
             t = ta if ta <= tl else tl
             if t < inf and (nxt is None or t <= nxt.t):
                 if ta <= tl:
-                    self._arrive(*heapq.heappop(heap))
+                    due = arr.pop(ta)  # None: that was a send, its arrival now on the heap
+                    if due is not None:
+                        self._arrive(*due)
                 else:
                     self._land(*heapq.heappop(events))
             elif nxt is not None:

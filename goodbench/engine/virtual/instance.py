@@ -5,7 +5,6 @@ that produced it, so the records mean exactly what a perfect client would have m
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 from typing import NamedTuple
@@ -83,10 +82,10 @@ def admit(engine: Engine, seq: Seq, tally: Tally) -> bool:
 
 def _arrive(engine: Engine, requests: list[RequestSpec], arr, now: float, tally: Tally) -> None:
     """Admit every request whose arrival time has come (a request that can never fit fails at once)."""
-    pending, bs, pc = arr.heap, engine.cfg.block_size, engine.cfg.enable_prefix_caching
-    while pending and pending[0][0] <= now:
-        t, k = heapq.heappop(pending)
-        tally.sent[k] = t - arr.delay
+    bs, pc = engine.cfg.block_size, engine.cfg.enable_prefix_caching
+    while (due := arr.pop(now)) is not None:
+        t, k = due
+        tally.sent[k] = arr.sent[k]
         r = requests[k]
         s = Seq(
             k,

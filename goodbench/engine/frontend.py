@@ -1,0 +1,39 @@
+"""The server's front end: what lies between a request's send and its arrival at the engine (HTTP,
+chat template, tokenizing, the hand-off to the engine process).
+
+A tier's cost model knows it only as a constant. A calibration profile (`goodbench calibrate`) can say
+more: a real server whose front end shares a CPU with its engine (vLLM's API server beside its engine
+core) slows as the load grows, by about 9.5 ms per request in flight and 0.11 ms per prompt token on
+the CPU vLLM of docs/real-vllm.md, so a constant fitted at one load is wrong at another."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """The server's front end between a request's send and its arrival at the engine: base_s, plus
+    flight_s per request already in flight at the send and token_s per prompt token (0 but for
+    calibration profiles: a real server's HTTP process slows as the load on its CPU grows)."""
+
+    base_s: float = 0.0
+    flight_s: float = 0.0
+    token_s: float = 0.0
+
+    @property
+    def constant(self) -> bool:
+        return not (self.flight_s or self.token_s)
+
+    def delay(self, in_flight: int, prompt_tokens: int) -> float:
+        return self.base_s + self.flight_s * in_flight + self.token_s * prompt_tokens
+
+
+def front_features(in_flight, prompt_tokens):
+    """d(delay) by (base_s, flight_s, token_s): what calibrate's Jacobian takes (arrays or numbers)."""
+    return 1.0, in_flight, prompt_tokens
+
+
+def front_end(x) -> FrontEnd:
+    """A FrontEnd from itself or a constant (seconds)."""
+    return x if isinstance(x, FrontEnd) else FrontEnd(float(x))
