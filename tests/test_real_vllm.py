@@ -317,7 +317,8 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
     # CI run whose calibration measured 84 ms and fitted 2 ms); ITL +14.8% at worst (+22.9% in one run by
     # hand whose calibration ran under heavier load, +25.0% in a CI run whose calibration measured a 112
     # ms front end). So the gates are the spread seen, ±40% on TTFT and ±30% on ITL: a guard against a
-    # broken calibrate, not the target; the issue stays open on it
+    # broken calibrate, not the target; the issue stays open on it. With the front end that grows with the
+    # load (four runs on a quiet machine): TTFT -10.9% to +0.8%, ITL +5.4% to +14.9%
     for k, gate in (("ttft_ms", 0.40), ("itl_ms", 0.30)):
         pred, meas = got[k]
         assert abs(pred / meas - 1) <= gate, (k, pred, meas)
