@@ -286,10 +286,9 @@ def _objective(r: np.ndarray, robust: np.ndarray) -> float:
 
 
 def _system(runs: list[RunData], cfg: EngineConfig, terms: dict):
-    parts = [_residuals(run, cfg, terms) for run in runs]
-    return tuple(
-        np.concatenate([p[i] for p in parts]) if i != 1 else np.vstack([p[1] for p in parts]) for i in range(3)
-    )
+    """Every run's residuals, Jacobian rows and robust marks, stacked."""
+    res, jac, robust = zip(*(_residuals(run, cfg, terms) for run in runs))
+    return np.concatenate(res), np.vstack(jac), np.concatenate(robust)
 
 
 def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, float]:
