@@ -67,6 +67,9 @@ def test_bad_profiles_say_what_is_wrong(tmp_path):
         load_profile(str(bad))
     with pytest.raises(InputError, match="cannot read"):
         load_profile(str(tmp_path / "missing.toml"))
+    bad.write_text("[terms]\n" + "".join(f"{k} = 0\n" for k in TERMS))
+    with pytest.raises(InputError, match="a step must take some time"):
+        load_profile(str(bad))
     assert len(TERMS) == 9
     bad.write_text(
         "[terms]\n" + "".join(f"{k} = 0.001\n" for k in TERMS if k != "frontend_token_s") + "frontend_token_s = -1\n"

@@ -44,6 +44,7 @@ HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request
 RIDGE = (1e-3, 1e-3, 1e-3, 1e-3, 1.0, 1.0, 1e-3, 1e-3, 1e-3)
 KNEES = (16, 128, 1024)  # starting floor/token knees (tokens): the floor is piecewise, so start from several
 ITERATIONS = 12
+MIN_FLOOR = 0.01  # the least a step's floor may be, as a fraction of the runs' median ITL
 
 
 FRONT_END_GAP = 0.5  # a run's measured front end this far (relative) from the fitted constant is reported
@@ -254,8 +255,9 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
 
 
 def _start(runs: list[RunData], knee: int) -> dict:
-    """A starting point from the runs themselves: most of a decode step is the floor."""
-    itl = float(np.nanmedian([r.itl_p50 for r in runs]))
+    """A starting point from the runs themselves: most of a decode step is the floor. A decode step is
+    a run's ITL p50, or its median TPOT where that is 0 (a busy server sent tokens several to a chunk)."""
+    itl = float(np.nanmedian([r.itl_p50 if r.itl_p50 > 0 else np.nanmedian(r.tpot) for r in runs]))
     return {
         "step_s": 0.2 * itl,
         "floor_s": 0.7 * itl,
@@ -297,15 +299,20 @@ def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, floa
 
     scale = _scale(terms, runs)
     theta = np.array([terms[k] for k in TERMS])
+    # every term >= 0, and a step costs at least a hundredth of a decode step's scale: a step that costs
+    # nothing is no engine's (the replay cannot advance its clock), and the fit may wander there when a
+    # front end can explain the TTFTs (seen on the real vLLM with a CPU hog beside it)
+    lowest = np.zeros(len(TERMS))
+    lowest[TERMS.index("floor_s")] = MIN_FLOOR * scale[TERMS.index("floor_s")]
     r, jac, robust = _system(runs, cfg, terms)
     obj = _objective(r, robust)
     for _ in range(ITERATIONS):
         w = np.where(robust, np.sqrt(np.minimum(1.0, HUBER / np.maximum(np.abs(r), 1e-12))), 1.0)
         a = np.vstack([w[:, None] * jac * scale, np.diag(RIDGE)])
         b = np.concatenate([-w * r, -np.array(RIDGE) * theta / scale])
-        z = lsq_linear(a, b, bounds=(-theta / scale, np.inf)).x
+        z = lsq_linear(a, b, bounds=((lowest - theta) / scale, np.inf)).x
         for step in (1.0, 0.5, 0.25, 0.1):  # a step that does not lower the objective is shortened
-            new = np.maximum(theta + step * z * scale, 0.0)
+            new = np.maximum(theta + step * z * scale, lowest)
             nt = dict(zip(TERMS, new.tolist()))
             nr, njac, robust = _system(runs, cfg, nt)
             if _objective(nr, robust) < obj:

@@ -83,6 +83,8 @@ def load_profile(path: str) -> Profile:
     if not isinstance(d.get("terms"), dict):
         raise InputError(f"{path}: no [terms] table: not a goodbench calibration profile (goodbench calibrate)")
     terms = {k: _num(d["terms"], k, path) for k in TERMS}
+    if terms["step_s"] + terms["floor_s"] <= 0:
+        raise InputError(f"{path}: [terms] step_s and floor_s are both 0: a step must take some time")
     eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS if k in d.get("engine", {})}
     meta = d.get("profile", {})
     pct = meta.get("step_time_pct")
