@@ -37,7 +37,6 @@ from ..records import RequestSpec
 from ..store import load, load_server_metrics
 from ..workloads.plan import Plan
 
-HIST_WEIGHT = 1.0  # the server's mean over n requests counts as n requests (sqrt(n) on a residual), not Huber-weighted
 HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
 # pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
 # attention (second-order on most runs, and able to mimic a per-token cost) must earn their place
@@ -215,7 +214,7 @@ def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = Fa
             f"{run.path}: the replay could not serve every request under these engine knobs "
             "(a prompt longer than --max-model-len, or more KV than --num-gpu-blocks): pass the server's knobs"
         )
-    ok = np.array([int(r.id) for r in recs], dtype=np.int64)
+    ok = np.array([int(r.id) for r in recs], dtype=np.int64)  # load_run names request k str(k)
     load = np.asarray(arr.load, dtype=float)[ok]
     prompt = np.asarray(arr.prompts, dtype=float)[ok]
     dfront = np.column_stack([np.broadcast_to(np.asarray(x, float), load.shape) for x in front_features(load, prompt)])
@@ -245,12 +244,13 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
         fe = np.zeros(len(TERMS))
         fe[len(STEP_TERMS) :] = rep.dfront.mean(axis=0)
         sim = ttft.mean() - rep.delay.mean()
-        w = np.sqrt(len(ttft)) * HIST_WEIGHT
+        w = np.sqrt(len(ttft))  # the server's mean over n requests counts as n requests
         r.append(np.array([w * np.log(sim / run.server_engine_s)]))
         j.append(w * ((dttft.mean(axis=0) - fe) / sim)[None, :])
     res = np.concatenate(r)
     robust = np.ones(len(res), bool)
-    robust[len(res) - (1 if run.server_engine_s else 0) :] = False
+    if run.server_engine_s:
+        robust[-1] = False  # a mean the server measured: never down-weighted as an outlier
     return res, np.vstack(j), robust
 
 
