@@ -9,8 +9,8 @@ REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-he
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
 # largest there, a floor for tiers no public point was fitted on (their efficiencies are borrowed).
 REGIME_ERROR = {
-    "batch 1": 0.029,
-    "batch 2-16": 0.067,
+    "batch 1": 0.049,
+    "batch 2-16": 0.064,
     "batch 17-64": 0.081,
     "batch 65+": 0.153,
     "prefill-heavy": 0.162,
