@@ -148,6 +148,7 @@ class RunMeta:
     requested_rate: float | None = None
     planned_requests: int | None = None  # what the schedule holds (None: a duration-bound closed loop)
     max_concurrency: int | None = None
+    target_attainment: float | None = None  # the attainment shown as pass (--target-attainment); None: the default
     goodbench_version: str = __version__
     started_wall: str = ""
     host: str = ""

@@ -5,7 +5,7 @@ import os
 import re
 
 import pytest
-from browser import CANDIDATES, find_chromium, inspect_page
+from browser import inspect_page, require_chromium
 from conftest import run_cli
 
 from goodbench.records import RequestRecord, RunMeta
@@ -171,16 +171,7 @@ FIGURE_CHECK = """Array.from(document.querySelectorAll('img')).map(img => {
 
 @pytest.mark.browser
 def test_reports_render_in_a_real_browser(runs, hostile, tmp_path):
-    chromium = find_chromium()
-    if chromium is None:
-        if os.environ.get("CI"):  # .ci/run installs Chromium: there, a missing browser is a failure
-            pytest.fail(
-                f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM)", pytrace=False
-            )
-        pytest.skip(
-            f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM); "
-            "install Debian's `chromium` package to run the browser check"
-        )
+    chromium = require_chromium()
     out = tmp_path / "both"
     assert run_cli("report", str(runs / "a"), str(runs / "b"), "--out", str(out)).returncode == 0
     assert run_cli("report", hostile).returncode == 0
@@ -368,3 +359,46 @@ def test_engine_figure_leaves_out_empty_panels_and_names_gauges_in_words(tmp_pat
     assert "preemptions (cumulative)" not in ylabels and "%" in ylabels
     legends = " ".join(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
     assert "requests running (vllm)" in legends and "KV cache used (vllm) (%)" in legends and "vllm:" not in legends
+
+
+def _judged_run(tmp_path, target):
+    """10 requests, 8 within a 500 ms TTFT (attainment 80%), recorded with this --target-attainment."""
+    from goodbench.rundir import RunDir
+
+    rd = RunDir.open(str(tmp_path), RunMeta(f"t{target}", slo={"ttft": 500}, target_attainment=target))
+    for k in range(10):
+        first = 0.1 if k < 8 else 1.0
+        rd.append(RequestRecord(f"r{k}", "c", 0.0, 0.0, first, first + 0.1, (first, first + 0.1), (1, 1), 2))
+    rd.finish()
+    return rd.dir
+
+
+@pytest.mark.parametrize(
+    "recorded, asked, shown",
+    [(0.7, None, "pass"), (None, None, "fail"), (0.7, 0.85, "fail"), (None, 0.75, "pass")],
+)
+def test_the_html_verdict_uses_the_runs_own_target_unless_asked(tmp_path, recorded, asked, shown):
+    """The console judges against --target-attainment; report.html judged against a fixed 95% and so
+    could say fail where the console said PASS. run.json records the target; `goodbench report
+    --target-attainment` overrides it; a run recorded before it existed is judged at the default 95%."""
+    from goodbench.cli import main
+
+    d = _judged_run(tmp_path, recorded)
+    assert main(["report", d, "--no-figures", *(["--target-attainment", str(asked)] if asked else [])]) == 0
+    with open(os.path.join(d, "report.html"), encoding="utf-8") as f:
+        html = f.read()
+    target = asked or recorded or 0.95
+    assert f"<span class={shown}>80.0%</span>" in html and f"(target {target:.0%})" in html
+    assert f"<span class={shown}>✓" in html or f"<span class={shown}>✗" in html  # the clause line agrees
+
+
+def test_simulate_records_its_target_attainment(tmp_path):
+    import goodbench as gb
+    from goodbench.errors import UsageError
+
+    wl = gb.load_workload(dataset_name="random", num_prompts=5)
+    run = gb.simulate(wl, result_dir=str(tmp_path), target_attainment=0.6)
+    with open(os.path.join(run.dir, "run.json"), encoding="utf-8") as f:
+        assert json.load(f)["target_attainment"] == 0.6
+    with pytest.raises(UsageError, match="target-attainment"):
+        gb.simulate(wl, result_dir=str(tmp_path), target_attainment=1.5)

@@ -141,6 +141,7 @@ def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str, **
         planned_requests=len(s.plan.requests),
         expected_prefix_reuse=s.plan.expected_reuse(),
         labels=dict(s.labels),
+        target_attainment=s.target,
         **kw,
     )
 

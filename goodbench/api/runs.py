@@ -31,6 +31,7 @@ def simulate(
     prices: dict | None = None,
     labels: dict | None = None,
     on_stage=None,
+    target_attainment: float = TARGET_ATTAINMENT,
 ) -> Run:
     """The workload through the reference engine in virtual time: a run directory like `run`'s, with
     a `simulation` block (wall time, steps, preemptions, speed-up) and a `cost` block in its summary.
@@ -42,30 +43,27 @@ def simulate(
     from ..engine.virtual import simulate as simulate_plan
 
     spec = as_workload(workload)
+    check_all({"target_attainment": target_attainment})
     cfg = (engine or EngineConfig()).resolved()
     check_needs(spec, cfg, None, "the simulated engine")
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
     layout = cluster if cluster is not None and cluster.many else None
-    gpus = layout.gpus(cfg) if layout else {cfg.gpu: cfg.tensor_parallel_size}
-    engine_meta = cfg.to_dict() | ({"cluster": layout.to_dict()} if layout else {})
-    rd = RunDir.open(
-        result_dir,
-        plan_meta(
-            spec,
-            plan,
-            "simulate",
-            run_id=run_id or "",
-            target={"base_url": "simulated", "endpoint": "", "model": cfg.model},
-            engine=engine_meta,
-            tokenizer=tok.name,
-            gpus=gpus,
-            prices=price_table(prices),
-            labels=dict(labels or {}),
-        ),
-        prefix="sim",
+    meta = plan_meta(
+        spec,
+        plan,
+        "simulate",
+        run_id=run_id or "",
+        target={"base_url": "simulated", "endpoint": "", "model": cfg.model},
+        engine=cfg.to_dict() | ({"cluster": layout.to_dict()} if layout else {}),
+        tokenizer=tok.name,
+        gpus=layout.gpus(cfg) if layout else {cfg.gpu: cfg.tensor_parallel_size},
+        prices=price_table(prices),
+        labels=dict(labels or {}),
+        target_attainment=target_attainment,
     )
+    rd = RunDir.open(result_dir, meta, prefix="sim")
     stage(
         on_stage,
         f"simulating {len(plan.requests)} requests on {cfg.model} / "
@@ -233,7 +231,9 @@ def _server_info(ccfg, cfg) -> dict:
     return info
 
 
-def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels) -> RunDir:
+def _open_run(
+    spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels, target_attainment: float
+) -> RunDir:
     """The run directory of a live run: its meta from the plan, the target and the engine it started."""
     cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
     target = {"base_url": scrub_url(ccfg.base_url), "endpoint": ccfg.endpoint, "model": ccfg.model}
@@ -248,6 +248,7 @@ def _open_run(spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, m
         max_concurrency=cap,
         labels=dict(labels or {}),
         server=_server_info(ccfg, cfg),
+        target_attainment=target_attainment,
     )
     meta.label += f",maxconc={cap}" if cap else ""
     return RunDir.open(result_dir, meta)
@@ -269,16 +270,19 @@ def run(
     labels: dict | None = None,
     on_stage=None,
     live=None,
+    target_attainment: float = TARGET_ATTAINMENT,
 ) -> Run:
     """Drive the workload at an OpenAI-compatible server on the real clock. target: a Target, a base
     URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
     port for the run. labels: {key: value} kept in run.json and the history catalogue. live(progress,
-    fn): wraps the timed part for a progress display; fn(on_tick)."""
+    fn): wraps the timed part for a progress display; fn(on_tick). target_attainment: the attainment
+    run.json records as the pass mark (the console's and `goodbench report`'s)."""
     from .. import tokenizer as tokmod
     from ..client.lag import client_lag
     from ..runner import Progress, RunOptions, run_plan
 
     spec, target = as_workload(workload), _target(target)
+    check_all({"target_attainment": target_attainment})
     _check_run_options(target, max_concurrency, workers, grace_s)
     if spec.generator == "agent" and workers > 1:
         raise UsageError("agent jobs run in one load-generator process: leave --workers at 1")
@@ -290,7 +294,7 @@ def run(
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
-        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels)
+        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, target_attainment)
         logs["dir"] = rd.dir
         opts = RunOptions(
             max_concurrency=max_concurrency,

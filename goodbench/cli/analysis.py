@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..limits import PRACTICAL_MARGIN
+from ..limits import PRACTICAL_MARGIN, TARGET_ATTAINMENT
 from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, add_label_args, console, run_labels
 
 
@@ -27,6 +27,11 @@ def _add_report(sub) -> None:
         help="where to write (default: the run directory, or combined-<hash> beside the first run)",
     )
     add_goodput_arg(rep, "each run's own")
+    rep.add_argument(
+        "--target-attainment",
+        type=float,
+        help=f"SLO attainment shown as pass (default: each run's own --target-attainment, else {TARGET_ATTAINMENT})",
+    )
     rep.add_argument("--no-figures", action="store_true", help="tables only (fast on huge runs)")
     rep.set_defaults(fn=cmd_report)
 
@@ -118,6 +123,7 @@ def cmd_report(args) -> int:
             figures=not args.no_figures,
             on_stage=status.update,
             notes=notes,
+            target=args.target_attainment,
         )
     for note in notes:
         con.print(f"[yellow]! {note}[/]")

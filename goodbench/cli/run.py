@@ -227,6 +227,7 @@ def cmd_run(args) -> int:
             labels=labels,
             on_stage=stages,
             live=_live(con, args.quiet, bool(spec.slo), stages),
+            target_attainment=args.target_attainment,
         )
     print_summary(con, run.summary, run.meta.to_dict(), args.target_attainment, run.dir)
     if run.interrupted:

@@ -63,6 +63,7 @@ def cmd_simulate(args) -> int:
             prices=prices(args),
             labels=run_labels(args),
             on_stage=stages,
+            target_attainment=args.target_attainment,
         )
     s = run.summary
     print_summary(con, s, run.meta.to_dict(), args.target_attainment, run.dir)

@@ -261,6 +261,7 @@ def _open_results(env) -> None:
         mode=mode,
         requested_rate=spec.arrival.mean_rate if open_loop else None,
         server=locust_options.server_block(o),
+        target_attainment=o.goodbench_min_attainment,
     )
     try:
         RUN.rd = RunDir.open(o.goodbench_result_dir, meta)

@@ -8,6 +8,7 @@ import json
 import os
 from html import escape
 
+from ..limits import TARGET_ATTAINMENT
 from .captions import caption
 from .jobs import job_html
 from .tables import best_text
@@ -100,10 +101,11 @@ def sweep_report(sweep_dir: str) -> str:
     return out
 
 
-def run_report(views, out_dir: str, figures: list[str]) -> str:
+def run_report(views, out_dir: str, figures: list[str], target: float | None = None) -> str:
     """report.html for one run, or one combining several (overlaid figures, a side-by-side table): the
     verdict and SLO clauses, latency tables with 95% intervals (overall and per class), HOL attribution,
-    other tools' metric definitions, warnings, then the figures."""
+    other tools' metric definitions, warnings, then the figures. target: the attainment shown as pass
+    (default: each run's own, `pass_mark`)."""
     title = (
         f"goodbench run {views[0].summary.get('run_id', '')}" if len(views) == 1 else f"goodbench: {len(views)} runs"
     )
@@ -111,7 +113,7 @@ def run_report(views, out_dir: str, figures: list[str]) -> str:
     if len(views) > 1:
         parts.append("<h2>Side by side</h2>" + _side_by_side(views))
     for v in views:
-        parts.append(_run_section(v, heading=len(views) > 1))
+        parts.append(_run_section(v, heading=len(views) > 1, target=target))
     if figures:
         parts.append("<h2>Figures</h2>" + "".join(_img(p) for p in figures))
     out = os.path.join(out_dir, "report.html")
@@ -150,16 +152,25 @@ def _side_by_side(views) -> str:
     return "".join(rows)
 
 
-def _verdict(v, summary: dict) -> str:
-    """The headline: attainment and goodput with their intervals, and any mark that the numbers are
-    invalid, saturated or incomplete."""
+def pass_mark(meta: dict, target: float | None = None) -> float:
+    """The attainment shown as pass: the one asked for here, else the run's own (--target-attainment,
+    recorded in run.json), else the default."""
+    if target is not None:
+        return target
+    own = meta.get("target_attainment")
+    return TARGET_ATTAINMENT if own is None else own
+
+
+def _verdict(v, summary: dict, target: float) -> str:
+    """The headline: attainment (against the pass mark) and goodput with their intervals, and any mark
+    that the numbers are invalid, saturated or incomplete."""
     req, att = summary["requests"], summary.get("slo_attainment")
     verdict = (
         "<span class=dim>no SLO given</span>"
         if att is None
-        else f"<span class={'pass' if att >= 0.95 else 'fail'}>{att:.1%}</span> "
+        else f"<span class={'pass' if att >= target else 'fail'}>{att:.1%}</span> "
         f"<span class=dim>(95% CI {_ci(summary.get('slo_attainment_ci'), '{:.1%}')})</span> of {req['issued']} "
-        f"requests met the SLO; goodput {summary['goodput']:.2f} req/s "
+        f"requests met the SLO (target {target:.0%}); goodput {summary['goodput']:.2f} req/s "
         f"<span class=dim>(95% CI {_ci(summary.get('goodput_ci'), '{:.2f}')})</span>"
     )
     if not summary.get("valid", True):
@@ -214,16 +225,16 @@ def _blocks(summary: dict) -> list[str]:
     return parts
 
 
-def _run_section(v, heading: bool) -> str:
+def _run_section(v, heading: bool, target: float | None) -> str:
     summary, meta = v.summary, v.meta
-    req = summary["requests"]
+    req, mark = summary["requests"], pass_mark(v.meta, target)
     parts = [
         f"<h2>{_e(v.label)}</h2>" if heading else "",
-        f"<p>{_verdict(v, summary)}</p>",
+        f"<p>{_verdict(v, summary, mark)}</p>",
         _run_line(v, summary, meta),
     ]
     for k, c in (summary.get("slo_clauses") or {}).items():
-        ok = c["attainment"] is not None and c["attainment"] >= 0.95
+        ok = c["attainment"] is not None and c["attainment"] >= mark
         parts.append(
             f"<div><span class={'pass' if ok else 'fail'}>{'✓' if ok else '✗'}</span> {_e(k)} ≤ "
             f"{c['threshold_ms']:g} ms met by {_num(c['attainment'], '{:.1%}')}</div>"

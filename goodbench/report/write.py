@@ -18,10 +18,12 @@ def write_reports(
     figures: bool = True,
     on_stage=None,
     notes: list | None = None,
+    target: float | None = None,
 ) -> list[tuple[str, int]]:
     """`goodbench report`: a sweep report per sweep directory, and one report for the run directories
     (combined when several: in `out`, or combined-<hash> beside the first). Returns (path, figures);
-    notes (a list) receives one line per incomplete run (the report marks them too)."""
+    notes (a list) receives one line per incomplete run (the report marks them too); target: the
+    attainment shown as pass (default: each run's own --target-attainment, recorded in run.json)."""
     written, runs = [], []
     for path in paths:
         if os.path.exists(os.path.join(path, "sweep.json")):
@@ -51,7 +53,7 @@ def write_reports(
             stage("drawing figures ...")
             pngs = run_figures(views, out)
         stage("writing report.html ...")
-        written.append((run_report(views, out, pngs), len(pngs)))
+        written.append((run_report(views, out, pngs, target), len(pngs)))
     except OSError as e:  # a full or read-only disk
         raise RunDirError(f"cannot write the report in {out}: {e.strerror or e}") from None
     return written
