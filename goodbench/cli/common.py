@@ -8,7 +8,7 @@ import argparse
 from ..engine.config import EngineConfig
 from ..engine.knobs import field_kind, flag_fields, flag_names
 from ..limits import GATE_MARGIN, TARGET_ATTAINMENT
-from ..workloads.spec import ENDPOINTS
+from ..workloads.spec import ENDPOINTS, TRACE_FORMATS
 
 DATASETS = ("sharegpt", "random", "mixed", "hol")  # workloads.datasets.DATASETS (a test keeps them equal),
 # written out so building the parser does not import numpy
@@ -106,7 +106,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
         help="replay a production trace: Mooncake JSONL (timestamp ms, "
         "input_length, output_length, hash_ids), the Azure LLM inference CSV or BurstGPT's CSV",
     )
-    g.add_argument("--trace-format", choices=["mooncake", "azure", "burstgpt"], help="default: from the first line")
+    g.add_argument("--trace-format", choices=TRACE_FORMATS, help="default: from the first line")
     g.add_argument("--trace-speedup", type=float, metavar="X", help="replay X times faster (default 1)")
     g.add_argument("--trace-window", metavar="START:END", help="only the trace's seconds START to END")
     g.add_argument(

@@ -15,6 +15,7 @@ API_PATHS = {
     "score": "/v1/score",
 }
 APIS = tuple(API_PATHS)
+MESSAGE_APIS = ("chat", "responses", "messages")  # prompts are lists of messages
 UNARY_APIS = ("embeddings", "rerank", "score")  # one JSON body back: latency and items, no tokens
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -22,7 +23,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 def api_of(path: str) -> str:
     """The API an endpoint path speaks, from its last segments (a proxy prefix does not matter)."""
     p = path.rstrip("/")
-    for api in ("chat", "responses", "messages", "embeddings", "rerank", "score"):
+    for api in (a for a in APIS if a != "completions"):  # completions: what any other path falls back to
         tail = API_PATHS[api].removeprefix("/v1")
         if p.endswith(tail) or p.endswith(tail.removeprefix("/")):
             return api

@@ -20,11 +20,13 @@ from ..gating import GateSpec
 from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
 from .spec import (
+    AGENT_TRACE_FORMATS,
     DEFAULT_REQUESTS,
     DISTS,
     ENDPOINTS,
     GENERATORS,
     MESSAGE_APIS,
+    TRACE_FORMATS,
     AgentSpec,
     ClassSpec,
     HolSpec,
@@ -343,8 +345,8 @@ def _agent(ctx: _Ctx, t: dict, base_dir: str) -> AgentSpec:
     d, p = AgentSpec(), "agent."
     trace = ctx.text(t, "trace")
     fmt = t.get("trace_format")
-    if fmt is not None and fmt not in ("goodbench", "weka"):
-        raise ctx.err("agent.trace_format", f"{fmt!r} is not one of goodbench, weka")
+    if fmt is not None and fmt not in AGENT_TRACE_FORMATS:
+        raise ctx.err("agent.trace_format", f"{fmt!r} is not one of {', '.join(AGENT_TRACE_FORMATS)}")
     dists = ("fanout", "task", "output", "tool_result", "tool_ms")
     lengths = {k: _length(ctx, t[k], p + k) if k in t else getattr(d, k) for k in dists}
     tools = t.get("tools", d.tools)
@@ -370,8 +372,8 @@ def _trace(ctx: _Ctx, t: dict, base_dir: str) -> TraceSpec:
     if not isinstance(path, str):
         raise ctx.err("trace.path", 'generator = trace needs path = "file.jsonl|csv"')
     fmt = t.get("format")
-    if fmt is not None and fmt not in ("mooncake", "azure", "burstgpt"):
-        raise ctx.err("trace.format", f"{fmt!r} is not one of mooncake, azure, burstgpt")
+    if fmt is not None and fmt not in TRACE_FORMATS:
+        raise ctx.err("trace.format", f"{fmt!r} is not one of {', '.join(TRACE_FORMATS)}")
     return TraceSpec(
         path=path if os.path.isabs(path) else os.path.join(base_dir, path),
         format=fmt,

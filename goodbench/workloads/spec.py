@@ -8,11 +8,13 @@ import json
 from dataclasses import asdict, dataclass
 
 from ..arrivals import ArrivalSpec
+from ..client.apis import APIS, MESSAGE_APIS as MESSAGE_APIS  # re-exported: the workload builders read it here
 
 GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace", "agent")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
-ENDPOINTS = ("completions", "chat", "responses", "messages", "embeddings", "rerank", "score")
-MESSAGE_APIS = ("chat", "responses", "messages")  # prompts are lists of messages (client/apis.py)
+ENDPOINTS = APIS  # the APIs a workload can speak: client/apis.py's, the one list
+TRACE_FORMATS = ("mooncake", "azure", "burstgpt")  # [trace] format / --trace-format (workloads/traces.py)
+AGENT_TRACE_FORMATS = ("goodbench", "weka")  # [agent] trace_format (workloads/agenttrace.py)
 
 DEFAULT_REQUESTS = 200  # requests in a workload that gives neither a count nor a duration
 

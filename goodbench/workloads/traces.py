@@ -21,8 +21,9 @@ from ..errors import InputError, UsageError, warn
 from ..jsonlines import json_lines
 from ..limits import MAX_SECONDS, MAX_TOKENS
 from ..records import RequestSpec
+from .spec import TRACE_FORMATS
 
-FORMATS = ("mooncake", "azure", "burstgpt")
+FORMATS = TRACE_FORMATS
 MOONCAKE_BLOCK = 512
 
 

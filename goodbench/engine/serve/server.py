@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from ...client.apis import API_PATHS, UNARY_APIS
 from ...errors import UsageError
 from ...limits import MAX_TOKENS
 from ...pacing import TurnPacer
@@ -153,12 +154,15 @@ class EngineServer:
     # ------------------------------------------------------------------ HTTP
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._auth])
-        app.router.add_post("/v1/completions", self.completions)
-        app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_post("/v1/responses", self.responses)
-        app.router.add_post("/v1/messages", self.messages)
-        for api in ("embeddings", "rerank", "score"):
-            app.router.add_post(f"/v1/{api}", functools.partial(self._pool, api=api))
+        for api, handler in (
+            ("completions", self.completions),
+            ("chat", self.chat),
+            ("responses", self.responses),
+            ("messages", self.messages),
+        ):
+            app.router.add_post(API_PATHS[api], handler)
+        for api in UNARY_APIS:  # the client's list of one-body APIs: what it sends is what this serves
+            app.router.add_post(API_PATHS[api], functools.partial(self._pool, api=api))
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
