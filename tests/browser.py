@@ -27,6 +27,20 @@ def find_chromium() -> str | None:
     return None
 
 
+def require_chromium() -> str:
+    """Chromium's path. Under CI (.ci/run installs it) a missing browser fails the test; elsewhere it skips,
+    saying what to install."""
+    import pytest
+
+    chromium = find_chromium()
+    if chromium is None:
+        looked = f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM)"
+        if os.environ.get("CI"):
+            pytest.fail(looked, pytrace=False)
+        pytest.skip(f"{looked}; install Debian's `chromium` package to run the browser check")
+    return chromium
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

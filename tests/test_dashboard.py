@@ -2,10 +2,9 @@
 loads the page, applies filters and sees the plots, change points and links follow."""
 
 import json
-import os
 
 import pytest
-from browser import CANDIDATES, find_chromium, inspect_page
+from browser import inspect_page, require_chromium
 from histruns import noisy_series, write_run
 
 import goodbench as gb
@@ -90,13 +89,7 @@ def _choose(select: str, value: str) -> str:
 
 @pytest.mark.browser
 def test_dashboard_in_a_real_browser(page):
-    chromium = find_chromium()
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail(
-                f"no Chromium found (looked for {', '.join(CANDIDATES)} and $GOODBENCH_CHROMIUM)", pytrace=False
-            )
-        pytest.skip(f"no Chromium found (looked for {', '.join(CANDIDATES)}); install Debian's `chromium` package")
+    chromium = require_chromium()
     steps = [
         COUNTS,
         _choose("f-workload", "other"),

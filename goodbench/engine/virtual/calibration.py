@@ -83,7 +83,8 @@ def replay_with_jacobian(p: Point, theta: np.ndarray) -> tuple[float, np.ndarray
     follow = ClockFollower(cost)
     recs, engine = run(p, cost, on_step=follow)
     t = measured(recs)
-    dsent, dflat = derivatives(follow, t, closed=p.workload == "closed", online=p.workload in ONLINE)
+    online = np.full((len(t.sent), 1), 1.0 if p.workload in ONLINE else 0.0)  # the front end's one term
+    dsent, dflat = derivatives(follow, t, closed=p.workload == "closed", front=(t.sent + cost.frontend_s, online))
     value = metric(p, t)
     jac = np.zeros(K)
     for k in range(K):

@@ -62,21 +62,15 @@ class ClockFollower:
         return np.array(self.starts), np.array(self.ends), np.array(self.after), np.array(self.phi)
 
 
-def derivatives(
-    follow: ClockFollower, t: Times, closed: bool, online: bool = True, front: tuple | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def derivatives(follow: ClockFollower, t: Times, closed: bool, front: tuple) -> tuple[np.ndarray, np.ndarray]:
     """d(send time) and d(token times) by the cost model's terms, the front end's last. A request lives
     through the steps from its arrival at the engine on: its latency moves by what those steps add (a
     shift of earlier steps moves where it lands in the step sequence, not its latency), and by its front
     end. front: (each request's arrival at the engine, d(arrival - send) by the front end's terms, one
-    row per request); without it the front end is the cost model's constant, one term, 0 offline. Open
+    row per request; a constant front end is one column of ones, of zeros where it is not paid). Open
     loops send at fixed times; in a closed loop a user sends when its previous request finished."""
     starts, ends, after, phi = follow.arrays()
-    if front is None:
-        arrive = t.sent + follow.cost.frontend_s
-        dfront = np.full((len(t.sent), 1), 1.0 if online else 0.0)
-    else:
-        arrive, dfront = front
+    arrive, dfront = front
     i = np.minimum(np.searchsorted(ends, arrive, side="right"), len(ends) - 1)
     inside = (starts[i] <= arrive) & (arrive < ends[i])
     frac = np.where(inside, (ends[i] - arrive) / (ends[i] - starts[i]), 0.0)
