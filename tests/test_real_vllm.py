@@ -98,6 +98,7 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
     out, lag = {}, {}
     for budget in (None, 512):
         srv = pool.get(budget)
+        srv.warm(4096)  # the timing below assumes a warm prefill: the second long must find the shorts decoding
         run = gb.run(gb.load_workload(str(wl_path)), srv.base_url, result_dir=str(tmp_path), run_id=f"hol-{budget}")
         assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
         recs = records(run.dir)
@@ -109,6 +110,13 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
         f"\nHOL worst gap per short stream: unchunked {[round(g, 3) for g in gaps_off]} s "
         f"(second long TTFT {prefill_off:.2f} s); chunked 512 {[round(g, 3) for g in gaps_512]} s "
         f"(second long TTFT {ttft_512:.2f} s)"
+    )
+    # the premise: the shorts were decoding when the second long arrived (5.5 s), else nothing can stall them
+    shorts_first = [
+        r["first_token_at"] for r in records(os.path.join(str(tmp_path), "hol-None")) if r["cls"] == "short"
+    ]
+    assert max(shorts_first) < 5.5, (
+        f"the unchunked server was too slow for the schedule: shorts' first tokens {shorts_first}"
     )
     # without chunked prefill each decoding short stream waits out the whole 4,096-token prefill step
     assert min(gaps_off) >= 0.7 * prefill_off and min(gaps_off) >= 0.8, lag[None]
