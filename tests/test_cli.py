@@ -193,10 +193,11 @@ def test_run_starts_the_reference_engine_and_records_everything(tmp_path):
     assert meta["engine"]["model"] == "llama-3.1-8b" and meta["target"]["base_url"].startswith("http://127.0.0.1:")
     assert os.path.exists(os.path.join(run_dir, "engine.log"))
     assert os.path.getsize(os.path.join(run_dir, "server_metrics.jsonl")) > 0
-    # the engine's queue/prefill histograms over exactly this run's requests: TTFT = queue + prefill there
+    # the engine's queue/prefill histograms over exactly this run's requests: TTFT = queue + prefill there,
+    # but for the wait for the 5 ms step in progress at an arrival (as vLLM, it takes requests in between steps)
     st = s["server_timing"]
     assert st["ttft_ms"]["n"] == st["queue_ms"]["n"] == st["prefill_ms"]["n"] == st["client_ttft_ms"]["n"] == 30
-    assert st["window_s"][0] < 0 and st["other_ms"] == pytest.approx(0.0, abs=0.01)
+    assert st["window_s"][0] < 0 and 0.0 <= st["other_ms"] <= 5.5
     assert st["prefill_ms"]["mean"] >= 4.0  # at least one 5 ms step from first scheduled to first token
     recs = read_lines(os.path.join(run_dir, "records.jsonl"))
     assert all(len(x["chunk_times"]) == 16 and x["output_tokens_source"] == "usage" for x in recs)

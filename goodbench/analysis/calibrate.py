@@ -29,7 +29,7 @@ from ..engine.costmodel import profile_model
 from ..engine.frontend import front_features
 from ..engine.profile import STEP_TERMS, TERMS, Profile
 from ..engine.virtual.arrivals import arrivals_for
-from ..engine.virtual.clock import ClockFollower, derivatives, times_of
+from ..engine.virtual.clock import ClockFollower, derivatives, step_wait, times_of
 from ..engine.virtual.instance import run_instance
 from ..errors import InputError
 from ..prometheus import delta
@@ -241,12 +241,14 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
     r.append(gr)
     j.append(gj)
     if run.server_engine_s:  # the server's own queue + prefill mean: separates the front end from the engine
-        fe = np.zeros(len(TERMS))
-        fe[len(STEP_TERMS) :] = rep.dfront.mean(axis=0)
-        sim = ttft.mean() - rep.delay.mean()
+        wait, dwait = step_wait(rep.follower, t.sent + rep.delay)  # before the server's queue clock starts
+        d = np.zeros(len(TERMS))
+        d[len(STEP_TERMS) :] = rep.dfront.mean(axis=0)
+        d[: len(STEP_TERMS)] = dwait.mean(axis=0)
+        sim = ttft.mean() - rep.delay.mean() - wait.mean()
         w = np.sqrt(len(ttft))  # the server's mean over n requests counts as n requests
         r.append(np.array([w * np.log(sim / run.server_engine_s)]))
-        j.append(w * ((dttft.mean(axis=0) - fe) / sim)[None, :])
+        j.append(w * ((dttft.mean(axis=0) - d) / sim)[None, :])
     res = np.concatenate(r)
     robust = np.ones(len(res), bool)
     if run.server_engine_s:
@@ -345,8 +347,9 @@ def observed_stats(run: RunData) -> dict:
 
 
 def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
-    """TTFT, ITL and TPOT p50 of the run replayed with these terms, and its mean front end."""
-    rep = simulate_run(run, cfg, terms)
+    """TTFT, ITL and TPOT p50 of the run replayed with these terms, and its mean time outside the
+    server's queue + prefill (the front end and the wait for the step in progress at the engine)."""
+    rep = simulate_run(run, cfg, terms, follow=True)
     t = rep.times
     n = np.diff(t.start)
     many = n > 1
@@ -358,7 +361,7 @@ def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
         "ttft_p50_ms": float(np.median(t.ttft)) * 1000,
         "itl_p50_ms": float(np.median(gaps[keep])) * 1000,
         "tpot_p50_ms": float(np.median(tpot)) * 1000,
-        "front_end_ms": float(rep.delay.mean()) * 1000,
+        "front_end_ms": float(rep.delay.mean() + step_wait(rep.follower, t.sent + rep.delay)[0].mean()) * 1000,
     }
 
 
@@ -371,7 +374,8 @@ def front_end_notes(runs: list[RunData], fitted_s: list[float]) -> list[str]:
             continue
         out.append(
             f"{r.path}: the server's histograms put its front end at {m * 1e3:.1f} ms per request (the client's "
-            f"TTFT less the server's queue + prefill), the profile's at {f * 1e3:.1f} ms on this run: the "
+            f"TTFT less the server's queue + prefill), the profile's at {f * 1e3:.1f} ms on this run (with the "
+            "wait for the step in progress, which the server's queue time leaves out): the "
             "profile's front end (a constant, a cost per request in flight, a cost per prompt token) does not "
             "follow this server's here, so TTFT predicted at another load can be off by up to the difference "
             "(calibrate on runs at the loads you will predict)"

@@ -1,7 +1,7 @@
 """Where the time to first token went, in the server's own view.
 
-vLLM (and `goodbench serve`) export per-request histograms of queue time (arrival to first scheduled),
-prefill time (first scheduled to first token) and TTFT. The run's scraper keeps their `_sum` and
+vLLM (and `goodbench serve`) export per-request histograms of queue time (taken in by the engine, at
+the end of the step in progress at the arrival, to first scheduled), prefill time (first scheduled to first token) and TTFT. The run's scraper keeps their `_sum` and
 `_count` every second in server_metrics.jsonl (buckets dropped); the differences between the first and
 the last sample are the run's own requests, so sum/count deltas give the run's mean of each phase.
 They are the server's clock and the server's definitions; goodbench's client-side TTFT (from the

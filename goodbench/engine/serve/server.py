@@ -46,7 +46,7 @@ class Stream:
     each token straight into the connection (no task wake-up per token); until then, and for
     non-streaming requests, tokens wait in `buf`. The handler is woken once, at the end."""
 
-    __slots__ = ("buf", "writer", "finished", "done", "dead", "n", "arrived", "scheduled", "last", "fmt")
+    __slots__ = ("buf", "writer", "finished", "done", "dead", "n", "arrived", "queued", "scheduled", "last", "fmt")
 
     def __init__(self, arrived: float, finished: asyncio.Future):
         self.buf: list[bytes] = []
@@ -56,6 +56,7 @@ class Stream:
         self.dead = False  # the client went away
         self.n = 0
         self.arrived = arrived
+        self.queued: float | None = None  # when the engine loop took it in (queue-time start, as vLLM's)
         self.scheduled: float | None = None  # start of the first step that included it (queue-time end)
         self.last = 0.0
         self.fmt: Formatter | None = None

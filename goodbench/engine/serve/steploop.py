@@ -33,17 +33,24 @@ LATENESS_WINDOW = 4096  # recent steps kept for the lateness quantiles
 def phase_histograms() -> tuple[Histogram, Histogram]:
     """The request-phase histograms vLLM exports, under its names and buckets."""
     return (
-        Histogram("vllm:request_queue_time_seconds", "Time from arrival to first scheduled.", REQUEST_BUCKETS),
+        Histogram("vllm:request_queue_time_seconds", "Time from taken in to first scheduled.", REQUEST_BUCKETS),
         Histogram("vllm:request_prefill_time_seconds", "Time from first scheduled to first token.", REQUEST_BUCKETS),
     )
 
 
 def note_scheduled(batch, start: float) -> None:
-    """Stamp each request's first scheduling (the step's start, never before its arrival)."""
+    """Stamp each request's first scheduling (the step's start, never before the loop took it in)."""
     for seq in batch.seqs:
         st = seq.payload
         if st is not None and st.scheduled is None:
-            st.scheduled = max(start, st.arrived)
+            st.scheduled = max(start, queued_at(st))
+
+
+def queued_at(st) -> float:
+    """Where a request's queue time starts: when the engine loop took it in. Like vLLM's engine core,
+    which reads new requests between steps, a request that arrives during a step is taken in at its
+    end: the wait for the step in progress is not queue time (it is in the server's TTFT only)."""
+    return st.queued if st.queued is not None else st.arrived
 
 
 class EngineLoop:
@@ -65,12 +72,20 @@ class EngineLoop:
         self.trace = trace
         self.t0 = t0
         self.handoff = None
+        self.stepping = False  # a step is in progress: requests submitted now are taken in at its end
+        self.taken_at_end: list = []  # their streams
         self.trace_tag = {} if role == "mixed" and index == 0 else {"engine": index}
 
     def submit(self, seq) -> None:
         """Queue a sequence (RequestTooLong when it can never fit) and wake the loop."""
         self.engine.add(seq)
         self.submitted += 1
+        st = seq.payload
+        if st is not None and st.queued is None:  # a disaggregated request keeps its prefill instance's
+            if self.stepping:
+                self.taken_at_end.append(st)
+            else:
+                st.queued = self.clock()
         self.wake.set()
 
     def open_seqs(self) -> list:
@@ -89,10 +104,12 @@ class EngineLoop:
         next_start = None
         while True:
             if not eng.has_work:
+                self.stepping = False
                 self.wake.clear()
                 await self.wake.wait()
                 next_start = None
                 continue
+            self.stepping = True
             now = clock()
             start = now if next_start is None or now - next_start > CATCH_UP_LIMIT_S else max(next_start, 0.0)
             res = eng.step()
@@ -110,6 +127,9 @@ class EngineLoop:
             while clock() < planned:
                 pass
             end = clock()
+            for st in self.taken_at_end:
+                st.queued = end
+            self.taken_at_end.clear()
             late = end - planned
             self.h_late.observe(max(late, 0.0))
             self.lateness.append(late)
@@ -168,10 +188,10 @@ class EngineLoop:
                 logging.getLogger("goodbench.serve").warning("request %s aborted: %s: %s", seq.id, type(e).__name__, e)
 
     def _observe_phases(self, st, now: float) -> None:
-        """vLLM's split of TTFT: queue time (arrival to first scheduled), prefill (scheduled to first token).
-        Disaggregated, the prefill instance stamps `scheduled` and the decode instance observes."""
+        """vLLM's split of TTFT: queue time (taken in to first scheduled), prefill (scheduled to first
+        token). Disaggregated, the prefill instance stamps `scheduled` and the decode instance observes."""
         sched = st.scheduled if st.scheduled is not None else now
-        self.h_queue.observe(sched - st.arrived)
+        self.h_queue.observe(sched - queued_at(st))
         self.h_prefill.observe(now - sched)
 
     def lateness_quantiles(self) -> list[tuple[float, float, int]]:

@@ -62,6 +62,25 @@ class ClockFollower:
         return np.array(self.starts), np.array(self.ends), np.array(self.after), np.array(self.phi)
 
 
+def _step_at(starts: np.ndarray, ends: np.ndarray, arrive: np.ndarray) -> tuple:
+    """Per arrival: the step it lands in or before, whether it lands inside that step, and the fraction
+    of the step still to run then (0 outside)."""
+    i = np.minimum(np.searchsorted(ends, arrive, side="right"), len(ends) - 1)
+    inside = (starts[i] <= arrive) & (arrive < ends[i])
+    return i, inside, np.where(inside, (ends[i] - arrive) / (ends[i] - starts[i]), 0.0)
+
+
+def step_wait(follow: ClockFollower, arrive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per arrival: how long it waits for the step in progress to end (0 when the engine is idle), and
+    that wait's derivative by the cost model's terms (one row each). vLLM's engine core takes new
+    requests in between steps, so its queue time starts after this wait: a server's queue + prefill
+    histograms leave it to the front end."""
+    starts, ends, _, phi = follow.arrays()
+    i, inside, frac = _step_at(starts, ends, arrive)
+    inside &= starts[i] < arrive  # a step that starts at the arrival (an idle engine's) takes it in
+    return np.where(inside, ends[i] - arrive, 0.0), np.where(inside[:, None], phi[i] * frac[:, None], 0.0)
+
+
 def derivatives(follow: ClockFollower, t: Times, closed: bool, front: tuple) -> tuple[np.ndarray, np.ndarray]:
     """d(send time) and d(token times) by the cost model's terms, the front end's last. A request lives
     through the steps from its arrival at the engine on: its latency moves by what those steps add (a
@@ -71,9 +90,7 @@ def derivatives(follow: ClockFollower, t: Times, closed: bool, front: tuple) -> 
     loops send at fixed times; in a closed loop a user sends when its previous request finished."""
     starts, ends, after, phi = follow.arrays()
     arrive, dfront = front
-    i = np.minimum(np.searchsorted(ends, arrive, side="right"), len(ends) - 1)
-    inside = (starts[i] <= arrive) & (arrive < ends[i])
-    frac = np.where(inside, (ends[i] - arrive) / (ends[i] - starts[i]), 0.0)
+    i, inside, frac = _step_at(starts, ends, arrive)
     at_arrival = np.where(inside[:, None], after[i] - phi[i] * frac[:, None], 0.0)
     at_arrival[~inside & (starts[i] == arrive)] = (after[i] - phi[i])[~inside & (starts[i] == arrive)]
     owner = np.repeat(np.arange(len(t.sent)), np.diff(t.start))
