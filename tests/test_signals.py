@@ -170,7 +170,11 @@ def judged(s: Scenario, capsys) -> None:
     assert main(["gate", run_dir, "--goodput", "ttft:5000"]) == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "cannot judge an incomplete run" in out and ("interrupted" in out or s.sig == signal.SIGKILL), out
-    assert main(["gate", run_dir, "--goodput", "ttft:5000", "--allow-incomplete"]) in (0, 1)  # judged
+    rc = main(["gate", run_dir, "--goodput", "ttft:5000", "--allow-incomplete"])
+    out = " ".join(capsys.readouterr().out.split())
+    # judged; unless the client-lag check marked the run invalid, a verdict of its own that a busy host
+    # can earn (a CI run: workers' loops woke 11 ms late at p99), and that must not be about completeness
+    assert rc in (0, 1) or (rc == 2 and "marked invalid" in out and "incomplete" not in out), out
     assert main(["report", run_dir, "--no-figures"]) == 0 and "incomplete" in capsys.readouterr().out
     with open(os.path.join(run_dir, "report.html"), encoding="utf-8") as f:
         assert "INCOMPLETE" in f.read()
