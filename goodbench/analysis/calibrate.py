@@ -200,6 +200,11 @@ class Replay:
     delay: np.ndarray
     dfront: np.ndarray
 
+    @property
+    def arrive(self) -> np.ndarray:
+        """Each request's arrival at the engine: its send time plus its front end."""
+        return self.times.sent + self.delay
+
 
 def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = False) -> Replay:
     """The run replayed with these terms."""
@@ -227,7 +232,7 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
     mean the server measured, which holds however the requests scatter)."""
     rep = simulate_run(run, cfg, terms, follow=True)
     t = rep.times
-    dsent, dflat = derivatives(rep.follower, t, closed=False, front=(t.sent + rep.delay, rep.dfront))
+    dsent, dflat = derivatives(rep.follower, t, closed=False, front=(rep.arrive, rep.dfront))
     first, last = t.start[:-1], t.start[1:] - 1
     n = np.diff(t.start)
     ttft, dttft = t.ttft, dflat[first] - dsent
@@ -241,7 +246,7 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
     r.append(gr)
     j.append(gj)
     if run.server_engine_s:  # the server's own queue + prefill mean: separates the front end from the engine
-        wait, dwait = step_wait(rep.follower, t.sent + rep.delay)  # before the server's queue clock starts
+        wait, dwait = step_wait(rep.follower, rep.arrive)  # before the server's queue clock starts
         d = np.zeros(len(TERMS))
         d[len(STEP_TERMS) :] = rep.dfront.mean(axis=0)
         d[: len(STEP_TERMS)] = dwait.mean(axis=0)
@@ -361,7 +366,7 @@ def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
         "ttft_p50_ms": float(np.median(t.ttft)) * 1000,
         "itl_p50_ms": float(np.median(gaps[keep])) * 1000,
         "tpot_p50_ms": float(np.median(tpot)) * 1000,
-        "front_end_ms": float(rep.delay.mean() + step_wait(rep.follower, t.sent + rep.delay)[0].mean()) * 1000,
+        "front_end_ms": float(rep.delay.mean() + step_wait(rep.follower, rep.arrive)[0].mean()) * 1000,
     }
 
 
