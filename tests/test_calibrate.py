@@ -15,7 +15,7 @@ from test_profile import write
 
 import goodbench as gb
 from goodbench.analysis.calibrate import front_end_notes, load_run
-from goodbench.engine.profile import Profile, load_profile, render_profile
+from goodbench.engine.profile import TERMS, Profile, load_profile, render_profile
 from goodbench.errors import RunDirError
 from goodbench.report.tables import calibration_table
 from goodbench.store import load
@@ -270,3 +270,40 @@ def test_the_wait_for_the_step_in_progress_is_what_vllm_leaves_out_of_queue_time
     wait, dwait = step_wait(fol, np.array([0.5, 1.75, 2.5, 3.0, 3.25]))
     assert wait == pytest.approx([0.5, 0.25, 0.0, 0.0, 0.75])
     assert dwait == pytest.approx(np.array([[0.5, 0.0], [0.0, 0.5], [0.0, 0.0], [0.0, 0.0], [3.0, 0.0]]))
+
+
+LOG_SPREAD = """
+name = "log-spread"
+generator = "mixed"
+num_requests = 80
+seed = 5
+[arrival]
+process = "poisson"
+rate = 2.0
+[[class]]
+name = "varied"
+input = { dist = "lognormal", median = 160, sigma = 1.0, min = 16, max = 1024 }
+output = { dist = "uniform", min = 16, max = 96 }
+"""
+
+
+def test_a_server_whose_steps_grow_from_the_first_token_is_fitted_without_a_floor(tmp_path):
+    """A CPU server (the real vLLM of the tests) has no weight-read floor: its step is a fixed cost plus
+    a cost per token from the first. Started only from floors, the fit stays in a floor's basin and
+    prices a short prompt's prefill step like a decode step; the start with no floor finds the truth."""
+    truth = Profile(
+        {**dict.fromkeys(TERMS, 0.0), "step_s": 0.012, "floor_s": 1e-4, "token_s": 1.5e-4, "decode_request_s": 0.001}
+        | {"frontend_s": 0.006},
+        {"num_gpu_blocks": 4000, "block_size": 16, "max_num_seqs": 16},
+    )
+    path = tmp_path / "truth.toml"
+    path.write_text(render_profile(truth, "2026-01-01T00:00:00", "0.0"))
+    (tmp_path / "w.toml").write_text(LOG_SPREAD)
+    run = gb.simulate(
+        gb.load_workload(str(tmp_path / "w.toml")), gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)
+    )
+    cal = gb.calibrate([run.dir], gb.EngineConfig(**KNOBS), out=str(tmp_path / "fit.toml"))
+    fit = load_profile(str(tmp_path / "fit.toml"))
+    for n, d in ((1, 1), (65, 1), (200, 2), (512, 4)):  # a decode step, short and mid prefills, a full chunk
+        assert fit.step_time(n, d, 0) == pytest.approx(truth.step_time(n, d, 0), rel=0.1), (n, d, fit.terms)
+    assert all(abs(e) < 0.05 for e in cal.rows[0]["fit_error"].values()), cal.rows[0]

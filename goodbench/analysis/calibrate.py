@@ -42,6 +42,9 @@ HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request
 # attention (second-order on most runs, and able to mimic a per-token cost) must earn their place
 RIDGE = (1e-3, 1e-3, 1e-3, 1e-3, 1.0, 1.0, 1e-3, 1e-3, 1e-3)
 KNEES = (16, 128, 1024)  # starting floor/token knees (tokens): the floor is piecewise, so start from several
+# ... and one start with no floor to speak of (a step's time affine in its tokens, as on a CPU, where a few
+# tokens already fill the cores): from the floor starts the fit seldom leaves the floor's basin
+AFFINE = None
 ITERATIONS = 12
 MIN_FLOOR = 0.01  # the least a step's floor may be, as a fraction of the runs' median ITL
 
@@ -261,14 +264,21 @@ def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray
     return res, np.vstack(j), robust
 
 
-def _start(runs: list[RunData], knee: int) -> dict:
-    """A starting point from the runs themselves: most of a decode step is the floor. A decode step is
-    a run's ITL p50, or its median TPOT where that is 0 (a busy server sent tokens several to a chunk)."""
-    itl = float(np.nanmedian([r.itl_p50 if r.itl_p50 > 0 else np.nanmedian(r.tpot) for r in runs]))
+def _decode_step(runs: list[RunData]) -> float:
+    """What a decode step takes on these runs: a run's ITL p50, or its median TPOT where that is 0 (a busy
+    server sent tokens several to a chunk)."""
+    return float(np.nanmedian([r.itl_p50 if r.itl_p50 > 0 else np.nanmedian(r.tpot) for r in runs]))
+
+
+def _start(runs: list[RunData], knee: int | None) -> dict:
+    """A starting point from the runs themselves: most of a decode step is the floor (up to `knee`
+    tokens), or with no knee (AFFINE) the per-step term."""
+    itl = _decode_step(runs)
+    fixed, floor = (0.2, 0.7) if knee else (0.9, MIN_FLOOR)
     return {
-        "step_s": 0.2 * itl,
-        "floor_s": 0.7 * itl,
-        "token_s": 0.7 * itl / knee,
+        "step_s": fixed * itl,
+        "floor_s": floor * itl,
+        "token_s": 0.7 * itl / (knee or KNEES[1]),
         "decode_request_s": 0.01 * itl,
         "context_token_s": 0.0,
         "prefill_attention_s": 0.0,
@@ -280,7 +290,7 @@ def _start(runs: list[RunData], knee: int) -> dict:
 
 def _scale(start: dict, runs: list[RunData]) -> np.ndarray:
     """Each term's scale: what makes it contribute about one decode step on these runs."""
-    itl = start["floor_s"] / 0.7
+    itl = _decode_step(runs)
     ctx = float(np.median([np.median([q.prompt_tokens + q.max_tokens / 2 for q in r.requests]) for r in runs]))
     work = float(np.median([np.median([q.prompt_tokens**2 / 2 for q in r.requests]) for r in runs]))
     prompt = float(np.median([np.median([q.prompt_tokens for q in r.requests]) for r in runs]))
@@ -334,9 +344,9 @@ def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, floa
 
 
 def fit_terms(runs: list[RunData], cfg: EngineConfig) -> dict:
-    """The profile's terms fitted to these runs (the best of a few starting knees)."""
+    """The profile's terms fitted to these runs (the best of a few starting knees, and no knee)."""
     best = None
-    for knee in KNEES:
+    for knee in KNEES + (AFFINE,):
         terms, obj = _gn(runs, cfg, _start(runs, knee))
         if best is None or obj < best[1]:
             best = (terms, obj)
