@@ -143,6 +143,15 @@ def test_a_spread_replays_different_lengths_around_the_stated_ones():
     assert cp.requests(replace(p, length_spread=0.0))[0].prompt_tokens == p.input_len
 
 
+def test_a_sharegpt_sample_is_rescaled_to_the_runs_measured_means_where_given():
+    p = next(q for q in cp.load_points() if q.dataset == "sharegpt" and q.input_len and q.output_len)
+    lens = np.array([[r.prompt_tokens, r.max_tokens] for r in cp.requests(p)], float)
+    assert lens.mean(axis=0) == pytest.approx([p.input_len, p.output_len], rel=0.01)
+    raw = np.array([[r.prompt_tokens, r.max_tokens] for r in cp.requests(replace(p, input_len=0, output_len=0))], float)
+    assert np.corrcoef(raw[:, 0], lens[:, 0])[0, 1] > 0.99  # the same sample, its shape kept
+    assert not np.allclose(raw.mean(axis=0), lens.mean(axis=0), rtol=0.01)
+
+
 def test_multi_step_runs_pay_the_host_terms_once_per_scheduling_round():
     """vLLM 0.6's --num-scheduler-steps n schedules, prepares inputs and processes outputs once per n
     forward passes: a V0 point with n = 10 is priced with a tenth of the V0 host terms, its Jacobian

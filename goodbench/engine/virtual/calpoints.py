@@ -70,7 +70,8 @@ class Point:
     workload: str
     concurrency: int  # batch size, users, or 0
     rate: float  # Poisson req/s, or 0
-    dataset: str  # "fixed", "spread" (uniform within +-length_spread of the lengths) or "sharegpt"
+    dataset: str  # "fixed", "spread" (uniform within +-length_spread of the lengths) or "sharegpt" (lengths,
+    # where given, are the run's measured means, and the sample is rescaled to them)
     input_len: int
     output_len: int
     num_requests: int
@@ -171,6 +172,9 @@ def sharegpt_lengths(n: int, seed: int) -> np.ndarray:
 def requests(p: Point) -> list[RequestSpec]:
     if p.dataset == "sharegpt":
         lens = sharegpt_lengths(p.num_requests, p.seed)
+        for col, mean in enumerate((p.input_len, p.output_len)):
+            if mean:  # the run's measured mean length: the sample rescaled to it (its tokenizer, its EOS stops)
+                lens[:, col] = np.maximum(np.rint(lens[:, col] * mean / lens[:, col].mean()), 1)
     else:
         lens = np.tile([p.input_len, p.output_len], (p.num_requests, 1))
         if p.length_spread:
