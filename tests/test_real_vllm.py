@@ -265,14 +265,14 @@ def test_ctrl_c_keeps_records_and_the_server_frees_the_cancelled(pool, tmp_path)
 CALIBRATE_TOML = """
 name = "cal-cpu"
 generator = "mixed"
-num_requests = 50
+num_requests = 80
 seed = 5
 [arrival]
 process = "poisson"
-rate = 1.2
+rate = 2.0
 [[class]]
 name = "varied"
-input = { dist = "uniform", min = 32, max = 1024 }
+input = { dist = "lognormal", median = 160, sigma = 1.0, min = 16, max = 1024 }
 output = { dist = "uniform", min = 16, max = 96 }
 """
 PREDICT_TOML = """

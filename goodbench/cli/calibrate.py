@@ -15,9 +15,15 @@ def add_parser(sub) -> None:
         "terms (per step, per token past a floor, per decoding request, per context token, prefill attention, "
         "front end) to every request's TTFT and TPOT. Pass the knobs your server ran with (vLLM's names); its "
         "KV capacity comes from the runs' scraped /metrics when they have it. With several runs, each is also "
-        "predicted by a fit made without it.",
+        "predicted by a fit made without it. Make the runs with prompt lengths spread like the built-in "
+        "workload's: `goodbench run --base-url URL --workload calibrate --request-rate R`.",
     )
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs made with `goodbench run --base-url ...`")
+    p.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="runs made with `goodbench run --base-url ... --workload calibrate`",
+    )
     p.add_argument("--out", "-o", required=True, metavar="PROFILE.toml", help="where to write the profile")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     add_engine_args(p)
