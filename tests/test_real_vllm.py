@@ -258,8 +258,9 @@ def test_ctrl_c_keeps_records_and_the_server_frees_the_cancelled(pool, tmp_path)
         time.sleep(0.5)
 
 
-# calibrate -> predict (issue 20): a profile fitted to one workload at one load (prompts of 32 to 1,024
-# tokens, Poisson 1.2/s) predicts another workload (75% 64-token chats, 25% 1,024-token documents, other
+# calibrate -> predict (issue 20): a profile fitted to one workload at one load (prompts of 16 to 1,024
+# tokens spread on a log scale, as the built-in `calibrate` workload spreads them; Poisson 2.0/s) predicts
+# another workload (75% 64-token chats, 25% 1,024-token documents, other
 # output lengths; chunked prefill on at 512) at another rate, as measured live against the same vLLM and
 # as `goodbench simulate --calibration` gives it
 CALIBRATE_TOML = """
@@ -319,15 +320,15 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
         "predicted vs live p50 (ms): "
         + ", ".join(f"{k} {p:.1f} vs {m:.1f} ({p / m - 1:+.1%})" for k, (p, m) in got.items())
     )
-    # issue 20 asks for ±15%; not met on this shared 2-core machine (docs/real-vllm.md). Measured over the
-    # runs of this test logged there: TTFT -31.0% to +31.3%, and +53.0% in one fresh-clone CI run (its calibration run
-    # measured 160 ms outside the server's queue + prefill), +57.5% beside a CPU hog; ITL -10.1% to +25.6%.
-    # The live run is steady (five runs in a row: TTFT p50 82-86 ms, ITL 33-35 ms); the fit on a loaded
-    # calibration run is not (two calibration runs alike to within 10% predicted 110 and 65 ms). So the
-    # gates are that spread with a margin, ±60% on TTFT and ±40% on ITL: a guard against a broken
-    # calibrate (the uncalibrated engine predicts TTFT -67% and ITL -81% here), not the target.
+    # issue 20 asks for ±15%. Measured (docs/real-vllm.md, 2026-11-27): seven runs within it on a quiet
+    # 2-core machine (TTFT -5.8% to -13.8%, ITL -2.4% to -5.3%), one beside a CPU hog at TTFT -20.4%, ITL
+    # +7.1%. Calibrated on uniform 32-1,024-token prompts instead (3 in 50 under 128 tokens, where 75% of
+    # the predicted ones are 64), TTFT came out -8.7% to -28.7% on the same machine, and earlier up to
+    # +53% in a fresh-clone CI run. The gates leave room for a slower or busier CI machine, ±40% on TTFT
+    # and ±30% on ITL: a guard against a broken calibrate (uncalibrated, the engine predicts TTFT -67%
+    # and ITL -81% here), with the target itself measured in the docs.
     assert cal.profile.step_time_pct <= 20, cal.profile.step_time_pct  # the fit reproduces its own run
-    for k, gate in (("ttft_ms", 0.60), ("itl_ms", 0.40)):
+    for k, gate in (("ttft_ms", 0.40), ("itl_ms", 0.30)):
         pred, meas = got[k]
         assert abs(pred / meas - 1) <= gate, (k, pred, meas)
     assert sim["engine_uncertainty"]["step_time_pct"] == cal.profile.step_time_pct
