@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from rich.console import Console
 from test_profile import write
 
@@ -272,19 +272,7 @@ def test_the_wait_for_the_step_in_progress_is_what_vllm_leaves_out_of_queue_time
     assert dwait == pytest.approx(np.array([[0.5, 0.0], [0.0, 0.5], [0.0, 0.0], [0.0, 0.0], [3.0, 0.0]]))
 
 
-LOG_SPREAD = """
-name = "log-spread"
-generator = "mixed"
-num_requests = 80
-seed = 5
-[arrival]
-process = "poisson"
-rate = 2.0
-[[class]]
-name = "varied"
-input = { dist = "lognormal", median = 160, sigma = 1.0, min = 16, max = 1024 }
-output = { dist = "uniform", min = 16, max = 96 }
-"""
+LOG_SPREAD = os.path.join(ROOT, "tests", "data", "workloads", "cal-log-spread.toml")  # the real-vLLM test's too
 
 
 def test_a_server_whose_steps_grow_from_the_first_token_is_fitted_without_a_floor(tmp_path):
@@ -298,10 +286,7 @@ def test_a_server_whose_steps_grow_from_the_first_token_is_fitted_without_a_floo
     )
     path = tmp_path / "truth.toml"
     path.write_text(render_profile(truth, "2026-01-01T00:00:00", "0.0"))
-    (tmp_path / "w.toml").write_text(LOG_SPREAD)
-    run = gb.simulate(
-        gb.load_workload(str(tmp_path / "w.toml")), gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)
-    )
+    run = gb.simulate(gb.load_workload(LOG_SPREAD), gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path))
     cal = gb.calibrate([run.dir], gb.EngineConfig(**KNOBS), out=str(tmp_path / "fit.toml"))
     fit = load_profile(str(tmp_path / "fit.toml"))
     for n, d in ((1, 1), (65, 1), (200, 2), (512, 4)):  # a decode step, short and mid prefills, a full chunk

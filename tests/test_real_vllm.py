@@ -263,19 +263,7 @@ def test_ctrl_c_keeps_records_and_the_server_frees_the_cancelled(pool, tmp_path)
 # another workload (75% 64-token chats, 25% 1,024-token documents, other
 # output lengths; chunked prefill on at 512) at another rate, as measured live against the same vLLM and
 # as `goodbench simulate --calibration` gives it
-CALIBRATE_TOML = """
-name = "cal-cpu"
-generator = "mixed"
-num_requests = 80
-seed = 5
-[arrival]
-process = "poisson"
-rate = 2.0
-[[class]]
-name = "varied"
-input = { dist = "lognormal", median = 160, sigma = 1.0, min = 16, max = 1024 }
-output = { dist = "uniform", min = 16, max = 96 }
-"""
+CALIBRATE_WORKLOAD = os.path.join(ROOT, "tests", "data", "workloads", "cal-log-spread.toml")
 PREDICT_TOML = """
 name = "mixed-cpu"
 generator = "mixed"
@@ -299,8 +287,7 @@ output = 16
 
 def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
     srv = pool.get(512)
-    (tmp_path / "cal-cpu.toml").write_text(CALIBRATE_TOML)
-    cal_wl = gb.load_workload(str(tmp_path / "cal-cpu.toml"))
+    cal_wl = gb.load_workload(CALIBRATE_WORKLOAD)
     cal_run = gb.run(cal_wl, srv.base_url, result_dir=str(tmp_path), run_id="cal")
     assert cal_run.summary["requests"]["failed"] == 0
     profile = str(tmp_path / "cpu-vllm.toml")
