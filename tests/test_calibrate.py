@@ -292,3 +292,19 @@ def test_a_server_whose_steps_grow_from_the_first_token_is_fitted_without_a_floo
     for n, d in ((1, 1), (65, 1), (200, 2), (512, 4)):  # a decode step, short and mid prefills, a full chunk
         assert fit.step_time(n, d, 0) == pytest.approx(truth.step_time(n, d, 0), rel=0.1), (n, d, fit.terms)
     assert all(abs(e) < 0.05 for e in cal.rows[0]["fit_error"].values()), cal.rows[0]
+
+
+def test_a_what_if_with_prompts_the_runs_hardly_had_says_so(fitted, tmp_path):
+    """The fitted runs had prompts of 32-600 and 1,000 tokens: 64-token prompts are covered, 3,000-token
+    ones are the fit's extrapolation, and the simulation's notes say so."""
+    _, prof, _ = fitted
+    assert prof.coverage["requests"] == 180 and prof.coverage["prompt_quantiles"][-1] == 1000
+
+    def notes(length):
+        wl = gb.load_workload(None, dataset_name="random", random_input_len=length, random_output_len=8, num_prompts=10)
+        run = gb.simulate(wl, gb.EngineConfig(calibration=prof.path), result_dir=str(tmp_path))
+        return [n for n in run.summary["simulation"]["notes"] if "hardly had" in n]
+
+    assert notes(64) == []
+    (note,) = notes(3000)
+    assert "100% of the requests" in note and "--workload calibrate" in note

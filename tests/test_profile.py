@@ -4,7 +4,16 @@ import pytest
 
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
-from goodbench.engine.profile import OPTIONAL, TERMS, Profile, load_profile, render_profile
+from goodbench.engine.profile import (
+    OPTIONAL,
+    TERMS,
+    Profile,
+    coverage_note,
+    load_profile,
+    prompt_coverage,
+    render_profile,
+    sparse_share,
+)
 from goodbench.errors import InputError
 
 TERMS_GIVEN = {
@@ -76,3 +85,19 @@ def test_bad_profiles_say_what_is_wrong(tmp_path):
     )
     with pytest.raises(InputError, match="frontend_token_s"):  # an optional term, when given, is checked
         load_profile(str(bad))
+
+
+def test_a_profile_keeps_the_prompt_lengths_its_runs_had(tmp_path):
+    cov = prompt_coverage(list(range(100, 1100)))
+    p = Profile(dict(TERMS_GIVEN), {}, 4.2, "test", ("a",), coverage=cov)
+    path = tmp_path / "cov.toml"
+    path.write_text(render_profile(p, "2026-01-01T00:00:00", "0.0"))
+    got = load_profile(str(path))
+    assert got.coverage["requests"] == 1000 and got.coverage["prompt_quantiles"][0] == 100.0
+    assert sparse_share(got.coverage, [500, 600]) == (0.0, 0.0)  # inside: hundreds within a factor of 2
+    assert sparse_share(got.coverage, [20, 500, 5000, 9000]) == (0.75, 5000.0)  # 20 and 9000 have none, 5000 few
+    assert coverage_note(got, [500] * 9 + [9000]) is not None and coverage_note(got, [500] * 10) is None
+    assert write(tmp_path) and load_profile(write(tmp_path)).coverage == {}  # a profile from before says nothing
+    path.write_text(path.read_text().replace("requests = 1000", "requests = -1"))
+    with pytest.raises(InputError, match="coverage"):
+        load_profile(str(path))

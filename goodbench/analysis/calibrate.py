@@ -27,7 +27,7 @@ from ..engine.config import EngineConfig
 from ..engine.core import Engine
 from ..engine.costmodel import profile_model
 from ..engine.frontend import front_features
-from ..engine.profile import STEP_TERMS, TERMS, Profile
+from ..engine.profile import STEP_TERMS, TERMS, Profile, prompt_coverage
 from ..engine.virtual.arrivals import arrivals_for
 from ..engine.virtual.clock import ClockFollower, derivatives, step_wait, times_of
 from ..engine.virtual.instance import run_instance
@@ -457,6 +457,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "max_num_seqs": cfg.max_num_seqs,
         "enable_chunked_prefill": cfg.enable_chunked_prefill,
     }
-    prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths))
+    prompts = [q.prompt_tokens for r in runs for q in r.requests]
+    prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts))
     fitted_fe = [row["fitted"]["front_end_ms"] / 1e3 for row in rows]
     return Calibration(prof, rows, oos, front_end_notes(runs, fitted_fe))

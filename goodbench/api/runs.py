@@ -40,6 +40,7 @@ def simulate(
     from .. import tokenizer as tokmod
     from ..analysis.knobs import chunked_prefill_note
     from ..engine.prices import price_table
+    from ..engine.profile import coverage_note, load_profile
     from ..engine.virtual import simulate as simulate_plan
 
     spec = as_workload(workload)
@@ -75,7 +76,12 @@ def simulate(
     wall = time.perf_counter() - t
     rd.append_many(out.records)
     note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], _largest(plan))
-    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": [note] if note else []}
+    cover = (
+        coverage_note(load_profile(cfg.calibration), [r.prompt_tokens for r in plan.requests])
+        if cfg.calibration
+        else None
+    )
+    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": [n for n in (note, cover) if n]}
     return Run(rd.dir, rd.meta, rd.finish(records=out.records))  # summarised in memory: no read-back
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import InputError
 from .hardware import read_toml
 
@@ -55,6 +57,9 @@ class Profile:
     basis: str = ""
     runs: tuple = ()
     path: str = ""
+    # the prompt lengths the runs exercised ({"requests": n, "prompt_quantiles": 0th..100th percentile}):
+    # a what-if with prompts the runs hardly had is extrapolated (coverage_note); empty in older profiles
+    coverage: dict = field(default_factory=dict)
 
     def __post_init__(self):  # terms a profile may leave out (written before they existed) are 0
         object.__setattr__(self, "terms", {**dict.fromkeys(OPTIONAL, 0.0), **self.terms})
@@ -95,6 +100,62 @@ def load_profile(path: str) -> Profile:
         str(meta.get("basis", "")),
         tuple(meta.get("runs", ())),
         os.path.abspath(path),
+        _coverage(d.get("coverage"), path),
+    )
+
+
+def _coverage(d, path: str) -> dict:
+    if d is None:
+        return {}
+    q, n = (
+        d.get("prompt_quantiles") if isinstance(d, dict) else None,
+        d.get("requests") if isinstance(d, dict) else None,
+    )
+    ok = isinstance(q, list) and len(q) >= 2 and all(isinstance(x, (int, float)) for x in q) and q == sorted(q)
+    if not ok or not isinstance(n, int) or n < 1:
+        raise InputError(f"{path}: [coverage] needs requests (a count) and prompt_quantiles (ascending numbers)")
+    return {"requests": n, "prompt_quantiles": [float(x) for x in q]}
+
+
+def prompt_coverage(prompts) -> dict:
+    """What a profile records of its runs' prompt lengths: their count and 0th..100th percentiles."""
+    x = np.asarray(prompts, dtype=float)
+    return {"requests": len(x), "prompt_quantiles": [round(float(v), 1) for v in np.percentile(x, np.arange(101))]}
+
+
+SPARSE_LEAST = 10  # fewer of the runs' prompts than this within ...
+SPARSE_FACTOR = 2.0  # ... a factor of 2 of a prompt's length: that prompt is outside what the fit saw
+NOTE_SHARE = 0.10  # a what-if is told when at least this share of its requests are such prompts
+
+
+def sparse_share(coverage: dict, prompts) -> tuple[float, float]:
+    """(share of these prompt lengths the runs hardly covered, their median length; 0 and 0 when none):
+    a prompt is hardly covered when fewer than SPARSE_LEAST of the runs' prompts were within SPARSE_FACTOR
+    of its length."""
+    x = np.asarray(prompts, dtype=float)
+    if not coverage or not len(x):
+        return 0.0, 0.0
+    q, n = np.asarray(coverage["prompt_quantiles"]), coverage["requests"]
+    pct = np.linspace(0.0, 1.0, len(q))
+    cdf = lambda v: np.interp(v, q, pct, left=0.0, right=1.0)  # noqa: E731
+    near = (cdf(x * SPARSE_FACTOR) - cdf(x / SPARSE_FACTOR)) * n
+    sparse = near < SPARSE_LEAST
+    return float(sparse.mean()), float(np.median(x[sparse])) if sparse.any() else 0.0
+
+
+def coverage_note(prof: Profile, prompts) -> str | None:
+    """A line for a what-if whose prompts the profile's runs hardly had (None when they had them, or
+    the profile does not say): their TTFT is the fit's extrapolation."""
+    share, length = sparse_share(prof.coverage, prompts)
+    if share < NOTE_SHARE:
+        return None
+    q = prof.coverage["prompt_quantiles"]
+    return (
+        f"{share:.0%} of the requests have prompts (median {length:,.0f} tokens) that the calibration runs hardly "
+        f"had (theirs: {q[0]:,.0f}-{q[-1]:,.0f} tokens, median {q[len(q) // 2]:,.0f}; fewer than "
+        f"{SPARSE_LEAST} of their {prof.coverage['requests']} "
+        "within a factor of 2): those steps and their TTFT are the fit's extrapolation (on a real vLLM it put such "
+        "TTFTs up to 29% low). Calibrate on runs that cover these lengths (`goodbench run --workload calibrate`)."
     )
 
 
@@ -125,4 +186,7 @@ def render_profile(p: Profile, created: str, version: str) -> str:
     if p.engine:
         out += ["", "[engine]  # what the server ran with"]
         out += [f"{k} = {_toml(p.engine[k])}" for k in ENGINE_KEYS if k in p.engine]
+    if p.coverage:
+        out += ["", "[coverage]  # the runs' prompt lengths: a what-if outside them is extrapolated"]
+        out += [f"requests = {p.coverage['requests']}", f"prompt_quantiles = {_toml(p.coverage['prompt_quantiles'])}"]
     return "\n".join(out) + "\n"
