@@ -66,6 +66,7 @@ class VllmServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = os.path.join(log_dir, f"vllm-{tag or chunked_budget or 'unchunked'}.log")
         self.proc: subprocess.Popen | None = None
+        self.warms = 0
 
     def argv(self) -> list[str]:
         chunk = (
@@ -127,16 +128,21 @@ class VllmServer:
         self.stop()
         pytest.fail(f"vllm serve not healthy after {STARTUP_DEADLINE_S:.0f} s:\n{self.log_tail()}", pytrace=False)
 
-    def warm(self, prompt_tokens: int) -> None:
+    def warm(self, prompt_tokens: int) -> float:
         """One completion of a prompt this long, one token out, before a timed run: a fresh server's first
         long prefill pays one-time costs (a CI run measured 6.7 s for a 4,096-token prefill that takes 4
-        s warm), which moves when a test's later requests find it busy."""
-        body = json.dumps({"model": SERVED_NAME, "prompt": [100] * prompt_tokens, "max_tokens": 1}).encode()
+        s warm), which moves when a test's later requests find it busy. Returns its seconds (on a warm
+        server: what such a prefill takes on this machine, 0.9 s on one 2-core machine, 4 s on another)."""
+        self.warms += 1  # a prompt of its own each time: a repeated one is a prefix-cache hit, no prefill
+        prompt = [100 + self.warms] + [100] * (prompt_tokens - 1)
+        body = json.dumps({"model": SERVED_NAME, "prompt": prompt, "max_tokens": 1}).encode()
         req = urllib.request.Request(
             self.base_url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
         )
+        t = time.monotonic()
         with urllib.request.urlopen(req, timeout=120) as r:
             r.read()
+        return time.monotonic() - t
 
     def log_tail(self, n: int = 30) -> str:
         try:

@@ -39,7 +39,7 @@ short_output = 128
 shorts = 4
 stagger_ms = 50
 repeats = 2
-period_s = 5.5
+period_s = {period:.2f}   # the second long lands while the shorts decode: set from this machine's prefill time
 """
 
 
@@ -94,11 +94,17 @@ def assert_usage_matches_records(recs, n, output_len):
 
 def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
     wl_path = tmp_path / "hol-cpu.toml"
-    wl_path.write_text(HOL_TOML)
     out, lag = {}, {}
     for budget in (None, 512):
         srv = pool.get(budget)
-        srv.warm(4096)  # the timing below assumes a warm prefill: the second long must find the shorts decoding
+        srv.warm(4096)  # a fresh server's first long prefill pays one-time costs
+        if budget is None:
+            # the schedule follows this machine: a warm 4,096-token prefill took 4 s on one 2-core machine and
+            # 0.9 s on another, and the second long must land while the shorts (128 tokens each) still decode,
+            # about 0.4 of a prefill after they start (at 5.5 s fixed, the faster machine's shorts were done)
+            prefill_warm = srv.warm(4096)
+            period = 1.4 * prefill_warm
+            wl_path.write_text(HOL_TOML.format(period=period))
         run = gb.run(gb.load_workload(str(wl_path)), srv.base_url, result_dir=str(tmp_path), run_id=f"hol-{budget}")
         assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
         recs = records(run.dir)
@@ -109,17 +115,17 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
     print(
         f"\nHOL worst gap per short stream: unchunked {[round(g, 3) for g in gaps_off]} s "
         f"(second long TTFT {prefill_off:.2f} s); chunked 512 {[round(g, 3) for g in gaps_512]} s "
-        f"(second long TTFT {ttft_512:.2f} s)"
+        f"(second long TTFT {ttft_512:.2f} s); warm 4,096-token prefill {prefill_warm:.2f} s, second long at {period:.2f} s"
     )
-    # the premise: the shorts were decoding when the second long arrived (5.5 s), else nothing can stall them
-    shorts_first = [
-        r["first_token_at"] for r in records(os.path.join(str(tmp_path), "hol-None")) if r["cls"] == "short"
-    ]
-    assert max(shorts_first) < 5.5, (
-        f"the unchunked server was too slow for the schedule: shorts' first tokens {shorts_first}"
+    # the premise: the shorts were decoding when the second long arrived, else nothing can stall them
+    shorts = [r for r in records(os.path.join(str(tmp_path), "hol-None")) if r["cls"] == "short"]
+    span = [(round(r["first_token_at"], 2), round(r["chunk_times"][-1], 2)) for r in shorts]  # on the schedule's clock
+    assert all(a < period < b for a, b in span), (
+        f"the schedule missed the shorts' decoding (second long at {period:.2f} s; shorts' first and last "
+        f"tokens {span}; a warm 4,096-token prefill took {prefill_warm:.2f} s)"
     )
     # without chunked prefill each decoding short stream waits out the whole 4,096-token prefill step
-    assert min(gaps_off) >= 0.7 * prefill_off and min(gaps_off) >= 0.8, lag[None]
+    assert min(gaps_off) >= 0.7 * prefill_off and min(gaps_off) >= 0.5 * prefill_warm, lag[None]
     # with a 512-token budget the same prefill is cut into >= 8 steps: no stall near its full length
     assert max(gaps_512) <= ttft_512 / 3, lag[512]
     assert statistics.median(gaps_off) >= 3 * statistics.median(gaps_512)
