@@ -38,9 +38,7 @@ def simulate(
     cluster: an engine.layout.ClusterSpec (replicas behind a router, or prefill/decode instances);
     prices: $ per GPU-hour overrides by tier (engine.prices); labels: run.json's (docs/history.md)."""
     from .. import tokenizer as tokmod
-    from ..analysis.knobs import chunked_prefill_note
     from ..engine.prices import price_table
-    from ..engine.profile import coverage_note, load_profile
     from ..engine.virtual import simulate as simulate_plan
 
     spec = as_workload(workload)
@@ -75,18 +73,21 @@ def simulate(
     out = simulate_plan(cfg, plan, layout, trace_path=trace)
     wall = time.perf_counter() - t
     rd.append_many(out.records)
-    note = None if layout else chunked_prefill_note(cfg, out.stats["max_step_tokens"], _largest(plan))
-    cover = (
-        coverage_note(load_profile(cfg.calibration), [r.prompt_tokens for r in plan.requests])
-        if cfg.calibration
-        else None
-    )
-    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": [n for n in (note, cover) if n]}
+    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": _simulation_notes(cfg, plan, layout, out.stats)}
     return Run(rd.dir, rd.meta, rd.finish(records=out.records))  # summarised in memory: no read-back
 
 
-def _largest(plan) -> int:
-    return max((r.prompt_tokens for r in plan.requests), default=0)
+def _simulation_notes(cfg: EngineConfig, plan, layout, stats: dict) -> list[str]:
+    """What a simulation's reader should know: a knob that did nothing, prompts a calibration profile's
+    runs hardly had."""
+    from ..analysis.knobs import chunked_prefill_note
+    from ..engine.profile import coverage_note, load_profile
+
+    prompts = [r.prompt_tokens for r in plan.requests]
+    notes = [None if layout else chunked_prefill_note(cfg, stats["max_step_tokens"], max(prompts, default=0))]
+    if cfg.calibration:
+        notes.append(coverage_note(load_profile(cfg.calibration), prompts))
+    return [n for n in notes if n]
 
 
 @dataclass
