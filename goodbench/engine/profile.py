@@ -105,12 +105,11 @@ def load_profile(path: str) -> Profile:
 
 
 def _coverage(d, path: str) -> dict:
+    """A profile's [coverage] table (empty when it has none: written before profiles kept it)."""
     if d is None:
         return {}
-    q, n = (
-        d.get("prompt_quantiles") if isinstance(d, dict) else None,
-        d.get("requests") if isinstance(d, dict) else None,
-    )
+    d = d if isinstance(d, dict) else {}
+    q, n = d.get("prompt_quantiles"), d.get("requests")
     ok = isinstance(q, list) and len(q) >= 2 and all(isinstance(x, (int, float)) for x in q) and q == sorted(q)
     if not ok or not isinstance(n, int) or n < 1:
         raise InputError(f"{path}: [coverage] needs requests (a count) and prompt_quantiles (ascending numbers)")
