@@ -108,6 +108,8 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
         run = gb.run(gb.load_workload(str(wl_path)), srv.base_url, result_dir=str(tmp_path), run_id=f"hol-{budget}")
         assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
         recs = records(run.dir)
+        if budget is None:
+            shorts = [r for r in recs if r["cls"] == "short"]  # for the premise below
         long2 = next(r for r in recs if r["id"] == "r5")
         out[budget] = (worst_gaps(recs, {"r1", "r2", "r3", "r4"}), long2["first_token_at"] - long2["sent_at"])
         lag[budget] = run.summary["client_lag"]  # on a failure: was it the client (or the machine)?
@@ -118,7 +120,6 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
         f"(second long TTFT {ttft_512:.2f} s); warm 4,096-token prefill {prefill_warm:.2f} s, second long at {period:.2f} s"
     )
     # the premise: the shorts were decoding when the second long arrived, else nothing can stall them
-    shorts = [r for r in records(os.path.join(str(tmp_path), "hol-None")) if r["cls"] == "short"]
     span = [(round(r["first_token_at"], 2), round(r["chunk_times"][-1], 2)) for r in shorts]  # on the schedule's clock
     assert all(a < period < b for a, b in span), (
         f"the schedule missed the shorts' decoding (second long at {period:.2f} s; shorts' first and last "

@@ -42,9 +42,6 @@ HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request
 # attention (second-order on most runs, and able to mimic a per-token cost) must earn their place
 RIDGE = (1e-3, 1e-3, 1e-3, 1e-3, 1.0, 1.0, 1e-3, 1e-3, 1e-3)
 KNEES = (16, 128, 1024)  # starting floor/token knees (tokens): the floor is piecewise, so start from several
-# ... and one start with no floor to speak of (a step's time affine in its tokens, as on a CPU, where a few
-# tokens already fill the cores): from the floor starts the fit seldom leaves the floor's basin
-AFFINE = None
 ITERATIONS = 12
 MIN_FLOOR = 0.01  # the least a step's floor may be, as a fraction of the runs' median ITL
 
@@ -270,22 +267,18 @@ def _decode_step(runs: list[RunData]) -> float:
     return float(np.nanmedian([r.itl_p50 if r.itl_p50 > 0 else np.nanmedian(r.tpot) for r in runs]))
 
 
-def _start(runs: list[RunData], knee: int | None) -> dict:
-    """A starting point from the runs themselves: most of a decode step is the floor (up to `knee`
-    tokens), or with no knee (AFFINE) the per-step term."""
+def _starts(runs: list[RunData]) -> list[dict]:
+    """Starting points from the runs themselves: most of a decode step is the floor, up to each of KNEES
+    tokens; and one with no floor to speak of, most of it the per-step term (a step's time affine in its
+    tokens, as on a CPU, where a few tokens already fill the cores: from the floor starts alone the fit
+    seldom leaves the floor's basin)."""
     itl = _decode_step(runs)
-    fixed, floor = (0.2, 0.7) if knee else (0.9, MIN_FLOOR)
-    return {
-        "step_s": fixed * itl,
-        "floor_s": floor * itl,
-        "token_s": 0.7 * itl / (knee or KNEES[1]),
-        "decode_request_s": 0.01 * itl,
-        "context_token_s": 0.0,
-        "prefill_attention_s": 0.0,
-        "frontend_s": 0.0,
-        "frontend_flight_s": 0.0,
-        "frontend_token_s": 0.0,
-    }
+    shapes = [(0.2, 0.7, knee) for knee in KNEES] + [(0.9, MIN_FLOOR, KNEES[1])]
+    return [
+        dict.fromkeys(TERMS, 0.0)
+        | {"step_s": fixed * itl, "floor_s": floor * itl, "token_s": 0.7 * itl / knee, "decode_request_s": 0.01 * itl}
+        for fixed, floor, knee in shapes
+    ]
 
 
 def _scale(start: dict, runs: list[RunData]) -> np.ndarray:
@@ -344,10 +337,10 @@ def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, floa
 
 
 def fit_terms(runs: list[RunData], cfg: EngineConfig) -> dict:
-    """The profile's terms fitted to these runs (the best of a few starting knees, and no knee)."""
+    """The profile's terms fitted to these runs (the best of a few starting points)."""
     best = None
-    for knee in KNEES + (AFFINE,):
-        terms, obj = _gn(runs, cfg, _start(runs, knee))
+    for start in _starts(runs):
+        terms, obj = _gn(runs, cfg, start)
         if best is None or obj < best[1]:
             best = (terms, obj)
     return best[0]
