@@ -171,6 +171,23 @@ def test_multi_step_runs_pay_the_host_terms_once_per_scheduling_round():
     assert jac[cal.V0_STEP] < single  # a tenth of the per-step cost per step, not the whole of it
 
 
+def test_each_era_has_its_own_front_end():
+    """The front end is host time, and V1 moved the engine core out of the API server's process: a
+    V0-era online point is priced with the V0 front end, and its TTFT's derivative lands on that term
+    alone (the V1 one, which ships, is fitted only by V1 sources)."""
+    p = next(q for q in cp.load_points() if q.id == "crusoe-l40s-1.0qps-8b-bf16-ttft")
+    assert cal.era(p) == "v0"
+    theta = cal.shipped_theta()
+    theta[cal.NAMES.index("frontend_s")] = 0.0
+    theta[cal.V0_FRONTEND] = 0.03
+    assert cal.constants(theta, p).frontend_s == pytest.approx(0.03)
+    value, jac, _ = cal.replay_with_jacobian(p, theta)
+    assert jac[cal.NAMES.index("frontend_s")] == 0.0
+    assert jac[cal.V0_FRONTEND] == pytest.approx(1e3, rel=0.05)  # a TTFT p50 in ms moves 1 ms per ms of front end
+    v1 = replace(p, version="0.8.5")
+    assert cal.constants(theta, v1).frontend_s == 0.0
+
+
 def test_a_source_stating_no_version_is_v1_after_v0_was_removed():
     p = next(q for q in cp.load_points() if q.id == "yobitel-h100-c1")
     assert cal.era(replace(p, version="not stated", date="2026-05-18 (post)")) == "v1"

@@ -52,17 +52,17 @@ class StepConstants:
 
 
 SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
-    step_s=0.5605e-3,
-    request_s=17.79e-6,
-    kv_read=1.428,
-    attn_request_s=0.5350e-6,
-    fp8_mem=1.512,
-    fp8_compute=1.002,
-    tp_layer_s=34.47e-6,
+    step_s=0.5616e-3,
+    request_s=17.60e-6,
+    kv_read=1.423,
+    attn_request_s=0.5211e-6,
+    fp8_mem=1.501,
+    fp8_compute=1.001,
+    tp_layer_s=34.80e-6,
     tp_layer_pcie_s=0.0,
-    tp_pcie_bw=2.624,
-    prefill_attn=2.318,
-    frontend_s=21.20e-3,
+    tp_pcie_bw=2.594,
+    prefill_attn=2.593,
+    frontend_s=0.0,  # V1's, fitted at its bound: the V1 sources' TTFTs leave no room for one (docs/engine.md)
 )
 
 

@@ -6,8 +6,9 @@ token time's derivative with respect to each constant (`replay_with_jacobian`): 
 the metric and its exact local Jacobian. The fit is Gauss-Newton on log(predicted / measured),
 bounded, with a weak pull towards physical priors (so a term no point constrains stays at its
 prior), each source weighted 1/sqrt(its points). Host time differs between vLLM's V0 engine and V1,
-so V0 sources get their own per-step and per-request terms; everything on the GPU is shared, and
-the shipped model uses the V1 terms. A V0 source that ran multi-step scheduling (vLLM 0.6's
+so V0 sources get their own per-step, per-request and front-end terms (V1 moved the engine core
+out of the API server's process); everything on the GPU is shared, and the shipped model uses the
+V1 terms. A V0 source that ran multi-step scheduling (vLLM 0.6's
 `--num-scheduler-steps n`) schedules, prepares inputs and processes outputs once per n forward
 passes: its host terms are divided by n.
 
@@ -29,15 +30,21 @@ from .calpoints import Point, load_points, measured, metric, point_config, regim
 from .clock import ClockFollower, derivatives
 
 K = len(fields(StepConstants))
-NAMES = tuple(f.name for f in fields(StepConstants)) + ("step_s_v0", "request_s_v0")
-#        step_s request_s kv_read attn_req fp8_mem fp8_comp tp_layer tp_pcie pcie_bw pf_attn frontend v0 step v0 req
-SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1.0, 1e-5, 1e-5, 1.0, 1.0, 1e-2, 1e-3, 1e-5])
-PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 1.0, 0.0, 0.0, PCIE_PRIOR, 2.0, 0.0, 0.5e-3, 1e-5])
-LOWER = np.array([0.0, 0.0, 1.0, 0.0, 0.8, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
-UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 5.0, 1e-3, 1e-3, 8.0, 5.0, 0.2, 10e-3, 1e-3])
+HOST = ("step_s", "request_s", "frontend_s")  # the terms each era has its own of
+NAMES = tuple(f.name for f in fields(StepConstants)) + tuple(f"{n}_v0" for n in HOST)
+#        step_s request_s kv_read attn_req fp8_mem fp8_comp tp_layer tp_pcie pcie_bw pf_attn frontend v0: step req frontend
+SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1.0, 1e-5, 1e-5, 1.0, 1.0, 1e-2, 1e-3, 1e-5, 1e-2])
+PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 1.0, 0.0, 0.0, PCIE_PRIOR, 2.0, 0.0, 0.5e-3, 1e-5, 0.0])
+LOWER = np.array([0.0, 0.0, 1.0, 0.0, 0.8, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 5.0, 1e-3, 1e-3, 8.0, 5.0, 0.2, 10e-3, 1e-3, 0.2])
 PRIOR_WEIGHT = 1e-4  # per scaled unit: a deviation of one scale from the prior costs as much as a 1% error on one point
-FRONTEND, V0_STEP, V0_REQ = K - 1, K, K + 1
-V0_TERMS = (1.673e-3, 42.99e-6)  # the V0-era step and request times of the fit (SHIPPED holds the V1 terms)
+V1_HOST = [NAMES.index(n) for n in HOST]
+V0_STEP, V0_REQ, V0_FRONTEND = (NAMES.index(f"{n}_v0") for n in HOST)
+V0_TERMS = (
+    1.678e-3,
+    43.08e-6,
+    20.75e-3,
+)  # the V0-era host terms of the fit, in HOST's order (SHIPPED holds the V1 terms)
 ONLINE = ("closed", "poisson")
 V0_REMOVED = "2025-10"  # vLLM 0.11.0 (October 2025) removed the V0 engine
 JOBS = min(2, os.cpu_count() or 1)  # served over HTTP: the front end is in the client's times
@@ -56,12 +63,12 @@ def era(p: Point) -> str:
 
 
 def constants(theta: np.ndarray, p: Point | None = None) -> StepConstants:
-    """The StepConstants a point is priced with: its era's host terms (over a multi-step run's steps);
-    no front end offline."""
+    """The StepConstants a point is priced with: its era's host terms (the per-step ones over a
+    multi-step run's steps); no front end offline."""
     k = StepConstants(*theta[:K])
     if p is not None and era(p) == "v0":
         n = p.scheduler_steps
-        k = replace(k, step_s=theta[V0_STEP] / n, request_s=theta[V0_REQ] / n)
+        k = replace(k, step_s=theta[V0_STEP] / n, request_s=theta[V0_REQ] / n, frontend_s=theta[V0_FRONTEND])
     if p is not None and p.workload not in ONLINE:
         k = replace(k, frontend_s=0.0)
     return k
@@ -72,8 +79,9 @@ def _to_theta(jac: np.ndarray, p: Point) -> np.ndarray:
     out = np.zeros(len(NAMES))
     out[:K] = jac
     if era(p) == "v0":
-        out[[V0_STEP, V0_REQ]] = jac[:2] / p.scheduler_steps
-        out[:2] = 0.0
+        n = p.scheduler_steps
+        out[[V0_STEP, V0_REQ, V0_FRONTEND]] = jac[V1_HOST] / np.array([n, n, 1.0])
+        out[V1_HOST] = 0.0
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..costmodel import CostModel
 from ..uncertainty import REGIME_ORDER
-from .calibration import NAMES, calibrate, constants, shipped_theta
+from .calibration import NAMES, K, calibrate, constants, shipped_theta
 from .calpoints import load_points, point_config, replay
 
 TARGETS = {"tpot": ("TPOT / ITL / latency per token", 0.10), "ttft": ("TTFT", 0.15), "throughput": ("throughput", 0.10)}
@@ -28,9 +28,10 @@ UNITS = {
     "tp_layer_pcie_s": (1e6, "us", "the same over PCIe"),
     "tp_pcie_bw": (1, "x", "PCIe ring all-reduce bytes at the link rate / this (1.36 = Vidur's measured ring)"),
     "prefill_attn": (1, "x", "prefill attention FLOPs at peak / this"),
-    "frontend_s": (1e3, "ms", "once per request: the server's front end (online runs only)"),
+    "frontend_s": (1e3, "ms", "once per request: the server's front end (online runs only), V1"),
     "step_s_v0": (1e3, "ms", "host time per step, V0-era or unstated versions"),
     "request_s_v0": (1e6, "us", "host time per request per step, V0-era or unstated versions"),
+    "frontend_s_v0": (1e3, "ms", "once per request: the front end, V0-era or unstated versions"),
 }
 
 
@@ -82,8 +83,8 @@ def uncertainty_constants(rows: list[dict]) -> tuple[dict, dict, tuple]:
 def shipped_constants_text(theta: np.ndarray) -> str:
     """What to paste into costmodel.SHIPPED and calibration.V0_TERMS after a refit."""
     k = dict(zip(NAMES, theta.tolist()))
-    head = ", ".join(f"{n}={k[n]:.4g}" for n in NAMES[:-2])
-    v0 = ", ".join(f"{k[n]:.4g}" for n in ("step_s_v0", "request_s_v0"))
+    head = ", ".join(f"{n}={k[n]:.4g}" for n in NAMES[:K])
+    v0 = ", ".join(f"{k[n]:.4g}" for n in NAMES[K:])
     return f"SHIPPED = StepConstants({head})\nV0_TERMS = ({v0})"
 
 
