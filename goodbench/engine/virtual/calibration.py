@@ -30,21 +30,20 @@ from .calpoints import Point, load_points, measured, metric, point_config, regim
 from .clock import ClockFollower, derivatives
 
 K = len(fields(StepConstants))
-HOST = ("step_s", "request_s", "frontend_s")  # the terms each era has its own of
-NAMES = tuple(f.name for f in fields(StepConstants)) + tuple(f"{n}_v0" for n in HOST)
-#        step_s request_s kv_read attn_req fp8_mem fp8_comp tp_layer tp_pcie pcie_bw pf_attn frontend v0: step req frontend
-SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1.0, 1e-5, 1e-5, 1.0, 1.0, 1e-2, 1e-3, 1e-5, 1e-2])
-PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 1.0, 0.0, 0.0, PCIE_PRIOR, 2.0, 0.0, 0.5e-3, 1e-5, 0.0])
-LOWER = np.array([0.0, 0.0, 1.0, 0.0, 0.8, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
-UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 5.0, 1e-3, 1e-3, 8.0, 5.0, 0.2, 10e-3, 1e-3, 0.2])
+ERA = ("step_s", "request_s", "frontend_s")  # the terms each era has its own of (host time)
+PER_STEP = ("step_s", "request_s")  # of those, paid once per scheduling round (multi-step)
+NAMES = tuple(f.name for f in fields(StepConstants)) + tuple(f"{n}_v0" for n in ERA)
+#               step_s request_s kv_read attn_req fp8_mem fp8_comp tp_layer tp_pcie pcie_bw pf_attn frontend
+_SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1.0, 1e-5, 1e-5, 1.0, 1.0, 1e-2])
+_PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 1.0, 0.0, 0.0, PCIE_PRIOR, 2.0, 0.0])
+_LOWER = np.array([0.0, 0.0, 1.0, 0.0, 0.8, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+_UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 5.0, 1e-3, 1e-3, 8.0, 5.0, 0.2])
+V1_ERA = [NAMES.index(n) for n in ERA]
+V0_ERA = [NAMES.index(f"{n}_v0") for n in ERA]
+SCALE, PRIOR, LOWER, UPPER = (np.concatenate([a, a[V1_ERA]]) for a in (_SCALE, _PRIOR, _LOWER, _UPPER))  # V0's as V1's
 PRIOR_WEIGHT = 1e-4  # per scaled unit: a deviation of one scale from the prior costs as much as a 1% error on one point
-V1_HOST = [NAMES.index(n) for n in HOST]
-V0_STEP, V0_REQ, V0_FRONTEND = (NAMES.index(f"{n}_v0") for n in HOST)
-V0_TERMS = (
-    1.678e-3,
-    43.08e-6,
-    20.75e-3,
-)  # the V0-era host terms of the fit, in HOST's order (SHIPPED holds the V1 terms)
+V0_STEP, V0_REQ, V0_FRONTEND = (NAMES.index(f"{n}_v0") for n in ("step_s", "request_s", "frontend_s"))
+V0_TERMS = (1.678e-3, 43.08e-6, 20.75e-3)  # the fit's V0-era terms, in ERA's order (SHIPPED holds the V1 ones)
 ONLINE = ("closed", "poisson")
 V0_REMOVED = "2025-10"  # vLLM 0.11.0 (October 2025) removed the V0 engine
 JOBS = min(2, os.cpu_count() or 1)  # served over HTTP: the front end is in the client's times
@@ -62,26 +61,29 @@ def era(p: Point) -> str:
         return "v1" if p.date[:7] >= V0_REMOVED and p.date[:4].isdigit() else "v0"
 
 
+def _per_round(p: Point) -> np.ndarray:
+    """What each ERA term is divided by for p: a multi-step run's scheduler steps for the per-step terms."""
+    return np.array([p.scheduler_steps if n in PER_STEP else 1.0 for n in ERA])
+
+
 def constants(theta: np.ndarray, p: Point | None = None) -> StepConstants:
-    """The StepConstants a point is priced with: its era's host terms (the per-step ones over a
-    multi-step run's steps); no front end offline."""
+    """The StepConstants a point is priced with: its era's terms (the per-step ones over a multi-step
+    run's steps); no front end offline."""
     k = StepConstants(*theta[:K])
     if p is not None and era(p) == "v0":
-        n = p.scheduler_steps
-        k = replace(k, step_s=theta[V0_STEP] / n, request_s=theta[V0_REQ] / n, frontend_s=theta[V0_FRONTEND])
+        k = replace(k, **dict(zip(ERA, (theta[V0_ERA] / _per_round(p)).tolist())))
     if p is not None and p.workload not in ONLINE:
         k = replace(k, frontend_s=0.0)
     return k
 
 
 def _to_theta(jac: np.ndarray, p: Point) -> np.ndarray:
-    """A point's derivative by the StepConstants, placed on the full vector (host terms by era)."""
+    """A point's derivative by the StepConstants, placed on the full vector (era terms by era)."""
     out = np.zeros(len(NAMES))
     out[:K] = jac
     if era(p) == "v0":
-        n = p.scheduler_steps
-        out[[V0_STEP, V0_REQ, V0_FRONTEND]] = jac[V1_HOST] / np.array([n, n, 1.0])
-        out[V1_HOST] = 0.0
+        out[V0_ERA] = jac[V1_ERA] / _per_round(p)
+        out[V1_ERA] = 0.0
     return out
 
 
