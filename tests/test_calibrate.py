@@ -14,9 +14,11 @@ from rich.console import Console
 from test_profile import write
 
 import goodbench as gb
-from goodbench.analysis.calibrate import front_end_notes, load_run
+from goodbench.analysis.calibrate import RunData, fit_terms, front_end_notes, load_run, replay_config
+from goodbench.engine.costmodel import CostModel
 from goodbench.engine.profile import TERMS, Profile, load_profile, render_profile
 from goodbench.errors import RunDirError
+from goodbench.records import RequestSpec
 from goodbench.report.tables import calibration_table
 from goodbench.store import load
 
@@ -294,6 +296,50 @@ def test_a_server_whose_steps_grow_from_the_first_token_is_fitted_without_a_floo
     assert all(abs(e) < 0.05 for e in cal.rows[0]["fit_error"].values()), cal.rows[0]
 
 
+def _served_runs() -> list:
+    """tests/data/calibrate/served-l40s.json: two runs of the built-in `calibrate` workload against the
+    reference engine's L40S served on loopback (its README has the commands), as calibrate loads them."""
+    with open(os.path.join(ROOT, "tests", "data", "calibrate", "served-l40s.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    num = lambda xs: np.array([np.nan if x is None else x for x in xs], dtype=float)  # noqa: E731
+    return [
+        RunData(
+            r["path"],
+            [
+                RequestSpec(str(k), "varied", "x", p, o)
+                for k, (p, o) in enumerate(zip(r["prompt_tokens"], r["output_tokens"]))
+            ],
+            num(r["offsets"]),
+            num(r["ttft"]),
+            num(r["tpot"]),
+            r["itl_p50"],
+            r["server_engine_s"],
+            r["kv"],
+            {int(b): tuple(v) for b, v in r["gaps"].items()},
+            r["front_end_s"],
+        )
+        for r in data["runs"]
+    ]
+
+
+def test_runs_against_the_served_reference_engine_are_fitted_with_its_per_token_cost():
+    """The served L40S has a weight-read floor and a per-token cost past it (a 2,048-token prefill step is
+    146 ms). Started only from the floor starts, every fit of these runs lost the per-token term (its
+    gradient is 0 once no step's tokens pass the floor) and let prefill attention, quadratic, stand in for
+    it: prefill steps of 512 and 1,024 tokens priced 33% and 21% short (an unchunked 4,096 twice over). The
+    start from the runs' TTFT slope per prompt token keeps it: -7%, +6% and +6% at 512, 1,024 and 2,048."""
+    knobs = {"max_num_batched_tokens": 2048, "max_num_seqs": 256}
+    runs = _served_runs()
+    fit = Profile(fit_terms(runs, replay_config(gb.EngineConfig(**knobs), runs)))
+    tier = CostModel.for_config(gb.EngineConfig(gpu="l40s", **knobs))
+    for n in (512, 1024, 2048):  # a prefill step of n tokens from an empty context, within the runs' budget
+        attn = n * (n + 1) / 2
+        assert fit.step_time(n, 0, 0, attn) == pytest.approx(tier.step_time(n, 0, 0, attn, 0, 1), rel=0.15), (
+            n,
+            fit.terms,
+        )
+
+
 def test_a_what_if_with_prompts_the_runs_hardly_had_says_so(fitted, tmp_path):
     """The fitted runs had prompts of 32-600 and 1,000 tokens: 64-token prompts are covered, 3,000-token
     ones are the fit's extrapolation, and the simulation's notes say so."""
@@ -308,3 +354,20 @@ def test_a_what_if_with_prompts_the_runs_hardly_had_says_so(fitted, tmp_path):
     assert notes(64) == []
     (note,) = notes(3000)
     assert "100% of the requests" in note and "--workload calibrate" in note
+
+
+def test_a_what_if_with_steps_beyond_the_runs_budget_says_so(fitted, tmp_path):
+    """The fitted runs' server had a 512-token budget: a what-if at that budget is inside what the fit saw;
+    at 2,048 its steps carry up to 2,048 tokens, and the simulation's notes say those are extrapolated."""
+    _, prof, _ = fitted
+    assert prof.engine["max_num_batched_tokens"] == 512
+    wl = gb.load_workload(None, dataset_name="random", random_input_len=1000, random_output_len=8, num_prompts=10)
+
+    def notes(budget):
+        eng = gb.EngineConfig(calibration=prof.path, max_num_batched_tokens=budget)
+        run = gb.simulate(wl, eng, result_dir=str(tmp_path))
+        return [n for n in run.summary["simulation"]["notes"] if "beyond the" in n]
+
+    assert notes(512) == []
+    (note,) = notes(2048)
+    assert "steps of up to 2,048 tokens" in note and "512-token budget" in note

@@ -267,17 +267,30 @@ def _decode_step(runs: list[RunData]) -> float:
     return float(np.nanmedian([r.itl_p50 if r.itl_p50 > 0 else np.nanmedian(r.tpot) for r in runs]))
 
 
+def _ttft_slope(runs: list[RunData]) -> float:
+    """The runs' TTFT per prompt token (least squares over every request's; 0 where it cannot be told)."""
+    p = np.concatenate([[q.prompt_tokens for q in r.requests] for r in runs]).astype(float)
+    t = np.concatenate([r.ttft for r in runs])
+    ok = np.isfinite(t)
+    if ok.sum() < 2 or np.ptp(p[ok]) == 0:
+        return 0.0
+    return max(float(np.polyfit(p[ok], t[ok], 1)[0]), 0.0)
+
+
 def _starts(runs: list[RunData]) -> list[dict]:
     """Starting points from the runs themselves: most of a decode step is the floor, up to each of KNEES
-    tokens; and one with no floor to speak of, most of it the per-step term (a step's time affine in its
-    tokens, as on a CPU, where a few tokens already fill the cores: from the floor starts alone the fit
-    seldom leaves the floor's basin)."""
+    tokens, or up to where the runs' TTFT slope per prompt token says a token's cost starts; and one with
+    no floor to speak of, most of it the per-step term (a step's time affine in its tokens, as on a CPU,
+    where a few tokens already fill the cores). A floor start whose per-token cost falls below every
+    step's tokens loses that term's gradient for good (prefill attention then mimics it, quadratic where
+    the truth is linear: seen on the reference engine's L40S), so the slope start is the one that keeps it."""
     itl = _decode_step(runs)
-    shapes = [(0.2, 0.7, knee) for knee in KNEES] + [(0.9, MIN_FLOOR, KNEES[1])]
+    tokens = [0.7 * itl / knee for knee in KNEES] + [_ttft_slope(runs)]
+    shapes = [(0.2, 0.7, t) for t in tokens if t > 0] + [(0.9, MIN_FLOOR, 0.7 * itl / KNEES[1])]
     return [
         dict.fromkeys(TERMS, 0.0)
-        | {"step_s": fixed * itl, "floor_s": floor * itl, "token_s": 0.7 * itl / knee, "decode_request_s": 0.01 * itl}
-        for fixed, floor, knee in shapes
+        | {"step_s": fixed * itl, "floor_s": floor * itl, "token_s": token, "decode_request_s": 0.01 * itl}
+        for fixed, floor, token in shapes
     ]
 
 

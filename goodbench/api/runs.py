@@ -78,15 +78,16 @@ def simulate(
 
 
 def _simulation_notes(cfg: EngineConfig, plan, layout, stats: dict) -> list[str]:
-    """What a simulation's reader should know: a knob that did nothing, prompts a calibration profile's
-    runs hardly had."""
+    """What a simulation's reader should know: a knob that did nothing, prompts or steps a calibration
+    profile's runs hardly had."""
     from ..analysis.knobs import chunked_prefill_note
-    from ..engine.profile import coverage_note, load_profile
+    from ..engine.profile import budget_note, coverage_note, load_profile
 
     prompts = [r.prompt_tokens for r in plan.requests]
     notes = [None if layout else chunked_prefill_note(cfg, stats["max_step_tokens"], max(prompts, default=0))]
     if cfg.calibration:
-        notes.append(coverage_note(load_profile(cfg.calibration), prompts))
+        prof = load_profile(cfg.calibration)
+        notes += [coverage_note(prof, prompts), budget_note(prof, stats["max_step_tokens"])]
     return [n for n in notes if n]
 
 

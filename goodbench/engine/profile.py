@@ -158,6 +158,21 @@ def coverage_note(prof: Profile, prompts) -> str | None:
     )
 
 
+def budget_note(prof: Profile, max_step_tokens: int) -> str | None:
+    """A line for a what-if whose steps carried more tokens than the calibration runs' budget allowed
+    (None otherwise, or when the profile does not say, or its server ran without chunked prefill): those
+    step times are the fit's extrapolation."""
+    budget = prof.engine.get("max_num_batched_tokens")
+    if not budget or not prof.engine.get("enable_chunked_prefill", True) or max_step_tokens <= budget:
+        return None
+    return (
+        f"steps of up to {max_step_tokens:,} tokens, beyond the {budget:,}-token budget the calibration runs had: "
+        "their times are the fit's extrapolation (calibrated at a 512-token budget on the reference engine, its "
+        "2,048-token prefill steps came out 9-25% short; benchmarks/calibrate_budget.py). Calibrate on runs "
+        "at the largest budget you will ask about."
+    )
+
+
 def _toml(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"

@@ -231,6 +231,11 @@ def instances_line(sim: dict) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- advise
+def _fine(s: float) -> str:
+    """A per-token or per-unit time: in ns from 1 ns up, else in ps."""
+    return f"{s * 1e9:.2f} ns" if s >= 1e-9 else f"{s * 1e12:.1f} ps"
+
+
 def calibration_lines(prof) -> list[str]:
     """A calibration profile's fitted terms, in the units they are usually thought in."""
     t = prof.terms
@@ -243,8 +248,7 @@ def calibration_lines(prof) -> list[str]:
         if t["token_s"]
         else f"  step {t['step_s'] * 1e3:.3f} ms · floor {t['floor_s'] * 1e3:.3f} ms · token 0 us · decode request "
         f"{t['decode_request_s'] * 1e6:.1f} us",
-        f"  context token {t['context_token_s'] * 1e9:.2f} ns · prefill attention {t['prefill_attention_s'] * 1e12:.3f} "
-        f"ps per unit",
+        f"  context token {_fine(t['context_token_s'])} · prefill attention {_fine(t['prefill_attention_s'])} per unit",
         f"  front end {t['frontend_s'] * 1e3:.2f} ms · per request in flight at the send "
         f"{t['frontend_flight_s'] * 1e3:.2f} ms · per prompt token {t['frontend_token_s'] * 1e6:.1f} us",
         f"  engine as served: {', '.join(f'{k}={v}' for k, v in prof.engine.items())}",
