@@ -17,7 +17,7 @@ import goodbench as gb
 from goodbench.analysis.calibrate import RunData, fit_terms, front_end_notes, load_run, replay_config
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.profile import TERMS, Profile, load_profile, render_profile
-from goodbench.errors import RunDirError
+from goodbench.errors import RunDirError, UsageError
 from goodbench.records import RequestSpec
 from goodbench.report.tables import calibration_table
 from goodbench.store import load
@@ -371,3 +371,32 @@ def test_a_what_if_with_steps_beyond_the_runs_budget_says_so(fitted, tmp_path):
     assert notes(512) == []
     (note,) = notes(2048)
     assert "steps of up to 2,048 tokens" in note and "512-token budget" in note
+
+
+def test_a_profile_is_one_server_whose_gpu_labels_counts_and_prices_its_what_ifs(fitted, tmp_path):
+    """calibrate records the server's GPU and TP size (the default tier when not told); a what-if with
+    the profile is that server whatever gpu says (its label, GPU count and price), and a sweep of it is
+    one tier: sweeping GPU tiers with one server's profile is refused."""
+    _, prof, _ = fitted
+    assert prof.engine["gpu"] == gb.EngineConfig().gpu and prof.engine["tensor_parallel_size"] == 1
+    path = tmp_path / "l40s-tp2.toml"
+    path.write_text(
+        render_profile(replace(prof, engine=prof.engine | {"gpu": "l40s", "tensor_parallel_size": 2}), "t", "0")
+    )
+    cfg = gb.EngineConfig(calibration=str(path)).resolved()
+    assert (cfg.gpu, cfg.tensor_parallel_size) == ("l40s", 2)
+    run = gb.simulate(gb.load_workload("mixed-long-short", num_prompts=10), cfg, result_dir=str(tmp_path))
+    assert run.summary["cost"]["gpu_tiers"] == {"l40s": 2}
+    wl = gb.load_workload("mixed-long-short", num_prompts=10)
+    s = gb.api.prepare_sweep(
+        wl,
+        ["h100-sxm"],
+        {"max_num_batched_tokens": [512]},
+        engine=gb.EngineConfig(calibration=str(path)),
+        result_dir=str(tmp_path),
+    )
+    assert [c.gpu for c in s.cells] == ["l40s"]
+    with pytest.raises(UsageError, match="one server"):
+        gb.api.prepare_sweep(
+            wl, ["l40s", "h100-sxm"], {}, engine=gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)
+        )

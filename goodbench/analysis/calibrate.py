@@ -457,6 +457,8 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "two or more runs for an out-of-sample figure)"
     )
     engine = {
+        "gpu": cfg.gpu,
+        "tensor_parallel_size": cfg.tensor_parallel_size,
         "num_gpu_blocks": cfg.num_gpu_blocks,
         "block_size": cfg.block_size,
         "max_num_batched_tokens": cfg.max_num_batched_tokens,

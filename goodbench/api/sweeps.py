@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..engine.config import EngineConfig
+from ..errors import UsageError
 from ..limits import TARGET_ATTAINMENT
 from ..store import new_run_id
 from ..workloads import build_plan
@@ -26,6 +27,21 @@ class SweepOutcome:
     report: str | None
     plots_missing: bool = False  # matplotlib is not installed
     cheapest: dict | None = None  # the cell with the lowest $ per million output tokens within the SLO
+
+
+def _profiles_server(engine: EngineConfig | None, gpus: list[str]) -> list[str]:
+    """The tiers to sweep: a calibration profile that names its server's GPU is that one server."""
+    from ..engine.profile import load_profile
+
+    served = load_profile(engine.calibration).engine.get("gpu") if engine and engine.calibration else None
+    if not served:
+        return gpus
+    if len(set(gpus)) > 1:
+        raise UsageError(
+            f"a calibration profile is one server (its GPU: {served}): sweep its knobs, not GPU tiers "
+            f"({', '.join(gpus)}); leave out --gpu"
+        )
+    return [served]
 
 
 def prepare_sweep(
@@ -56,6 +72,7 @@ def prepare_sweep(
 
     spec = as_workload(workload)
     require_slo(spec)
+    gpus = _profiles_server(engine, gpus)
     base = replace(engine or EngineConfig(), gpu=gpus[0])
     for lay in layouts or ():
         parse_layout(lay, cluster)

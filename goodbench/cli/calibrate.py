@@ -41,7 +41,14 @@ def cmd_calibrate(args) -> int:
     for line in calibration_lines(cal.profile):
         con.print(line)
     con.print(calibration_table(cal.rows, cal.out_of_sample))
-    for note in cal.notes:
+    notes = list(cal.notes)
+    if not args.gpu:
+        notes.append(
+            f"no --gpu: the profile takes its server for the default GPU, {cal.profile.engine['gpu']}, which labels, "
+            "counts and prices its what-ifs and sized the KV cache where the runs did not scrape /metrics; "
+            "pass --gpu (and --tensor-parallel-size) for your server's"
+        )
+    for note in notes:
         con.print(f"  note: {note}", style="yellow", markup=False)
     con.print(f"  profile: {args.out} · use it with --calibration {args.out}", style="dim")
     return EXIT_OK

@@ -159,15 +159,23 @@ class EngineConfig:
         the user set (num_gpu_blocks, max_model_len, ...) is kept, never taken for a derived value."""
         if self._knobs is not None:
             return self
-        out = self._resolve()
+        out = self._on_profiles_server()._resolve()
         object.__setattr__(out, "_knobs", self)
         return out
 
+    def _on_profiles_server(self) -> EngineConfig:
+        """A calibration profile is one server: its GPU and TP size (where it names them) label, count and
+        price the what-ifs, whatever gpu and tensor_parallel_size say."""
+        served = load_profile(self.calibration).engine if self.calibration else {}
+        if not served.get("gpu"):
+            return self
+        return replace(self, gpu=served["gpu"], tensor_parallel_size=served.get("tensor_parallel_size", 1))
+
     def _resolve(self) -> EngineConfig:
+        served = load_profile(self.calibration).engine if self.calibration else {}  # what the server ran with
         gpu, model = get_gpu(self.gpu), get_model(self.model)
         self._check_knobs(gpu, model)
         big = gpu.mem_gib >= 70 and not gpu.name.startswith("a100")
-        served = load_profile(self.calibration).engine if self.calibration else {}  # what the server ran with
         seqs = self.max_num_seqs or served.get("max_num_seqs") or (1024 if big else 256)
         budget_given = self.max_num_batched_tokens is not None
         budget = self.max_num_batched_tokens or served.get("max_num_batched_tokens") or (8192 if big else 2048)

@@ -9,8 +9,9 @@ A the prefill attention work (sum over chunks of n (p + (n + 1) / 2)). t_floor i
 however few tokens it carries (the weights are read once per step); above t_floor / t_token tokens
 each one costs t_token. The front end delays a request between its send and the engine: F requests
 were in flight at its send, P tokens in its prompt (a server whose HTTP process shares a CPU with its
-engine slows as the load grows; engine/frontend.py). The engine section keeps what the server ran with (KV capacity and, when
-known, its budget and sequence limit), so a what-if changes only what the user asks to change."""
+engine slows as the load grows; engine/frontend.py). The engine section keeps what the server ran with (its GPU and
+TP size, KV capacity and, when known, its budget and sequence limit), so a what-if changes only what the user asks to
+change and is labelled and priced as that server."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ TERMS = (
 STEP_TERMS = TERMS[:6]  # what a step's time is made of; the rest are the front end's (engine/frontend.py)
 OPTIONAL = ("frontend_flight_s", "frontend_token_s")  # 0 in profiles written before they existed
 ENGINE_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
+SERVER_KEYS = ("gpu", "tensor_parallel_size")  # the server's hardware: what-ifs' labels, GPU counts and prices
 HELP = {
     "step_s": "per step: scheduling, launch, sampling set-up",
     "floor_s": "per step, the least the linear layers take (weights read once a step)",
@@ -90,7 +92,9 @@ def load_profile(path: str) -> Profile:
     terms = {k: _num(d["terms"], k, path) for k in TERMS}
     if terms["step_s"] + terms["floor_s"] <= 0:
         raise InputError(f"{path}: [terms] step_s and floor_s are both 0: a step must take some time")
-    eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS if k in d.get("engine", {})}
+    eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS + SERVER_KEYS if k in d.get("engine", {})}
+    if not isinstance(eng.get("gpu", ""), str) or not isinstance(eng.get("tensor_parallel_size", 1), int):
+        raise InputError(f"{path}: [engine] gpu is a GPU's name and tensor_parallel_size a whole number")
     meta = d.get("profile", {})
     pct = meta.get("step_time_pct")
     return Profile(
@@ -199,7 +203,7 @@ def render_profile(p: Profile, created: str, version: str) -> str:
     out += [f"{k} = {p.terms[k]:.6g}  # {HELP[k]}" for k in TERMS]
     if p.engine:
         out += ["", "[engine]  # what the server ran with"]
-        out += [f"{k} = {_toml(p.engine[k])}" for k in ENGINE_KEYS if k in p.engine]
+        out += [f"{k} = {_toml(p.engine[k])}" for k in SERVER_KEYS + ENGINE_KEYS if k in p.engine]
     if p.coverage:
         out += ["", "[coverage]  # the runs' prompt lengths: a what-if outside them is extrapolated"]
         out += [f"requests = {p.coverage['requests']}", f"prompt_quantiles = {_toml(p.coverage['prompt_quantiles'])}"]

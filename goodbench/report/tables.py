@@ -251,7 +251,7 @@ def calibration_lines(prof) -> list[str]:
         f"  context token {_fine(t['context_token_s'])} · prefill attention {_fine(t['prefill_attention_s'])} per unit",
         f"  front end {t['frontend_s'] * 1e3:.2f} ms · per request in flight at the send "
         f"{t['frontend_flight_s'] * 1e3:.2f} ms · per prompt token {t['frontend_token_s'] * 1e6:.1f} us",
-        f"  engine as served: {', '.join(f'{k}={v}' for k, v in prof.engine.items())}",
+        f"  server as calibrated: {', '.join(f'{k}={v}' for k, v in prof.engine.items())}",
     ]
     if prof.step_time_pct is not None:
         out.append(f"  expected error: ±{prof.step_time_pct:.1f}% ({prof.basis})")
