@@ -40,7 +40,7 @@ def errors(gpu: str, budget: int, runs) -> list[float]:
         ).dir
         for i, (n, rate) in enumerate(runs)
     ]
-    gb.calibrate(dirs, gb.EngineConfig(**knobs), out=os.path.join(tmp, "fit.toml"))
+    gb.calibrate(dirs, server, out=os.path.join(tmp, "fit.toml"))  # told the server's GPU, as a user should
     fit, tier = load_profile(os.path.join(tmp, "fit.toml")), CostModel.for_config(server)
     out = []
     for n in STEPS:

@@ -17,7 +17,7 @@ import goodbench as gb
 from goodbench.analysis.calibrate import RunData, fit_terms, front_end_notes, load_run, replay_config
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.profile import TERMS, Profile, load_profile, render_profile
-from goodbench.errors import RunDirError, UsageError
+from goodbench.errors import InputError, RunDirError, UsageError
 from goodbench.records import RequestSpec
 from goodbench.report.tables import calibration_table
 from goodbench.store import load
@@ -328,10 +328,10 @@ def test_runs_against_the_served_reference_engine_are_fitted_with_its_per_token_
     gradient is 0 once no step's tokens pass the floor) and let prefill attention, quadratic, stand in for
     it: prefill steps of 512 and 1,024 tokens priced 33% and 21% short (an unchunked 4,096 twice over). The
     start from the runs' TTFT slope per prompt token keeps it: -7%, +6% and +6% at 512, 1,024 and 2,048."""
-    knobs = {"max_num_batched_tokens": 2048, "max_num_seqs": 256}
+    server = gb.EngineConfig(gpu="l40s", max_num_batched_tokens=2048, max_num_seqs=256)  # as it was served
     runs = _served_runs()
-    fit = Profile(fit_terms(runs, replay_config(gb.EngineConfig(**knobs), runs)))
-    tier = CostModel.for_config(gb.EngineConfig(gpu="l40s", **knobs))
+    fit = Profile(fit_terms(runs, replay_config(server, runs)))
+    tier = CostModel.for_config(server)
     for n in (512, 1024, 2048):  # a prefill step of n tokens from an empty context, within the runs' budget
         attn = n * (n + 1) / 2
         assert fit.step_time(n, 0, 0, attn) == pytest.approx(tier.step_time(n, 0, 0, attn, 0, 1), rel=0.15), (
@@ -400,3 +400,57 @@ def test_a_profile_is_one_server_whose_gpu_labels_counts_and_prices_its_what_ifs
         gb.api.prepare_sweep(
             wl, ["l40s", "h100-sxm"], {}, engine=gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)
         )
+
+
+def test_what_contradicts_a_profiles_server_is_refused_with_a_line_that_says_why(fitted, tmp_path):
+    """A --gpu or -tp other than the profile's server, GPU tiers or TP sizes swept with it, and a
+    disaggregated layout's own tiers: each would be labelled and priced as a server the profile never saw."""
+    _, prof, _ = fitted
+    path = str(tmp_path / "l40s.toml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_profile(replace(prof, engine=prof.engine | {"gpu": "l40s"}), "t", "0"))
+    for argv in (
+        ["simulate", "--workload", "mixed-long-short", "--num-prompts", "5", "--gpu", "h100-sxm"],
+        ["simulate", "--workload", "mixed-long-short", "--num-prompts", "5", "--tensor-parallel-size", "2"],
+        ["sweep", "--workload", "mixed-long-short", "--num-prompts", "5", "--param", "tensor_parallel_size=1,2"],
+        [
+            "simulate",
+            "--workload",
+            "mixed-long-short",
+            "--num-prompts",
+            "5",
+            "--disaggregate",
+            "1:1",
+            "--decode-gpu",
+            "h200",
+        ],
+    ):
+        r = run_cli(*argv, "--calibration", path, "--result-dir", str(tmp_path))
+        assert r.returncode == 2 and "one server" in r.stderr and "Traceback" not in r.stderr, (argv, r.stderr)
+    ok = run_cli(
+        "simulate",
+        "--workload",
+        "mixed-long-short",
+        "--num-prompts",
+        "5",
+        "--gpu",
+        "l40s",
+        "--calibration",
+        path,
+        "--result-dir",
+        str(tmp_path),
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_profile_naming_a_gpu_goodbench_does_not_know_is_refused_naming_the_file(fitted, tmp_path):
+    _, prof, _ = fitted
+    for engine, key in (
+        ({"gpu": "rtx9090"}, "gpu"),
+        ({"tensor_parallel_size": True}, "tensor_parallel_size"),
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size"),
+    ):
+        path = tmp_path / "bad.toml"
+        path.write_text(render_profile(replace(prof, engine=prof.engine | engine), "t", "0"))
+        with pytest.raises(InputError, match=rf"bad.toml: \[engine\] {key}"):
+            load_profile(str(path))

@@ -1,6 +1,7 @@
-"""Notes on engine knobs that could not matter for the run just simulated: a result that would read the
-same with the knob flipped should say so, or a user compares two identical runs and concludes the knob
-does nothing. Pure: reads the engine config and what the simulation measured."""
+"""Notes for the reader of a simulated run: an engine knob that could not matter (a result that would read
+the same with the knob flipped should say so, or a user compares two identical runs and concludes the
+knob does nothing), and prompts or steps a calibration profile's runs hardly had (those times are the
+fit's extrapolation). Pure: reads the engine config, the profile and what the simulation measured."""
 
 from __future__ import annotations
 
@@ -36,3 +37,19 @@ def chunked_prefill_note(cfg: EngineConfig, max_step_tokens: int, largest_prompt
         f"{chunked:,}-token budget it would use on {cfg.gpu}: turning it on would split nothing, so the schedule "
         "would be the same unless the KV cache runs short."
     )
+
+
+def calibration_notes(cfg: EngineConfig, prompts, max_step_tokens: int) -> list[str]:
+    """A calibrated run's prompts and steps outside what the profile's runs had (none without a profile)."""
+    from ..engine.profile import budget_note, coverage_note, load_profile
+
+    if not cfg.calibration:
+        return []
+    prof = load_profile(cfg.calibration)
+    return [n for n in (coverage_note(prof, prompts), budget_note(prof, max_step_tokens)) if n]
+
+
+def simulation_notes(cfg: EngineConfig, prompts, stats: dict, instances: bool = False) -> list[str]:
+    """Everything a simulated run's reader should know (the knob note only for one plain instance)."""
+    knob = None if instances else chunked_prefill_note(cfg, stats["max_step_tokens"], max(prompts, default=0))
+    return ([knob] if knob else []) + calibration_notes(cfg, prompts, stats["max_step_tokens"])

@@ -16,6 +16,7 @@ from ..proctree import pool_init
 from ..records import RunMeta, RunResult
 from ..rundir import RunDir
 from .grid import Cell
+from .knobs import calibration_notes
 from .sweep import (
     SweepInterrupted,
     SweepSetup,
@@ -48,7 +49,11 @@ def run_cell(cell: Cell) -> dict:
         "simulate",
         gpus=layout.gpus(cfg),
         prices=price_table(s.prices),
-        engine_stats=out.stats | {"wall_s": wall},
+        engine_stats=out.stats
+        | {
+            "wall_s": wall,
+            "notes": calibration_notes(cfg, [r.prompt_tokens for r in s.plan.requests], out.stats["max_step_tokens"]),
+        },
     )
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), meta)
     rd.append_many(out.records)

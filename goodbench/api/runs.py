@@ -38,6 +38,7 @@ def simulate(
     cluster: an engine.layout.ClusterSpec (replicas behind a router, or prefill/decode instances);
     prices: $ per GPU-hour overrides by tier (engine.prices); labels: run.json's (docs/history.md)."""
     from .. import tokenizer as tokmod
+    from ..analysis.knobs import simulation_notes
     from ..engine.prices import price_table
     from ..engine.virtual import simulate as simulate_plan
 
@@ -73,22 +74,9 @@ def simulate(
     out = simulate_plan(cfg, plan, layout, trace_path=trace)
     wall = time.perf_counter() - t
     rd.append_many(out.records)
-    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": _simulation_notes(cfg, plan, layout, out.stats)}
+    notes = simulation_notes(cfg, [r.prompt_tokens for r in plan.requests], out.stats, instances=bool(layout))
+    rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": notes}
     return Run(rd.dir, rd.meta, rd.finish(records=out.records))  # summarised in memory: no read-back
-
-
-def _simulation_notes(cfg: EngineConfig, plan, layout, stats: dict) -> list[str]:
-    """What a simulation's reader should know: a knob that did nothing, prompts or steps a calibration
-    profile's runs hardly had."""
-    from ..analysis.knobs import chunked_prefill_note
-    from ..engine.profile import budget_note, coverage_note, load_profile
-
-    prompts = [r.prompt_tokens for r in plan.requests]
-    notes = [None if layout else chunked_prefill_note(cfg, stats["max_step_tokens"], max(prompts, default=0))]
-    if cfg.calibration:
-        prof = load_profile(cfg.calibration)
-        notes += [coverage_note(prof, prompts), budget_note(prof, stats["max_step_tokens"])]
-    return [n for n in notes if n]
 
 
 @dataclass

@@ -29,19 +29,22 @@ class SweepOutcome:
     cheapest: dict | None = None  # the cell with the lowest $ per million output tokens within the SLO
 
 
-def _profiles_server(engine: EngineConfig | None, gpus: list[str]) -> list[str]:
-    """The tiers to sweep: a calibration profile that names its server's GPU is that one server."""
-    from ..engine.profile import load_profile
+def _profiles_server(engine: EngineConfig | None, gpus: list[str], params: dict) -> list[str]:
+    """The tiers to sweep: a calibration profile that names its server is that one server, so its GPU is
+    the only tier and its hardware is not a knob to sweep."""
+    from ..engine.profile import load_profile, server
 
-    served = load_profile(engine.calibration).engine.get("gpu") if engine and engine.calibration else None
-    if not served:
+    hw = server(load_profile(engine.calibration)) if engine and engine.calibration else {}
+    if not hw:
         return gpus
-    if len(set(gpus)) > 1:
+    swept = sorted({"gpu", "tensor_parallel_size", "calibration"} & set(params))
+    if len(set(gpus)) > 1 or swept:
+        what = f"GPU tiers ({', '.join(gpus)})" if len(set(gpus)) > 1 else f"--param {', '.join(swept)}"
         raise UsageError(
-            f"a calibration profile is one server (its GPU: {served}): sweep its knobs, not GPU tiers "
-            f"({', '.join(gpus)}); leave out --gpu"
+            f"a calibration profile is one server ({', '.join(f'{k} {v}' for k, v in hw.items())}): sweep its "
+            f"knobs, not {what}"
         )
-    return [served]
+    return [hw.get("gpu", gpus[0])]
 
 
 def prepare_sweep(
@@ -72,7 +75,7 @@ def prepare_sweep(
 
     spec = as_workload(workload)
     require_slo(spec)
-    gpus = _profiles_server(engine, gpus)
+    gpus = _profiles_server(engine, gpus, params)
     base = replace(engine or EngineConfig(), gpu=gpus[0])
     for lay in layouts or ():
         parse_layout(lay, cluster)

@@ -43,10 +43,12 @@ def cmd_calibrate(args) -> int:
     con.print(calibration_table(cal.rows, cal.out_of_sample))
     notes = list(cal.notes)
     if not args.gpu:
+        eng = cal.profile.engine
         notes.append(
-            f"no --gpu: the profile takes its server for the default GPU, {cal.profile.engine['gpu']}, which labels, "
-            "counts and prices its what-ifs and sized the KV cache where the runs did not scrape /metrics; "
-            "pass --gpu (and --tensor-parallel-size) for your server's"
+            f"no --gpu: the profile records its server as {eng['gpu']} tp{eng['tensor_parallel_size']} (the default "
+            "tier), so its what-ifs are labelled and priced as that GPU, whose defaults also set the KV capacity, "
+            "budget and sequence limit that flags and the runs' /metrics did not; calibrate again with --gpu TIER "
+            "[--tensor-parallel-size N] for your server's"
         )
     for note in notes:
         con.print(f"  note: {note}", style="yellow", markup=False)

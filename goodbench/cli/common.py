@@ -232,8 +232,22 @@ def engine_config(args, resolve: bool = True) -> EngineConfig:
     kw = knob_values(args, EngineConfig, ENGINE_DESTS)
     if "gpu" in kw:
         kw["gpu"] = kw["gpu"].split(",")[0].strip()
+    if kw.get("calibration") and getattr(args, "cmd", None) != "calibrate":
+        _check_profiles_server(kw["calibration"], getattr(args, "gpu", None), kw.get("tensor_parallel_size"))
     cfg = EngineConfig(**kw)
     return cfg.resolved() if resolve else cfg
+
+
+def _check_profiles_server(path: str, gpus: str | None, tp: int | None) -> None:
+    """UsageError when --gpu (each of a comma list) or --tensor-parallel-size contradicts the profile's server."""
+    from ..engine.profile import contradiction, load_profile
+    from ..errors import UsageError
+
+    prof = load_profile(path)
+    for gpu in [g.strip() for g in (gpus or "").split(",") if g.strip()] or [None]:
+        line = contradiction(prof, gpu, tp)
+        if line:
+            raise UsageError(line)
 
 
 # ----------------------------------------------------------------------------------------------- gate

@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..limits import check
 from .hardware import GIB, GPUS, get_gpu, get_model
 from .knobs import knob, to_argv
-from .profile import load_profile
+from .profile import load_profile, server
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
 POLICIES = ("fcfs", "priority")
@@ -165,11 +165,11 @@ class EngineConfig:
 
     def _on_profiles_server(self) -> EngineConfig:
         """A calibration profile is one server: its GPU and TP size (where it names them) label, count and
-        price the what-ifs, whatever gpu and tensor_parallel_size say."""
-        served = load_profile(self.calibration).engine if self.calibration else {}
-        if not served.get("gpu"):
-            return self
-        return replace(self, gpu=served["gpu"], tensor_parallel_size=served.get("tensor_parallel_size", 1))
+        price the what-ifs, whatever gpu and tensor_parallel_size say (the CLI refuses a --gpu or
+        --tensor-parallel-size that differs: profile.contradiction). knobs() keeps what was asked; resolving
+        those again applies the profile again."""
+        hw = server(load_profile(self.calibration)) if self.calibration else {}
+        return replace(self, **hw) if hw else self
 
     def _resolve(self) -> EngineConfig:
         served = load_profile(self.calibration).engine if self.calibration else {}  # what the server ran with

@@ -57,6 +57,12 @@ class ClusterSpec:
         (None, None) when colocated."""
         if not self.disaggregated:
             return None, None
+        sides = [f for f, v in self.side_flags() if v is not None]
+        if base.calibration and sides:
+            raise UsageError(
+                f"{', '.join(sides)} with --calibration: a calibration profile is one server, its GPU and TP size "
+                "on both sides; leave them out"
+            )
         knobs = base.knobs()
         p = replace(
             knobs, gpu=self.prefill_gpu or knobs.gpu, tensor_parallel_size=self.prefill_tp or knobs.tensor_parallel_size
@@ -93,6 +99,15 @@ class ClusterSpec:
             self.layerwise,
         )
 
+    def side_flags(self) -> tuple:
+        """(flag, value) of each side's own tier and TP size (None: the base config's)."""
+        return (
+            ("--prefill-gpu", self.prefill_gpu),
+            ("--decode-gpu", self.decode_gpu),
+            ("--prefill-tp", self.prefill_tp),
+            ("--decode-tp", self.decode_tp),
+        )
+
     def to_argv(self) -> list[str]:
         """These instances as `goodbench serve` flags (none for one instance)."""
         if not self.many:
@@ -100,12 +115,7 @@ class ClusterSpec:
         if not self.disaggregated:
             return ["--replicas", str(self.replicas), "--router", self.router]
         out = ["--disaggregate", f"{self.prefill}:{self.decode}", "--router", self.router, "--kv-link", self.kv_link]
-        for flag, v in (
-            ("--prefill-gpu", self.prefill_gpu),
-            ("--decode-gpu", self.decode_gpu),
-            ("--prefill-tp", self.prefill_tp),
-            ("--decode-tp", self.decode_tp),
-        ):
+        for flag, v in self.side_flags():
             if v is not None:
                 out += [flag, str(v)]
         return out + (["--layerwise-kv"] if self.layerwise else [])

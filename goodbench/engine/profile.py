@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .hardware import read_toml
+from .hardware import GPUS, read_toml
 
 TERMS = (
     "step_s",
@@ -93,8 +93,7 @@ def load_profile(path: str) -> Profile:
     if terms["step_s"] + terms["floor_s"] <= 0:
         raise InputError(f"{path}: [terms] step_s and floor_s are both 0: a step must take some time")
     eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS + SERVER_KEYS if k in d.get("engine", {})}
-    if not isinstance(eng.get("gpu", ""), str) or not isinstance(eng.get("tensor_parallel_size", 1), int):
-        raise InputError(f"{path}: [engine] gpu is a GPU's name and tensor_parallel_size a whole number")
+    _check_server(eng, path)
     meta = d.get("profile", {})
     pct = meta.get("step_time_pct")
     return Profile(
@@ -105,6 +104,36 @@ def load_profile(path: str) -> Profile:
         tuple(meta.get("runs", ())),
         os.path.abspath(path),
         _coverage(d.get("coverage"), path),
+    )
+
+
+def _check_server(eng: dict, path: str) -> None:
+    """InputError naming the file where [engine] gpu is not a known GPU or tensor_parallel_size not >= 1."""
+    gpu, tp = eng.get("gpu"), eng.get("tensor_parallel_size", 1)
+    if gpu is not None and (not isinstance(gpu, str) or gpu.lower() not in GPUS):
+        raise InputError(f"{path}: [engine] gpu = {gpu!r}: not a GPU goodbench knows ({', '.join(GPUS)})")
+    if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+        raise InputError(f"{path}: [engine] tensor_parallel_size = {tp!r}: a whole number >= 1")
+
+
+def server(prof: Profile) -> dict:
+    """The profile's server hardware it names ({gpu, tensor_parallel_size}, either or both, or empty):
+    a profile is one server, and its what-ifs are labelled, counted and priced as it."""
+    return {k: prof.engine[k] for k in SERVER_KEYS if k in prof.engine}
+
+
+def contradiction(prof: Profile, gpu: str | None, tp: int | None) -> str | None:
+    """A line when a --gpu or --tensor-parallel-size the user gave differs from the profile's server."""
+    mine = server(prof)
+    given = {"gpu": gpu, "tensor_parallel_size": tp}
+    off = [
+        f"--{k.replace('_', '-')} {given[k]} (its server: {mine[k]})" for k in mine if given[k] not in (None, mine[k])
+    ]
+    if not off:
+        return None
+    return (
+        f"{prof.path} is one server's calibration: {', '.join(off)} would be labelled and priced as a server the "
+        "profile never saw; leave the flag out, or calibrate on runs against that server"
     )
 
 
