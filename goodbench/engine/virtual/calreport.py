@@ -124,21 +124,26 @@ def _summary_tables(rows: list[dict]) -> list[str]:
         worst = "–" if c["worst"] is None else f"{c['worst']:.1%}"
         amed = "–" if a["median_abs"] is None else f"{a['median_abs']:.1%}"
         out.append(f"| {reg} | {c['n']} | {med} | {_pct(c['median'])} | {worst} | {a['n']} | {amed} |")
-    out += [
-        "",
+    return out + [""] + _metric_table(rows)
+
+
+def _metric_table(rows: list[dict]) -> list[str]:
+    """Per metric (the issue's targets): over every counted point, over the excluded ones too, and over
+    the points on tiers with fitted points (where the regime table's calibrated figures come from)."""
+    fitted_tiers = {r["point"].gpu for r in rows if r["point"].use == "fit"}
+    out = [
         "| metric | target | points | median abs error | median error | with the excluded points: points | "
-        "median abs error |",
-        "|---|---|---|---|---|---|---|",
+        "median abs error | on tiers with fitted points: points | median abs error |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for klass, (label, target) in TARGETS.items():
-        e = np.array([r["oos_error"] for r in counted(rows) if r["point"].klass == klass])
-        x = np.array([r["oos_error"] for r in counted(rows, excluded=True) if r["point"].klass == klass])
-        xs = f"{len(x)} | {np.median(np.abs(x)):.1%}" if len(x) else "0 | –"
-        out.append(
-            f"| {label} | {target:.0%} | {len(e)} | {np.median(np.abs(e)):.1%} | {np.median(e):+.1%} | {xs} |"
-            if len(e)
-            else f"| {label} | {target:.0%} | 0 | – | – | {xs} |"
-        )
+        mine = [r for r in counted(rows, excluded=True) if r["point"].klass == klass]
+        e = np.array([r["oos_error"] for r in mine if r["point"].use != "excluded"])
+        x = np.array([r["oos_error"] for r in mine])
+        f = np.array([r["oos_error"] for r in mine if r["point"].use != "excluded" and r["point"].gpu in fitted_tiers])
+        cells = [f"{len(a)} | {np.median(np.abs(a)):.1%}" if len(a) else "0 | –" for a in (x, f)]
+        head = f"{len(e)} | {np.median(np.abs(e)):.1%} | {np.median(e):+.1%}" if len(e) else "0 | – | –"
+        out.append(f"| {label} | {target:.0%} | {head} | {cells[0]} | {cells[1]} |")
     return out
 
 
