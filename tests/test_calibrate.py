@@ -403,8 +403,9 @@ def test_a_profile_is_one_server_whose_gpu_labels_counts_and_prices_its_what_ifs
 
 
 def test_what_contradicts_a_profiles_server_is_refused_with_a_line_that_says_why(fitted, tmp_path):
-    """A --gpu or -tp other than the profile's server, GPU tiers or TP sizes swept with it, and a
-    disaggregated layout's own tiers: each would be labelled and priced as a server the profile never saw."""
+    """A --gpu, -tp or --engine-model other than the profile's server, TP sizes swept with it, and a
+    disaggregated layout's own tiers: each would be labelled and priced as a server the profile's terms
+    were never fitted to."""
     _, prof, _ = fitted
     path = str(tmp_path / "l40s.toml")
     with open(path, "w", encoding="utf-8") as f:
@@ -412,6 +413,7 @@ def test_what_contradicts_a_profiles_server_is_refused_with_a_line_that_says_why
     for argv in (
         ["simulate", "--workload", "mixed-long-short", "--num-prompts", "5", "--gpu", "h100-sxm"],
         ["simulate", "--workload", "mixed-long-short", "--num-prompts", "5", "--tensor-parallel-size", "2"],
+        ["simulate", "--workload", "mixed-long-short", "--num-prompts", "5", "--engine-model", "llama-3.1-70b"],
         ["sweep", "--workload", "mixed-long-short", "--num-prompts", "5", "--param", "tensor_parallel_size=1,2"],
         [
             "simulate",
@@ -427,14 +429,16 @@ def test_what_contradicts_a_profiles_server_is_refused_with_a_line_that_says_why
     ):
         r = run_cli(*argv, "--calibration", path, "--result-dir", str(tmp_path))
         assert r.returncode == 2 and "one server" in r.stderr and "Traceback" not in r.stderr, (argv, r.stderr)
-    ok = run_cli(
+    ok = run_cli(  # the profile's own server said again, and a bf16 KV cache, which is vLLM's auto
         "simulate",
         "--workload",
         "mixed-long-short",
         "--num-prompts",
         "5",
         "--gpu",
-        "l40s",
+        "L40S",
+        "--kv-cache-dtype",
+        "bf16",
         "--calibration",
         path,
         "--result-dir",
@@ -443,9 +447,10 @@ def test_what_contradicts_a_profiles_server_is_refused_with_a_line_that_says_why
     assert ok.returncode == 0, ok.stderr
 
 
-def test_a_profile_naming_a_gpu_goodbench_does_not_know_is_refused_naming_the_file(fitted, tmp_path):
+def test_a_profile_naming_a_server_goodbench_cannot_price_is_refused_naming_the_file(fitted, tmp_path):
     _, prof, _ = fitted
     for engine, key in (
+        ({"dtype": "int4"}, "dtype"),
         ({"gpu": "rtx9090"}, "gpu"),
         ({"tensor_parallel_size": True}, "tensor_parallel_size"),
         ({"tensor_parallel_size": 0}, "tensor_parallel_size"),

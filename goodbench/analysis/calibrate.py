@@ -27,7 +27,7 @@ from ..engine.config import EngineConfig
 from ..engine.core import Engine
 from ..engine.costmodel import profile_model
 from ..engine.frontend import front_features
-from ..engine.profile import STEP_TERMS, TERMS, Profile, prompt_coverage
+from ..engine.profile import SERVER_KEYS, STEP_TERMS, TERMS, Profile, prompt_coverage
 from ..engine.virtual.arrivals import arrivals_for
 from ..engine.virtual.clock import ClockFollower, derivatives, step_wait, times_of
 from ..engine.virtual.instance import run_instance
@@ -457,8 +457,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "two or more runs for an out-of-sample figure)"
     )
     engine = {
-        "gpu": cfg.gpu,
-        "tensor_parallel_size": cfg.tensor_parallel_size,
+        **{k: getattr(cfg, k) for k in SERVER_KEYS},
         "num_gpu_blocks": cfg.num_gpu_blocks,
         "block_size": cfg.block_size,
         "max_num_batched_tokens": cfg.max_num_batched_tokens,

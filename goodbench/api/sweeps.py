@@ -32,12 +32,12 @@ class SweepOutcome:
 def _profiles_server(engine: EngineConfig | None, gpus: list[str], params: dict) -> list[str]:
     """The tiers to sweep: a calibration profile that names its server is that one server, so its GPU is
     the only tier and its hardware is not a knob to sweep."""
-    from ..engine.profile import load_profile, server
+    from ..engine.profile import SERVER_KEYS, load_profile, server
 
     hw = server(load_profile(engine.calibration)) if engine and engine.calibration else {}
     if not hw:
         return gpus
-    swept = sorted({"gpu", "tensor_parallel_size", "calibration"} & set(params))
+    swept = sorted(({"calibration"} | set(SERVER_KEYS)) & set(params))
     if len(set(gpus)) > 1 or swept:
         what = f"GPU tiers ({', '.join(gpus)})" if len(set(gpus)) > 1 else f"--param {', '.join(swept)}"
         raise UsageError(

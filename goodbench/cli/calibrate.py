@@ -13,7 +13,8 @@ def add_parser(sub) -> None:
         help="fit the engine's step-time model to runs against your own server (a calibration profile)",
         description="Replays each run's requests at their send times on the engine and fits the step-time "
         "terms (per step, per token past a floor, per decoding request, per context token, prefill attention, "
-        "front end) to every request's TTFT and TPOT. Pass the knobs your server ran with (vLLM's names); its "
+        "front end) to every request's TTFT and TPOT. Pass your server's GPU (--gpu), TP size and model, which "
+        "the profile records (they label and price its what-ifs), and the knobs it ran with (vLLM's names); its "
         "KV capacity comes from the runs' scraped /metrics when they have it. With several runs, each is also "
         "predicted by a fit made without it. Make the runs with prompt lengths spread like the built-in "
         "workload's: `goodbench run --base-url URL --workload calibrate --request-rate R`.",

@@ -233,19 +233,20 @@ def engine_config(args, resolve: bool = True) -> EngineConfig:
     if "gpu" in kw:
         kw["gpu"] = kw["gpu"].split(",")[0].strip()
     if kw.get("calibration") and getattr(args, "cmd", None) != "calibrate":
-        _check_profiles_server(kw["calibration"], getattr(args, "gpu", None), kw.get("tensor_parallel_size"))
+        _check_profiles_server(kw["calibration"], getattr(args, "gpu", None), kw)
     cfg = EngineConfig(**kw)
     return cfg.resolved() if resolve else cfg
 
 
-def _check_profiles_server(path: str, gpus: str | None, tp: int | None) -> None:
-    """UsageError when --gpu (each of a comma list) or --tensor-parallel-size contradicts the profile's server."""
+def _check_profiles_server(path: str, gpus: str | None, given: dict) -> None:
+    """UsageError when --gpu (each of a comma list), -tp, --engine-model or a dtype flag the user gave
+    contradicts the profile's server."""
     from ..engine.profile import contradiction, load_profile
     from ..errors import UsageError
 
     prof = load_profile(path)
     for gpu in [g.strip() for g in (gpus or "").split(",") if g.strip()] or [None]:
-        line = contradiction(prof, gpu, tp)
+        line = contradiction(prof, given | {"gpu": gpu})
         if line:
             raise UsageError(line)
 

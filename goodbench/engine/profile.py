@@ -37,7 +37,15 @@ TERMS = (
 STEP_TERMS = TERMS[:6]  # what a step's time is made of; the rest are the front end's (engine/frontend.py)
 OPTIONAL = ("frontend_flight_s", "frontend_token_s")  # 0 in profiles written before they existed
 ENGINE_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
-SERVER_KEYS = ("gpu", "tensor_parallel_size")  # the server's hardware: what-ifs' labels, GPU counts and prices
+# the server the terms were fitted to (its hardware and model): what-ifs' labels, GPU counts and prices, by flag
+SERVER_FLAGS = {
+    "gpu": "--gpu",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "model": "--engine-model",
+    "dtype": "--dtype",
+    "kv_cache_dtype": "--kv-cache-dtype",
+}
+SERVER_KEYS = tuple(SERVER_FLAGS)
 HELP = {
     "step_s": "per step: scheduling, launch, sampling set-up",
     "floor_s": "per step, the least the linear layers take (weights read once a step)",
@@ -108,32 +116,46 @@ def load_profile(path: str) -> Profile:
 
 
 def _check_server(eng: dict, path: str) -> None:
-    """InputError naming the file where [engine] gpu is not a known GPU or tensor_parallel_size not >= 1."""
+    """InputError naming the file where [engine] names a GPU goodbench does not know, a TP size below 1, or
+    a dtype it does not price."""
     gpu, tp = eng.get("gpu"), eng.get("tensor_parallel_size", 1)
     if gpu is not None and (not isinstance(gpu, str) or gpu.lower() not in GPUS):
         raise InputError(f"{path}: [engine] gpu = {gpu!r}: not a GPU goodbench knows ({', '.join(GPUS)})")
     if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
         raise InputError(f"{path}: [engine] tensor_parallel_size = {tp!r}: a whole number >= 1")
+    if not isinstance(eng.get("model", ""), str):
+        raise InputError(f"{path}: [engine] model = {eng['model']!r}: a model's name")
+    for key, allowed in (("dtype", ("bf16", "fp8")), ("kv_cache_dtype", ("auto", "bf16", "fp8"))):
+        if eng.get(key, allowed[0]) not in allowed:
+            raise InputError(f"{path}: [engine] {key} = {eng[key]!r}: one of {', '.join(allowed)}")
 
 
 def server(prof: Profile) -> dict:
-    """The profile's server hardware it names ({gpu, tensor_parallel_size}, either or both, or empty):
-    a profile is one server, and its what-ifs are labelled, counted and priced as it."""
+    """The server the profile's terms were fitted to, as far as it names it (SERVER_KEYS: GPU, TP size,
+    model, dtypes): a profile is one server, and its what-ifs are labelled, counted and priced as it."""
     return {k: prof.engine[k] for k in SERVER_KEYS if k in prof.engine}
 
 
-def contradiction(prof: Profile, gpu: str | None, tp: int | None) -> str | None:
-    """A line when a --gpu or --tensor-parallel-size the user gave differs from the profile's server."""
+def _plain(key: str, value):
+    """A server value as compared: names without case, a bf16 KV cache as vLLM's auto."""
+    v = value.lower() if isinstance(value, str) else value
+    return "auto" if key == "kv_cache_dtype" and v == "bf16" else v
+
+
+def contradiction(prof: Profile, given: dict) -> str | None:
+    """A line when a flag the user gave ({SERVER_KEYS key: value}; None where not given) differs from the
+    profile's server."""
     mine = server(prof)
-    given = {"gpu": gpu, "tensor_parallel_size": tp}
     off = [
-        f"--{k.replace('_', '-')} {given[k]} (its server: {mine[k]})" for k in mine if given[k] not in (None, mine[k])
+        f"{SERVER_FLAGS[k]} {given[k]} (its server's: {mine[k]})"
+        for k in mine
+        if given.get(k) is not None and _plain(k, given[k]) != _plain(k, mine[k])
     ]
     if not off:
         return None
     return (
         f"{prof.path} is one server's calibration: {', '.join(off)} would be labelled and priced as a server the "
-        "profile never saw; leave the flag out, or calibrate on runs against that server"
+        "profile's terms were never fitted to; leave the flag out, or calibrate on runs against that server"
     )
 
 
