@@ -39,17 +39,19 @@ def chunked_prefill_note(cfg: EngineConfig, max_step_tokens: int, largest_prompt
     )
 
 
-def calibration_notes(cfg: EngineConfig, prompts, max_step_tokens: int) -> list[str]:
+def calibration_notes(cfg: EngineConfig, requests, max_step_tokens: int) -> list[str]:
     """A calibrated run's prompts and steps outside what the profile's runs had (none without a profile)."""
     from ..engine.profile import budget_note, coverage_note, load_profile
 
     if not cfg.calibration:
         return []
     prof = load_profile(cfg.calibration)
+    prompts = [r.prompt_tokens for r in requests]
     return [n for n in (coverage_note(prof, prompts), budget_note(prof, max_step_tokens)) if n]
 
 
-def simulation_notes(cfg: EngineConfig, prompts, stats: dict, instances: bool = False) -> list[str]:
+def simulation_notes(cfg: EngineConfig, requests, stats: dict, instances: bool = False) -> list[str]:
     """Everything a simulated run's reader should know (the knob note only for one plain instance)."""
-    knob = None if instances else chunked_prefill_note(cfg, stats["max_step_tokens"], max(prompts, default=0))
-    return ([knob] if knob else []) + calibration_notes(cfg, prompts, stats["max_step_tokens"])
+    largest = max((r.prompt_tokens for r in requests), default=0)
+    knob = None if instances else chunked_prefill_note(cfg, stats["max_step_tokens"], largest)
+    return ([knob] if knob else []) + calibration_notes(cfg, requests, stats["max_step_tokens"])

@@ -52,7 +52,7 @@ def run_cell(cell: Cell) -> dict:
         engine_stats=out.stats
         | {
             "wall_s": wall,
-            "notes": calibration_notes(cfg, [r.prompt_tokens for r in s.plan.requests], out.stats["max_step_tokens"]),
+            "notes": calibration_notes(cfg, s.plan.requests, out.stats["max_step_tokens"]),
         },
     )
     rd = RunDir.open(os.path.join(s.out_dir, "cells"), meta)

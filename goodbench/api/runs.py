@@ -74,7 +74,7 @@ def simulate(
     out = simulate_plan(cfg, plan, layout, trace_path=trace)
     wall = time.perf_counter() - t
     rd.append_many(out.records)
-    notes = simulation_notes(cfg, [r.prompt_tokens for r in plan.requests], out.stats, instances=bool(layout))
+    notes = simulation_notes(cfg, plan.requests, out.stats, instances=bool(layout))
     rd.meta.engine_stats = out.stats | {"wall_s": wall, "notes": notes}
     return Run(rd.dir, rd.meta, rd.finish(records=out.records))  # summarised in memory: no read-back
 

@@ -34,7 +34,7 @@ def _profiles_server(engine: EngineConfig | None, gpus: list[str], params: dict)
     the only tier and its hardware is not a knob to sweep."""
     from ..engine.profile import SERVER_KEYS, load_profile, server
 
-    hw = server(load_profile(engine.calibration)) if engine and engine.calibration else {}
+    hw = server(load_profile(engine.calibration).engine) if engine and engine.calibration else {}
     if not hw:
         return gpus
     swept = sorted(({"calibration"} | set(SERVER_KEYS)) & set(params))

@@ -159,20 +159,20 @@ class EngineConfig:
         the user set (num_gpu_blocks, max_model_len, ...) is kept, never taken for a derived value."""
         if self._knobs is not None:
             return self
-        out = self._on_profiles_server()._resolve()
+        served = load_profile(self.calibration).engine if self.calibration else {}  # what the server ran with
+        out = self._on_server(served)._resolve(served)
         object.__setattr__(out, "_knobs", self)
         return out
 
-    def _on_profiles_server(self) -> EngineConfig:
-        """A calibration profile is one server: its GPU and TP size (where it names them) label, count and
-        price the what-ifs, whatever gpu and tensor_parallel_size say (the CLI refuses a --gpu or
-        --tensor-parallel-size that differs: profile.contradiction). knobs() keeps what was asked; resolving
-        those again applies the profile again."""
-        hw = server(load_profile(self.calibration)) if self.calibration else {}
+    def _on_server(self, served: dict) -> EngineConfig:
+        """A calibration profile is one server: its GPU, TP size, model and dtypes (where it names them;
+        profile.server) label, count and price the what-ifs, whatever these knobs say (the CLI refuses a
+        flag that differs: profile.contradiction). knobs() keeps what was asked; resolving those again
+        applies the profile again."""
+        hw = server(served)
         return replace(self, **hw) if hw else self
 
-    def _resolve(self) -> EngineConfig:
-        served = load_profile(self.calibration).engine if self.calibration else {}  # what the server ran with
+    def _resolve(self, served: dict) -> EngineConfig:
         gpu, model = get_gpu(self.gpu), get_model(self.model)
         self._check_knobs(gpu, model)
         big = gpu.mem_gib >= 70 and not gpu.name.startswith("a100")

@@ -130,10 +130,10 @@ def _check_server(eng: dict, path: str) -> None:
             raise InputError(f"{path}: [engine] {key} = {eng[key]!r}: one of {', '.join(allowed)}")
 
 
-def server(prof: Profile) -> dict:
-    """The server the profile's terms were fitted to, as far as it names it (SERVER_KEYS: GPU, TP size,
-    model, dtypes): a profile is one server, and its what-ifs are labelled, counted and priced as it."""
-    return {k: prof.engine[k] for k in SERVER_KEYS if k in prof.engine}
+def server(engine: dict) -> dict:
+    """The server a profile's terms were fitted to, as far as its [engine] names it (SERVER_KEYS: GPU, TP
+    size, model, dtypes): a profile is one server, and its what-ifs are labelled, counted and priced as it."""
+    return {k: engine[k] for k in SERVER_KEYS if k in engine}
 
 
 def _plain(key: str, value):
@@ -145,7 +145,7 @@ def _plain(key: str, value):
 def contradiction(prof: Profile, given: dict) -> str | None:
     """A line when a flag the user gave ({SERVER_KEYS key: value}; None where not given) differs from the
     profile's server."""
-    mine = server(prof)
+    mine = server(prof.engine)
     off = [
         f"{SERVER_FLAGS[k]} {given[k]} (its server's: {mine[k]})"
         for k in mine

@@ -44,10 +44,15 @@ def counted(rows: list[dict], excluded: bool = False) -> list[dict]:
     return [r for r in rows if excluded or r["point"].use != "excluded"]
 
 
+def _fitted_tiers(rows: list[dict]) -> set[str]:
+    """The GPU tiers with fitted points: where the engine's efficiencies are its own, not borrowed."""
+    return {r["point"].gpu for r in rows if r["point"].use == "fit"}
+
+
 def regime_table(rows: list[dict]) -> dict:
     """Per regime: points, median |out-of-sample error|, median signed error, worst |error|, over the
     points on tiers with fitted points (`calibrated`) and over all points (`all`)."""
-    fitted_tiers = {r["point"].gpu for r in rows if r["point"].use == "fit"}
+    fitted_tiers = _fitted_tiers(rows)
     out = {}
     for reg in REGIME_ORDER:
         for scope in ("calibrated", "all"):
@@ -76,7 +81,7 @@ def uncertainty_constants(rows: list[dict]) -> tuple[dict, dict, tuple]:
     t = regime_table(rows)
     err = {reg: round(t[(reg, "calibrated")]["median_abs"] or 0.0, 3) for reg in REGIME_ORDER}
     worst = {reg: round(t[(reg, "calibrated")]["worst"] or 0.0, 3) for reg in REGIME_ORDER}
-    tiers = tuple(sorted({r["point"].gpu for r in rows if r["point"].use == "fit"}))
+    tiers = tuple(sorted(_fitted_tiers(rows)))
     return err, worst, tiers
 
 
@@ -130,17 +135,18 @@ def _summary_tables(rows: list[dict]) -> list[str]:
 def _metric_table(rows: list[dict]) -> list[str]:
     """Per metric (the issue's targets): over every counted point, over the excluded ones too, and over
     the points on tiers with fitted points (where the regime table's calibrated figures come from)."""
-    fitted_tiers = {r["point"].gpu for r in rows if r["point"].use == "fit"}
+    fitted_tiers = _fitted_tiers(rows)
     out = [
         "| metric | target | points | median abs error | median error | with the excluded points: points | "
         "median abs error | on tiers with fitted points: points | median abs error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for klass, (label, target) in TARGETS.items():
-        mine = [r for r in counted(rows, excluded=True) if r["point"].klass == klass]
-        e = np.array([r["oos_error"] for r in mine if r["point"].use != "excluded"])
-        x = np.array([r["oos_error"] for r in mine])
-        f = np.array([r["oos_error"] for r in mine if r["point"].use != "excluded" and r["point"].gpu in fitted_tiers])
+        e = np.array([r["oos_error"] for r in counted(rows) if r["point"].klass == klass])
+        x = np.array([r["oos_error"] for r in counted(rows, excluded=True) if r["point"].klass == klass])
+        f = np.array(
+            [r["oos_error"] for r in counted(rows) if r["point"].klass == klass and r["point"].gpu in fitted_tiers]
+        )
         cells = [f"{len(a)} | {np.median(np.abs(a)):.1%}" if len(a) else "0 | –" for a in (x, f)]
         head = f"{len(e)} | {np.median(np.abs(e)):.1%} | {np.median(e):+.1%}" if len(e) else "0 | – | –"
         out.append(f"| {label} | {target:.0%} | {head} | {cells[0]} | {cells[1]} |")
