@@ -26,7 +26,16 @@ import numpy as np
 from .config import EngineConfig
 from .frontend import FrontEnd
 from .hardware import get_gpu, get_model
-from .opmodel import allreduce_time, elementwise_time, family, fast_fabric, gemm_sides, gemm_time, pcie_ring_bytes_s
+from .opmodel import (
+    allreduce_time,
+    curve_bandwidth,
+    elementwise_time,
+    family,
+    fast_fabric,
+    gemm_sides,
+    gemm_time,
+    pcie_ring_bytes_s,
+)
 from .profile import Profile, load_profile
 from .uncertainty import engine_uncertainty
 
@@ -52,16 +61,16 @@ class StepConstants:
 
 
 SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
-    step_s=0.5616e-3,
-    request_s=17.60e-6,
-    kv_read=1.423,
-    attn_request_s=0.5211e-6,
-    fp8_mem=1.501,
+    step_s=0.5622e-3,
+    request_s=17.61e-6,
+    kv_read=1.424,
+    attn_request_s=0.5067e-6,
+    fp8_mem=1.491,
     fp8_compute=1.001,
-    tp_layer_s=34.80e-6,
+    tp_layer_s=35.29e-6,
     tp_layer_pcie_s=0.0,
-    tp_pcie_bw=2.594,
-    prefill_attn=2.593,
+    tp_pcie_bw=2.623,
+    prefill_attn=2.591,
     frontend_s=0.0,  # V1's, fitted at its bound: the V1 sources' TTFTs leave no room for one (docs/engine.md)
 )
 
@@ -269,12 +278,13 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
     params = m.params_per_layer / tp
     fp8_mem, fp8_compute, pcie_bw = np.zeros_like(n), np.zeros_like(n), np.zeros_like(n)
+    ridge_bw = curve_bandwidth(gpu)
     if fp8:
         side = (n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam)
-        gemm = gemm_time(*side, scale=(k.fp8_mem, k.fp8_compute))
-        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, (k.fp8_mem, k.fp8_compute)))
+        gemm = gemm_time(*side, scale=(k.fp8_mem, k.fp8_compute), ridge_bw=ridge_bw)
+        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, (k.fp8_mem, k.fp8_compute), ridge_bw))
     else:
-        gemm = gemm_time(n, params, bf16_peak, bw, 2.0, fam)
+        gemm = gemm_time(n, params, bf16_peak, bw, 2.0, fam, ridge_bw=ridge_bw)
     linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.ffn / tp, bw, fam))
     comm = np.zeros_like(n)
     if tp > 1:
@@ -285,7 +295,7 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     for table in (linear, comm, fp8_mem, fp8_compute, pcie_bw):
         table[0] = 0.0
     rows = np.arange(cfg.max_num_seqs + 2, dtype=float)
-    head = gemm_time(np.maximum(rows, 1), m.vocab * m.hidden / tp, bf16_peak, bw, 2.0, fam, count=1)
+    head = gemm_time(np.maximum(rows, 1), m.vocab * m.hidden / tp, bf16_peak, bw, 2.0, fam, count=1, ridge_bw=ridge_bw)
     head[0] = 0.0
     kv_tok = cfg.kv_bytes_per_token()
     dtype = f"{cfg.dtype}{' (fp8 KV)' if cfg.kv_cache_dtype == 'fp8' else ''}"

@@ -9,18 +9,18 @@ REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-he
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
 # largest there, a floor for tiers no public point was fitted on (their efficiencies are borrowed).
 REGIME_ERROR = {
-    "batch 1": 0.05,
-    "batch 2-16": 0.068,
-    "batch 17-64": 0.074,
-    "batch 65+": 0.153,
-    "prefill-heavy": 0.164,
-    "TP > 1": 0.13,
+    "batch 1": 0.047,
+    "batch 2-16": 0.069,
+    "batch 17-64": 0.075,
+    "batch 65+": 0.151,
+    "prefill-heavy": 0.16,
+    "TP > 1": 0.122,
 }
 REGIME_WORST = {
-    "batch 1": 0.295,
-    "batch 2-16": 0.282,
+    "batch 1": 0.282,
+    "batch 2-16": 0.283,
     "batch 17-64": 0.674,
-    "batch 65+": 0.508,
+    "batch 65+": 0.509,
     "prefill-heavy": 0.674,
     "TP > 1": 0.674,
 }
