@@ -14,7 +14,7 @@ from conftest import ROOT
 from goodbench.engine import uncertainty
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.virtual import calibration as cal, calpoints as cp, calreport
-from goodbench.engine.virtual.calreport import markdown, uncertainty_constants
+from goodbench.engine.virtual.calreport import markdown, ttft_error, uncertainty_constants
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,7 @@ def test_the_engines_uncertainty_is_the_documented_table(recomputed):
     assert uncertainty.REGIME_ERROR == err
     assert uncertainty.REGIME_WORST == worst
     assert uncertainty.CALIBRATED_TIERS == tiers
+    assert uncertainty.TTFT_ERROR == ttft_error(recomputed["rows"])
 
 
 def test_every_point_is_sourced_and_whole_sources_are_held_out():

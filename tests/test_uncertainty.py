@@ -32,6 +32,21 @@ def test_a_run_gets_its_regimes_worst_error_and_says_why():
     assert u.engine_uncertainty(None, stats) is None
 
 
+def test_ttft_says_the_front_end_is_not_priced_on_public_tiers_only():
+    """The shipped model prices no V1 front end: TTFT carries the public TTFTs' own error and the front
+    ends public servers were seen to spend; a profile fitted its own, so it adds nothing."""
+    stats = {"busy_s": 10.0, "mean_batch": 3.0, "prefill_share": 0.2}
+    x = u.engine_uncertainty({"gpu": "h100-sxm", "tensor_parallel_size": 1}, stats)
+    assert x["ttft_pct"] == pytest.approx(100 * u.TTFT_ERROR["calibrated"], abs=0.05)
+    assert "no server front end is priced" in x["ttft_basis"] and "on calibrated tiers" in x["ttft_basis"]
+    blind = u.engine_uncertainty({"gpu": "h100-pcie", "tensor_parallel_size": 1}, stats)
+    assert (
+        blind["ttft_pct"] == pytest.approx(100 * u.TTFT_ERROR["all"], abs=0.05) and "every point" in blind["ttft_basis"]
+    )
+    prof = u.engine_uncertainty({"gpu": "h100-sxm"}, stats | {"profile": {"path": "/p.toml", "step_time_pct": 3.5}})
+    assert "ttft_pct" not in prof
+
+
 def test_every_simulated_summary_carries_it(tmp_path):
     wl = gb.load_workload("mixed-long-short", num_prompts=40)
     run = gb.simulate(wl, gb.EngineConfig(), result_dir=str(tmp_path))
@@ -44,3 +59,5 @@ def test_every_simulated_summary_carries_it(tmp_path):
     Console(file=buf, width=200, color_system=None).print(render_summary(run.summary, run.meta.to_dict(), 0.9))
     assert line in buf.getvalue() and x["basis"] in buf.getvalue()
     assert any(line in b for b in html_blocks(run.summary))
+    ttft = f"engine: TTFT ±{x['ttft_pct']:.0f}%"
+    assert ttft in buf.getvalue() and any(ttft in b for b in html_blocks(run.summary))

@@ -307,10 +307,14 @@ def render_summary(
 
 
 def uncertainty_line(u: dict | None) -> Text | None:
-    """How sure the simulated engine's step times are (engine/uncertainty.py)."""
+    """How sure the simulated engine's step times (and, on public tiers, its TTFTs) are
+    (engine/uncertainty.py)."""
     if not u or u.get("step_time_pct") is None:
         return None
-    return Text(f"  engine: step times ±{u['step_time_pct']:.0f}% ({u['basis']})", style="dim")
+    text = f"  engine: step times ±{u['step_time_pct']:.0f}% ({u['basis']})"
+    if u.get("ttft_pct") is not None:
+        text += f"\n  engine: TTFT ±{u['ttft_pct']:.0f}% ({u['ttft_basis']})"
+    return Text(text, style="dim")
 
 
 def prefix_line(pc: dict | None) -> Text | None:

@@ -216,6 +216,8 @@ def _blocks(summary: dict) -> list[str]:
     u = summary.get("engine_uncertainty")
     if u and u.get("step_time_pct") is not None:
         parts.append(f"<p>engine: step times ±{u['step_time_pct']:.0f}% <span class=dim>{_e(u['basis'])}</span></p>")
+        if u.get("ttft_pct") is not None:
+            parts.append(f"<p>engine: TTFT ±{u['ttft_pct']:.0f}% <span class=dim>{_e(u['ttft_basis'])}</span></p>")
     if summary.get("hol"):
         parts.append(_hol_table(summary["hol"]))
     if summary.get("server_timing"):

@@ -132,6 +132,23 @@ def _summary_tables(rows: list[dict]) -> list[str]:
     return out + [""] + _metric_table(rows)
 
 
+def _metric_errors(rows: list[dict], klass: str, fitted_tiers: set[str]) -> tuple[np.ndarray, ...]:
+    """One metric's out-of-sample errors: every counted point, with the excluded ones, on fitted tiers."""
+    e = np.array([r["oos_error"] for r in counted(rows) if r["point"].klass == klass])
+    x = np.array([r["oos_error"] for r in counted(rows, excluded=True) if r["point"].klass == klass])
+    f = np.array(
+        [r["oos_error"] for r in counted(rows) if r["point"].klass == klass and r["point"].gpu in fitted_tiers]
+    )
+    return e, x, f
+
+
+def ttft_error(rows: list[dict]) -> dict:
+    """TTFT_ERROR for engine/uncertainty.py: the public TTFTs' median |out-of-sample error| on tiers with
+    fitted points and over every point, rounded to 0.1%."""
+    e, _, f = _metric_errors(rows, "ttft", _fitted_tiers(rows))
+    return {"calibrated": round(float(np.median(np.abs(f))), 3), "all": round(float(np.median(np.abs(e))), 3)}
+
+
 def _metric_table(rows: list[dict]) -> list[str]:
     """Per metric (the issue's targets): over every counted point, over the excluded ones too, and over
     the points on tiers with fitted points (where the regime table's calibrated figures come from)."""
@@ -142,11 +159,7 @@ def _metric_table(rows: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for klass, (label, target) in TARGETS.items():
-        e = np.array([r["oos_error"] for r in counted(rows) if r["point"].klass == klass])
-        x = np.array([r["oos_error"] for r in counted(rows, excluded=True) if r["point"].klass == klass])
-        f = np.array(
-            [r["oos_error"] for r in counted(rows) if r["point"].klass == klass and r["point"].gpu in fitted_tiers]
-        )
+        e, x, f = _metric_errors(rows, klass, fitted_tiers)
         cells = [f"{len(a)} | {np.median(np.abs(a)):.1%}" if len(a) else "0 | –" for a in (x, f)]
         head = f"{len(e)} | {np.median(np.abs(e)):.1%} | {np.median(e):+.1%}" if len(e) else "0 | – | –"
         out.append(f"| {label} | {target:.0%} | {head} | {cells[0]} | {cells[1]} |")
@@ -181,7 +194,7 @@ def seed_spread(point_id: str, seeds: int = 40) -> np.ndarray:
     return np.array(out)
 
 
-__all__ = ["markdown", "regime_table", "seed_spread", "shipped_constants_text", "uncertainty_constants"]
+__all__ = ["markdown", "regime_table", "seed_spread", "shipped_constants_text", "ttft_error", "uncertainty_constants"]
 
 
 if __name__ == "__main__":
@@ -196,4 +209,6 @@ if __name__ == "__main__":
     else:
         result = calibrate(start=shipped_theta(), iterations=0)
         print(markdown(result))
-        print("\n# engine/uncertainty.py:", *uncertainty_constants(result["rows"]), sep="\n")
+        print(
+            "\n# engine/uncertainty.py:", *uncertainty_constants(result["rows"]), ttft_error(result["rows"]), sep="\n"
+        )
