@@ -133,7 +133,7 @@ def _gemm_row(timer, dev, out, key, ws, scales) -> None:
     dtype, model, tp, op, k, n_out, n = key
     copies = len(ws)
     est = max(2 * n * k * n_out / 700e12, k * n_out * (2 if dtype == "bf16" else 1) / 4e12) + 4e-6
-    note = ""
+    note, timer.spread = "", float("nan")  # a row that fails before timing keeps no earlier row's spread
     try:
         x = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
         if dtype == "bf16":
@@ -206,10 +206,10 @@ def attention(timer: Timer, dev, out: csv.DictWriter, dry: bool) -> None:
 def _attn_row(timer, dev, out, key, est, call, dims, batch: int = 1) -> None:
     op, backend, _, ctx = key
     heads, kv, d, q_len, kv_len = dims
-    note = ""
+    note, timer.spread = "", float("nan")
     try:
         kv_bytes = batch * kv_len * 2 * kv * d * 2
-        copies = 2 if dry_run(dev) else max(2, min(8, math.ceil(3 * L2_BYTES / kv_bytes)))
+        copies = 2 if dry_run(dev) else max(2, min(32, math.ceil(3 * L2_BYTES / kv_bytes)))
         qs = [torch.randn(batch, heads, q_len, d, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
         ks = [torch.randn(batch, kv, kv_len, d, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
         vs = [torch.randn(batch, kv, kv_len, d, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
@@ -250,8 +250,23 @@ def environment(dev) -> dict:
             cublas=getattr(torch.backends.cuda, "preferred_blas_library", lambda: "?")().name
             if hasattr(torch.backends.cuda, "preferred_blas_library")
             else "?",
+            smi=_smi(),
         )
     return env
+
+
+def _smi() -> str:
+    """The driver and the clocks as nvidia-smi reads them ('' without it)."""
+    import subprocess
+
+    query = "driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f"{query}: {out.stdout.strip()}"
 
 
 def main(argv=None) -> int:

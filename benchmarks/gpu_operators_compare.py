@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import csv
 import glob
+import math
 import os
 import statistics
 from collections import defaultdict
 
 from goodbench.engine.costmodel import SHIPPED
 from goodbench.engine.hardware import get_gpu, get_model
-from goodbench.engine.opmodel import curve_bandwidth, family, gemm_time
+from goodbench.engine.opmodel import PROFILED_TIER, curve_bandwidth, family, gemm_pricing, gemm_time, on_profiled_die
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 BANDS = (("decode, 1-64 tokens", 1, 64), ("mid, 96-1,024", 96, 1024), ("prefill, 1,536-8,192", 1536, 8192))
@@ -37,21 +38,21 @@ def measured(tier: str) -> dict[tuple, float]:
 
 
 def layer_gemms(meas: dict, dtype: str) -> dict[tuple, float]:
-    """(model, tp, n) -> the four GEMMs of one layer, summed."""
+    """(model, tp, n) -> the four GEMMs of one layer, summed; a layer with a failed GEMM is left out."""
     out = defaultdict(float)
     for (op, model, tp, dt, _, n, _), s in meas.items():
         if not op.startswith("attn") and dt == dtype:
             out[(model, tp, n)] += s
-    return out
+    return {k: s for k, s in out.items() if not math.isnan(s)}
 
 
 def model_gemms(tier: str, model: str, tp: int, n: int, dtype: str, ridge_bw: float | None) -> float:
-    g, m = get_gpu(tier), get_model(model)
-    params, bw = m.params_per_layer / tp, g.mem_bw_tbs * 1e12
-    if dtype == "fp8":
-        scale = (SHIPPED.fp8_mem, SHIPPED.fp8_compute)
-        return float(gemm_time(n, params, g.fp8_tflops * 1e12, bw, 1.0, family(g), scale=scale, ridge_bw=ridge_bw))
-    return float(gemm_time(n, params, g.bf16_tflops * 1e12, bw, 2.0, family(g), ridge_bw=ridge_bw))
+    """The cost model's four GEMMs of one layer (opmodel.gemm_pricing, as costmodel.tier_model prices
+    them); ridge_bw None puts the curve's dip at the tier's own ridge."""
+    peak, bw, wbytes, fam, _ = gemm_pricing(get_gpu(tier), dtype == "fp8")
+    scale = (SHIPPED.fp8_mem, SHIPPED.fp8_compute) if dtype == "fp8" else (1.0, 1.0)
+    params = get_model(model).params_per_layer / tp
+    return float(gemm_time(n, params, peak, bw, wbytes, fam, scale=scale, ridge_bw=ridge_bw))
 
 
 def _band_errors(layers: dict, predict) -> list[str]:
@@ -70,19 +71,14 @@ def gemm_table(tiers: list[str]) -> None:
     for tier in tiers:
         layers = layer_gemms(measured(tier), "bf16")
         g = get_gpu(tier)
-        rules = {"the tier's ridge": None}
-        if curve_bandwidth(g) != g.mem_bw_tbs * 1e12:
-            rules["the profiled GPU's ridge (shipped)"] = curve_bandwidth(g)
-        else:
-            rules = {"the tier's ridge (shipped)": None}
+        rules = {"the tier's ridge (shipped)": None}
+        if on_profiled_die(g):
+            rules = {"the tier's ridge": None, "the profiled GPU's ridge (shipped)": curve_bandwidth(g)}
         for rule, rbw in rules.items():
             cells = _band_errors(
                 layers, lambda mo, tp, n, rbw=rbw, tier=tier: model_gemms(tier, mo, tp, n, "bf16", rbw)
             )
             print(f"| {tier} | {rule} | " + " | ".join(cells) + " |")
-
-
-PROFILED_TIER = {"hopper": "h100-sxm", "ampere": "a100-80g-sxm"}  # opderive.PROFILED's GPUs as goodbench tiers
 
 
 def ratio_errors(tier: str, ridge_bw: float | None) -> dict[int, list[float]]:
@@ -101,7 +97,7 @@ def ratio_table(tiers: list[str]) -> None:
     """For a tier on the profiled GPU's die, measured beside it: where the curve's dip goes."""
     for tier in tiers:
         g = get_gpu(tier)
-        if curve_bandwidth(g) == g.mem_bw_tbs * 1e12 or PROFILED_TIER.get(family(g)) not in tiers:
+        if not on_profiled_die(g) or PROFILED_TIER[family(g)] not in tiers:
             continue
         print(
             f"\n{tier} over {PROFILED_TIER[family(g)]}, one layer's BF16 GEMMs, the model's ratio against the measured one:"

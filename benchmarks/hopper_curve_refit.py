@@ -10,43 +10,24 @@ Compare with `python -m goodbench.engine.virtual.calreport`."""
 
 from __future__ import annotations
 
-import csv
-import glob
-import os
-import statistics
-from collections import defaultdict
+import multiprocessing
+
+from gpu_operators_compare import layer_gemms, measured  # this directory (the script's own) is on sys.path
 
 import goodbench.engine.opdata as opdata
 import goodbench.engine.opmodel as opmodel
 from goodbench.engine.hardware import get_gpu, get_model
 from goodbench.engine.opderive import N_GRID, gemm_curve
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
-
 
 def shapes(tier: str) -> dict:
-    """(model, tp) -> {N: (one layer's GEMMs s, 0, matmul params per GPU, hidden, ffn per GPU)}, the median
-    over the tier's runs: opderive.gemm_curve's input."""
-    runs = defaultdict(list)
-    for path in sorted(glob.glob(os.path.join(DATA, f"gpu-ops-{tier}-*.csv"))):
-        layer = defaultdict(float)
-        with open(path, newline="") as fh:
-            for r in csv.DictReader(line for line in fh if not line.startswith("#")):
-                if not r["op"].startswith("attn") and r["dtype"] == "bf16":
-                    layer[(r["model"], int(r["tp"]), int(r["n"]))] += float(r["seconds"])
-        for key, s in layer.items():
-            runs[key].append(s)
+    """(model, tp) -> {N: (one layer's GEMMs s, 0, matmul params per GPU, hidden, ffn per GPU)}:
+    opderive.gemm_curve's input, from the layer times gpu_operators_compare.py uses."""
     out: dict = {}
-    for (model, tp, n), v in runs.items():
+    for (model, tp, n), s in layer_gemms(measured(tier), "bf16").items():
         if n in N_GRID:
             m = get_model(model)
-            out.setdefault((model, tp), {})[n] = (
-                statistics.median(v),
-                0.0,
-                m.params_per_layer / tp,
-                m.hidden,
-                m.ffn / tp,
-            )
+            out.setdefault((model, tp), {})[n] = (s, 0.0, m.params_per_layer / tp, m.hidden, m.ffn / tp)
     return out
 
 
@@ -58,7 +39,8 @@ def main() -> None:
     )
     for x, e, v in zip(curve[0], curve[1], opdata.GEMM["hopper"][1]):
         print(f"  N / ridge {x:6.3f}: efficiency {e:.3f} (Vidur's {v:.3f})")
-    opdata.GEMM["hopper"] = opmodel.GEMM["hopper"] = curve  # the replays' worker processes fork after this
+    opdata.GEMM["hopper"] = opmodel.GEMM["hopper"] = curve
+    multiprocessing.set_start_method("fork", force=True)  # the replays' workers inherit the patched table
 
     from goodbench.engine.virtual.calibration import calibrate
     from goodbench.engine.virtual.calreport import markdown, shipped_constants_text

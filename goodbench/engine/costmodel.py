@@ -28,10 +28,10 @@ from .frontend import FrontEnd
 from .hardware import get_gpu, get_model
 from .opmodel import (
     allreduce_time,
-    curve_bandwidth,
     elementwise_time,
     family,
     fast_fabric,
+    gemm_pricing,
     gemm_sides,
     gemm_time,
     pcie_ring_bytes_s,
@@ -274,13 +274,13 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
     tp, fam = cfg.tensor_parallel_size, family(gpu)
     fp8 = cfg.dtype == "fp8"
-    bf16_peak, bw = gpu.bf16_tflops * 1e12, gpu.mem_bw_tbs * 1e12
+    bf16_peak, bw, _, _, ridge_bw = gemm_pricing(gpu, False)
     n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
     params = m.params_per_layer / tp
     fp8_mem, fp8_compute, pcie_bw = np.zeros_like(n), np.zeros_like(n), np.zeros_like(n)
-    ridge_bw = curve_bandwidth(gpu)
     if fp8:
-        side = (n, params, gpu.fp8_tflops * 1e12, bw, 1.0, fam)
+        peak, _, wbytes, _, _ = gemm_pricing(gpu, True)
+        side = (n, params, peak, bw, wbytes, fam)
         gemm = gemm_time(*side, scale=(k.fp8_mem, k.fp8_compute), ridge_bw=ridge_bw)
         fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, (k.fp8_mem, k.fp8_compute), ridge_bw))
     else:

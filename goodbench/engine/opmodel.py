@@ -6,23 +6,27 @@ by assumption) from the H100 SXM, Ampere HBM (A100) from the A100 80GB SXM, GDDR
 A10G, RTX 6000 Ada) from the A40. The GEMM curve is a function of tokens / ridge, so it moves with
 each tier's own compute-to-bandwidth ratio (the mid-M dip sits at the ridge on all three profiled
 GPUs), except on a tier built on the profiled GPU's own die at its clocks (the same BF16 peak: H200 on
-the H100 SXM's, A100 40GB and 80GB PCIe on the A100 80GB SXM's): the kernels and their tiles are the
-same, so the dip stays at the same token count and only the weight reads move with the bandwidth.
+the H100 SXM's; A100 40GB and 80GB PCIe on the A100 80GB SXM's by the same argument, not measured):
+the kernels and their tiles are the same, so the dip stays at the same token count and only the weight
+reads move with the bandwidth.
 Measured on an H200 and an H100 SXM side by side (benchmarks/gpu_operators.py, data in
-benchmarks/data/): the H200's GEMMs come out 5.6% off the model (median of 110 layer times) with the
-dip at the H200's own ridge and 4.3% with it at the H100's, the H100's own 4.4%. Collectives: NVSwitch tiers use the NVSwitch curves of their generation; PCIe tiers (no NVLink)
-take their latency from the pairwise-NVLink 4-GPU curves, whose ring crosses PCIe (PCIe 4.0 boards the
+benchmarks/data/): the model's H200 / H100 layer-time ratio is 1.9% off the measured one (median of
+105 layers) with the dip at the H100's ridge, 3.2% (and up to 24%) with it at the H200's own.
+
+Collectives: NVSwitch tiers use the NVSwitch curves of their generation; PCIe tiers (no NVLink) take
+their latency from the pairwise-NVLink 4-GPU curves, whose ring crosses PCIe (PCIe 4.0 boards the
 A100 system's, PCIe 5.0 the H100's), and their bytes from a ring at the board's own link rate over a
 fitted inverse efficiency (the curves' own slope is its prior): a PCIe-class all-reduce that grows with
 the message and the TP size, not a PCIe measurement of that board."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .hardware import GPU
+from .hardware import GPU, get_gpu
 from .opdata import COLLECTIVES, ELEMENTWISE, GEMM
-from .opderive import PROFILED
 
 FAMILY_ASSUMED = ("b200", "mi300x", "rtx-6000-ada", "l4", "a10g")  # no profiled GPU of the same kind
 
@@ -33,11 +37,28 @@ def family(gpu: GPU) -> str:
     return "ampere" if gpu.name.startswith("a100") else "hopper"
 
 
+PROFILED_TIER = {"hopper": "h100-sxm", "ampere": "a100-80g-sxm", "gddr": None}  # opderive.PROFILED's GPUs as tiers
+
+
+def on_profiled_die(gpu: GPU) -> bool:
+    """Another tier on its family's profiled GPU's die at its clocks (the same BF16 peak): H200 on the H100
+    SXM's (measured), A100 40GB and 80GB PCIe on the A100 80GB SXM's (by the same argument, not measured)."""
+    base = PROFILED_TIER[family(gpu)]
+    return base is not None and gpu.name != base and math.isclose(gpu.bf16_tflops, get_gpu(base).bf16_tflops)
+
+
 def curve_bandwidth(gpu: GPU) -> float:
-    """The bandwidth (B/s) a tier's GEMM ridge is taken at: the profiled GPU's where the tier shares its
-    die and clocks (the same BF16 peak), else the tier's own (see the module docstring)."""
-    _, peak, bw = PROFILED[family(gpu)]
-    return bw if gpu.bf16_tflops * 1e12 == peak else gpu.mem_bw_tbs * 1e12
+    """The bandwidth (B/s) a tier's GEMM ridge is taken at: the profiled GPU's for a tier on its die, else
+    the tier's own (see the module docstring)."""
+    src = get_gpu(PROFILED_TIER[family(gpu)]) if on_profiled_die(gpu) else gpu
+    return src.mem_bw_tbs * 1e12
+
+
+def gemm_pricing(gpu: GPU, fp8: bool) -> tuple[float, float, float, str, float]:
+    """(peak FLOP/s, bandwidth B/s, bytes per weight, family, ridge bandwidth): what gemm_time prices a
+    tier's BF16 or FP8 GEMMs at (one place for the cost model and the GPU checks)."""
+    peak = (gpu.fp8_tflops if fp8 else gpu.bf16_tflops) * 1e12
+    return peak, gpu.mem_bw_tbs * 1e12, 1.0 if fp8 else 2.0, family(gpu), curve_bandwidth(gpu)
 
 
 def _sides(n, params: float, peak: float, bw: float, wbytes: float, fam: str, ridge_bw: float | None = None):

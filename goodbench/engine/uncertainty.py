@@ -79,7 +79,7 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
         else f"no public measurement fitted on {', '.join(blind)} (efficiencies borrowed from a profiled GPU): "
         f"at least the worst out-of-sample error on calibrated tiers in {' + '.join(regs)}"
     )
-    ttft = TTFT_ERROR["all" if blind else "calibrated"] * 100
+    ttft = max(TTFT_ERROR["all" if blind else "calibrated"] * 100, pct)  # a TTFT is made of steps too
     ttft_basis = (
         f"public vLLM TTFTs, out of sample, median |error| {'over every point' if blind else 'on calibrated tiers'}; "
         f"no server front end is priced (HTTP, tokenizing): {FRONT_END_SEEN}"
