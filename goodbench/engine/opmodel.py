@@ -10,8 +10,8 @@ the H100 SXM's; A100 40GB and 80GB PCIe on the A100 80GB SXM's by the same argum
 the kernels and their tiles are the same, so the dip stays at the same token count and only the weight
 reads move with the bandwidth.
 Measured on an H200 and an H100 SXM side by side (benchmarks/gpu_operators.py, data in
-benchmarks/data/): the model's H200 / H100 layer-time ratio is 1.9% off the measured one (median of
-105 layers) with the dip at the H100's ridge, 3.2% (and up to 24%) with it at the H200's own.
+benchmarks/data/): the model's H200 / H100 layer-time ratio is 2.0% off the measured one (median of
+105 layers) with the dip at the H100's ridge, 3.3% (and up to 23.5%) with it at the H200's own.
 
 Collectives: NVSwitch tiers use the NVSwitch curves of their generation; PCIe tiers (no NVLink) take
 their latency from the pairwise-NVLink 4-GPU curves, whose ring crosses PCIe (PCIe 4.0 boards the
