@@ -214,9 +214,11 @@ def test_explain_prints_the_breakdown_and_its_basis(tmp_path):
     assert r.returncode == 0 and "of their roofline" in r.stdout and "Vidur operator curves" in r.stdout
     pct = 100 * max(REGIME_ERROR["batch 17-64"], REGIME_ERROR["prefill-heavy"])  # 33 requests, a prefill
     assert f"expected error ±{pct:.0f}%" in r.stdout and "out of sample" in r.stdout
+    assert "expected TTFT error ±" in r.stdout and "public vLLM TTFTs" in r.stdout
     assert explain(EngineConfig(), [], [(1, 100)])["uncertainty"]["regimes"] == ["batch 1"]
     r = run_cli("engine", "explain", "--calibration", write(tmp_path), "--prefill", "512", "--decode", "8x500")
     assert r.returncode == 0 and "calibration profile" in r.stdout and "roofline" not in r.stdout
+    assert "expected TTFT error" not in r.stdout  # a profile fitted its own front end
 
 
 def test_host_and_attention_terms_stay_sane_at_batch_512():

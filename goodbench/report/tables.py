@@ -438,6 +438,8 @@ def explain_lines(cfg, r: dict) -> list[str]:
     u = r.get("uncertainty")
     if u and u.get("step_time_pct") is not None:
         out.append(f"  expected error ±{u['step_time_pct']:.0f}% [dim]({u['basis']})[/]")
+    if u and u.get("ttft_pct") is not None:
+        out.append(f"  expected TTFT error ±{u['ttft_pct']:.0f}% [dim]({u['ttft_basis']})[/]")
     out += [f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}" for k, v in r["breakdown_s"].items()]
     return out
 
