@@ -89,6 +89,11 @@ class Timer:
         return med, calls
 
 
+def _failed(exc: Exception) -> str:
+    """A failed measurement's note: the error's type and first line (a kernel this torch lacks for a shape)."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+
+
 def _copies(nbytes: float) -> int:
     return max(2, min(32, math.ceil(3 * L2_BYTES / nbytes)))
 
@@ -143,7 +148,7 @@ def _gemm_row(timer, dev, out, key, ws, scales) -> None:
             one = lambda i: torch._scaled_mm(xq, ws[i], scale_a=xs, scale_b=scales[i], out_dtype=torch.bfloat16)  # noqa: E731
             secs, calls = timer(one, copies, est)
     except Exception as exc:  # a kernel this torch has not for the shape: recorded, not fatal
-        secs, calls, note = float("nan"), 0, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        secs, calls, note = float("nan"), 0, _failed(exc)
     out.writerow(
         dict(
             op=op,
@@ -209,14 +214,14 @@ def _attn_row(timer, dev, out, key, est, call, dims, batch: int = 1) -> None:
     note, timer.spread = "", float("nan")
     try:
         kv_bytes = batch * kv_len * 2 * kv * d * 2
-        copies = 2 if dry_run(dev) else max(2, min(32, math.ceil(3 * L2_BYTES / kv_bytes)))
+        copies = 2 if timer.dry else _copies(kv_bytes)
         qs = [torch.randn(batch, heads, q_len, d, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
         ks = [torch.randn(batch, kv, kv_len, d, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
         vs = [torch.randn(batch, kv, kv_len, d, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
         with _sdpa(backend):
             secs, calls = timer(lambda i: call(qs[i], ks[i], vs[i]), copies, est)
     except Exception as exc:
-        secs, calls, copies, note = float("nan"), 0, 0, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        secs, calls, copies, note = float("nan"), 0, 0, _failed(exc)
     out.writerow(
         dict(
             op=f"attn_{op}",
@@ -235,10 +240,6 @@ def _attn_row(timer, dev, out, key, est, call, dims, batch: int = 1) -> None:
     )
 
 
-def dry_run(dev) -> bool:
-    return dev.type != "cuda"
-
-
 def environment(dev) -> dict:
     env = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": str(dev)}
     if dev.type == "cuda":
@@ -247,7 +248,7 @@ def environment(dev) -> dict:
             name=p.name,
             sms=p.multi_processor_count,
             memory_gib=round(p.total_memory / 2**30, 1),
-            cublas=getattr(torch.backends.cuda, "preferred_blas_library", lambda: "?")().name
+            cublas=torch.backends.cuda.preferred_blas_library().name
             if hasattr(torch.backends.cuda, "preferred_blas_library")
             else "?",
             smi=_smi(),

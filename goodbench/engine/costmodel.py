@@ -29,7 +29,6 @@ from .hardware import get_gpu, get_model
 from .opmodel import (
     allreduce_time,
     elementwise_time,
-    family,
     fast_fabric,
     gemm_pricing,
     gemm_sides,
@@ -272,19 +271,17 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
 def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     """The tier's measured operator curves for the model shape, with the fitted constants k."""
     gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
-    tp, fam = cfg.tensor_parallel_size, family(gpu)
-    fp8 = cfg.dtype == "fp8"
-    bf16_peak, bw, _, _, ridge_bw = gemm_pricing(gpu, False)
+    tp, fp8 = cfg.tensor_parallel_size, cfg.dtype == "fp8"
+    peak, bw, wbytes, fam, ridge_bw = gemm_pricing(gpu, fp8)
+    bf16_peak = gpu.bf16_tflops * 1e12  # the LM head and attention stay BF16
     n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
     params = m.params_per_layer / tp
     fp8_mem, fp8_compute, pcie_bw = np.zeros_like(n), np.zeros_like(n), np.zeros_like(n)
+    side = (n, params, peak, bw, wbytes, fam)
+    scale = (k.fp8_mem, k.fp8_compute) if fp8 else (1.0, 1.0)
+    gemm = gemm_time(*side, scale=scale, ridge_bw=ridge_bw)
     if fp8:
-        peak, _, wbytes, _, _ = gemm_pricing(gpu, True)
-        side = (n, params, peak, bw, wbytes, fam)
-        gemm = gemm_time(*side, scale=(k.fp8_mem, k.fp8_compute), ridge_bw=ridge_bw)
-        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, (k.fp8_mem, k.fp8_compute), ridge_bw))
-    else:
-        gemm = gemm_time(n, params, bf16_peak, bw, 2.0, fam, ridge_bw=ridge_bw)
+        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, scale, ridge_bw))
     linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.ffn / tp, bw, fam))
     comm = np.zeros_like(n)
     if tp > 1:

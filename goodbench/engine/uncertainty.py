@@ -91,3 +91,14 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
         "ttft_pct": round(ttft, 1),
         "ttft_basis": ttft_basis,
     }
+
+
+def statements(u: dict | None) -> list[tuple[str, float, str]]:
+    """(what, ± percent, basis) for each figure an engine_uncertainty gives, as every report prints them:
+    the step times, then TTFT where given."""
+    if not u or u.get("step_time_pct") is None:
+        return []
+    out = [("step times", u["step_time_pct"], u["basis"])]
+    if u.get("ttft_pct") is not None:
+        out.append(("TTFT", u["ttft_pct"], u["ttft_basis"]))
+    return out

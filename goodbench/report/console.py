@@ -8,6 +8,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ..engine.uncertainty import statements
 from ..limits import TARGET_ATTAINMENT
 from ..records import SLO_SUMMARY_KEYS
 from .jobs import job_text
@@ -309,12 +310,8 @@ def render_summary(
 def uncertainty_line(u: dict | None) -> Text | None:
     """How sure the simulated engine's step times (and, on public tiers, its TTFTs) are
     (engine/uncertainty.py)."""
-    if not u or u.get("step_time_pct") is None:
-        return None
-    text = f"  engine: step times ±{u['step_time_pct']:.0f}% ({u['basis']})"
-    if u.get("ttft_pct") is not None:
-        text += f"\n  engine: TTFT ±{u['ttft_pct']:.0f}% ({u['ttft_basis']})"
-    return Text(text, style="dim")
+    lines = [f"  engine: {what} ±{pct:.0f}% ({basis})" for what, pct, basis in statements(u)]
+    return Text("\n".join(lines), style="dim") if lines else None
 
 
 def prefix_line(pc: dict | None) -> Text | None:

@@ -8,6 +8,7 @@ import json
 import os
 from html import escape
 
+from ..engine.uncertainty import statements
 from ..limits import TARGET_ATTAINMENT
 from .captions import caption
 from .jobs import job_html
@@ -213,11 +214,10 @@ def _blocks(summary: dict) -> list[str]:
     parts.append(job_html(summary))
     if summary.get("prefix_cache"):
         parts.append(_prefix_line(summary["prefix_cache"]))
-    u = summary.get("engine_uncertainty")
-    if u and u.get("step_time_pct") is not None:
-        parts.append(f"<p>engine: step times ±{u['step_time_pct']:.0f}% <span class=dim>{_e(u['basis'])}</span></p>")
-        if u.get("ttft_pct") is not None:
-            parts.append(f"<p>engine: TTFT ±{u['ttft_pct']:.0f}% <span class=dim>{_e(u['ttft_basis'])}</span></p>")
+    parts += [
+        f"<p>engine: {what} ±{pct:.0f}% <span class=dim>{_e(basis)}</span></p>"
+        for what, pct, basis in statements(summary.get("engine_uncertainty"))
+    ]
     if summary.get("hol"):
         parts.append(_hol_table(summary["hol"]))
     if summary.get("server_timing"):

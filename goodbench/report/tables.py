@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..engine.uncertainty import statements
 from ..records import fmt_num, format_slo
 
 
@@ -435,11 +436,9 @@ def explain_lines(cfg, r: dict) -> list[str]:
         + ")",
         f"  [dim]{r['basis']}[/]",
     ]
-    u = r.get("uncertainty")
-    if u and u.get("step_time_pct") is not None:
-        out.append(f"  expected error ±{u['step_time_pct']:.0f}% [dim]({u['basis']})[/]")
-    if u and u.get("ttft_pct") is not None:
-        out.append(f"  expected TTFT error ±{u['ttft_pct']:.0f}% [dim]({u['ttft_basis']})[/]")
+    for what, pct, basis in statements(r.get("uncertainty")):
+        label = "expected error" if what == "step times" else f"expected {what} error"
+        out.append(f"  {label} ±{pct:.0f}% [dim]({basis})[/]")
     out += [f"  {k:<18} {v * 1000:8.3f} ms  {v / r['total_s']:6.1%}" for k, v in r["breakdown_s"].items()]
     return out
 
