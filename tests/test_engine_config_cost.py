@@ -122,6 +122,28 @@ def test_decode_attention_scales_with_context_and_tp_adds_allreduce():
     assert explain(tp, [], [(8, 100)])["breakdown_s"]["allreduce"] > 0
 
 
+def test_decode_per_request_cost_is_memory_time_so_it_scales_with_the_tiers_bandwidth():
+    """attn_request_s is the H100 SXM's; the L40S (864 GB/s) pays 3350/864 of it per request, the
+    H200 (4.8 TB/s) less; the context bytes are priced apart (a request at zero context still pays)."""
+    from goodbench.engine.costmodel import SHIPPED
+    from goodbench.engine.hardware import get_gpu
+
+    def per_request(gpu):
+        cfg = EngineConfig(gpu=gpu).resolved()
+        ctx_s = CostModel.for_config(cfg).ctx_s  # a decode at context 0 reads its own new token's KV
+        one = explain(cfg, [], [(1, 0)])["breakdown_s"]["attention_decode"] - ctx_s
+        many = explain(cfg, [], [(64, 0)])["breakdown_s"]["attention_decode"] - 64 * ctx_s
+        assert many == pytest.approx(64 * one, rel=1e-9)
+        return one
+
+    h100 = per_request("h100-sxm")
+    assert h100 == pytest.approx(32 * SHIPPED.attn_request_s, rel=1e-9)
+    for gpu in ("l40s", "h200", "a100-80g-sxm"):
+        ratio = get_gpu("h100-sxm").mem_bw_tbs / get_gpu(gpu).mem_bw_tbs
+        assert per_request(gpu) == pytest.approx(h100 * ratio, rel=1e-9)
+    assert per_request("l40s") > 3.5 * h100
+
+
 def test_nvlink_allreduce_is_cheaper_than_pcie():
     """Measured collectives: NVSwitch (custom all-reduce over NVLink) vs a PCIe ring (measured latency,
     bytes at the link rate / tp_pcie_bw), without the fitted per-layer terms; with them, still slower."""

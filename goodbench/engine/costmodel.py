@@ -5,9 +5,10 @@
                                                  at the link rate / a fitted efficiency), a per-layer term
     + GEMM_head(R)                               LM head, one row per scheduled request
     + max(F_attn_pf k_pf / P, KV_pf k_kv / BW)   prefill attention
-    + KV_dec k_kv / BW + L t_attn D              decode attention: context bytes, and a per-request cost
+    + KV_dec k_kv / BW + L t_attn D BW_ref / BW  decode attention: context bytes, and a per-request cost
     + t_step + t_req R                           host: scheduling, input preparation, sampling, output
-  N tokens in the step, R requests scheduled, D of them decoding, L layers, h hidden size.
+  N tokens in the step, R requests scheduled, D of them decoding, L layers, h hidden size, BW the
+  tier's memory bandwidth (BW_ref the H100 SXM's: t_attn is priced there, request_scale).
 
 The operator curves are measured (Vidur); the eleven terms of StepConstants are fitted to public
 end-to-end vLLM measurements (engine/virtual/calibration.csv; `python -m goodbench.engine.virtual.
@@ -49,7 +50,7 @@ class StepConstants:
     step_s: float  # host time per step
     request_s: float  # host time per scheduled request per step
     kv_read: float  # KV bytes (decode, and prefill re-reads) at bandwidth / kv_read
-    attn_request_s: float  # decode attention per decoding request per layer
+    attn_request_s: float  # decode attention per decoding request per layer, on the H100 SXM (request_scale)
     fp8_mem: float  # FP8 weights read at bandwidth / fp8_mem (memory-bound GEMMs: decode)
     fp8_compute: float  # FP8 tensor-core FLOPs at peak / fp8_compute (compute-bound GEMMs: prefill, big batches)
     tp_layer_s: float  # per layer per step with TP > 1 over NVLink, beyond the measured all-reduces
@@ -60,18 +61,29 @@ class StepConstants:
 
 
 SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
-    step_s=0.5622e-3,
-    request_s=17.61e-6,
-    kv_read=1.424,
-    attn_request_s=0.5067e-6,
-    fp8_mem=1.491,
+    step_s=0.5693e-3,
+    request_s=19.39e-6,
+    kv_read=1.372,
+    attn_request_s=0.599e-6,
+    fp8_mem=1.440,
     fp8_compute=1.001,
-    tp_layer_s=35.29e-6,
+    tp_layer_s=33.94e-6,
     tp_layer_pcie_s=0.0,
-    tp_pcie_bw=2.623,
-    prefill_attn=2.591,
+    tp_pcie_bw=2.491,
+    prefill_attn=2.600,
     frontend_s=0.0,  # V1's, fitted at its bound: the V1 sources' TTFTs leave no room for one (docs/engine.md)
 )
+
+
+REQUEST_REF_GPU = "h100-sxm"  # attn_request_s is priced on this GPU; request_scale moves it to a tier
+
+
+def request_scale(bw: float) -> float:
+    """What attn_request_s is multiplied by on a tier of bandwidth bw (B/s). What a decoding request
+    costs beyond its context bytes is memory traffic too small to stream at full rate (its last
+    partial KV block, its query and split-KV partial outputs, its logits in the sampler), so it
+    scales with 1 / bandwidth: an L40S pays 3.9x the H100 SXM's, not the same microseconds."""
+    return get_gpu(REQUEST_REF_GPU).mem_bw_tbs * 1e12 / bw
 
 
 def _ext(table: np.ndarray, x):
@@ -226,7 +238,18 @@ class CostModel:
         kv = u["kv"] * batch.decode_ctx + kv_pf
         pcie = float(_ext(u["pcie_bw"], n))
         return np.array(
-            [1.0, seqs, kv, u["layers"] * dt, u["fp8_mem"][i], u["fp8_compute"][i], tp * nvl, tp * (1 - nvl), pcie, pf]
+            [
+                1.0,
+                seqs,
+                kv,
+                u["per_request"] * dt,
+                u["fp8_mem"][i],
+                u["fp8_compute"][i],
+                tp * nvl,
+                tp * (1 - nvl),
+                pcie,
+                pf,
+            ]
         )
 
 
@@ -295,6 +318,7 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     head = gemm_time(np.maximum(rows, 1), m.vocab * m.hidden / tp, bf16_peak, bw, 2.0, fam, count=1, ridge_bw=ridge_bw)
     head[0] = 0.0
     kv_tok = cfg.kv_bytes_per_token()
+    per_request = m.layers * request_scale(bw)  # decode's per-request time per unit of attn_request_s
     dtype = f"{cfg.dtype}{' (fp8 KV)' if cfg.kv_cache_dtype == 'fp8' else ''}"
     return CostModel(
         linear=linear,
@@ -303,14 +327,14 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
         step_s=k.step_s,
         request_s=k.request_s,
         ctx_s=k.kv_read * kv_tok / bw,
-        decode_request_s=k.attn_request_s * m.layers,
+        decode_request_s=k.attn_request_s * per_request,
         pf_flops_s=k.prefill_attn * 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,
         pf_ctx_s=k.kv_read * kv_tok / bw,
         frontend_s=k.frontend_s,
         basis=f"{gpu.name} {m.name} tp{tp} {dtype}: Vidur operator curves, public-data constants",
         units={
             "kv": kv_tok / bw,
-            "layers": m.layers,
+            "per_request": per_request,
             "tp": m.layers if tp > 1 else 0.0,
             "nvlink": 1.0 if fast_fabric(gpu) else 0.0,
             "pf": 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,

@@ -21,7 +21,11 @@ UNITS = {
     "step_s": (1e3, "ms", "host time per step"),
     "request_s": (1e6, "us", "host time per scheduled request per step"),
     "kv_read": (1, "x", "KV bytes read at bandwidth / this (decode attention; prefill re-reads)"),
-    "attn_request_s": (1e6, "us", "decode attention per decoding request per layer"),
+    "attn_request_s": (
+        1e6,
+        "us",
+        "decode attention per decoding request per layer, on the H100 SXM (x its bandwidth / the tier's)",
+    ),
     "fp8_mem": (1, "x", "FP8 weights read at bandwidth / this (memory-bound GEMMs; 1 = half the BF16 bytes)"),
     "fp8_compute": (1, "x", "FP8 tensor-core FLOPs at peak / this (compute-bound GEMMs; 1 = twice BF16's rate)"),
     "tp_layer_s": (1e6, "us", "per layer per step with TP > 1 over NVLink, beyond the measured all-reduces"),
