@@ -18,9 +18,17 @@ import os
 import statistics
 from collections import defaultdict
 
-from goodbench.engine.costmodel import SHIPPED, request_scale
+from goodbench.engine.costmodel import SHIPPED
 from goodbench.engine.hardware import get_gpu, get_model
-from goodbench.engine.opmodel import PROFILED_TIER, curve_bandwidth, family, gemm_pricing, gemm_time, on_profiled_die
+from goodbench.engine.opmodel import (
+    PROFILED_TIER,
+    curve_bandwidth,
+    family,
+    gemm_pricing,
+    gemm_time,
+    on_profiled_die,
+    request_scale,
+)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 BANDS = (("decode, 1-64 tokens", 1, 64), ("mid, 96-1,024", 96, 1024), ("prefill, 1,536-8,192", 1536, 8192))
@@ -146,7 +154,7 @@ def attention_table(tiers: list[str]) -> None:
                     f"{flops / s / peak:.0%} | {1 / SHIPPED.prefill_attn:.0%} (prefill_attn) |"
                 )
             elif op == "attn_decode" and s == s:
-                model_s = SHIPPED.kv_read * n * ctx * kv_layer / bw + SHIPPED.attn_request_s * request_scale(bw) * n
+                model_s = SHIPPED.kv_read * n * ctx * kv_layer / bw + SHIPPED.attn_request_s * request_scale(g) * n
                 print(
                     f"| {tier} | decode | {backend} | {n} x {ctx} | {n * ctx * kv_layer / s / 1e12:.2f} TB/s | "
                     f"{n * ctx * kv_layer / s / bw:.0%} | {model_s * 1e6:.1f} us vs {s * 1e6:.1f} us measured |"

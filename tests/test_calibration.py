@@ -55,10 +55,11 @@ def test_every_point_is_sourced_and_whole_sources_are_held_out():
     assert sum(uses == {"check"} for uses in by_source.values()) >= 4  # sources never fitted
 
 
-def test_one_replay_gives_the_exact_local_jacobian():
+@pytest.mark.parametrize("point", ["yobitel-h100-c4", "musgrave-a100-40g-c1"])  # the second off the H100's bandwidth
+def test_one_replay_gives_the_exact_local_jacobian(point):
     """Following the clock: for a closed loop (its step sequence does not depend on step times) the
     metric moved by the derivative equals a replay with moved constants."""
-    p = next(q for q in cp.load_points() if q.id == "yobitel-h100-c4")
+    p = next(q for q in cp.load_points() if q.id == point)
     theta = cal.shipped_theta()
     value, jac, _ = cal.replay_with_jacobian(p, theta)
     moved = theta.copy()

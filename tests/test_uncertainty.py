@@ -27,6 +27,11 @@ def test_a_run_gets_its_regimes_worst_error_and_says_why():
     assert "out of sample" in x["basis"]
     blind = u.engine_uncertainty({"gpu": "l4", "tensor_parallel_size": 1}, stats)
     assert blind["step_time_pct"] >= x["step_time_pct"] and "l4" in blind["basis"]
+    assert "extrapolates its scaling with memory bandwidth below the slowest fitted tier's (l40s" in blind["basis"]
+    pcie = u.engine_uncertainty(
+        {"gpu": "h100-pcie", "tensor_parallel_size": 1}, stats
+    )  # 2 TB/s: within the fitted range
+    assert "h100-pcie" in pcie["basis"] and "extrapolates" not in pcie["basis"]
     prof = u.engine_uncertainty({"gpu": "h100-sxm"}, stats | {"profile": {"path": "/p.toml", "step_time_pct": 3.5}})
     assert prof["step_time_pct"] == 3.5 and "/p.toml" in prof["basis"]
     assert u.engine_uncertainty(None, stats) is None

@@ -8,7 +8,7 @@
     + KV_dec k_kv / BW + L t_attn D BW_ref / BW  decode attention: context bytes, and a per-request cost
     + t_step + t_req R                           host: scheduling, input preparation, sampling, output
   N tokens in the step, R requests scheduled, D of them decoding, L layers, h hidden size, BW the
-  tier's memory bandwidth (BW_ref the H100 SXM's: t_attn is priced there, request_scale).
+  tier's memory bandwidth (BW_ref the H100 SXM's: t_attn is fitted there, opmodel.request_scale).
 
 The operator curves are measured (Vidur); the eleven terms of StepConstants are fitted to public
 end-to-end vLLM measurements (engine/virtual/calibration.csv; `python -m goodbench.engine.virtual.
@@ -35,6 +35,7 @@ from .opmodel import (
     gemm_sides,
     gemm_time,
     pcie_ring_bytes_s,
+    request_scale,
 )
 from .profile import Profile, load_profile
 from .uncertainty import engine_uncertainty
@@ -50,7 +51,7 @@ class StepConstants:
     step_s: float  # host time per step
     request_s: float  # host time per scheduled request per step
     kv_read: float  # KV bytes (decode, and prefill re-reads) at bandwidth / kv_read
-    attn_request_s: float  # decode attention per decoding request per layer, on the H100 SXM (request_scale)
+    attn_request_s: float  # decode attention per decoding request per layer, on the H100 SXM (opmodel.request_scale)
     fp8_mem: float  # FP8 weights read at bandwidth / fp8_mem (memory-bound GEMMs: decode)
     fp8_compute: float  # FP8 tensor-core FLOPs at peak / fp8_compute (compute-bound GEMMs: prefill, big batches)
     tp_layer_s: float  # per layer per step with TP > 1 over NVLink, beyond the measured all-reduces
@@ -73,17 +74,6 @@ SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refi
     prefill_attn=2.600,
     frontend_s=0.0,  # V1's, fitted at its bound: the V1 sources' TTFTs leave no room for one (docs/engine.md)
 )
-
-
-REQUEST_REF_GPU = "h100-sxm"  # attn_request_s is priced on this GPU; request_scale moves it to a tier
-
-
-def request_scale(bw: float) -> float:
-    """What attn_request_s is multiplied by on a tier of bandwidth bw (B/s). What a decoding request
-    costs beyond its context bytes is memory traffic too small to stream at full rate (its last
-    partial KV block, its query and split-KV partial outputs, its logits in the sampler), so it
-    scales with 1 / bandwidth: an L40S pays 3.9x the H100 SXM's, not the same microseconds."""
-    return get_gpu(REQUEST_REF_GPU).mem_bw_tbs * 1e12 / bw
 
 
 def _ext(table: np.ndarray, x):
@@ -318,7 +308,7 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     head = gemm_time(np.maximum(rows, 1), m.vocab * m.hidden / tp, bf16_peak, bw, 2.0, fam, count=1, ridge_bw=ridge_bw)
     head[0] = 0.0
     kv_tok = cfg.kv_bytes_per_token()
-    per_request = m.layers * request_scale(bw)  # decode's per-request time per unit of attn_request_s
+    per_request = m.layers * request_scale(gpu)  # decode's per-request time per unit of attn_request_s
     dtype = f"{cfg.dtype}{' (fp8 KV)' if cfg.kv_cache_dtype == 'fp8' else ''}"
     return CostModel(
         linear=linear,

@@ -54,6 +54,15 @@ def curve_bandwidth(gpu: GPU) -> float:
     return src.mem_bw_tbs * 1e12
 
 
+def request_scale(gpu: GPU) -> float:
+    """What the per-request decode term (StepConstants.attn_request_s, fitted as the H100 SXM's) is
+    multiplied by on a tier: the H100 SXM's bandwidth over the tier's. Modelled, not measured: the
+    public vLLM points fit better when the GDDR6 L40S (one source) pays more per decoding request than
+    the HBM parts, and bandwidth orders the tiers so with no new constant; torch's bare attention
+    kernels on one die (H100 against H200, benchmarks/data) do not show it (docs/engine.md)."""
+    return get_gpu(PROFILED_TIER["hopper"]).mem_bw_tbs / gpu.mem_bw_tbs
+
+
 def gemm_pricing(gpu: GPU, fp8: bool) -> tuple[float, float, float, str, float]:
     """(peak FLOP/s, bandwidth B/s, bytes per weight, family, ridge bandwidth): what gemm_time prices a
     tier's BF16 or FP8 GEMMs at (one place for the cost model and the GPU checks)."""

@@ -5,6 +5,8 @@ profile's own error on the runs it was fitted to. Pure."""
 
 from __future__ import annotations
 
+from .hardware import get_gpu
+
 REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-heavy", "TP > 1")
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
 # largest there, a floor for tiers no public point was fitted on (their efficiencies are borrowed).
@@ -52,6 +54,19 @@ def _tiers(engine: dict, stats: dict) -> list[tuple[str, int]]:
     return [(engine.get("gpu", "h100-sxm"), int(engine.get("tensor_parallel_size") or 1))]
 
 
+def _below_fitted_bandwidth(gpus: list[str]) -> str:
+    """A note for tiers slower in memory than every calibrated one: their per-request decode cost
+    (opmodel.request_scale) extrapolates the bandwidth rule beyond where public points checked it."""
+    slowest = min(CALIBRATED_TIERS, key=lambda g: get_gpu(g).mem_bw_tbs)
+    low = [g for g in gpus if get_gpu(g).mem_bw_tbs < get_gpu(slowest).mem_bw_tbs]
+    return (
+        f"; the per-request decode cost on {', '.join(low)} extrapolates its scaling with memory bandwidth "
+        f"below the slowest fitted tier's ({slowest}, {get_gpu(slowest).mem_bw_tbs * 1000:.0f} GB/s)"
+        if low
+        else ""
+    )
+
+
 def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
     """{step_time_pct, basis, regimes, ttft_pct, ttft_basis} for a simulated run from run.json's engine
     config and the simulation's counters (None for a run without them). step_time_pct is a typical
@@ -78,6 +93,7 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
         if not blind
         else f"no public measurement fitted on {', '.join(blind)} (efficiencies borrowed from a profiled GPU): "
         f"at least the worst out-of-sample error on calibrated tiers in {' + '.join(regs)}"
+        + _below_fitted_bandwidth(blind)
     )
     ttft = max(TTFT_ERROR["all" if blind else "calibrated"] * 100, pct)  # a TTFT is made of steps too
     ttft_basis = (
