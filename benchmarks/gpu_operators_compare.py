@@ -145,7 +145,7 @@ def attention_table(tiers: list[str]) -> None:
     print("|---|---|---|---|---|---|---|")
     for tier in tiers:
         g = get_gpu(tier)
-        peak, bw = g.bf16_tflops * 1e12, g.mem_bw_tbs * 1e12
+        peak, bw = g.bf16_tflops * 1e12, g.bandwidth
         for (op, _, _, _, backend, n, ctx), s in sorted(measured(tier).items()):
             if op == "attn_prefill" and s == s:
                 flops = 4 * m.heads * m.head_dim * n * (n + 1) / 2

@@ -28,9 +28,8 @@ def test_a_run_gets_its_regimes_worst_error_and_says_why():
     blind = u.engine_uncertainty({"gpu": "l4", "tensor_parallel_size": 1}, stats)
     assert blind["step_time_pct"] >= x["step_time_pct"] and "l4" in blind["basis"]
     assert "extrapolates its scaling with memory bandwidth below the slowest fitted tier's (l40s" in blind["basis"]
-    pcie = u.engine_uncertainty(
-        {"gpu": "h100-pcie", "tensor_parallel_size": 1}, stats
-    )  # 2 TB/s: within the fitted range
+    # 2 TB/s: within the fitted range
+    pcie = u.engine_uncertainty({"gpu": "h100-pcie", "tensor_parallel_size": 1}, stats)
     assert "h100-pcie" in pcie["basis"] and "extrapolates" not in pcie["basis"]
     prof = u.engine_uncertainty({"gpu": "h100-sxm"}, stats | {"profile": {"path": "/p.toml", "step_time_pct": 3.5}})
     assert prof["step_time_pct"] == 3.5 and "/p.toml" in prof["basis"]

@@ -339,11 +339,10 @@ def _roofline(cfg: EngineConfig, n: int) -> float | None:
     """The linear layers' roofline for n tokens on the tier (None: a calibration profile has no tier)."""
     if cfg.calibration or n < 1:
         return None
-    gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
-    fp8 = cfg.dtype == "fp8"
-    peak = (gpu.fp8_tflops if fp8 else gpu.bf16_tflops) * 1e12
+    m = get_model(cfg.model)
+    peak, bw, wbytes, _, _ = gemm_pricing(get_gpu(cfg.gpu), cfg.dtype == "fp8")
     params = m.layers * m.params_per_layer / cfg.tensor_parallel_size
-    return max(2 * n * params / peak, (1.0 if fp8 else 2.0) * params / (gpu.mem_bw_tbs * 1e12))
+    return max(2 * n * params / peak, wbytes * params / bw)
 
 
 def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tuple[int, int]]) -> dict:

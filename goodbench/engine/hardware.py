@@ -31,9 +31,14 @@ class GPU:
     source: str
 
     @property
+    def bandwidth(self) -> float:
+        """Memory bandwidth in bytes per second."""
+        return self.mem_bw_tbs * 1e12
+
+    @property
     def ridge(self) -> float:
         """FLOP per byte where BF16 GEMMs turn compute-bound."""
-        return self.bf16_tflops * 1e12 / (self.mem_bw_tbs * 1e12)
+        return self.bf16_tflops * 1e12 / self.bandwidth
 
 
 GPUS: dict[str, GPU] = {

@@ -51,7 +51,7 @@ def curve_bandwidth(gpu: GPU) -> float:
     """The bandwidth (B/s) a tier's GEMM ridge is taken at: the profiled GPU's for a tier on its die, else
     the tier's own (see the module docstring)."""
     src = get_gpu(PROFILED_TIER[family(gpu)]) if on_profiled_die(gpu) else gpu
-    return src.mem_bw_tbs * 1e12
+    return src.bandwidth
 
 
 def request_scale(gpu: GPU) -> float:
@@ -60,14 +60,14 @@ def request_scale(gpu: GPU) -> float:
     public vLLM points fit better when the GDDR6 L40S (one source) pays more per decoding request than
     the HBM parts, and bandwidth orders the tiers so with no new constant; torch's bare attention
     kernels on one die (H100 against H200, benchmarks/data) do not show it (docs/engine.md)."""
-    return get_gpu(PROFILED_TIER["hopper"]).mem_bw_tbs / gpu.mem_bw_tbs
+    return get_gpu(PROFILED_TIER["hopper"]).bandwidth / gpu.bandwidth
 
 
 def gemm_pricing(gpu: GPU, fp8: bool) -> tuple[float, float, float, str, float]:
     """(peak FLOP/s, bandwidth B/s, bytes per weight, family, ridge bandwidth): what gemm_time prices a
     tier's BF16 or FP8 GEMMs at (one place for the cost model and the GPU checks)."""
     peak = (gpu.fp8_tflops if fp8 else gpu.bf16_tflops) * 1e12
-    return peak, gpu.mem_bw_tbs * 1e12, 1.0 if fp8 else 2.0, family(gpu), curve_bandwidth(gpu)
+    return peak, gpu.bandwidth, 1.0 if fp8 else 2.0, family(gpu), curve_bandwidth(gpu)
 
 
 def _sides(n, params: float, peak: float, bw: float, wbytes: float, fam: str, ridge_bw: float | None = None):

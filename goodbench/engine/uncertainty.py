@@ -57,13 +57,13 @@ def _tiers(engine: dict, stats: dict) -> list[tuple[str, int]]:
 def _below_fitted_bandwidth(gpus: list[str]) -> str:
     """A note for tiers slower in memory than every calibrated one: their per-request decode cost
     (opmodel.request_scale) extrapolates the bandwidth rule beyond where public points checked it."""
-    slowest = min(CALIBRATED_TIERS, key=lambda g: get_gpu(g).mem_bw_tbs)
-    low = [g for g in gpus if get_gpu(g).mem_bw_tbs < get_gpu(slowest).mem_bw_tbs]
+    slowest = min((get_gpu(g) for g in CALIBRATED_TIERS), key=lambda g: g.bandwidth)
+    low = [g for g in gpus if get_gpu(g).bandwidth < slowest.bandwidth]
+    if not low:
+        return ""
     return (
         f"; the per-request decode cost on {', '.join(low)} extrapolates its scaling with memory bandwidth "
-        f"below the slowest fitted tier's ({slowest}, {get_gpu(slowest).mem_bw_tbs * 1000:.0f} GB/s)"
-        if low
-        else ""
+        f"below the slowest fitted tier's ({slowest.name}, {slowest.bandwidth / 1e9:.0f} GB/s)"
     )
 
 
