@@ -61,6 +61,10 @@ def test_the_profiled_servers_knobs_are_the_defaults(tmp_path):
     own = EngineConfig(calibration=write(tmp_path), max_num_seqs=8, block_size=32).resolved()
     assert (own.num_gpu_blocks, own.max_num_seqs) == (2000, 8)  # the same KV tokens in 32-token blocks
     assert "--calibration" in EngineConfig(calibration="x.toml").to_argv()
+    assert not cfg.async_scheduling
+    held = write(tmp_path, engine={"num_gpu_blocks": 4000, "block_size": 16, "async_scheduling": True})
+    assert load_profile(held).engine["async_scheduling"] is True
+    assert EngineConfig(calibration=held).resolved().async_scheduling  # fitted on a server that ran so
 
 
 def test_bad_profiles_say_what_is_wrong(tmp_path):

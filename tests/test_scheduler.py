@@ -260,3 +260,20 @@ def test_chunked_and_unchunked_process_the_same_tokens(reqs, budget):
     whole, p2 = run_engine(reqs, enable_chunked_prefill=False, num_gpu_blocks=5000, enable_prefix_caching=False)
     assert p1 == p2 == 0
     assert chunked == whole == sum(p + o - 1 for p, o, _ in reqs)
+
+
+def test_held_requests_count_as_waiting_and_can_be_aborted():
+    cfg = EngineConfig(async_scheduling=True).resolved()
+    eng = Engine(cfg, CostModel.for_config(cfg, fixed_step_ms=10.0))
+    a, b, c = (Seq(i, 20, 5) for i in range(3))
+    eng.add(a)  # idle engine: straight to the waiting queue
+    assert eng.sched.num_waiting() == 1 and not eng.sched.incoming
+    eng.step()  # a's prefill; a's next step is scheduled ahead now
+    eng.add(b)
+    eng.add(c)
+    assert eng.sched.incoming == [b, c] and eng.sched.num_waiting() == 2 and eng.has_work
+    eng.abort(c)
+    assert eng.sched.incoming == [b] and c.status == "aborted"
+    res = eng.step()  # built before b could join
+    assert res.batch.seqs == [a] and eng.sched.waiting_seqs() == [b]
+    assert set(eng.step().batch.seqs) == {a, b}

@@ -463,6 +463,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "max_num_batched_tokens": cfg.max_num_batched_tokens,
         "max_num_seqs": cfg.max_num_seqs,
         "enable_chunked_prefill": cfg.enable_chunked_prefill,
+        "async_scheduling": cfg.async_scheduling,
     }
     prompts = [q.prompt_tokens for r in runs for q in r.requests]
     prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts))

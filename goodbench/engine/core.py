@@ -62,9 +62,20 @@ class Engine:
             )
 
     def add(self, seq: Seq) -> None:
+        """Queue a request. With async scheduling, one that arrives while a step runs misses the next
+        step too (vLLM scheduled it when this one was launched): the scheduler holds it until the next
+        step() has been built."""
         self.check_fits(seq.prompt_len, seq.max_tokens)
         self.sched.add(seq)
         self.stats.prompt_tokens += seq.prompt_len
+
+    def _launched(self) -> None:
+        """After a step (or a run of decode steps) is built: the held requests may join the next one,
+        and with async scheduling, if work remains, that next step is already scheduled, so requests
+        arriving from now on are held (vLLM's engine core with a batch queue of two)."""
+        sched = self.sched
+        sched.admit()
+        sched.holding = self.cfg.async_scheduling and (bool(sched.waiting) or bool(sched.running))
 
     def abort(self, seq: Seq) -> None:
         self.sched.remove(seq)
@@ -80,7 +91,7 @@ class Engine:
     @property
     def has_work(self) -> bool:
         sched = self.sched
-        if sched.waiting:
+        if sched.waiting or sched.incoming:
             return True
         if self.cfg.scheduler == "static":
             return any(s.status == "running" for s in sched.running)
@@ -95,6 +106,9 @@ class Engine:
         batch = self.sched.schedule()
         self.stats.preemptions += len(batch.preempted)
         if not batch.seqs and not batch.padding:
+            if self.sched.incoming:  # nothing to run ahead of the held requests: they are next
+                self.sched.admit()
+                return self.step()
             return None
         dur = self.cost.batch_time(batch)
         if self.adaptive is not None and batch.decode_tokens:
@@ -110,6 +124,7 @@ class Engine:
                 if seq.num_output >= seq.max_tokens:
                     sched.finish(seq)
                     res.finished.append(seq)
+        self._launched()
         st = self.stats
         st.steps += 1
         st.max_step_tokens = max(st.max_step_tokens, batch.num_tokens)
@@ -138,7 +153,7 @@ class Engine:
         have closed-form end times and are taken at once. Returns (end times of the k steps,
         finished seqs), or None when the fast path does not apply (then take a normal step)."""
         sched, kv, cfg = self.sched, self.kv, self.cfg
-        if sched.waiting or cfg.scheduler in ("static", "prefill-first"):
+        if sched.waiting or sched.incoming or cfg.scheduler in ("static", "prefill-first"):
             return None
         run = sched.running
         r = len(run)
@@ -174,6 +189,7 @@ class Engine:
                 finished.append(s)
         for s in finished:
             sched.finish(s)
+        self._launched()
         ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
         self.last_run = (r, ctx)  # the run's batch size and first step's summed context (calibration)
         st = self.stats

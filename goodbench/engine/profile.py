@@ -36,7 +36,14 @@ TERMS = (
 )
 STEP_TERMS = TERMS[:6]  # what a step's time is made of; the rest are the front end's (engine/frontend.py)
 OPTIONAL = ("frontend_flight_s", "frontend_token_s")  # 0 in profiles written before they existed
-ENGINE_KEYS = ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
+ENGINE_KEYS = (
+    "num_gpu_blocks",
+    "block_size",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "enable_chunked_prefill",
+    "async_scheduling",
+)
 # the server the terms were fitted to (its hardware and model): what-ifs' labels, GPU counts and prices, by flag
 SERVER_FLAGS = {
     "gpu": "--gpu",

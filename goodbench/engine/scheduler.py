@@ -58,11 +58,19 @@ class Scheduler:
         self.running: list[Seq] = []
         self.priority = cfg.scheduling_policy == "priority"
         self.waiting: deque[Seq] | list = [] if self.priority else deque()
+        # async scheduling: requests that reached the engine after the next step was already scheduled
+        # (they wait one step more); hold() routes add() here, admit() moves them to `waiting`
+        self.incoming: list[Seq] = []
+        self.holding = False
         self._order = 0
         self.budget = cfg.max_num_batched_tokens  # the per-step token budget (an adaptive policy moves it)
 
     # ---- queue helpers (FCFS deque, or a heap on (priority, arrival order))
     def add(self, seq: Seq) -> None:
+        if self.holding:
+            seq.status = "waiting"
+            self.incoming.append(seq)
+            return
         seq.order = self._order
         self._order += 1
         seq.status = "waiting"
@@ -83,18 +91,29 @@ class Scheduler:
         else:
             self.waiting.appendleft(seq)
 
+    def admit(self) -> None:
+        """Move the held requests to the waiting queue (in arrival order): the next step may take them."""
+        held, self.incoming, self.holding = self.incoming, [], False
+        for seq in held:
+            self.add(seq)
+
     def num_waiting(self) -> int:
-        return len(self.waiting)
+        return len(self.waiting) + len(self.incoming)
+
+    def _queued(self) -> list[Seq]:
+        return [w[2] for w in self.waiting] if self.priority else list(self.waiting)
 
     def waiting_seqs(self) -> list[Seq]:
-        return [w[2] for w in self.waiting] if self.priority else list(self.waiting)
+        return self._queued() + self.incoming
 
     def remove(self, seq: Seq) -> bool:
         """Abort: drop a sequence wherever it is and free its blocks."""
         if seq in self.running:
             self.running.remove(seq)
+        elif seq in self.incoming:
+            self.incoming.remove(seq)
         else:
-            items = self.waiting_seqs()
+            items = self._queued()
             if seq not in items:
                 return False
             items.remove(seq)
