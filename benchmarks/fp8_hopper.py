@@ -3,7 +3,7 @@ at the shipped constants, to separate the FP8 GEMMs from the V0 FP8-KV attention
 
 - as labelled (FP8 weights, FP8 KV: the engine prices FP8 KV as half the KV bytes);
 - with a BF16 KV cache (what the rows would cost if the FP8 KV cache cost what a BF16 one does);
-- with `fp8_mem` at 1.2 / 1.3 (how far Hopper's FP8 weight reads are from the Ada-fitted value);
+- with `fp8_mem_hbm` (the FP8 weight reads HBM tiers pay) at 1.2 / 1.3;
 
 and the same study's BF16-weight, FP8-KV runs (same file, same session) as labelled.
 
@@ -41,15 +41,15 @@ def main() -> None:
     moved = {}
     for v in (1.2, 1.3):
         moved[v] = shipped.copy()
-        moved[v][NAMES.index("fp8_mem")] = v
+        moved[v][NAMES.index("fp8_mem_hbm")] = v
     checks = [p for p in load_points() if p.source_id == "argonne-quant-study"]
-    head = "batch x length   FP8 W+KV   KV as BF16   fp8_mem 1.2   fp8_mem 1.3   BF16 W + FP8 KV (same study)"
+    head = "batch x length   FP8 W+KV   KV as BF16   hbm 1.2   hbm 1.3   BF16 W + FP8 KV (same study)"
     print(head)
     for p in checks:
         err = {
             "as labelled": predict(p, shipped) / p.value - 1,
             "bf16 kv": predict(replace(p, kv_cache_dtype="auto"), shipped) / p.value - 1,
-            **{f"fp8_mem {v}": predict(p, moved[v]) / p.value - 1 for v in moved},
+            **{f"fp8_mem_hbm {v}": predict(p, moved[v]) / p.value - 1 for v in moved},
         }
         key = (p.concurrency, p.input_len)
         b16 = replace(p, dtype="bf16", value=BF16_WEIGHTS_FP8_KV[key] * 1000)

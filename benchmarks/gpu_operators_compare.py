@@ -18,7 +18,7 @@ import os
 import statistics
 from collections import defaultdict
 
-from goodbench.engine.costmodel import SHIPPED
+from goodbench.engine.costmodel import SHIPPED, fp8_scale
 from goodbench.engine.hardware import get_gpu, get_model
 from goodbench.engine.opmodel import (
     PROFILED_TIER,
@@ -58,7 +58,7 @@ def model_gemms(tier: str, model: str, tp: int, n: int, dtype: str, ridge_bw: fl
     """The cost model's four GEMMs of one layer (opmodel.gemm_pricing, as costmodel.tier_model prices
     them); ridge_bw None puts the curve's dip at the tier's own ridge."""
     peak, bw, wbytes, fam, _ = gemm_pricing(get_gpu(tier), dtype == "fp8")
-    scale = (SHIPPED.fp8_mem, SHIPPED.fp8_compute) if dtype == "fp8" else (1.0, 1.0)
+    scale = fp8_scale(get_gpu(tier), SHIPPED) if dtype == "fp8" else (1.0, 1.0)
     params = get_model(model).params_per_layer / tp
     return float(gemm_time(n, params, peak, bw, wbytes, fam, scale=scale, ridge_bw=ridge_bw))
 
@@ -122,7 +122,7 @@ def ratio_table(tiers: list[str]) -> None:
 
 def fp8_table(tiers: list[str]) -> None:
     print("\nFP8 (torch._scaled_mm, per-tensor scales, activations quantised outside the timing) over BF16, one layer:")
-    print("| tier | band | measured FP8 / BF16 | model FP8 / BF16 (fp8_mem, fp8_compute fitted end to end) |")
+    print("| tier | band | measured FP8 / BF16 | model FP8 / BF16 (fp8_mem_hbm, fp8_compute fitted end to end) |")
     print("|---|---|---|---|")
     for tier in tiers:
         meas = measured(tier)

@@ -55,7 +55,9 @@ def test_every_point_is_sourced_and_whole_sources_are_held_out():
     assert sum(uses == {"check"} for uses in by_source.values()) >= 4  # sources never fitted
 
 
-@pytest.mark.parametrize("point", ["yobitel-h100-c4", "musgrave-a100-40g-c1"])  # the second off the H100's bandwidth
+@pytest.mark.parametrize(  # the second off the H100's bandwidth; the third FP8 weights on an HBM tier
+    "point", ["yobitel-h100-c4", "musgrave-a100-40g-c1", "anl-fp8-h100-sxm-llama-3.1-8b-tp1-b16-L1024"]
+)
 def test_one_replay_gives_the_exact_local_jacobian(point):
     """Following the clock: for a closed loop (its step sequence does not depend on step times) the
     metric moved by the derivative equals a replay with moved constants."""
@@ -65,8 +67,12 @@ def test_one_replay_gives_the_exact_local_jacobian(point):
     moved = theta.copy()
     moved[0] += 0.2e-3  # step_s
     moved[3] += 1e-6  # attn_request_s
+    moved[cal.NAMES.index("fp8_mem")] += 0.1  # GDDR tiers' FP8 reads: no effect here
+    moved[cal.NAMES.index("fp8_mem_hbm")] += 0.1
     again, _ = cp.replay(p, CostModel.for_config(cp.point_config(p), constants=cal.constants(moved, p)))
     assert again == pytest.approx(value + jac @ (moved - theta), rel=1e-6)
+    if p.dtype == "fp8":  # an HBM tier pays its own FP8 weight-read term
+        assert jac[cal.NAMES.index("fp8_mem_hbm")] > 0 and jac[cal.NAMES.index("fp8_mem")] == 0
 
 
 def test_leave_one_source_out_never_sees_the_source():
@@ -169,6 +175,8 @@ def test_multi_step_runs_pay_the_host_terms_once_per_scheduling_round():
     moved[cal.V0_STEP] += 1e-3
     again, _ = cp.replay(p, CostModel.for_config(cp.point_config(p), constants=cal.constants(moved, p)))
     assert again == pytest.approx(value + jac @ (moved - theta), rel=1e-6)
+    if p.dtype == "fp8":  # an HBM tier pays its own FP8 weight-read term
+        assert jac[cal.NAMES.index("fp8_mem_hbm")] > 0 and jac[cal.NAMES.index("fp8_mem")] == 0
     single, _ = cp.replay(base, CostModel.for_config(cp.point_config(base), constants=cal.constants(theta, base)))
     assert jac[cal.V0_STEP] < single  # a tenth of the per-step cost per step, not the whole of it
 
@@ -196,6 +204,23 @@ def test_a_source_stating_no_version_is_v1_after_v0_was_removed():
     assert cal.era(replace(p, version="not stated", date="2024-09 (README)")) == "v0"
     assert cal.era(replace(p, version="not stated", date="not shown")) == "v0"
     assert cal.era(replace(p, version="0.6.0", date="2026-05-18")) == "v0"
+
+
+def test_sources_from_vllm_0_14_on_replay_with_async_scheduling():
+    """vLLM 0.14.0 (2026-01) turned async scheduling on by default: a source's replay follows its version
+    (or, stating none, its date), and the held request's extra step is in its TTFT."""
+    p = next(q for q in cp.load_points() if q.id == "yobitel-h100-c1")
+    assert p.async_scheduling and cp.point_config(p).async_scheduling  # 0.21.0
+    assert not replace(p, version="0.11.0").async_scheduling
+    assert not replace(p, version="0.8.5 (assumed)", date="2026-05").async_scheduling
+    assert replace(p, version="not stated", date="2026-02-24").async_scheduling
+    assert not replace(p, version="not stated", date="2025-12 (post)").async_scheduling
+    assert not replace(p, version="not stated", date="not shown").async_scheduling
+    iog = next(q for q in cp.load_points() if q.id == "iog-l3-8b-h100pcie-r8-ttft")
+    cost = CostModel.for_config(cp.point_config(iog))
+    sync = cp.replay(iog, cost)[0]
+    held = cp.replay(replace(iog, version="0.14.1"), cost)[0]
+    assert held > sync * 1.2  # at 8 req/s most prompts land mid-step and wait one step more
 
 
 def test_excluded_points_say_why_and_are_not_counted(recomputed):

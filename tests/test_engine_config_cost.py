@@ -163,20 +163,25 @@ def test_nvlink_allreduce_is_cheaper_than_pcie():
 
 
 def test_fp8_weights_are_priced_by_what_fp8_kernels_achieve():
-    """Two sides, not one multiplier: a decode step reads half the bytes at bandwidth / fp8_mem, a long
-    prefill runs at the FP8 peak / fp8_compute; each moves only its own regime."""
+    """Two sides, not one multiplier: a decode step reads half the bytes at bandwidth / fp8_mem_hbm (an
+    HBM tier; fp8_mem on GDDR), a long prefill runs at the FP8 peak / fp8_compute; each moves only its
+    own regime."""
     from dataclasses import replace
 
     from goodbench.engine.costmodel import SHIPPED
 
-    def linear(dtype, k, n):
-        cfg = EngineConfig(gpu="h100-sxm", dtype=dtype).resolved()
+    def linear(dtype, k, n, gpu="h100-sxm"):
+        cfg = EngineConfig(gpu=gpu, dtype=dtype).resolved()
         return float(CostModel.for_config(cfg, constants=k).breakdown(n, 0, 0, 0, 0, 1)["linear"])
 
-    one = replace(SHIPPED, fp8_mem=1.0, fp8_compute=1.0)
+    one = replace(SHIPPED, fp8_mem=1.0, fp8_mem_hbm=1.0, fp8_compute=1.0)
     for n in (1, 4096):
         assert linear("fp8", one, n) < 0.6 * linear("bf16", one, n)  # the roofline: half the bytes, twice the rate
-    slow_reads, slow_math = replace(one, fp8_mem=1.6), replace(one, fp8_compute=1.6)
+    # the H100 (HBM) reads FP8 weights at its own term; Ada's (GDDR) moves it not
+    assert linear("fp8", replace(one, fp8_mem=1.6), 1) == linear("fp8", one, 1)
+    assert linear("fp8", replace(one, fp8_mem=1.6), 1, "l40s") > 1.4 * linear("fp8", one, 1, "l40s")
+    assert linear("fp8", replace(one, fp8_mem_hbm=1.6), 1, "l40s") == linear("fp8", one, 1, "l40s")
+    slow_reads, slow_math = replace(one, fp8_mem_hbm=1.6), replace(one, fp8_compute=1.6)
     assert linear("fp8", slow_reads, 1) > 1.4 * linear("fp8", one, 1)
     assert linear("fp8", slow_reads, 4096) == linear("fp8", one, 4096)
     assert linear("fp8", slow_math, 1) == linear("fp8", one, 1)

@@ -49,12 +49,15 @@ def test_chunked_prefill_takes_ceil_prompt_over_budget_steps():
     assert rec.first_token_at == pytest.approx(0.030)  # 2048 + 2048 + 904
 
 
+def random_requests(n: int, seed: int, max_out: int) -> list[RequestSpec]:
+    """n requests with prompts of 4-1,500 tokens and 2-max_out output tokens."""
+    rng = np.random.default_rng(seed)
+    lens = zip(rng.integers(4, 1500, n), rng.integers(2, max_out, n))
+    return [RequestSpec(f"r{i}", "a", "x", int(p), int(o)) for i, (p, o) in enumerate(lens)]
+
+
 def test_fast_decode_path_is_exact():
-    rng = np.random.default_rng(0)
-    reqs = [
-        RequestSpec(f"r{i}", "a", "x", int(p), int(o))
-        for i, (p, o) in enumerate(zip(rng.integers(4, 1500, 400), rng.integers(2, 400, 400)))
-    ]
+    reqs = random_requests(400, 0, 400)
     offs = offsets(ArrivalSpec(rate=15.0), n=400, seed=1)
     for cfg in (
         EngineConfig(gpu="h100-sxm"),
@@ -83,11 +86,7 @@ def test_async_scheduling_holds_a_request_arriving_mid_step_one_step_more():
 
 
 def test_async_scheduling_fast_path_is_exact_and_closed_loops_finish():
-    rng = np.random.default_rng(2)
-    reqs = [
-        RequestSpec(f"r{i}", "a", "x", int(p), int(o))
-        for i, (p, o) in enumerate(zip(rng.integers(4, 1500, 300), rng.integers(2, 300, 300)))
-    ]
+    reqs = random_requests(300, 2, 300)
     offs = offsets(ArrivalSpec(rate=12.0), n=300, seed=4)
     cfg = EngineConfig(gpu="h100-sxm", async_scheduling=True)
     fast, slow = sim(reqs, offs, cfg, fast=True), sim(reqs, offs, cfg, fast=False)

@@ -43,16 +43,18 @@ from .uncertainty import engine_uncertainty
 
 @dataclass(frozen=True)
 class StepConstants:
-    """The fitted terms. kv_read, prefill_attn, fp8_mem, fp8_compute and tp_pcie_bw are inverse
-    efficiencies (1 = the roofline). FP8 GEMMs have two: fp8_mem on reading the weights (1 = half the
-    BF16 bytes at the BF16 kernels' measured efficiency), fp8_compute on the FP8 tensor-core rate (1 =
-    the FP8 peak at that efficiency); a step's GEMMs pay whichever side of the roofline binds."""
+    """The fitted terms. kv_read, prefill_attn, fp8_mem, fp8_mem_hbm, fp8_compute and tp_pcie_bw are
+    inverse efficiencies (1 = the roofline). FP8 GEMMs have two: the weight reads (1 = half the BF16
+    bytes at the BF16 kernels' measured efficiency), fp8_mem on GDDR tiers (Ada) and fp8_mem_hbm on
+    HBM ones (Hopper and later: other kernels, fitted to other sources), and fp8_compute on the FP8
+    tensor-core rate (1 = the FP8 peak at that efficiency); a step's GEMMs pay whichever side binds."""
 
     step_s: float  # host time per step
     request_s: float  # host time per scheduled request per step
     kv_read: float  # KV bytes (decode, and prefill re-reads) at bandwidth / kv_read
     attn_request_s: float  # decode attention per decoding request per layer, on the H100 SXM (opmodel.request_scale)
-    fp8_mem: float  # FP8 weights read at bandwidth / fp8_mem (memory-bound GEMMs: decode)
+    fp8_mem: float  # FP8 weights read at bandwidth / fp8_mem (memory-bound GEMMs: decode), GDDR tiers
+    fp8_mem_hbm: float  # the same on HBM tiers (fp8_scale)
     fp8_compute: float  # FP8 tensor-core FLOPs at peak / fp8_compute (compute-bound GEMMs: prefill, big batches)
     tp_layer_s: float  # per layer per step with TP > 1 over NVLink, beyond the measured all-reduces
     tp_layer_pcie_s: float  # the same over PCIe (no NVLink: NCCL over the host bridge)
@@ -62,18 +64,25 @@ class StepConstants:
 
 
 SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refit` (tests/test_calibration.py checks it)
-    step_s=0.5693e-3,
-    request_s=19.39e-6,
-    kv_read=1.372,
-    attn_request_s=0.599e-6,
-    fp8_mem=1.440,
-    fp8_compute=1.001,
-    tp_layer_s=33.94e-6,
-    tp_layer_pcie_s=0.0,
-    tp_pcie_bw=2.491,
-    prefill_attn=2.600,
+    step_s=0.570191e-3,
+    request_s=19.1573e-6,
+    kv_read=1.37608,
+    attn_request_s=0.58967e-6,
+    fp8_mem=1.27776,
+    fp8_mem_hbm=1.03425,
+    fp8_compute=1.63176,
+    tp_layer_s=34.4484e-6,
+    tp_layer_pcie_s=3.84492e-6,
+    tp_pcie_bw=2.32358,
+    prefill_attn=2.42513,
     frontend_s=0.0,  # V1's, fitted at its bound: the V1 sources' TTFTs leave no room for one (docs/engine.md)
 )
+
+
+def fp8_scale(gpu, k: StepConstants) -> tuple[float, float]:
+    """(weight-read, tensor-core) inverse efficiencies of FP8 GEMMs on this tier: the weight reads by
+    memory (GDDR: Ada's FP8 kernels; HBM: Hopper's and later), the FP8 rate shared."""
+    return (k.fp8_mem_hbm if gpu.hbm else k.fp8_mem), k.fp8_compute
 
 
 def _ext(table: np.ndarray, x):
@@ -223,6 +232,7 @@ class CostModel:
                 kv_pf = u["kv"] * batch.prefill_ctx
         n = pt + dt
         i = min(n, len(u["fp8_mem"]) - 1)
+        mem, hbm = u["fp8_mem"][i], u["hbm"]
         tp = u["tp"] if n else 0.0
         nvl = u["nvlink"]
         kv = u["kv"] * batch.decode_ctx + kv_pf
@@ -233,7 +243,8 @@ class CostModel:
                 seqs,
                 kv,
                 u["per_request"] * dt,
-                u["fp8_mem"][i],
+                mem * (1 - hbm),
+                mem * hbm,
                 u["fp8_compute"][i],
                 tp * nvl,
                 tp * (1 - nvl),
@@ -291,7 +302,7 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     params = m.params_per_layer / tp
     fp8_mem, fp8_compute, pcie_bw = np.zeros_like(n), np.zeros_like(n), np.zeros_like(n)
     side = (n, params, peak, bw, wbytes, fam)
-    scale = (k.fp8_mem, k.fp8_compute) if fp8 else (1.0, 1.0)
+    scale = fp8_scale(gpu, k) if fp8 else (1.0, 1.0)
     gemm = gemm_time(*side, scale=scale, ridge_bw=ridge_bw)
     if fp8:
         fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, scale, ridge_bw))
@@ -328,7 +339,8 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
             "tp": m.layers if tp > 1 else 0.0,
             "nvlink": 1.0 if fast_fabric(gpu) else 0.0,
             "pf": 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,
-            "fp8_mem": fp8_mem,
+            "fp8_mem": fp8_mem,  # d/d(the weight-read term this tier pays: fp8_scale)
+            "hbm": 1.0 if gpu.hbm else 0.0,
             "fp8_compute": fp8_compute,
             "pcie_bw": pcie_bw,
         },

@@ -11,26 +11,26 @@ REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-he
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
 # largest there, a floor for tiers no public point was fitted on (their efficiencies are borrowed).
 REGIME_ERROR = {
-    "batch 1": 0.037,
-    "batch 2-16": 0.066,
-    "batch 17-64": 0.058,
-    "batch 65+": 0.167,
-    "prefill-heavy": 0.129,
-    "TP > 1": 0.084,
+    "batch 1": 0.03,
+    "batch 2-16": 0.069,
+    "batch 17-64": 0.06,
+    "batch 65+": 0.176,
+    "prefill-heavy": 0.13,
+    "TP > 1": 0.123,
 }
 REGIME_WORST = {
-    "batch 1": 0.184,
-    "batch 2-16": 0.241,
-    "batch 17-64": 0.643,
-    "batch 65+": 0.406,
-    "prefill-heavy": 0.643,
-    "TP > 1": 0.643,
+    "batch 1": 0.176,
+    "batch 2-16": 0.352,
+    "batch 17-64": 0.297,
+    "batch 65+": 0.589,
+    "prefill-heavy": 0.589,
+    "TP > 1": 0.589,
 }
 CALIBRATED_TIERS = ("a100-40g", "a100-80g-sxm", "h100-sxm", "h200", "l40s")  # tiers with fitted public points
 # The public TTFTs' median |out-of-sample error|, on those tiers and over every point: the front end
 # (HTTP, tokenizing, the hand-off to the engine) is not priced for vLLM V1 (fitted at 0) and does not
 # transfer between servers, so TTFT is less sure than a step.
-TTFT_ERROR = {"calibrated": 0.102, "all": 0.166}
+TTFT_ERROR = {"calibrated": 0.115, "all": 0.145}
 FRONT_END_SEEN = "public vLLM V1 servers spent 2-4 ms (IOG, H100 PCIe) to ~50 ms (GPUStack, chat API) per request there"
 
 

@@ -33,17 +33,17 @@ K = len(fields(StepConstants))
 ERA = ("step_s", "request_s", "frontend_s")  # the terms each era has its own of (host time)
 PER_STEP = ("step_s", "request_s")  # of those, paid once per scheduling round (multi-step)
 NAMES = tuple(f.name for f in fields(StepConstants)) + tuple(f"{n}_v0" for n in ERA)
-#               step_s request_s kv_read attn_req fp8_mem fp8_comp tp_layer tp_pcie pcie_bw pf_attn frontend
-_SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1.0, 1e-5, 1e-5, 1.0, 1.0, 1e-2])
-_PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 1.0, 0.0, 0.0, PCIE_PRIOR, 2.0, 0.0])
-_LOWER = np.array([0.0, 0.0, 1.0, 0.0, 0.8, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
-_UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 5.0, 1e-3, 1e-3, 8.0, 5.0, 0.2])
+#               step_s request_s kv_read attn_req fp8_mem fp8_hbm fp8_comp tp_layer tp_pcie pcie_bw pf_attn frontend
+_SCALE = np.array([1e-3, 1e-5, 1.0, 1e-6, 1.0, 1.0, 1.0, 1e-5, 1e-5, 1.0, 1.0, 1e-2])
+_PRIOR = np.array([0.5e-3, 1e-5, 1.25, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, PCIE_PRIOR, 2.0, 0.0])
+_LOWER = np.array([0.0, 0.0, 1.0, 0.0, 0.8, 0.8, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+_UPPER = np.array([10e-3, 1e-3, 3.0, 1e-4, 3.0, 3.0, 5.0, 1e-3, 1e-3, 8.0, 5.0, 0.2])
 V1_ERA = [NAMES.index(n) for n in ERA]
 V0_ERA = [NAMES.index(f"{n}_v0") for n in ERA]
 SCALE, PRIOR, LOWER, UPPER = (np.concatenate([a, a[V1_ERA]]) for a in (_SCALE, _PRIOR, _LOWER, _UPPER))  # V0's as V1's
 PRIOR_WEIGHT = 1e-4  # per scaled unit: a deviation of one scale from the prior costs as much as a 1% error on one point
 V0_STEP, V0_REQ, V0_FRONTEND = V0_ERA
-V0_TERMS = (1.727e-3, 34.37e-6, 20.66e-3)  # the fit's V0-era terms, in ERA's order (SHIPPED holds the V1 ones)
+V0_TERMS = (1.76253e-3, 33.1268e-6, 19.6694e-3)  # the fit's V0-era terms, in ERA's order (SHIPPED holds the V1 ones)
 ONLINE = ("closed", "poisson")
 V0_REMOVED = "2025-10"  # vLLM 0.11.0 (October 2025) removed the V0 engine
 JOBS = min(2, os.cpu_count() or 1)  # served over HTTP: the front end is in the client's times
@@ -53,12 +53,10 @@ def era(p: Point) -> str:
     """The host terms a point is fitted with: V1 where the source states a V1 vLLM (0.8 or later; the
     shipped model) or, stating none, is dated after vLLM 0.11.0 removed the V0 engine (2025-10); else
     V0 (vLLM <= 0.7, a 2024 release, or neither version nor date stated)."""
-    v = p.version.strip()
-    major_minor = v.split(" ")[0].split("+")[0].split(".")[:2]
-    try:
-        return "v1" if (int(major_minor[0]), int(major_minor[1])) >= (0, 8) else "v0"
-    except (ValueError, IndexError):
-        return "v1" if p.date[:7] >= V0_REMOVED and p.date[:4].isdigit() else "v0"
+    v = p.vllm_version
+    if v is not None:
+        return "v1" if v >= (0, 8) else "v0"
+    return "v1" if p.dated_from(V0_REMOVED) else "v0"
 
 
 def _per_round(p: Point) -> np.ndarray:

@@ -51,9 +51,11 @@ ARG_TYPES = {
     "enable_prefix_caching": lambda v: v == "true",
     "scheduler": str,
     "gpu_memory_utilization": float,
+    "async_scheduling": lambda v: v == "true",
     "num_scheduler_steps": int,  # vLLM 0.6's multi-step scheduling: priced by the calibration, not an engine knob
 }
 REPLAY_ONLY = ("num_scheduler_steps",)
+ASYNC_SCHEDULING = ((0, 14), "2026-01")  # the vLLM release, and month, that turned it on by default
 # "excluded": predicted and shown, but not counted in the error tables; its note says why ("excluded: ...")
 USES = ("fit", "check", "excluded")
 
@@ -86,6 +88,26 @@ class Point:
     seed: int = 0
     length_spread: float = 0.0
     note: str = ""
+
+    @property
+    def vllm_version(self) -> tuple[int, int] | None:
+        """(major, minor) of the vLLM the source states ("0.8.5", "0.19.1 (assumed)"), or None."""
+        head = self.version.strip().split(" ")[0].split("+")[0].split(".")[:2]
+        try:
+            return int(head[0]), int(head[1])
+        except (ValueError, IndexError):
+            return None
+
+    def dated_from(self, month: str) -> bool:
+        """Whether the source is dated in or after this YYYY-MM (False where it states no date)."""
+        return self.date[:4].isdigit() and self.date[:7] >= month
+
+    @property
+    def async_scheduling(self) -> bool:
+        """vLLM 0.14.0 (2026-01) scheduled each step while the one before runs by default on GPUs
+        (PR #27614): on for sources stating 0.14 or later, or, stating none, dated from 2026-01."""
+        v = self.vllm_version
+        return v >= ASYNC_SCHEDULING[0] if v is not None else self.dated_from(ASYNC_SCHEDULING[1])
 
     @property
     def scheduler_steps(self) -> int:
@@ -150,9 +172,12 @@ def load_points(path: str = DATA) -> list[Point]:
 
 
 def point_config(p: Point) -> EngineConfig:
-    """vLLM's defaults for the tier and the source's own arguments. Random and ShareGPT prompts share
-    no prefix, so prefix caching is moot (off), except for a `warm` point."""
-    args = {"enable_prefix_caching": p.warm} | {k: v for k, v in p.engine_args.items() if k not in REPLAY_ONLY}
+    """vLLM's defaults for the tier and version (async scheduling from 0.14) and the source's own
+    arguments. Random and ShareGPT prompts share no prefix, so prefix caching is moot (off), except
+    for a `warm` point."""
+    args = {"enable_prefix_caching": p.warm, "async_scheduling": p.async_scheduling} | {
+        k: v for k, v in p.engine_args.items() if k not in REPLAY_ONLY
+    }
     return EngineConfig(
         gpu=p.gpu, model=p.model, tensor_parallel_size=p.tp, dtype=p.dtype, kv_cache_dtype=p.kv_cache_dtype, **args
     ).resolved()
