@@ -459,3 +459,21 @@ def test_a_profile_naming_a_server_goodbench_cannot_price_is_refused_naming_the_
         path.write_text(render_profile(replace(prof, engine=prof.engine | engine), "t", "0"))
         with pytest.raises(InputError, match=rf"bad.toml: \[engine\] {key}"):
             load_profile(str(path))
+
+
+def test_calibrate_fits_a_server_with_async_scheduling_and_says_what_it_assumed(tmp_path):
+    """Runs against a server that builds each step while the one before runs (vLLM >= 0.14 on GPUs):
+    calibrated with --async-scheduling the profile records it, its what-ifs run so, and its TTFT holds;
+    calibrated without, the CLI says what the fit assumed and how to fit such a server."""
+    truth = write(tmp_path)
+    (tmp_path / "spread.toml").write_text(SPREAD)
+    wl = gb.load_workload(str(tmp_path / "spread.toml"))
+    run = gb.simulate(wl, gb.EngineConfig(calibration=truth, async_scheduling=True), result_dir=str(tmp_path))
+    out = str(tmp_path / "held.toml")
+    cal = gb.calibrate([run.dir], gb.EngineConfig(**KNOBS, async_scheduling=True), out=out)
+    assert load_profile(out).engine["async_scheduling"] is True
+    assert gb.EngineConfig(calibration=out).resolved().async_scheduling
+    assert abs(cal.rows[0]["fit_error"]["ttft_p50_ms"]) < 0.05
+    r = run_cli("calibrate", run.dir, "--out", str(tmp_path / "p.toml"), "--quiet", "--max-num-batched-tokens", "512")
+    assert r.returncode == 0 and "no --async-scheduling" in " ".join(r.stdout.split())
+    assert load_profile(str(tmp_path / "p.toml")).engine["async_scheduling"] is False

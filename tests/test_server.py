@@ -158,6 +158,34 @@ def test_metrics_split_ttft_into_queue_and_prefill_like_vllm(tok):
     assert q + wait == pytest.approx(0.060, abs=0.02)
 
 
+def test_async_scheduling_puts_the_extra_step_in_prefill_time_like_vllm(tok):
+    """With async scheduling a request arriving during a step is taken in at its end, while the next
+    step (built at its start) runs, and is prefilled in the step after: vLLM stamps it scheduled when
+    that step is built, so its queue time is ~0 and its prefill time two steps (one without)."""
+    from goodbench.metrics.servertiming import histogram_totals
+    from goodbench.prometheus import parse as parse_prometheus
+
+    async def fn(s, srv):
+        async def one(delay):
+            await asyncio.sleep(delay)
+            body = {"prompt": "a b c", "max_tokens": 6, "stream": True, "ignore_eos": True}
+            async with s.post("/v1/completions", json=body) as r:
+                await r.read()
+
+        await asyncio.gather(one(0.0), one(0.05))  # the second lands in the first's third 20 ms step
+        async with s.get("/metrics") as r:
+            return parse_prometheus(await r.text())
+
+    out = {}
+    for held in (False, True):
+        m = serve(fn, tok, step_ms=20.0, async_scheduling=held)
+        out[held] = [histogram_totals(m, f"vllm:request_{k}_time_seconds")[0] for k in ("queue", "prefill")]
+    (q0, p0), (q1, p1) = out[False], out[True]
+    assert q0 == pytest.approx(0.0, abs=0.012) and q1 == pytest.approx(0.0, abs=0.012)
+    assert p0 == pytest.approx(0.040, abs=0.012)  # 20 ms each
+    assert p1 - p0 == pytest.approx(0.020, abs=0.012)  # the second's extra step
+
+
 def test_client_disconnect_frees_its_sequence(tok):
     async def fn(s, srv):
         r = await s.post("/v1/completions", json={"prompt": "x", "max_tokens": 2000, "stream": True})

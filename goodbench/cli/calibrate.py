@@ -51,6 +51,13 @@ def cmd_calibrate(args) -> int:
             "budget and sequence limit that flags and the runs' /metrics did not; calibrate again with --gpu TIER "
             "[--tensor-parallel-size N] for your server's"
         )
+    if args.async_scheduling is None and not cal.profile.engine.get("async_scheduling"):
+        notes.append(
+            "no --async-scheduling: the fit assumes the server builds each step after the one before (vLLM "
+            "before 0.14, or its CPU backend); vLLM 0.14 and later on GPUs build the next step while one runs, "
+            "so a request arriving mid-step waits one step more: for such a server calibrate again with "
+            "--async-scheduling, or that step is priced as front end"
+        )
     for note in notes:
         con.print(f"  note: {note}", style="yellow", markup=False)
     con.print(f"  profile: {args.out} · use it with --calibration {args.out}", style="dim")

@@ -40,10 +40,11 @@ class EngineConfig:
     max_model_len: int | None = knob(None, "longest prompt + output (default: the model's, clamped to the KV cache)")
     scheduling_policy: str = knob("fcfs", "waiting-queue order", POLICIES)
     enable_prefix_caching: bool = knob(True, "reuse KV blocks of shared prompt prefixes")
-    async_scheduling: bool = knob(
-        False,
+    async_scheduling: bool | None = knob(
+        None,
         "schedule each step while the one before runs, as vLLM >= 0.14 does on GPUs by default: a request "
-        "that arrives during a step waits one step more for its prefill (a calibration profile fitted so keeps it)",
+        "that arrives during a step waits one step more for its prefill (default off, or as a calibration "
+        "profile's server ran)",
     )
     scheduler: str = knob(
         "vllm", "vllm (v1), decode-first (Sarathi), prefill-first (v0/Orca) or static batching", SCHEDULERS
@@ -192,7 +193,8 @@ class EngineConfig:
             self.adaptive_chunk_target_ms <= 0 or self.adaptive_chunk_floor < 1
         ):
             raise UsageError("adaptive_chunk_target_ms must be > 0 and adaptive_chunk_floor >= 1")
-        held = self.async_scheduling or bool(served.get("async_scheduling", False))  # the server's, if it ran so
+        held = self.async_scheduling  # the user's, else the profiled server's, else off
+        held = bool(served.get("async_scheduling", False)) if held is None else held
         cfg = replace(self, max_num_seqs=seqs, max_num_batched_tokens=budget, async_scheduling=held)
         blocks = cfg._blocks(served)
         capacity = blocks * self.block_size

@@ -109,6 +109,7 @@ class Engine:
             if self.sched.incoming:  # nothing to run ahead of the held requests: they are next
                 self.sched.admit()
                 return self.step()
+            self.sched.holding = False  # no step runs: the next arrival is taken in at once
             return None
         dur = self.cost.batch_time(batch)
         if self.adaptive is not None and batch.decode_tokens:

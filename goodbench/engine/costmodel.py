@@ -46,7 +46,7 @@ class StepConstants:
     """The fitted terms. kv_read, prefill_attn, fp8_mem, fp8_mem_hbm, fp8_compute and tp_pcie_bw are
     inverse efficiencies (1 = the roofline). FP8 GEMMs have two: the weight reads (1 = half the BF16
     bytes at the BF16 kernels' measured efficiency), fp8_mem on GDDR tiers (Ada) and fp8_mem_hbm on
-    HBM ones (Hopper and later: other kernels, fitted to other sources), and fp8_compute on the FP8
+    HBM ones (Hopper, Blackwell, MI300X: other kernels, fitted to other sources), and fp8_compute on the FP8
     tensor-core rate (1 = the FP8 peak at that efficiency); a step's GEMMs pay whichever side binds."""
 
     step_s: float  # host time per step
@@ -81,7 +81,7 @@ SHIPPED = StepConstants(  # `python -m goodbench.engine.virtual.calreport --refi
 
 def fp8_scale(gpu, k: StepConstants) -> tuple[float, float]:
     """(weight-read, tensor-core) inverse efficiencies of FP8 GEMMs on this tier: the weight reads by
-    memory (GDDR: Ada's FP8 kernels; HBM: Hopper's and later), the FP8 rate shared."""
+    memory (GDDR: Ada's FP8 kernels; HBM: Hopper's, Blackwell's, MI300X's), the FP8 rate shared."""
     return (k.fp8_mem_hbm if gpu.hbm else k.fp8_mem), k.fp8_compute
 
 

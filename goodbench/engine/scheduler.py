@@ -59,7 +59,8 @@ class Scheduler:
         self.priority = cfg.scheduling_policy == "priority"
         self.waiting: deque[Seq] | list = [] if self.priority else deque()
         # async scheduling: requests that reached the engine after the next step was already scheduled
-        # (they wait one step more); hold() routes add() here, admit() moves them to `waiting`
+        # (they wait one step more); while `holding` (Engine._launched sets it) add() puts them here,
+        # admit() moves them to `waiting`
         self.incoming: list[Seq] = []
         self.holding = False
         self._order = 0

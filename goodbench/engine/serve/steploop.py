@@ -39,7 +39,8 @@ def phase_histograms() -> tuple[Histogram, Histogram]:
 
 
 def note_scheduled(batch, start: float) -> None:
-    """Stamp each request's first scheduling (the step's start, never before the loop took it in)."""
+    """Stamp each request's first scheduling (when its step was built, never before the loop took it
+    in: the step's start, or with async scheduling the one before's, when this step was built)."""
     for seq in batch.seqs:
         st = seq.payload
         if st is not None and st.scheduled is None:
@@ -101,13 +102,13 @@ class EngineLoop:
     async def run(self) -> None:
         eng, clock = self.engine, self.clock
         deliver = self.deliver if self.handoff is None else self.handoff
-        next_start = None
+        next_start = prev_start = None  # prev_start: the step before's, when this one follows it
         while True:
             if not eng.has_work:
                 self.stepping = False
                 self.wake.clear()
                 await self.wake.wait()
-                next_start = None
+                next_start = prev_start = None
                 continue
             self.stepping = True
             now = clock()
@@ -118,8 +119,9 @@ class EngineLoop:
                 if s.payload is not None:
                     s.payload.push(error_event("request does not fit the KV cache"), done=True)
                 continue
+            built = prev_start if eng.cfg.async_scheduling and prev_start is not None else start
             if res.batch.prefill_tokens:  # a request is first scheduled in a step that prefills it
-                note_scheduled(res.batch, start)
+                note_scheduled(res.batch, built)
             planned = start + res.duration
             d = planned - clock()
             if d > SPIN_S:
@@ -140,7 +142,7 @@ class EngineLoop:
             self.h_iter.observe(b.num_tokens)
             if self.trace is not None:
                 self._trace_step(res, start, late)
-            next_start = planned
+            next_start, prev_start = planned, start
 
     def _trace_step(self, res, start: float, late: float) -> None:
         b, eng = res.batch, self.engine

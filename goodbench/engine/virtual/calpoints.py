@@ -99,8 +99,14 @@ class Point:
             return None
 
     def dated_from(self, month: str) -> bool:
-        """Whether the source is dated in or after this YYYY-MM (False where it states no date)."""
-        return self.date[:4].isdigit() and self.date[:7] >= month
+        """Whether the source is dated in or after this YYYY-MM (False where it states no date). A date is
+        "YYYY-MM..." or "YYYYMMDD"; a year alone counts as its January."""
+        d = self.date.strip()
+        if d[:8].isdigit():
+            d = f"{d[:4]}-{d[4:6]}"
+        elif not (d[:4].isdigit() and d[4:5] == "-" and d[5:7].isdigit()):
+            d = f"{d[:4]}-01" if d[:4].isdigit() else ""
+        return bool(d) and d[:7] >= month
 
     @property
     def async_scheduling(self) -> bool:

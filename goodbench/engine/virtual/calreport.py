@@ -31,7 +31,7 @@ UNITS = {
         "x",
         "FP8 weights read at bandwidth / this (memory-bound GEMMs; 1 = half the BF16 bytes), GDDR tiers (Ada)",
     ),
-    "fp8_mem_hbm": (1, "x", "the same on HBM tiers (Hopper and later)"),
+    "fp8_mem_hbm": (1, "x", "the same on HBM tiers (Hopper, Blackwell, MI300X)"),
     "fp8_compute": (1, "x", "FP8 tensor-core FLOPs at peak / this (compute-bound GEMMs; 1 = twice BF16's rate)"),
     "tp_layer_s": (1e6, "us", "per layer per step with TP > 1 over NVLink, beyond the measured all-reduces"),
     "tp_layer_pcie_s": (1e6, "us", "the same over PCIe"),
