@@ -94,7 +94,10 @@ class Scheduler:
 
     def admit(self) -> None:
         """Move the held requests to the waiting queue (in arrival order): the next step may take them."""
-        held, self.incoming, self.holding = self.incoming, [], False
+        self.holding = False
+        if not self.incoming:  # the usual case, once per step
+            return
+        held, self.incoming = self.incoming, []
         for seq in held:
             self.add(seq)
 

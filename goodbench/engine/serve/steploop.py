@@ -119,9 +119,9 @@ class EngineLoop:
                 if s.payload is not None:
                     s.payload.push(error_event("request does not fit the KV cache"), done=True)
                 continue
-            built = prev_start if eng.cfg.async_scheduling and prev_start is not None else start
             if res.batch.prefill_tokens:  # a request is first scheduled in a step that prefills it
-                note_scheduled(res.batch, built)
+                ahead = eng.cfg.async_scheduling and prev_start is not None  # built while the one before ran
+                note_scheduled(res.batch, prev_start if ahead else start)
             planned = start + res.duration
             d = planned - clock()
             if d > SPIN_S:
