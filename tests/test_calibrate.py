@@ -14,7 +14,8 @@ from rich.console import Console
 from test_profile import write
 
 import goodbench as gb
-from goodbench.analysis.calibrate import RunData, fit_terms, front_end_notes, load_run, replay_config
+from goodbench.analysis.calibrate import fit_terms, front_end_notes, replay_config
+from goodbench.analysis.calrun import RunData, load_run
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.profile import TERMS, Profile, load_profile, render_profile
 from goodbench.errors import InputError, RunDirError, UsageError
@@ -167,7 +168,7 @@ def test_calibrate_reports_the_front_end_the_servers_histograms_measured(tmp_pat
 def test_a_zero_median_decode_gap_is_skipped_not_divided_by():
     """Chunks a client reads together get one timestamp: a batch size whose observed (or replayed)
     median decode gap is 0 says nothing about a step's time, and must not become an infinite residual."""
-    from goodbench.analysis.calibrate import RunData, _gap_residuals
+    from goodbench.analysis.calibrate import _gap_residuals
     from goodbench.engine.profile import TERMS
     from goodbench.engine.virtual.clock import Times
 
@@ -464,16 +465,41 @@ def test_a_profile_naming_a_server_goodbench_cannot_price_is_refused_naming_the_
 def test_calibrate_fits_a_server_with_async_scheduling_and_says_what_it_assumed(tmp_path):
     """Runs against a server that builds each step while the one before runs (vLLM >= 0.14 on GPUs):
     calibrated with --async-scheduling the profile records it, its what-ifs run so, and its TTFT holds;
-    calibrated without, the CLI says what the fit assumed and how to fit such a server."""
+    without the flag calibrate fits both ways and tells it from the runs (on here, off for a run of the same
+    workload on a server without it), and says so; --no-async-scheduling fits it off as told."""
     truth = write(tmp_path)
     (tmp_path / "spread.toml").write_text(SPREAD)
     wl = gb.load_workload(str(tmp_path / "spread.toml"))
-    run = gb.simulate(wl, gb.EngineConfig(calibration=truth, async_scheduling=True), result_dir=str(tmp_path))
+    run = gb.simulate(
+        wl, gb.EngineConfig(calibration=truth, async_scheduling=True), result_dir=str(tmp_path), run_id="held"
+    )
     out = str(tmp_path / "held.toml")
     cal = gb.calibrate([run.dir], gb.EngineConfig(**KNOBS, async_scheduling=True), out=out)
-    assert load_profile(out).engine["async_scheduling"] is True
+    assert load_profile(out).engine["async_scheduling"] is True and cal.scheduling == "async scheduling: given"
     assert gb.EngineConfig(calibration=out).resolved().async_scheduling
     assert abs(cal.rows[0]["fit_error"]["ttft_p50_ms"]) < 0.05
-    r = run_cli("calibrate", run.dir, "--out", str(tmp_path / "p.toml"), "--quiet", "--max-num-batched-tokens", "512")
-    assert r.returncode == 0 and "no --async-scheduling" in " ".join(r.stdout.split())
-    assert load_profile(str(tmp_path / "p.toml")).engine["async_scheduling"] is False
+    told = str(tmp_path / "told.toml")  # not p.toml: that is the truth
+    r = run_cli("calibrate", run.dir, "--out", told, "--quiet", "--max-num-batched-tokens", "512")
+    said = " ".join(r.stdout.split())
+    assert r.returncode == 0 and "async scheduling on (told from the runs" in said, said
+    assert load_profile(told).engine["async_scheduling"] is True
+    sync = gb.simulate(wl, gb.EngineConfig(calibration=truth), result_dir=str(tmp_path), run_id="sync")
+    cal = gb.calibrate([sync.dir], gb.EngineConfig(**KNOBS))
+    assert cal.scheduling.startswith("async scheduling off (told from the runs"), cal.scheduling
+    assert not cal.profile.engine["async_scheduling"] and not cal.notes
+    told = gb.calibrate([run.dir], gb.EngineConfig(**KNOBS, async_scheduling=False))
+    assert told.scheduling == "async scheduling: given off" and not told.profile.engine["async_scheduling"]
+
+
+def test_calibrate_says_when_the_runs_cannot_tell_async_scheduling(tmp_path):
+    """One request at a time: every request finds the engine idle, where async scheduling adds nothing,
+    so the two fits explain the run alike; the fit assumes none and says how to fit a server that has it."""
+    truth = write(tmp_path)
+    wl = gb.load_workload(
+        None, dataset_name="random", random_input_len=200, random_output_len=20, num_prompts=30, concurrency=1
+    )
+    run = gb.simulate(wl, gb.EngineConfig(calibration=truth, async_scheduling=True), result_dir=str(tmp_path))
+    cal = gb.calibrate([run.dir], gb.EngineConfig(**KNOBS))
+    assert cal.scheduling.startswith("async scheduling off (the runs cannot tell; assumed"), cal.scheduling
+    assert not cal.profile.engine["async_scheduling"]
+    assert any("calibrate again with --async-scheduling" in n for n in cal.notes), cal.notes

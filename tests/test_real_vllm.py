@@ -309,6 +309,7 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
     got = {k: (sim[k]["p50"], live[k]["p50"]) for k in ("ttft_ms", "itl_ms")}
     print(f"\ncalibrated: {cal.profile.terms}; in-sample error {cal.profile.step_time_pct}%")
     print(f"front end (ms), calibration run: {cal.rows[0].get('front_end_ms')}; notes: {cal.notes}")
+    print(cal.scheduling)
     print(f"live server timing: {live.get('server_timing')}")
     print(
         "predicted vs live p50 (ms): "
@@ -322,6 +323,9 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
     # and ±30% on ITL: a guard against a broken calibrate (uncalibrated, the engine predicts TTFT -67%
     # and ITL -81% here), with the target itself measured in the docs.
     assert cal.profile.step_time_pct <= 20, cal.profile.step_time_pct  # the fit reproduces its own run
+    # vLLM's CPU backend schedules each step after the one before, at any version (0.32 here reports a
+    # version whose GPU default is async): told from the run, objective 1.01 without against 2.09 with
+    assert cal.scheduling.startswith("async scheduling off (told from the runs"), cal.scheduling
     for k, gate in (("ttft_ms", 0.40), ("itl_ms", 0.30)):
         pred, meas = got[k]
         assert abs(pred / meas - 1) <= gate, (k, pred, meas)

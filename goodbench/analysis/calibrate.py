@@ -8,7 +8,9 @@ by Gauss-Newton on every request's TTFT and TPOT (log ratio, Huber-weighted), wi
 Jacobian from following the replay's clock (engine/virtual/clock.py); with the server's histograms,
 its mean queue + prefill time (front end excluded) is one more target, which separates the front end
 from the engine. A term the runs cannot see (no prefill attention worth the name, say) stays near 0.
-With several runs each is also predicted by a fit made without it (leave-one-run-out).
+With several runs each is also predicted by a fit made without it (leave-one-run-out). Unless told,
+the fit is made with and without async scheduling and keeps the one that explains the runs better
+(fit_scheduling).
 
 The profile's front end (engine/frontend.py) is a constant per request plus a cost per request in
 flight at its send and per prompt token: a server whose HTTP process shares a CPU with its engine slows
@@ -18,7 +20,6 @@ is far from that, calibrate says so: TTFT predicted at another load is then off 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -32,10 +33,8 @@ from ..engine.virtual.arrivals import arrivals_for
 from ..engine.virtual.clock import ClockFollower, derivatives, step_wait, times_of
 from ..engine.virtual.instance import run_instance
 from ..errors import InputError
-from ..prometheus import delta
-from ..records import RequestSpec
-from ..store import load, load_server_metrics
 from ..workloads.plan import Plan
+from .calrun import MIN_GAPS, RunData, decode_gaps, load_run
 
 HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
 # pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
@@ -46,117 +45,11 @@ ITERATIONS = 12
 MIN_FLOOR = 0.01  # the least a step's floor may be, as a fraction of the runs' median ITL
 
 
+ASYNC_MARGIN = 0.05  # async scheduling is kept where it lowers the fit's objective by this much (of 1) ...
+MIN_GAIN = 1e-3  # ... and by at least this (one residual at 4.5%): runs fitted exactly differ by rounding
+
 FRONT_END_GAP = 0.5  # a run's measured front end this far (relative) from the fitted constant is reported
 FRONT_END_MIN_S = 0.005  # ... and at least this far: a few ms is noise on any client
-MIN_GAPS = 10  # a batch size with fewer decode-only gaps than this is not a target
-MAX_BATCH_BIN = 32  # decode-only gaps with more requests decoding share one bin
-
-
-def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The inter-token gaps taken while no request was waiting for its first token (decode-only steps,
-    as far as a client can tell): (gap seconds, requests decoding at the gap, flat index of the gap's
-    second token)."""
-    first, last = flat[start[:-1]], flat[start[1:] - 1]
-    later = np.ones(len(flat), bool)
-    later[start[:-1]] = False  # a request's first token opens no gap
-    idx = np.flatnonzero(later)
-    mid = (flat[idx] + flat[idx - 1]) / 2
-    fs, ls, ss = np.sort(first), np.sort(last), np.sort(sent)
-    decoding = np.searchsorted(fs, mid, "right") - np.searchsorted(ls, mid, "left")
-    waiting = np.searchsorted(ss, mid, "right") - np.searchsorted(fs, mid, "left")
-    keep = waiting == 0
-    return (flat[idx] - flat[idx - 1])[keep], np.minimum(decoding[keep], MAX_BATCH_BIN), idx[keep]
-
-
-def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:
-    """Median decode-only gap per number of requests decoding: {batch: (median s, count)}."""
-    return {
-        int(b): (float(np.median(gaps[batch == b])), int((batch == b).sum()))
-        for b in np.unique(batch)
-        if (batch == b).sum() >= MIN_GAPS
-    }
-
-
-@dataclass
-class RunData:
-    """One run as the fit needs it: its requests at their send times and what the client measured."""
-
-    path: str
-    requests: list[RequestSpec]
-    offsets: np.ndarray
-    ttft: np.ndarray  # observed, s
-    tpot: np.ndarray  # observed, s (nan for one-token requests)
-    itl_p50: float
-    server_engine_s: float | None  # the server's mean queue + prefill time per request (its histograms)
-    kv: dict  # num_gpu_blocks, block_size from the server's cache_config_info
-    gaps: dict  # observed gap_medians: what a decode step costs with each number of requests decoding
-    front_end_s: float | None = None  # the client's mean TTFT less the server's mean queue + prefill
-
-
-def _cache_info(rows: list[dict]) -> dict:
-    for r in rows:
-        for key in r.get("metrics") or {}:
-            if key.startswith("vllm:cache_config_info{"):
-                labels = dict(re.findall(r'(\w+)="([^"]*)"', key))
-                if labels.get("num_gpu_blocks", "").isdigit():
-                    return {
-                        "num_gpu_blocks": int(labels["num_gpu_blocks"]),
-                        "block_size": int(labels.get("block_size") or 16),
-                    }
-    return {}
-
-
-def _server_engine_s(rows: list[dict]) -> float | None:
-    """Mean queue + prefill time per request over the run, from the server's histogram sums and counts."""
-    q, p = delta(rows, "vllm:request_queue_time_seconds_sum"), delta(rows, "vllm:request_prefill_time_seconds_sum")
-    n = delta(rows, "vllm:request_prefill_time_seconds_count")
-    return (q + p) / n if q is not None and p is not None and n else None
-
-
-def load_run(path: str) -> RunData:
-    """A run directory's finished requests (InputError when it has none to fit)."""
-    res = load(path)
-    ok = [r for r in res.records if r.status == "ok" and not r.warmup and r.first_token_at is not None]
-    ok = [r for r in ok if r.sent_at is not None and r.finished_at is not None and r.output_tokens >= 1]
-    if len(ok) < 5:
-        raise InputError(f"{path}: {len(ok)} finished requests; calibrate needs a run with at least 5")
-    ok.sort(key=lambda r: r.sent_at)
-    t0 = ok[0].sent_at
-    reqs = [
-        RequestSpec(str(k), r.cls, "x", int(r.prompt_tokens_server or r.prompt_tokens), int(r.output_tokens))
-        for k, r in enumerate(ok)
-    ]
-    if min(q.prompt_tokens for q in reqs) < 1:
-        raise InputError(f"{path}: records without prompt token counts cannot be replayed")
-    ttft = np.array([r.first_token_at - r.sent_at for r in ok])
-    outs = np.array([r.output_tokens for r in ok], dtype=float)
-    tpot = np.where(
-        outs > 1, (np.array([r.finished_at - r.first_token_at for r in ok])) / np.maximum(outs - 1, 1), np.nan
-    )
-    # a time of zero or less is no engine's (every chunk in one read, another client's clock step): such a
-    # request is still replayed as load, but its times are left out of the fit (nan)
-    ttft, tpot = np.where(ttft > 0, ttft, np.nan), np.where(tpot > 0, tpot, np.nan)
-    if np.isnan(ttft).all():
-        raise InputError(f"{path}: no request has a positive time to first token; nothing to fit")
-    gaps = np.concatenate([np.diff(r.chunk_times) for r in ok if len(r.chunk_times) > 1] or [np.array([np.nan])])
-    rows = load_server_metrics(path)
-    start = np.zeros(len(ok) + 1, dtype=np.int64)
-    start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
-    flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
-    dg, db, _ = decode_gaps(np.array([r.sent_at for r in ok]), flat, start)
-    engine_s = _server_engine_s(rows)
-    return RunData(
-        path,
-        reqs,
-        np.array([r.sent_at - t0 for r in ok]),
-        ttft,
-        tpot,
-        float(np.nanmedian(gaps)),
-        engine_s,
-        _cache_info(rows),
-        gap_medians(dg, db),
-        float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
-    )
 
 
 def _gap_residuals(run: RunData, t, dflat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -349,14 +242,77 @@ def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, floa
     return terms, obj
 
 
+def _best_fit(runs: list[RunData], cfg: EngineConfig) -> tuple[dict, float]:
+    """(terms, objective): the best of the fits from a few starting points."""
+    return min((_gn(runs, cfg, start) for start in _starts(runs)), key=lambda fit: fit[1])
+
+
 def fit_terms(runs: list[RunData], cfg: EngineConfig) -> dict:
     """The profile's terms fitted to these runs (the best of a few starting points)."""
-    best = None
-    for start in _starts(runs):
-        terms, obj = _gn(runs, cfg, start)
-        if best is None or obj < best[1]:
-            best = (terms, obj)
-    return best[0]
+    return _best_fit(runs, cfg)[0]
+
+
+def _shared_objective(runs: list[RunData], cfg: EngineConfig, terms: dict) -> float:
+    """The fit's objective over the residuals every replay of these runs has alike: each request's TTFT
+    and TPOT and the server's mean (the decode-gap bins a replay fills, and so counts, differ)."""
+    total = 0.0
+    for run in runs:
+        res, _, robust = _residuals(run, cfg, terms)
+        k = int(np.isfinite(run.ttft).sum() + np.isfinite(run.tpot).sum())  # they come first
+        keep = np.r_[np.arange(k), [len(res) - 1] if run.server_engine_s else []].astype(int)
+        total += _objective(res[keep], robust[keep])
+    return total
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """What the fit assumed about async scheduling, and how it was decided."""
+
+    held: bool
+    how: str
+    unsure: bool = False  # the runs could not tell: assumed off
+
+
+def fit_scheduling(runs: list[RunData], base: EngineConfig) -> tuple[EngineConfig, dict, Scheduling]:
+    """(replay knobs, terms, the scheduling assumed). With the knob given, the fit under it. Without,
+    the fit both ways, keeping async scheduling only where it explains the runs better by ASYNC_MARGIN
+    (and more than MIN_GAIN): the step it adds to a request that arrives mid-step (none to one that
+    finds the engine idle) is not a constant the front end can mimic, so runs whose load comes and goes
+    tell the two apart (docs/engine.md). The server's version cannot: vLLM's CPU backend has none at any
+    version, and from 0.10 a GPU server may turn it on or off by flag."""
+    if base.async_scheduling is not None:
+        cfg = replay_config(base, runs)
+        how = "async scheduling: given" + ("" if base.async_scheduling else " off")
+        return cfg, fit_terms(runs, cfg), Scheduling(base.async_scheduling, how)
+    fits, failed = {}, None
+    for held in (False, True):
+        cfg = replay_config(replace(base, async_scheduling=held), runs)
+        try:
+            terms = fit_terms(runs, cfg)
+        except InputError as e:  # this replay could not serve every request: the other may
+            failed = failed or e
+            continue
+        fits[held] = (cfg, terms, _shared_objective(runs, cfg, terms))
+    if len(fits) < 2:
+        if not fits:
+            raise failed
+        ((held, (cfg, terms, _)),) = fits.items()
+        return (
+            cfg,
+            terms,
+            Scheduling(held, f"async scheduling {'on' if held else 'off'} (the other replay failed: {failed})"),
+        )
+    off, on = fits[False][2], fits[True][2]
+    gain = max(ASYNC_MARGIN * max(off, on), MIN_GAIN)
+    held, unsure = off - on > gain, abs(off - on) <= gain
+    told = "the runs cannot tell; assumed" if unsure else "told from the runs"
+    servers = sorted({r.server for r in runs if r.server})
+    said = f"; the server says it is {', '.join(servers)}" if servers else ""
+    how = (
+        f"async scheduling {'on' if held else 'off'} ({told}: the fit's objective {off:.3g} without, {on:.3g} "
+        f"with{said}; --async-scheduling or --no-async-scheduling fits it as you say)"
+    )
+    return fits[held][0], fits[held][1], Scheduling(held, how, unsure)
 
 
 def observed_stats(run: RunData) -> dict:
@@ -408,12 +364,13 @@ def front_end_notes(runs: list[RunData], fitted_s: list[float]) -> list[str]:
 class Calibration:
     """The fitted profile and, per run, what was measured, what the fit predicts (in sample) and, with
     several runs, what a fit without that run predicts (out of sample); notes on what the profile cannot
-    follow (a front end that moves with load)."""
+    follow (a front end that moves with load); what it assumed about async scheduling and why."""
 
     profile: Profile
     rows: list[dict]
     out_of_sample: bool
     notes: list[str] = field(default_factory=list)
+    scheduling: str = ""  # what the fit assumed about async scheduling, and why
 
 
 def _errors(obs: dict, pred: dict) -> dict:
@@ -425,10 +382,10 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     The profile's step_time_pct is the median |error| of those predictions' TTFT, ITL and TPOT p50
     (in sample with one run, and its basis says so)."""
     runs = [load_run(p) for p in paths]
-    cfg = replay_config(base, runs)
     say = on_stage or (lambda text: None)
-    say(f"fitting the step-time model to {len(runs)} run(s), {sum(len(r.requests) for r in runs)} requests ...")
-    terms = fit_terms(runs, cfg)
+    both = " (with and without async scheduling)" if base.async_scheduling is None else ""
+    say(f"fitting the step-time model to {len(runs)} run(s), {sum(len(r.requests) for r in runs)} requests{both} ...")
+    cfg, terms, sched = fit_scheduling(runs, base)
     rows, errs = [], []
     for i, run in enumerate(runs):
         obs = observed_stats(run)
@@ -468,4 +425,12 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     prompts = [q.prompt_tokens for r in runs for q in r.requests]
     prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts))
     fitted_fe = [row["fitted"]["front_end_ms"] / 1e3 for row in rows]
-    return Calibration(prof, rows, oos, front_end_notes(runs, fitted_fe))
+    notes = front_end_notes(runs, fitted_fe)
+    if sched.unsure:
+        notes.append(
+            "the runs cannot tell whether the server builds each step while the one before runs (async "
+            "scheduling: vLLM 0.14 and later on GPUs by default, not its CPU backend), so the fit assumes not; for "
+            "such a server calibrate again with --async-scheduling, or its extra step is priced as front end "
+            "(runs whose load comes and goes, some requests finding the server idle, tell the two apart)"
+        )
+    return Calibration(prof, rows, oos, notes, sched.how)

@@ -18,7 +18,9 @@ def calibrate(
     """Fit the step-time model to these runs (directories of `goodbench run` against your server) and,
     with `out`, write the profile there (TOML; `--calibration FILE` and EngineConfig(calibration=FILE)
     read it). engine: the server's knobs (budget, sequence limit, chunked prefill, KV blocks); vLLM's
-    defaults otherwise, its KV capacity from the runs' scraped /metrics."""
+    defaults otherwise, its KV capacity from the runs' scraped /metrics. engine.async_scheduling None (the
+    default): fitted with and without it, keeping the one that explains the runs better; the result's
+    `scheduling` says which and why."""
     if not run_dirs:
         raise UsageError("give at least one run directory to calibrate on")
     if out and os.path.isdir(out):

@@ -13,7 +13,8 @@ def add_parser(sub) -> None:
         help="fit the engine's step-time model to runs against your own server (a calibration profile)",
         description="Replays each run's requests at their send times on the engine and fits the step-time "
         "terms (per step, per token past a floor, per decoding request, per context token, prefill attention, "
-        "front end) to every request's TTFT and TPOT. Pass your server's GPU (--gpu), TP size and model, which "
+        "front end) to every request's TTFT and TPOT, with and without async scheduling unless told (keeping the one "
+        "that explains the runs better). Pass your server's GPU (--gpu), TP size and model, which "
         "the profile records (they label and price its what-ifs), and the knobs it ran with (vLLM's names); its "
         "KV capacity comes from the runs' scraped /metrics when they have it. With several runs, each is also "
         "predicted by a fit made without it. Make the runs with prompt lengths spread like the built-in "
@@ -42,6 +43,7 @@ def cmd_calibrate(args) -> int:
     for line in calibration_lines(cal.profile):
         con.print(line)
     con.print(calibration_table(cal.rows, cal.out_of_sample))
+    con.print(f"  {cal.scheduling}", style="dim", markup=False)
     notes = list(cal.notes)
     if not args.gpu:
         eng = cal.profile.engine
@@ -50,13 +52,6 @@ def cmd_calibrate(args) -> int:
             "tier), so its what-ifs are labelled and priced as that GPU, whose defaults also set the KV capacity, "
             "budget and sequence limit that flags and the runs' /metrics did not; calibrate again with --gpu TIER "
             "[--tensor-parallel-size N] for your server's"
-        )
-    if args.async_scheduling is None and not cal.profile.engine.get("async_scheduling"):
-        notes.append(
-            "no --async-scheduling: the fit assumes the server builds each step after the one before (vLLM "
-            "before 0.14, or its CPU backend); vLLM 0.14 and later on GPUs build the next step while one runs, "
-            "so a request arriving mid-step waits one step more: for such a server calibrate again with "
-            "--async-scheduling, or that step is priced as front end"
         )
     for note in notes:
         con.print(f"  note: {note}", style="yellow", markup=False)

@@ -1,0 +1,128 @@
+"""A run as `goodbench calibrate` fits it (analysis/calibrate.py): its finished requests at their send
+times, what the client measured (TTFT, TPOT, the decode-only gaps per number of requests decoding), and
+what the server said (its KV capacity, its mean queue + prefill time, its name and version)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..prometheus import delta
+from ..records import RequestSpec
+from ..store import load, load_server_metrics
+
+MIN_GAPS = 10  # a batch size with fewer decode-only gaps than this is not a target
+MAX_BATCH_BIN = 32  # decode-only gaps with more requests decoding share one bin
+
+
+def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The inter-token gaps taken while no request was waiting for its first token (decode-only steps,
+    as far as a client can tell): (gap seconds, requests decoding at the gap, flat index of the gap's
+    second token)."""
+    first, last = flat[start[:-1]], flat[start[1:] - 1]
+    later = np.ones(len(flat), bool)
+    later[start[:-1]] = False  # a request's first token opens no gap
+    idx = np.flatnonzero(later)
+    mid = (flat[idx] + flat[idx - 1]) / 2
+    fs, ls, ss = np.sort(first), np.sort(last), np.sort(sent)
+    decoding = np.searchsorted(fs, mid, "right") - np.searchsorted(ls, mid, "left")
+    waiting = np.searchsorted(ss, mid, "right") - np.searchsorted(fs, mid, "left")
+    keep = waiting == 0
+    return (flat[idx] - flat[idx - 1])[keep], np.minimum(decoding[keep], MAX_BATCH_BIN), idx[keep]
+
+
+def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:
+    """Median decode-only gap per number of requests decoding: {batch: (median s, count)}."""
+    return {
+        int(b): (float(np.median(gaps[batch == b])), int((batch == b).sum()))
+        for b in np.unique(batch)
+        if (batch == b).sum() >= MIN_GAPS
+    }
+
+
+@dataclass
+class RunData:
+    """One run as the fit needs it: its requests at their send times and what the client measured."""
+
+    path: str
+    requests: list[RequestSpec]
+    offsets: np.ndarray
+    ttft: np.ndarray  # observed, s
+    tpot: np.ndarray  # observed, s (nan for one-token requests)
+    itl_p50: float
+    server_engine_s: float | None  # the server's mean queue + prefill time per request (its histograms)
+    kv: dict  # num_gpu_blocks, block_size from the server's cache_config_info
+    gaps: dict  # observed gap_medians: what a decode step costs with each number of requests decoding
+    front_end_s: float | None = None  # the client's mean TTFT less the server's mean queue + prefill
+    server: str = ""  # what the server said it is ("vllm 0.32.0"), where the run asked
+
+
+def _cache_info(rows: list[dict]) -> dict:
+    for r in rows:
+        for key in r.get("metrics") or {}:
+            if key.startswith("vllm:cache_config_info{"):
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', key))
+                if labels.get("num_gpu_blocks", "").isdigit():
+                    return {
+                        "num_gpu_blocks": int(labels["num_gpu_blocks"]),
+                        "block_size": int(labels.get("block_size") or 16),
+                    }
+    return {}
+
+
+def _server_engine_s(rows: list[dict]) -> float | None:
+    """Mean queue + prefill time per request over the run, from the server's histogram sums and counts."""
+    q, p = delta(rows, "vllm:request_queue_time_seconds_sum"), delta(rows, "vllm:request_prefill_time_seconds_sum")
+    n = delta(rows, "vllm:request_prefill_time_seconds_count")
+    return (q + p) / n if q is not None and p is not None and n else None
+
+
+def load_run(path: str) -> RunData:
+    """A run directory's finished requests (InputError when it has none to fit)."""
+    res = load(path)
+    srv = res.meta.server or {}
+    ok = [r for r in res.records if r.status == "ok" and not r.warmup and r.first_token_at is not None]
+    ok = [r for r in ok if r.sent_at is not None and r.finished_at is not None and r.output_tokens >= 1]
+    if len(ok) < 5:
+        raise InputError(f"{path}: {len(ok)} finished requests; calibrate needs a run with at least 5")
+    ok.sort(key=lambda r: r.sent_at)
+    t0 = ok[0].sent_at
+    reqs = [
+        RequestSpec(str(k), r.cls, "x", int(r.prompt_tokens_server or r.prompt_tokens), int(r.output_tokens))
+        for k, r in enumerate(ok)
+    ]
+    if min(q.prompt_tokens for q in reqs) < 1:
+        raise InputError(f"{path}: records without prompt token counts cannot be replayed")
+    ttft = np.array([r.first_token_at - r.sent_at for r in ok])
+    outs = np.array([r.output_tokens for r in ok], dtype=float)
+    tpot = np.where(
+        outs > 1, (np.array([r.finished_at - r.first_token_at for r in ok])) / np.maximum(outs - 1, 1), np.nan
+    )
+    # a time of zero or less is no engine's (every chunk in one read, another client's clock step): such a
+    # request is still replayed as load, but its times are left out of the fit (nan)
+    ttft, tpot = np.where(ttft > 0, ttft, np.nan), np.where(tpot > 0, tpot, np.nan)
+    if np.isnan(ttft).all():
+        raise InputError(f"{path}: no request has a positive time to first token; nothing to fit")
+    gaps = np.concatenate([np.diff(r.chunk_times) for r in ok if len(r.chunk_times) > 1] or [np.array([np.nan])])
+    rows = load_server_metrics(path)
+    start = np.zeros(len(ok) + 1, dtype=np.int64)
+    start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
+    flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
+    dg, db, _ = decode_gaps(np.array([r.sent_at for r in ok]), flat, start)
+    engine_s = _server_engine_s(rows)
+    return RunData(
+        path,
+        reqs,
+        np.array([r.sent_at - t0 for r in ok]),
+        ttft,
+        tpot,
+        float(np.nanmedian(gaps)),
+        engine_s,
+        _cache_info(rows),
+        gap_medians(dg, db),
+        float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
+        " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
+    )
