@@ -279,7 +279,8 @@ def fit_scheduling(runs: list[RunData], base: EngineConfig) -> tuple[EngineConfi
     (and more than MIN_GAIN): the step it adds to a request that arrives mid-step (none to one that
     finds the engine idle) is not a constant the front end can mimic, so runs whose load comes and goes
     tell the two apart (docs/engine.md). The server's version cannot: vLLM's CPU backend has none at any
-    version, and from 0.10 a GPU server may turn it on or off by flag."""
+    version, and from about 0.10 (issues of 0.10.2 and 0.11 discuss it) a GPU server may turn it on or
+    off by flag."""
     if base.async_scheduling is not None:
         cfg = replay_config(base, runs)
         how = "async scheduling: given" + ("" if base.async_scheduling else " off")
