@@ -41,7 +41,7 @@ def served_run(gpu: str, held: bool, rate: float, n: int, tmp: str) -> str:
         wl = gb.load_workload("calibrate", request_rate=rate, num_prompts=n)
         return gb.run(wl, srv.base_url, result_dir=tmp, run_id=f"served-{gpu}-{rate:g}-{held}").dir
     finally:
-        srv.stop()
+        srv.close()
 
 
 def simulated_run(gpu: str, held: bool, rate: float, n: int, tmp: str, run_id: str, profile: str | None = None):
@@ -81,25 +81,27 @@ def main() -> None:
     ap.add_argument("--served", action="store_true", help="also against `goodbench serve` on loopback (L40S, 4/s)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gb-calasync-")
-    right = total = 0
-    cases = [(g, float(r), h, False) for g in a.gpus.split(",") for r in a.rates.split(",") for h in (False, True)]
-    cases += [("l40s", 4.0, h, True) for h in (False, True)] if a.served else []
-    for gpu, rate, held, served in cases:
-        if served:
-            run_dir = served_run(gpu, held, rate, a.requests, tmp)
-        else:
-            run_dir = simulated_run(gpu, held, rate, a.requests, tmp, f"{gpu}-{rate:g}-{held}").dir
-        ok, said, wall = verdict(run_dir, gpu, held)
-        right, total = right + ok, total + 1
-        where = "served" if served else "simulated"
-        print(
-            f"{where:9s} {gpu:9s} {rate:4g}/s async {'on ' if held else 'off'}: {'right' if ok else 'WRONG'} "
-            f"({wall:.1f} s) {said.split(';')[0]}",
-            flush=True,
-        )
-    print(f"{right} of {total} verdicts right")
-    wrong_choice(a.requests, tmp)
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        right = total = 0
+        cases = [(g, float(r), h, False) for g in a.gpus.split(",") for r in a.rates.split(",") for h in (False, True)]
+        cases += [("l40s", 4.0, h, True) for h in (False, True)] if a.served else []
+        for gpu, rate, held, served in cases:
+            if served:
+                run_dir = served_run(gpu, held, rate, a.requests, tmp)
+            else:
+                run_dir = simulated_run(gpu, held, rate, a.requests, tmp, f"{gpu}-{rate:g}-{held}").dir
+            ok, said, wall = verdict(run_dir, gpu, held)
+            right, total = right + ok, total + 1
+            where = "served" if served else "simulated"
+            print(
+                f"{where:9s} {gpu:9s} {rate:4g}/s async {'on ' if held else 'off'}: {'right' if ok else 'WRONG'} "
+                f"({wall:.1f} s) {said.split(';')[0]}",
+                flush=True,
+            )
+        print(f"{right} of {total} verdicts right")
+        wrong_choice(a.requests, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
