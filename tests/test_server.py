@@ -436,3 +436,17 @@ def test_a_calibrated_front_end_delays_a_request_by_the_requests_already_in_flig
 
     alone, second = drive(srv, fn)
     assert alone < 0.1 and 0.2 <= second < 0.35 and srv.in_flight == 0
+
+
+def test_the_engine_says_what_it_is_as_vllm_does(tok):
+    """/v1/models' owned_by and vLLM's /version: a run against the engine records its name and version."""
+    from goodbench import __version__
+    from goodbench.client.serverinfo import server_info
+
+    async def fn(s, srv):
+        async with s.get("/health") as r:
+            base = str(r.url.origin())
+        return await server_info(base, model="llama-3.1-8b")
+
+    info = serve(fn, tok)
+    assert info["name"] == "goodbench" and info["version"] == __version__, info

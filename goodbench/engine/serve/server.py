@@ -23,6 +23,7 @@ from ...client.apis import API_PATHS, UNARY_APIS
 from ...errors import UsageError
 from ...limits import MAX_TOKENS
 from ...pacing import TurnPacer
+from ...version import __version__
 from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
 from ..costmodel import CostModel
@@ -165,6 +166,7 @@ class EngineServer:
         for api in UNARY_APIS:  # the client's list of one-body APIs: what it sends is what this serves
             app.router.add_post(API_PATHS[api], functools.partial(self._pool, api=api))
         app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/version", self.version)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         app.on_startup.append(self._start)
@@ -217,6 +219,10 @@ class EngineServer:
         if self._trace:
             self._trace.close()
             self._trace = None
+
+    async def version(self, request):
+        """vLLM's /version: a run against this engine records what served it (run.json's `server`)."""
+        return web.json_response({"version": __version__})
 
     async def health(self, request):
         if self.failed is not None:
