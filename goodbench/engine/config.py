@@ -43,8 +43,9 @@ class EngineConfig:
     async_scheduling: bool | None = knob(
         None,
         "schedule each step while the one before runs, as vLLM >= 0.14 does on GPUs by default: a request "
-        "that arrives during a step waits one step more for its prefill (default off, or as a calibration "
-        "profile's server ran; calibrate tells it from the runs)",
+        "that arrives during a step waits one step more for its prefill; the host time it hides is not priced "
+        "apart (docs/engine.md) (default off, or as a calibration profile's server ran; calibrate tells it "
+        "from the runs)",
     )
     scheduler: str = knob(
         "vllm", "vllm (v1), decode-first (Sarathi), prefill-first (v0/Orca) or static batching", SCHEDULERS
