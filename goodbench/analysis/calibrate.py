@@ -285,24 +285,11 @@ def fit_scheduling(runs: list[RunData], base: EngineConfig) -> tuple[EngineConfi
         cfg = replay_config(base, runs)
         how = "async scheduling: given" + ("" if base.async_scheduling else " off")
         return cfg, fit_terms(runs, cfg), Scheduling(base.async_scheduling, how)
-    fits, failed = {}, None
+    fits = {}  # a replay that cannot serve every request (prompt or KV too big) fails either way
     for held in (False, True):
         cfg = replay_config(replace(base, async_scheduling=held), runs)
-        try:
-            terms = fit_terms(runs, cfg)
-        except InputError as e:  # this replay could not serve every request: the other may
-            failed = failed or e
-            continue
+        terms = fit_terms(runs, cfg)
         fits[held] = (cfg, terms, _shared_objective(runs, cfg, terms))
-    if len(fits) < 2:
-        if not fits:
-            raise failed
-        ((held, (cfg, terms, _)),) = fits.items()
-        return (
-            cfg,
-            terms,
-            Scheduling(held, f"async scheduling {'on' if held else 'off'} (the other replay failed: {failed})"),
-        )
     off, on = fits[False][2], fits[True][2]
     gain = max(ASYNC_MARGIN * max(off, on), MIN_GAIN)
     held, unsure = off - on > gain, abs(off - on) <= gain
