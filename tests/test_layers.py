@@ -42,6 +42,7 @@ LAYERS = {
     "engine.opmodel": 2,
     "engine.profile": 2,
     "engine.frontend": 2,
+    "engine.jitter": 2,
     "engine.uncertainty": 2,
     "engine.core": 2,
     "engine.links": 2,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..engine import jitter
 from ..engine.config import EngineConfig
 from ..engine.core import Engine
 from ..engine.costmodel import profile_model
@@ -99,9 +100,10 @@ class Replay:
         return self.times.sent + self.delay
 
 
-def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = False) -> Replay:
-    """The run replayed with these terms."""
-    cost = profile_model(cfg, Profile(terms))
+def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = False, spread: tuple = ()) -> Replay:
+    """The run replayed with these terms (and the steps scattered so: engine/jitter.py; the fit's own
+    replays take every step at its model time, which its Jacobian needs)."""
+    cost = profile_model(cfg, Profile(terms, step_jitter=spread))
     fol = ClockFollower(cost) if follow else None
     engine = Engine(cfg, cost)
     plan = Plan.at(run.requests, run.offsets)
@@ -303,6 +305,11 @@ def fit_scheduling(runs: list[RunData], base: EngineConfig) -> tuple[EngineConfi
     return fits[held][0], fits[held][1], Scheduling(held, how, unsure)
 
 
+def step_spread(runs: list[RunData]) -> tuple:
+    """How the server's steps scattered around their typical time on these runs (engine/jitter.py)."""
+    return jitter.measure(np.concatenate([r.ratios for r in runs if r.ratios is not None] or [np.zeros(0)]))
+
+
 def observed_stats(run: RunData) -> dict:
     return {
         "ttft_p50_ms": float(np.nanmedian(run.ttft)) * 1000,
@@ -311,10 +318,11 @@ def observed_stats(run: RunData) -> dict:
     }
 
 
-def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict) -> dict:
-    """TTFT, ITL and TPOT p50 of the run replayed with these terms, and its mean time outside the
-    server's queue + prefill (the front end and the wait for the step in progress at the engine)."""
-    rep = simulate_run(run, cfg, terms, follow=True)
+def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict, spread: tuple = ()) -> dict:
+    """TTFT, ITL and TPOT p50 of the run replayed with these terms and step spread, as a simulation with
+    the profile gives them, and its mean time outside the server's queue + prefill (the front end and
+    the wait for the step in progress at the engine)."""
+    rep = simulate_run(run, cfg, terms, follow=True, spread=spread)
     t = rep.times
     n = np.diff(t.start)
     many = n > 1
@@ -374,6 +382,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     both = " (with and without async scheduling)" if base.async_scheduling is None else ""
     say(f"fitting the step-time model to {len(runs)} run(s), {sum(len(r.requests) for r in runs)} requests{both} ...")
     cfg, terms, sched = fit_scheduling(runs, base)
+    spread = step_spread(runs)
     rows, errs = [], []
     for i, run in enumerate(runs):
         obs = observed_stats(run)
@@ -381,15 +390,15 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
             "run": run.path,
             "requests": len(run.requests),
             "observed": obs,
-            "fitted": predicted_stats(run, cfg, terms),
+            "fitted": predicted_stats(run, cfg, terms, spread),
         }
         row["fit_error"] = _errors(obs, row["fitted"])
         if run.front_end_s is not None:
             row["front_end_ms"] = {"measured": run.front_end_s * 1e3, "fitted": row["fitted"]["front_end_ms"]}
         if len(runs) > 1:
             say(f"leave-one-run-out: fitting without {run.path} ...")
-            loro = fit_terms(runs[:i] + runs[i + 1 :], cfg)
-            row["loro"] = predicted_stats(run, cfg, loro)
+            others = runs[:i] + runs[i + 1 :]
+            row["loro"] = predicted_stats(run, cfg, fit_terms(others, cfg), step_spread(others))
             row["loro_error"] = _errors(obs, row["loro"])
         errs += [abs(e) for e in row.get("loro_error", row["fit_error"]).values()]
         rows.append(row)
@@ -411,9 +420,25 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "async_scheduling": cfg.async_scheduling,
     }
     prompts = [q.prompt_tokens for r in runs for q in r.requests]
-    prof = Profile(terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts))
-    fitted_fe = [row["fitted"]["front_end_ms"] / 1e3 for row in rows]
+    prof = Profile(
+        terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts), step_jitter=spread
+    )
+    notes = _notes(runs, [row["fitted"]["front_end_ms"] / 1e3 for row in rows], spread, sched)
+    return Calibration(prof, rows, oos, notes, sched.how)
+
+
+def _notes(runs: list[RunData], fitted_fe: list[float], spread: tuple, sched: Scheduling) -> list[str]:
+    """What the profile cannot follow: a front end that moves with load, a scatter too thinly measured,
+    an async-scheduling verdict the runs could not make."""
     notes = front_end_notes(runs, fitted_fe)
+    if not spread:
+        gaps = sum(len(r.ratios) for r in runs if r.ratios is not None)
+        notes.append(
+            f"the runs have {gaps} decode-only gaps at a batch size seen {MIN_GAPS} times or "
+            f"more, fewer than the {jitter.MIN_GAPS} that measure how the server's steps scatter: the profile's "
+            "steps take their model time exactly, and a TTFT p50 that lands at the top of a group of like requests "
+            "can come out a few percent fast (longer runs measure the scatter)"
+        )
     if sched.unsure:
         notes.append(
             "the runs cannot tell whether the server builds each step while the one before runs (async "
@@ -421,4 +446,4 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
             "such a server calibrate again with --async-scheduling, or its extra step is priced as front end "
             "(runs whose load comes and goes, some requests finding the server idle, tell the two apart)"
         )
-    return Calibration(prof, rows, oos, notes, sched.how)
+    return notes

@@ -43,6 +43,13 @@ def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:
     }
 
 
+def gap_ratios(gaps: np.ndarray, batch: np.ndarray, medians: dict) -> np.ndarray:
+    """Each decode-only gap over the median gap with as many requests decoding (gap_medians' batch sizes
+    with a median above 0): how a server's steps scatter around their typical time (engine/jitter.py)."""
+    keep = [(batch == b, med) for b, (med, _) in medians.items() if med > 0]
+    return np.concatenate([gaps[sel] / med for sel, med in keep] or [np.zeros(0)])
+
+
 @dataclass
 class RunData:
     """One run as the fit needs it: its requests at their send times and what the client measured."""
@@ -58,6 +65,7 @@ class RunData:
     gaps: dict  # observed gap_medians: what a decode step costs with each number of requests decoding
     front_end_s: float | None = None  # the client's mean TTFT less the server's mean queue + prefill
     server: str = ""  # what the server said it is ("vllm 0.32.0"), where the run asked
+    ratios: np.ndarray | None = None  # gap_ratios: the steps' scatter (engine/jitter.py)
 
 
 def _cache_info(rows: list[dict]) -> dict:
@@ -113,6 +121,7 @@ def load_run(path: str) -> RunData:
     flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
     dg, db, _ = decode_gaps(np.array([r.sent_at for r in ok]), flat, start)
     engine_s = _server_engine_s(rows)
+    medians = gap_medians(dg, db)
     return RunData(
         path,
         reqs,
@@ -122,7 +131,8 @@ def load_run(path: str) -> RunData:
         float(np.nanmedian(gaps)),
         engine_s,
         _cache_info(rows),
-        gap_medians(dg, db),
+        medians,
         float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
         " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
+        gap_ratios(dg, db, medians),
     )

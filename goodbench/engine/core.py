@@ -10,6 +10,7 @@ from ..errors import GoodbenchError
 from .adaptive import AimdBudget
 from .config import EngineConfig
 from .costmodel import CostModel
+from .jitter import factor
 from .kvcache import KVCache, Seq
 from .scheduler import Batch, Scheduler
 
@@ -39,9 +40,10 @@ class EngineStats:
 
 
 class Engine:
-    def __init__(self, cfg: EngineConfig, cost: CostModel | None = None):
+    def __init__(self, cfg: EngineConfig, cost: CostModel | None = None, salt: int = 0):
         self.cfg = cfg.resolved()
         self.cost = cost or CostModel.for_config(self.cfg)
+        self.salt = salt  # the step-time jitter's draws (engine/jitter.py): one per engine of a cluster
         self.kv = KVCache(self.cfg.num_gpu_blocks, self.cfg.block_size, self.cfg.enable_prefix_caching)
         self.sched = Scheduler(self.cfg, self.kv)
         self.stats = EngineStats()
@@ -112,6 +114,8 @@ class Engine:
             self.sched.holding = False  # no step runs: the next arrival is taken in at once
             return None
         dur = self.cost.batch_time(batch)
+        if self.cost.step_jitter:
+            dur *= factor(self.cost.step_jitter, self.salt, self.stats.steps)
         if self.adaptive is not None and batch.decode_tokens:
             self.sched.budget = self.adaptive.observe(dur, batch.num_tokens >= self.sched.budget)
         res = StepResult(dur, batch)
@@ -148,6 +152,17 @@ class Engine:
             k //= 2
         return k, []
 
+    def _jittered_ends(self, d0: float, delta: float, k: int, now: float, horizon: float) -> list[float]:
+        """The end times of up to k decode steps, each its model time (d0 + delta j) times its own draw
+        (engine/jitter.py), as single steps would take them; only those that start before the horizon."""
+        ends, end, n, spread = [], now, self.stats.steps, self.cost.step_jitter
+        for j in range(k):
+            if end >= horizon:
+                break
+            end += (d0 + delta * j) * factor(spread, self.salt, n + j)
+            ends.append(end)
+        return ends
+
     def decode_run(self, max_steps: int, horizon: float, now: float):
         """Fast path for simulation: while every running sequence is decoding and nothing waits,
         steps differ only in context length. Step time is linear in the summed context, so k steps
@@ -175,8 +190,12 @@ class Engine:
         cost = self.cost
         d0 = cost.step_time(0, r, ctx, 0, 0, r)
         delta = cost.step_time(0, r, ctx + r, 0, 0, r) - d0  # exact: linear in decode context
+        spread = cost.step_jitter
         if horizon != math.inf:
             k = min(k, steps_before(d0, delta, horizon - now))
+        if spread:
+            ends = self._jittered_ends(d0, delta, k, now, horizon)
+            k = len(ends)
         k, needs = self._kv_room(run, k)
         if k < 2:
             return None
@@ -191,7 +210,7 @@ class Engine:
         for s in finished:
             sched.finish(s)
         self._launched()
-        ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
+        ends = ends[:k] if spread else [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
         self.last_run = (r, ctx)  # the run's batch size and first step's summed context (calibration)
         st = self.stats
         st.steps += k

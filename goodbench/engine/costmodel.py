@@ -114,6 +114,7 @@ class CostModel:
     frontend_s: float = 0.0  # the server's front end: a request reaches the engine this long after its send
     frontend_flight_s: float = 0.0  # ... and this much more per request in flight at the send (profiles)
     frontend_token_s: float = 0.0  # ... and per prompt token (profiles)
+    step_jitter: tuple = ()  # profiles: percentiles of a step's time over its model time (engine/jitter.py)
     profile: dict | None = None  # from a calibration profile: {path, step_time_pct} (engine/uncertainty.py)
     _tok: list = field(default=None, init=False, repr=False, compare=False)
     _row: list = field(default=None, init=False, repr=False, compare=False)
@@ -142,7 +143,9 @@ class CostModel:
                 k = replace(k, step_s=cfg.step_overhead_ms / 1000)
             cm = tier_model(cfg.resolved(), k)
         if fixed is not None:  # tests: exactly this long per step, and nothing before the engine
-            return replace(cm, fixed_step_s=fixed, frontend_s=0.0, frontend_flight_s=0.0, frontend_token_s=0.0)
+            return replace(
+                cm, fixed_step_s=fixed, frontend_s=0.0, frontend_flight_s=0.0, frontend_token_s=0.0, step_jitter=()
+            )
         return cm
 
     def scaled(self, f: float) -> CostModel:
@@ -286,6 +289,7 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
         frontend_s=t["frontend_s"],
         frontend_flight_s=t["frontend_flight_s"],
         frontend_token_s=t["frontend_token_s"],
+        step_jitter=prof.step_jitter,
         basis=f"calibration profile {prof.path}",
         units={"profile": True, "floor_s": t["floor_s"], "token_s": t["token_s"]},
         profile={"path": prof.path, "step_time_pct": prof.step_time_pct},
@@ -384,6 +388,7 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
         "frontend_s": cm.frontend_s,
         "frontend_flight_s": cm.frontend_flight_s,
         "frontend_token_s": cm.frontend_token_s,
+        "step_jitter": cm.step_jitter,
         "basis": cm.basis,
         "uncertainty": engine_uncertainty(tier, stats),  # how sure: the regime's out-of-sample error
     }

@@ -77,6 +77,9 @@ class Profile:
     # the prompt lengths the runs exercised ({"requests": n, "prompt_quantiles": 0th..100th percentile}):
     # a what-if with prompts the runs hardly had is extrapolated (coverage_note); empty in older profiles
     coverage: dict = field(default_factory=dict)
+    # percentiles (jitter.PERCENTILES) of a step's time over its model time, from the runs' decode-only gaps
+    # (engine/jitter.py): simulations scatter their steps as the server did; empty: every step its model time
+    step_jitter: tuple = ()
 
     def __post_init__(self):  # terms a profile may leave out (written before they existed) are 0
         object.__setattr__(self, "terms", {**dict.fromkeys(OPTIONAL, 0.0), **self.terms})
@@ -119,6 +122,7 @@ def load_profile(path: str) -> Profile:
         tuple(meta.get("runs", ())),
         os.path.abspath(path),
         _coverage(d.get("coverage"), path),
+        _jitter(d.get("jitter"), path),
     )
 
 
@@ -176,6 +180,20 @@ def _coverage(d, path: str) -> dict:
     if not ok or not isinstance(n, int) or n < 1:
         raise InputError(f"{path}: [coverage] needs requests (a count) and prompt_quantiles (ascending numbers)")
     return {"requests": n, "prompt_quantiles": [float(x) for x in q]}
+
+
+def _jitter(d, path: str) -> tuple:
+    """A profile's [jitter] table's step-time factors (empty when it has none: written before profiles
+    kept it, or from runs with too few decode-only gaps)."""
+    if d is None:
+        return ()
+    q = d.get("step_factor_percentiles") if isinstance(d, dict) else None
+    ok = isinstance(q, list) and len(q) >= 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in q)
+    if not ok or q != sorted(q) or q[0] <= 0:
+        raise InputError(
+            f"{path}: [jitter] step_factor_percentiles: ascending numbers > 0 (a step's time over its model's)"
+        )
+    return tuple(float(x) for x in q)
 
 
 def prompt_coverage(prompts) -> dict:
@@ -265,4 +283,8 @@ def render_profile(p: Profile, created: str, version: str) -> str:
     if p.coverage:
         out += ["", "[coverage]  # the runs' prompt lengths: a what-if outside them is extrapolated"]
         out += [f"requests = {p.coverage['requests']}", f"prompt_quantiles = {_toml(p.coverage['prompt_quantiles'])}"]
+    if p.step_jitter:
+        out += ["", "[jitter]  # a step's time over its model time: 1st-99th percentiles of the runs' decode-only gaps"]
+        out += ["# over the median gap with as many requests decoding (simulations scatter their steps so)"]
+        out += [f"step_factor_percentiles = {_toml(list(p.step_jitter))}"]
     return "\n".join(out) + "\n"

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..engine.jitter import at
 from ..engine.uncertainty import statements
 from ..records import fmt_num, format_slo
 
@@ -237,6 +238,13 @@ def _fine(s: float) -> str:
     return f"{s * 1e9:.2f} ns" if s >= 1e-9 else f"{s * 1e12:.1f} ps"
 
 
+def scatter_line(spread: tuple) -> str:
+    """How a profile's steps scatter around their model time (engine/jitter.py keeps the 1st..99th
+    percentiles; the 10th and 90th shown)."""
+    lo, hi = at(spread, 9 / 98), at(spread, 89 / 98)
+    return f"  steps scatter as the server's did: x{lo:.2f} to x{hi:.2f} their model time (10th to 90th percentile)"
+
+
 def calibration_lines(prof) -> list[str]:
     """A calibration profile's fitted terms, in the units they are usually thought in."""
     t = prof.terms
@@ -254,6 +262,8 @@ def calibration_lines(prof) -> list[str]:
         f"{t['frontend_flight_s'] * 1e3:.2f} ms · per prompt token {t['frontend_token_s'] * 1e6:.1f} us",
         f"  server as calibrated: {', '.join(f'{k}={v}' for k, v in prof.engine.items())}",
     ]
+    if prof.step_jitter:
+        out.insert(4, scatter_line(prof.step_jitter))
     if prof.step_time_pct is not None:
         out.append(f"  expected error: ±{prof.step_time_pct:.1f}% ({prof.basis})")
     return out
@@ -436,6 +446,8 @@ def explain_lines(cfg, r: dict) -> list[str]:
         + ")",
         f"  [dim]{r['basis']}[/]",
     ]
+    if r.get("step_jitter"):
+        out.insert(2, scatter_line(r["step_jitter"]))
     for what, pct, basis in statements(r.get("uncertainty")):
         label = "expected error" if what == "step times" else f"expected {what} error"
         out.append(f"  {label} ±{pct:.0f}% [dim]({basis})[/]")

@@ -50,15 +50,18 @@ class ClusterServer(EngineServer):
         spec, t0, trace = self.spec, self.t0, self._trace
         if spec.disaggregated:
             pcfg, dcfg = spec.configs(self.cfg)
-            self.front = [EngineLoop(Engine(pcfg, cost), i, "prefill", trace, t0) for i in range(spec.prefill)]
+            self.front = [EngineLoop(Engine(pcfg, cost, salt=i), i, "prefill", trace, t0) for i in range(spec.prefill)]
             self.back = [
-                EngineLoop(Engine(dcfg, cost), spec.prefill + i, "decode", trace, t0) for i in range(spec.decode)
+                EngineLoop(Engine(dcfg, cost, salt=spec.prefill + i), spec.prefill + i, "decode", trace, t0)
+                for i in range(spec.decode)
             ]
             for lp in self.front:
                 lp.handoff = lambda res, end, lp=lp: self._prefilled(lp, res, end)
             self.xfer = spec.kv_transfer(self.cfg)
         else:
-            self.front = [EngineLoop(Engine(self.cfg, cost), i, "replica", trace, t0) for i in range(spec.replicas)]
+            self.front = [
+                EngineLoop(Engine(self.cfg, cost, salt=i), i, "replica", trace, t0) for i in range(spec.replicas)
+            ]
             self.back = []
         bs = self.front[0].engine.cfg.block_size
         self.router = Router(spec.router, len(self.front), bs)

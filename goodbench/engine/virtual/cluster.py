@@ -69,15 +69,15 @@ class ClusterSim:
         self.spec, self.requests = spec, requests
         pcfg, dcfg = spec.configs(base)
 
-        def engine(cfg):
-            return Engine(cfg, (cost or CostModel.for_config(cfg.resolved())).scaled(step_scale))
+        def engine(cfg, i):  # i: the instance's own step-time jitter draws (engine/jitter.py)
+            return Engine(cfg, (cost or CostModel.for_config(cfg.resolved())).scaled(step_scale), salt=i)
 
         if spec.disaggregated:
-            self.front = [_Instance(engine(pcfg), "prefill") for _ in range(spec.prefill)]
-            self.back = [_Instance(engine(dcfg), "decode") for _ in range(spec.decode)]
+            self.front = [_Instance(engine(pcfg, i), "prefill") for i in range(spec.prefill)]
+            self.back = [_Instance(engine(dcfg, spec.prefill + i), "decode") for i in range(spec.decode)]
             self.xfer = spec.kv_transfer(base)
         else:
-            self.front = [_Instance(engine(base), "mixed") for _ in range(spec.replicas)]
+            self.front = [_Instance(engine(base, i), "mixed") for i in range(spec.replicas)]
             self.back = []
         self.insts = self.front + self.back
         bs = self.front[0].engine.cfg.block_size

@@ -1,0 +1,125 @@
+"""Step-time jitter (engine/jitter.py): a profile keeps how its server's steps scattered, and a
+simulation with it scatters its steps so, reproducibly, on the fast decode path as on single steps."""
+
+import re
+
+import numpy as np
+import pytest
+from conftest import run_cli
+from test_calibrate import KNOBS
+from test_profile import TERMS_GIVEN
+
+import goodbench as gb
+from goodbench.arrivals import ArrivalSpec, offsets
+from goodbench.engine import jitter
+from goodbench.engine.config import EngineConfig
+from goodbench.engine.costmodel import profile_model
+from goodbench.engine.profile import Profile, load_profile, render_profile
+from goodbench.engine.virtual import simulate
+from goodbench.errors import InputError
+from goodbench.records import RequestSpec
+from goodbench.workloads import Plan
+
+KNOBS_ENGINE = {"num_gpu_blocks": 4000, "block_size": 16, "max_num_seqs": 16, "max_num_batched_tokens": 512}
+KNOBS_FLAGS = [f"--{k.replace('_', '-')}={v}" for k, v in KNOBS.items()]
+SPREAD = tuple(float(v) for v in np.percentile(np.random.default_rng(0).lognormal(0, 0.1, 50_000), jitter.PERCENTILES))
+
+
+def test_draws_are_uniform_reproducible_and_differ_by_salt():
+    u = np.array([jitter.unit(0, i) for i in range(20_000)])
+    assert u.min() >= 0 and u.max() < 1
+    assert np.allclose(np.percentile(u, [10, 50, 90]), [0.1, 0.5, 0.9], atol=0.01)
+    assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < 0.02  # one step's draw says nothing of the next's
+    assert jitter.unit(0, 7) == jitter.unit(0, 7) != jitter.unit(1, 7)
+
+
+def test_a_factor_reads_the_spread_at_its_draw():
+    assert jitter.factor((), 0, 3) == 1.0
+    f = np.array([jitter.factor(SPREAD, 0, i) for i in range(20_000)])
+    assert SPREAD[0] <= f.min() and f.max() <= SPREAD[-1]
+    assert np.median(f) == pytest.approx(1.0, abs=0.005)
+    assert np.percentile(f, 90) == pytest.approx(SPREAD[89], rel=0.01)
+
+
+def test_the_spread_is_measured_only_from_enough_gaps():
+    assert jitter.measure(np.ones(jitter.MIN_GAPS - 1)) == ()
+    r = np.r_[np.random.default_rng(1).lognormal(0, 0.2, 1000), 0.0, np.nan]  # a coalesced read, a hole
+    q = jitter.measure(r)
+    assert len(q) == len(jitter.PERCENTILES) and list(q) == sorted(q) and q[0] >= jitter.FLOOR
+    assert q[49] == pytest.approx(np.median(r[np.isfinite(r)]), rel=0.01)
+
+
+def test_a_profile_keeps_its_spread_and_refuses_a_bad_one(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text(render_profile(Profile(dict(TERMS_GIVEN), step_jitter=SPREAD), "2026-01-01", "0.0"))
+    assert load_profile(str(path)).step_jitter == pytest.approx(SPREAD, abs=1e-4)
+    for bad in ("[3.0, 1.0]", "[0.0, 1.0]", '"wide"', "[1.0]"):
+        path.write_text(path.read_text().split("[jitter]")[0] + f"[jitter]\nstep_factor_percentiles = {bad}\n")
+        with pytest.raises(InputError, match=r"\[jitter\] step_factor_percentiles"):
+            load_profile(str(path))
+
+
+def _sim(spread, reqs, offs, fast=True):
+    cfg = EngineConfig(**KNOBS, enable_prefix_caching=False).resolved()
+    cost = profile_model(cfg, Profile(dict(TERMS_GIVEN), step_jitter=spread))
+    return simulate(cfg, Plan.at(reqs, offs), cost=cost, fast=fast).records
+
+
+def test_the_fast_decode_path_draws_what_single_steps_draw():
+    rng = np.random.default_rng(2)
+    reqs = [RequestSpec(f"r{i}", "a", "x", int(p), int(o)) for i, (p, o) in enumerate(rng.integers(4, 600, (200, 2)))]
+    offs = offsets(ArrivalSpec(rate=6.0), n=200, seed=3)
+    fast, slow = _sim(SPREAD, reqs, offs), _sim(SPREAD, reqs, offs, fast=False)
+    for a, b in zip(fast, slow):
+        assert np.allclose(a.chunk_times, b.chunk_times, rtol=0, atol=1e-9)
+    again = _sim(SPREAD, reqs, offs)
+    assert all(a.chunk_times == b.chunk_times for a, b in zip(fast, again))  # reproducible
+    plain = _sim((), reqs, offs)
+    assert any(a.chunk_times != b.chunk_times for a, b in zip(fast, plain))
+
+
+def test_like_requests_on_an_idle_server_spread_as_the_steps_do():
+    """A 64-token prompt every second (each finds the server idle): without jitter every TTFT is the
+    same; with it they spread around it as the steps' factors do, their median where it was."""
+    reqs = [RequestSpec(f"r{i}", "a", "x", 64, 8) for i in range(1000)]
+    offs = np.arange(1000.0)
+    ttft = lambda recs: np.array([r.first_token_at - r.sent_at for r in recs])  # noqa: E731
+    plain, spread = ttft(_sim((), reqs, offs)), ttft(_sim(SPREAD, reqs, offs))
+    assert np.ptp(plain) < 1e-12
+    step = plain[0] - TERMS_GIVEN["frontend_s"]  # the prefill step: all the jitter touches
+    assert np.median(spread) == pytest.approx(plain[0], rel=0.01)
+    assert np.percentile(spread, 90) - plain[0] == pytest.approx(step * (SPREAD[89] - 1), rel=0.15)
+
+
+def test_calibrate_measures_the_spread_of_a_server_whose_steps_scatter(tmp_path):
+    """A run on a server whose steps scatter by a known spread: `goodbench calibrate` keeps that spread
+    (a simulated server's gaps are its steps, nothing added by a client) and prints it."""
+    truth = tmp_path / "truth.toml"
+    truth.write_text(render_profile(Profile(dict(TERMS_GIVEN), KNOBS_ENGINE, step_jitter=SPREAD), "2026", "0.0"))
+    run = gb.simulate(
+        gb.load_workload(
+            None, dataset_name="random", random_input_len=200, random_output_len=60, num_prompts=120, request_rate=2.0
+        ),
+        gb.EngineConfig(calibration=str(truth)),
+        result_dir=str(tmp_path),
+        run_id="a",
+    )
+    r = run_cli("calibrate", run.dir, "--out", str(tmp_path / "fit.toml"), *KNOBS_FLAGS)
+    assert r.returncode == 0, r.stderr
+    got = load_profile(str(tmp_path / "fit.toml")).step_jitter
+    lo, hi = re.search(r"steps scatter as the server's did: x([\d.]+) to x([\d.]+)", r.stdout).groups()
+    assert (float(lo), float(hi)) == (round(got[9], 2), round(got[89], 2))
+    for p in (10, 25, 75, 90):  # context growth moves a gap by a percent or so: the spread is 10%
+        assert got[p - 1] == pytest.approx(SPREAD[p - 1], abs=0.02), p
+    assert "decode-only gaps" not in r.stdout
+
+
+def test_calibrate_says_when_the_runs_are_too_short_to_measure_the_spread(tmp_path):
+    run = gb.simulate(
+        gb.load_workload(None, dataset_name="random", random_input_len=200, random_output_len=4, num_prompts=8),
+        gb.EngineConfig(gpu="l40s"),
+        result_dir=str(tmp_path),
+    )
+    cal = gb.calibrate([run.dir], gb.EngineConfig(gpu="l40s"), out=str(tmp_path / "fit.toml"))
+    assert cal.profile.step_jitter == () and "[jitter]" not in (tmp_path / "fit.toml").read_text()
+    assert any("decode-only gaps" in n and "model time exactly" in n for n in cal.notes), cal.notes
