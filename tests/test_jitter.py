@@ -1,6 +1,8 @@
 """Step-time jitter (engine/jitter.py): a profile keeps how its server's steps scattered, and a
 simulation with it scatters its steps so, reproducibly, on the fast decode path as on single steps."""
 
+import copy
+import math
 import re
 
 import numpy as np
@@ -13,7 +15,9 @@ import goodbench as gb
 from goodbench.arrivals import ArrivalSpec, offsets
 from goodbench.engine import jitter
 from goodbench.engine.config import EngineConfig
+from goodbench.engine.core import Engine
 from goodbench.engine.costmodel import profile_model
+from goodbench.engine.kvcache import Seq
 from goodbench.engine.profile import Profile, load_profile, render_profile
 from goodbench.engine.virtual import simulate
 from goodbench.errors import InputError
@@ -53,29 +57,66 @@ def test_a_profile_keeps_its_spread_and_refuses_a_bad_one(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text(render_profile(Profile(dict(TERMS_GIVEN), step_jitter=SPREAD), "2026-01-01", "0.0"))
     assert load_profile(str(path)).step_jitter == pytest.approx(SPREAD, abs=1e-4)
-    for bad in ("[3.0, 1.0]", "[0.0, 1.0]", '"wide"', "[1.0]"):
+    good = list(SPREAD)
+    wrong = [good[::-1], [0.0] + good[1:], good[:-1], good[:-1] + [float("inf")]]
+    for bad in [str(x) for x in wrong] + ['"wide"', "[1.0, nan]"]:
         path.write_text(path.read_text().split("[jitter]")[0] + f"[jitter]\nstep_factor_percentiles = {bad}\n")
         with pytest.raises(InputError, match=r"\[jitter\] step_factor_percentiles"):
             load_profile(str(path))
 
 
-def _sim(spread, reqs, offs, fast=True):
-    cfg = EngineConfig(**KNOBS, enable_prefix_caching=False).resolved()
+def _sim(spread, reqs, offs, fast=True, **knobs):
+    cfg = EngineConfig(**{**KNOBS, "enable_prefix_caching": False, **knobs}).resolved()
     cost = profile_model(cfg, Profile(dict(TERMS_GIVEN), step_jitter=spread))
     return simulate(cfg, Plan.at(reqs, offs), cost=cost, fast=fast).records
 
 
-def test_the_fast_decode_path_draws_what_single_steps_draw():
+@pytest.mark.parametrize(
+    "knobs, longest, rate",
+    # the adaptive policy's budget matters only to prompts longer than its floor (128 tokens)
+    [({}, 100, 2.0), ({"adaptive_chunk_target_ms": 36.0}, 1200, 0.7)],
+    ids=["fixed budget", "adaptive"],
+)
+@pytest.mark.parametrize("spread", [SPREAD, ()], ids=["scattered", "model time"])
+def test_the_fast_decode_path_draws_what_single_steps_draw(monkeypatch, spread, knobs, longest, rate):
+    """Long outputs: decode runs long enough that arrivals cut them, and the fast path must stop each
+    one where single steps would let the arrival in (and tell an adaptive policy each step's time)."""
     rng = np.random.default_rng(2)
-    reqs = [RequestSpec(f"r{i}", "a", "x", int(p), int(o)) for i, (p, o) in enumerate(rng.integers(4, 600, (200, 2)))]
-    offs = offsets(ArrivalSpec(rate=6.0), n=200, seed=3)
-    fast, slow = _sim(SPREAD, reqs, offs), _sim(SPREAD, reqs, offs, fast=False)
+    lens = zip(rng.integers(4, longest, 150), rng.integers(50, 400, 150))
+    reqs = [RequestSpec(f"r{i}", "a", "x", int(p), int(o)) for i, (p, o) in enumerate(lens)]
+    offs = offsets(ArrivalSpec(rate=rate), n=150, seed=3)
+    runs, real = [], Engine.decode_run
+    monkeypatch.setattr(Engine, "decode_run", lambda self, *a: runs.append(real(self, *a)) or runs[-1])
+    fast = _sim(spread, reqs, offs, **knobs)
+    assert sum(r is not None for r in runs) > 100  # the fast path ran
+    slow = _sim(spread, reqs, offs, fast=False, **knobs)
     for a, b in zip(fast, slow):
+        assert len(a.chunk_times) == len(b.chunk_times)
         assert np.allclose(a.chunk_times, b.chunk_times, rtol=0, atol=1e-9)
-    again = _sim(SPREAD, reqs, offs)
-    assert all(a.chunk_times == b.chunk_times for a, b in zip(fast, again))  # reproducible
-    plain = _sim((), reqs, offs)
-    assert any(a.chunk_times != b.chunk_times for a, b in zip(fast, plain))
+
+
+def test_a_decode_run_tells_an_adaptive_policy_each_steps_time_as_single_steps_do():
+    """Four requests decoding, their steps (about 31 ms) over a 30 ms target: every step lowers the
+    budget, whether taken singly or in a closed-form run."""
+    cfg = EngineConfig(**{**KNOBS, "adaptive_chunk_target_ms": 30.0}).resolved()
+    engine = Engine(cfg, profile_model(cfg, Profile(dict(TERMS_GIVEN), step_jitter=SPREAD)))
+    for i in range(4):
+        engine.add(Seq(i, 10, 50, arrival=0.0))
+    engine.step()  # the four prompts in one step: now all decode
+    engine.sched.budget = engine.adaptive.budget = 512
+    twin = copy.deepcopy(engine)
+    ends, _ = engine.decode_run(3, math.inf, 0.0)
+    singles = [twin.step().duration for _ in range(3)]
+    assert np.allclose(np.diff(np.r_[0.0, ends]), singles, rtol=0, atol=1e-12)
+    assert engine.sched.budget == twin.sched.budget < 512
+
+
+def test_a_scattered_simulation_reproduces_and_differs_from_the_model_times():
+    reqs = [RequestSpec(f"r{i}", "a", "x", 50 + 5 * i, 40) for i in range(60)]
+    offs = np.arange(60) * 0.3
+    a, b, plain = _sim(SPREAD, reqs, offs), _sim(SPREAD, reqs, offs), _sim((), reqs, offs)
+    assert all(x.chunk_times == y.chunk_times for x, y in zip(a, b))
+    assert all(x.chunk_times != y.chunk_times for x, y in zip(a, plain))
 
 
 def test_like_requests_on_an_idle_server_spread_as_the_steps_do():
@@ -104,6 +145,8 @@ def test_calibrate_measures_the_spread_of_a_server_whose_steps_scatter(tmp_path)
         result_dir=str(tmp_path),
         run_id="a",
     )
+    basis = run.summary["engine_uncertainty"]["basis"]  # a simulation says its steps scatter, and how far
+    assert f"x{SPREAD[9]:.2f} to x{SPREAD[89]:.2f}, 10th to 90th percentile" in basis, basis
     r = run_cli("calibrate", run.dir, "--out", str(tmp_path / "fit.toml"), *KNOBS_FLAGS)
     assert r.returncode == 0, r.stderr
     got = load_profile(str(tmp_path / "fit.toml")).step_jitter

@@ -121,11 +121,13 @@ def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = Fa
     return Replay(times_of(recs), fol, cost.front_end.delay(load, prompt), dfront)
 
 
-def _residuals(run: RunData, cfg: EngineConfig, terms: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _residuals(
+    run: RunData, cfg: EngineConfig, terms: dict, spread: tuple = ()
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(log sim/observed per request TTFT and TPOT, the decode gaps and the server's engine time; their
     Jacobian by TERMS; which residuals are robust, Huber-weighted: all but the server's engine time, a
     mean the server measured, which holds however the requests scatter)."""
-    rep = simulate_run(run, cfg, terms, follow=True)
+    rep = simulate_run(run, cfg, terms, follow=True, spread=spread)
     t = rep.times
     dsent, dflat = derivatives(rep.follower, t, closed=False, front=(rep.arrive, rep.dfront))
     first, last = t.start[:-1], t.start[1:] - 1
@@ -205,13 +207,13 @@ def _objective(r: np.ndarray, robust: np.ndarray) -> float:
     return float(np.sum(np.where((a <= HUBER) | ~robust, 0.5 * a * a, HUBER * (a - 0.5 * HUBER))))
 
 
-def _system(runs: list[RunData], cfg: EngineConfig, terms: dict):
+def _system(runs: list[RunData], cfg: EngineConfig, terms: dict, spread: tuple = ()):
     """Every run's residuals, Jacobian rows and robust marks, stacked."""
-    res, jac, robust = zip(*(_residuals(run, cfg, terms) for run in runs))
+    res, jac, robust = zip(*(_residuals(run, cfg, terms, spread) for run in runs))
     return np.concatenate(res), np.vstack(jac), np.concatenate(robust)
 
 
-def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, float]:
+def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict, spread: tuple = ()) -> tuple[dict, float]:
     """Gauss-Newton with Huber weights and bounds (every term >= 0) from `terms`: (terms, objective)."""
     from scipy.optimize import lsq_linear
 
@@ -222,7 +224,7 @@ def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, floa
     # front end can explain the TTFTs (seen on the real vLLM with a CPU hog beside it)
     lowest = np.zeros(len(TERMS))
     lowest[TERMS.index("floor_s")] = MIN_FLOOR * scale[TERMS.index("floor_s")]
-    r, jac, robust = _system(runs, cfg, terms)
+    r, jac, robust = _system(runs, cfg, terms, spread)
     obj = _objective(r, robust)
     for _ in range(ITERATIONS):
         w = np.where(robust, np.sqrt(np.minimum(1.0, HUBER / np.maximum(np.abs(r), 1e-12))), 1.0)
@@ -232,7 +234,7 @@ def _gn(runs: list[RunData], cfg: EngineConfig, terms: dict) -> tuple[dict, floa
         for step in (1.0, 0.5, 0.25, 0.1):  # a step that does not lower the objective is shortened
             new = np.maximum(theta + step * z * scale, lowest)
             nt = dict(zip(TERMS, new.tolist()))
-            nr, njac, robust = _system(runs, cfg, nt)
+            nr, njac, robust = _system(runs, cfg, nt, spread)
             if _objective(nr, robust) < obj:
                 break
         else:
@@ -305,9 +307,31 @@ def fit_scheduling(runs: list[RunData], base: EngineConfig) -> tuple[EngineConfi
     return fits[held][0], fits[held][1], Scheduling(held, how, unsure)
 
 
-def step_spread(runs: list[RunData]) -> tuple:
-    """How the server's steps scattered around their typical time on these runs (engine/jitter.py)."""
-    return jitter.measure(np.concatenate([r.ratios for r in runs if r.ratios is not None] or [np.zeros(0)]))
+def step_spread(runs: list[RunData], terms: dict) -> tuple:
+    """How the server's decode steps scattered around what these terms price them at (engine/jitter.py):
+    each decode-only gap over the profile's time for its step, over that ratio's median on its run (the
+    fit sets the level; the spread is the scatter about it). A gap under jitter.FLOOR of its step is the
+    client reading two tokens at once, not a step; a run with more than jitter.COALESCED of them is
+    left out (its gaps are the client's reads). () when too few gaps remain."""
+    prof, ratios = Profile(terms), []
+    for r in runs:
+        if r.steps is None or not len(r.steps):
+            continue
+        gap, decoding, ctx = r.steps.T
+        ratio = gap / prof.step_time(decoding, decoding, ctx)
+        med = float(np.median(ratio))
+        if med > 0 and np.mean(ratio < jitter.FLOOR * med) <= jitter.COALESCED:
+            ratios.append(ratio[ratio >= jitter.FLOOR * med] / med)
+    return jitter.measure(np.concatenate(ratios or [np.zeros(0)]))
+
+
+def fit_scattered(runs: list[RunData], cfg: EngineConfig, terms: dict | None = None) -> tuple[dict, tuple]:
+    """(terms, spread): the fit (from `terms` where given, else from every start), the scatter about it,
+    then the fit again from there with its replays scattered so (engine/jitter.py): a scattered step is
+    slower on average than its model time, and the runs' TPOTs are averages."""
+    terms = terms or fit_terms(runs, cfg)
+    spread = step_spread(runs, terms)
+    return (_gn(runs, cfg, terms, spread)[0] if spread else terms), spread
 
 
 def observed_stats(run: RunData) -> dict:
@@ -382,7 +406,8 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     both = " (with and without async scheduling)" if base.async_scheduling is None else ""
     say(f"fitting the step-time model to {len(runs)} run(s), {sum(len(r.requests) for r in runs)} requests{both} ...")
     cfg, terms, sched = fit_scheduling(runs, base)
-    spread = step_spread(runs)
+    say("measuring how the server's steps scatter, and fitting again with them ...")
+    terms, spread = fit_scattered(runs, cfg, terms)
     rows, errs = [], []
     for i, run in enumerate(runs):
         obs = observed_stats(run)
@@ -398,7 +423,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         if len(runs) > 1:
             say(f"leave-one-run-out: fitting without {run.path} ...")
             others = runs[:i] + runs[i + 1 :]
-            row["loro"] = predicted_stats(run, cfg, fit_terms(others, cfg), step_spread(others))
+            row["loro"] = predicted_stats(run, cfg, *fit_scattered(others, cfg))
             row["loro_error"] = _errors(obs, row["loro"])
         errs += [abs(e) for e in row.get("loro_error", row["fit_error"]).values()]
         rows.append(row)
@@ -432,12 +457,13 @@ def _notes(runs: list[RunData], fitted_fe: list[float], spread: tuple, sched: Sc
     an async-scheduling verdict the runs could not make."""
     notes = front_end_notes(runs, fitted_fe)
     if not spread:
-        gaps = sum(len(r.ratios) for r in runs if r.ratios is not None)
+        gaps = sum(len(r.steps) for r in runs if r.steps is not None)
         notes.append(
-            f"the runs have {gaps} decode-only gaps at a batch size seen {MIN_GAPS} times or "
-            f"more, fewer than the {jitter.MIN_GAPS} that measure how the server's steps scatter: the profile's "
-            "steps take their model time exactly, and a TTFT p50 that lands at the top of a group of like requests "
-            "can come out a few percent fast (longer runs measure the scatter)"
+            f"the runs' {gaps} decode-only gaps do not measure how the server's steps scatter (fewer than "
+            f"{jitter.MIN_GAPS}, or the client read tokens several at a time in more than {jitter.COALESCED:.0%} of "
+            "them: a busy server or client): the profile's steps take their model time exactly, and a TTFT p50 that "
+            "lands at the top of a group of like requests can come out a few percent fast (runs of a few minutes at "
+            "a load the server keeps up with measure the scatter)"
         )
     if sched.unsure:
         notes.append(

@@ -18,10 +18,9 @@ MIN_GAPS = 10  # a batch size with fewer decode-only gaps than this is not a tar
 MAX_BATCH_BIN = 32  # decode-only gaps with more requests decoding share one bin
 
 
-def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The inter-token gaps taken while no request was waiting for its first token (decode-only steps,
-    as far as a client can tell): (gap seconds, requests decoding at the gap, flat index of the gap's
-    second token)."""
+def _decode_only(sent: np.ndarray, flat: np.ndarray, start: np.ndarray):
+    """Every inter-token gap taken while no request was waiting for its first token: (flat index of the
+    gap's second token, the gap's midpoint, requests decoding then), for those gaps only."""
     first, last = flat[start[:-1]], flat[start[1:] - 1]
     later = np.ones(len(flat), bool)
     later[start[:-1]] = False  # a request's first token opens no gap
@@ -29,9 +28,32 @@ def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[
     mid = (flat[idx] + flat[idx - 1]) / 2
     fs, ls, ss = np.sort(first), np.sort(last), np.sort(sent)
     decoding = np.searchsorted(fs, mid, "right") - np.searchsorted(ls, mid, "left")
-    waiting = np.searchsorted(ss, mid, "right") - np.searchsorted(fs, mid, "left")
-    keep = waiting == 0
-    return (flat[idx] - flat[idx - 1])[keep], np.minimum(decoding[keep], MAX_BATCH_BIN), idx[keep]
+    keep = np.searchsorted(ss, mid, "right") - np.searchsorted(fs, mid, "left") == 0
+    return idx[keep], mid[keep], decoding[keep]
+
+
+def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The inter-token gaps taken while no request was waiting for its first token (decode-only steps,
+    as far as a client can tell): (gap seconds, requests decoding at the gap, binned at MAX_BATCH_BIN,
+    flat index of the gap's second token)."""
+    idx, _, decoding = _decode_only(sent, flat, start)
+    return flat[idx] - flat[idx - 1], np.minimum(decoding, MAX_BATCH_BIN), idx
+
+
+def decode_steps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray, prompts: np.ndarray) -> np.ndarray:
+    """The decode-only gaps as steps the profile can price, one row each: (gap seconds, requests
+    decoding, the context tokens they had: prompts plus tokens so far). What the step-time model says
+    of each, over what the client saw, is how the server's steps scatter (calibrate.step_spread)."""
+    idx, mid, decoding = _decode_only(sent, flat, start)
+    first, last = flat[start[:-1]], flat[start[1:] - 1]
+    outs = np.diff(start)
+    by_first, by_last = np.argsort(first, kind="stable"), np.argsort(last, kind="stable")
+    began = np.searchsorted(first[by_first], mid, "right")  # requests with a first token by mid
+    ended = np.searchsorted(last[by_last], mid, "left")  # ... and a last token before it
+    cum = lambda x: np.r_[0.0, np.cumsum(x)]  # noqa: E731
+    prompt = cum(prompts[by_first])[began] - cum(prompts[by_last])[ended]
+    tokens = np.searchsorted(np.sort(flat), mid, "right") - cum(outs[by_last])[ended]
+    return np.column_stack([flat[idx] - flat[idx - 1], decoding, prompt + tokens])
 
 
 def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:
@@ -41,13 +63,6 @@ def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:
         for b in np.unique(batch)
         if (batch == b).sum() >= MIN_GAPS
     }
-
-
-def gap_ratios(gaps: np.ndarray, batch: np.ndarray, medians: dict) -> np.ndarray:
-    """Each decode-only gap over the median gap with as many requests decoding (gap_medians' batch sizes
-    with a median above 0): how a server's steps scatter around their typical time (engine/jitter.py)."""
-    keep = [(batch == b, med) for b, (med, _) in medians.items() if med > 0]
-    return np.concatenate([gaps[sel] / med for sel, med in keep] or [np.zeros(0)])
 
 
 @dataclass
@@ -65,7 +80,7 @@ class RunData:
     gaps: dict  # observed gap_medians: what a decode step costs with each number of requests decoding
     front_end_s: float | None = None  # the client's mean TTFT less the server's mean queue + prefill
     server: str = ""  # what the server said it is ("vllm 0.32.0"), where the run asked
-    ratios: np.ndarray | None = None  # gap_ratios: the steps' scatter (engine/jitter.py)
+    steps: np.ndarray | None = None  # decode_steps: what the steps' scatter is measured on (engine/jitter.py)
 
 
 def _cache_info(rows: list[dict]) -> dict:
@@ -119,9 +134,10 @@ def load_run(path: str) -> RunData:
     start = np.zeros(len(ok) + 1, dtype=np.int64)
     start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
     flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
-    dg, db, _ = decode_gaps(np.array([r.sent_at for r in ok]), flat, start)
+    sent = np.array([r.sent_at for r in ok])
+    dg, db, _ = decode_gaps(sent, flat, start)
     engine_s = _server_engine_s(rows)
-    medians = gap_medians(dg, db)
+    prompts = np.array([q.prompt_tokens for q in reqs], dtype=float)
     return RunData(
         path,
         reqs,
@@ -131,8 +147,8 @@ def load_run(path: str) -> RunData:
         float(np.nanmedian(gaps)),
         engine_s,
         _cache_info(rows),
-        medians,
+        gap_medians(dg, db),
         float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
         " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
-        gap_ratios(dg, db, medians),
+        decode_steps(sent, flat, start, prompts),
     )

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import GoodbenchError
 from .adaptive import AimdBudget
 from .config import EngineConfig
 from .costmodel import CostModel
-from .jitter import factor
+from .jitter import factor, factors
 from .kvcache import KVCache, Seq
 from .scheduler import Batch, Scheduler
 
@@ -155,13 +157,10 @@ class Engine:
     def _jittered_ends(self, d0: float, delta: float, k: int, now: float, horizon: float) -> list[float]:
         """The end times of up to k decode steps, each its model time (d0 + delta j) times its own draw
         (engine/jitter.py), as single steps would take them; only those that start before the horizon."""
-        ends, end, n, spread = [], now, self.stats.steps, self.cost.step_jitter
-        for j in range(k):
-            if end >= horizon:
-                break
-            end += (d0 + delta * j) * factor(spread, self.salt, n + j)
-            ends.append(end)
-        return ends
+        j = np.arange(k)
+        ends = now + np.cumsum((d0 + delta * j) * factors(self.cost.step_jitter, self.salt, self.stats.steps, k))
+        starts = np.r_[now, ends[:-1]]
+        return ends[: int(np.searchsorted(starts, horizon, "left"))].tolist()
 
     def decode_run(self, max_steps: int, horizon: float, now: float):
         """Fast path for simulation: while every running sequence is decoding and nothing waits,
@@ -173,14 +172,14 @@ class Engine:
             return None
         run = sched.running
         r = len(run)
-        if r == 0 or r > cfg.max_num_batched_tokens:
+        if r == 0 or r > sched.budget:  # the budget: an adaptive policy may hold it below the flag's
             return None
         k = max_steps
         ctx = r
         for s in run:
             c = s.num_computed
-            if c != s.prompt_len + s.num_output - 1:
-                return None  # still prefilling
+            if c != s.prompt_len + s.num_output - 1 or not s.num_output:
+                return None  # still prefilling (one prompt token left, no output yet, is a prefill chunk)
             ctx += c
             left = s.max_tokens - s.num_output
             if left < k:
@@ -211,6 +210,9 @@ class Engine:
             sched.finish(s)
         self._launched()
         ends = ends[:k] if spread else [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
+        if self.adaptive is not None:  # each decode step tells the policy its time, as single steps do
+            for a, b in zip([now] + ends[:-1], ends):
+                sched.budget = self.adaptive.observe(b - a, r >= sched.budget)
         self.last_run = (r, ctx)  # the run's batch size and first step's summed context (calibration)
         st = self.stats
         st.steps += k

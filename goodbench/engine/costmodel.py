@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import jitter
 from .config import EngineConfig
 from .frontend import FrontEnd
 from .hardware import get_gpu, get_model
@@ -292,7 +293,12 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
         step_jitter=prof.step_jitter,
         basis=f"calibration profile {prof.path}",
         units={"profile": True, "floor_s": t["floor_s"], "token_s": t["token_s"]},
-        profile={"path": prof.path, "step_time_pct": prof.step_time_pct},
+        profile={
+            "path": prof.path,
+            "step_time_pct": prof.step_time_pct,
+            # the 10th and 90th percentiles of its steps' scatter (engine/jitter.py), where it keeps one
+            "scatter": [float(jitter.at(prof.step_jitter, u)) for u in (0.1, 0.9)] if prof.step_jitter else None,
+        },
     )
 
 

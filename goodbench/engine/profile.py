@@ -15,6 +15,7 @@ change and is labelled and priced as that server."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..errors import InputError
 from .hardware import GPUS, read_toml
+from .jitter import PERCENTILES
 
 TERMS = (
     "step_s",
@@ -88,7 +90,7 @@ class Profile:
         t = self.terms
         return (
             t["step_s"]
-            + max(t["floor_s"], t["token_s"] * n)
+            + np.maximum(t["floor_s"], t["token_s"] * n)  # numbers or arrays
             + t["decode_request_s"] * decodes
             + t["context_token_s"] * ctx
             + t["prefill_attention_s"] * attn
@@ -188,10 +190,12 @@ def _jitter(d, path: str) -> tuple:
     if d is None:
         return ()
     q = d.get("step_factor_percentiles") if isinstance(d, dict) else None
-    ok = isinstance(q, list) and len(q) >= 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in q)
-    if not ok or q != sorted(q) or q[0] <= 0:
+    n = len(PERCENTILES)
+    ok = isinstance(q, list) and len(q) == n and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in q)
+    if not ok or not all(math.isfinite(x) for x in q) or q != sorted(q) or q[0] <= 0:
         raise InputError(
-            f"{path}: [jitter] step_factor_percentiles: ascending numbers > 0 (a step's time over its model's)"
+            f"{path}: [jitter] step_factor_percentiles: {n} ascending finite numbers > 0 (the 1st to 99th "
+            "percentiles of a step's time over its model's)"
         )
     return tuple(float(x) for x in q)
 

@@ -14,13 +14,13 @@ REGIME_ERROR = {
     "batch 1": 0.03,
     "batch 2-16": 0.069,
     "batch 17-64": 0.06,
-    "batch 65+": 0.176,
+    "batch 65+": 0.177,
     "prefill-heavy": 0.13,
-    "TP > 1": 0.123,
+    "TP > 1": 0.124,
 }
 REGIME_WORST = {
     "batch 1": 0.176,
-    "batch 2-16": 0.352,
+    "batch 2-16": 0.35,
     "batch 17-64": 0.297,
     "batch 65+": 0.589,
     "prefill-heavy": 0.589,
@@ -82,7 +82,14 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
         pct = prof.get("step_time_pct")
         return {
             "step_time_pct": pct,
-            "basis": f"calibration profile {prof.get('path')}: its error on the runs it was fitted to",
+            "basis": f"calibration profile {prof.get('path')}: its error on the runs it was fitted to"
+            + (
+                "; its steps scatter as its server's did (x{:.2f} to x{:.2f}, 10th to 90th percentile)".format(
+                    *prof["scatter"]
+                )
+                if prof.get("scatter")
+                else "; its steps take their model time exactly"
+            ),
             "regimes": regs,
         }
     blind = sorted({g for g, _ in tiers if g not in CALIBRATED_TIERS})

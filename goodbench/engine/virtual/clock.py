@@ -52,6 +52,10 @@ class ClockFollower:
 
     def __call__(self, batch, start: float, end: float) -> None:
         phi = self.cost.features(batch)
+        if getattr(
+            self.cost, "step_jitter", ()
+        ):  # a scattered step: its model time times its draw, which the terms leave be
+            phi = phi * ((end - start) / self.cost.batch_time(batch))
         base = self.after[-1] if self.ends and self.ends[-1] == start else 0.0
         self.starts.append(start)
         self.ends.append(end)
