@@ -18,10 +18,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import numpy as np  # noqa: E402
+
 from goodbench import tokenizer  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
 from goodbench.engine.config import EngineConfig  # noqa: E402
+from goodbench.engine.jitter import PERCENTILES  # noqa: E402
 from goodbench.engine.layout import ClusterSpec  # noqa: E402
+from goodbench.engine.profile import Profile, render_profile  # noqa: E402
 from goodbench.engine.virtual import simulate  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
 from goodbench.records import RunMeta, RunResult  # noqa: E402
@@ -66,6 +70,7 @@ def main() -> None:
             f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
             f"attainment {s['slo_attainment']:.1%}"
         )
+    scattered_profile(plan, a)
     for spec in (ClusterSpec(prefill=2, decode=2), ClusterSpec(replicas=4)):
         walls = []
         for _ in range(a.repeat):
@@ -78,6 +83,43 @@ def main() -> None:
             f"simulate {a.requests} ShareGPT @ {a.rate}/s on {spec.label()} {a.gpu}: wall {min(walls):.2f} s "
             f"(min of {a.repeat}: {', '.join(f'{w:.2f}' for w in walls)}), {st['steps']} steps; "
             f"TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms"
+        )
+
+
+# a calibration profile shaped like an 8B model on a Hopper GPU (per-step host time, a weight-read floor up to
+# 300 tokens, per-request and per-context costs), timed with and without a step-time scatter (engine/jitter.py):
+# the scattered one draws a factor per step (one hash each), the other takes every step at its model time
+PROFILE_TERMS = {
+    "step_s": 0.002,
+    "floor_s": 0.006,
+    "token_s": 2e-5,
+    "decode_request_s": 5e-5,
+    "context_token_s": 5e-9,
+    "prefill_attention_s": 1e-12,
+    "frontend_s": 0.002,
+}
+
+
+def scattered_profile(plan, a) -> None:
+    spread = tuple(float(v) for v in np.percentile(np.random.default_rng(0).lognormal(0, 0.06, 100_000), PERCENTILES))
+    engine = {"num_gpu_blocks": 60_000, "block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
+    d = tempfile.mkdtemp(prefix="gb-prof-")
+    paths = {}
+    for label, q in (("no scatter", ()), ("scatter", spread)):
+        paths[label] = os.path.join(d, f"{label.replace(' ', '-')}.toml")
+        with open(paths[label], "w", encoding="utf-8") as f:
+            f.write(render_profile(Profile(dict(PROFILE_TERMS), engine, step_jitter=q), "benchmark", "-"))
+    walls, steps = {label: [] for label in paths}, {}
+    for _ in range(a.repeat):  # alternated: the machine's drift falls on both
+        for label, path in paths.items():
+            t = time.perf_counter()
+            out = simulate(EngineConfig(calibration=path, enable_prefix_caching=False), plan)
+            walls[label].append(time.perf_counter() - t)
+            steps[label] = out.stats["steps"]
+    for label, w in walls.items():
+        print(
+            f"simulate {a.requests} ShareGPT @ {a.rate}/s with a calibration profile, {label}: wall {min(w):.2f} s "
+            f"(min of {a.repeat}: {', '.join(f'{x:.2f}' for x in w)}), {steps[label]} steps"
         )
 
 

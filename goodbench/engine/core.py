@@ -6,13 +6,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ..errors import GoodbenchError
 from .adaptive import AimdBudget
 from .config import EngineConfig
 from .costmodel import CostModel
-from .jitter import factor, factors
+from .jitter import factor
 from .kvcache import KVCache, Seq
 from .scheduler import Batch, Scheduler
 
@@ -156,11 +154,15 @@ class Engine:
 
     def _jittered_ends(self, d0: float, delta: float, k: int, now: float, horizon: float) -> list[float]:
         """The end times of up to k decode steps, each its model time (d0 + delta j) times its own draw
-        (engine/jitter.py), as single steps would take them; only those that start before the horizon."""
-        j = np.arange(k)
-        ends = now + np.cumsum((d0 + delta * j) * factors(self.cost.step_jitter, self.salt, self.stats.steps, k))
-        starts = np.r_[now, ends[:-1]]
-        return ends[: int(np.searchsorted(starts, horizon, "left"))].tolist()
+        (engine/jitter.py), as single steps would take them; only those that start before the horizon
+        (drawn one at a time: a run that the next arrival cuts short draws no more than it takes)."""
+        ends, end, n, spread, salt = [], now, self.stats.steps, self.cost.step_jitter, self.salt
+        for j in range(k):
+            if end >= horizon:
+                break
+            end += (d0 + delta * j) * factor(spread, salt, n + j)
+            ends.append(end)
+        return ends
 
     def decode_run(self, max_steps: int, horizon: float, now: float):
         """Fast path for simulation: while every running sequence is decoding and nothing waits,

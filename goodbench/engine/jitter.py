@@ -37,17 +37,6 @@ def unit(salt: int, i: int) -> float:
     return (_mix((salt * 0x9E3779B97F4A7C15 + (i + 1) * 0xBF58476D1CE4E5B9) & _MASK) >> 11) / float(1 << 53)
 
 
-def units(salt: int, first: int, k: int) -> np.ndarray:
-    """unit(salt, i) for i in first .. first + k - 1, at once (the fast decode path's k steps)."""
-    i = np.arange(first + 1, first + k + 1, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = np.uint64(salt * 0x9E3779B97F4A7C15 & _MASK) + i * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-
-
 def at(spread, u):
     """The spread read at u in [0, 1) (a number or an array): percentile 100u, linear between the kept
     ones; below the 1st and above the 99th, those (1% of steps each)."""
@@ -56,13 +45,17 @@ def at(spread, u):
 
 
 def factor(spread: tuple, salt: int, i: int) -> float:
-    """Step i's time factor: the spread read at a uniform draw (1.0 with no spread)."""
-    return float(at(spread, unit(salt, i))) if spread else 1.0
-
-
-def factors(spread: tuple, salt: int, first: int, k: int) -> np.ndarray:
-    """factor(spread, salt, i) for i in first .. first + k - 1."""
-    return at(spread, units(salt, first, k)) if spread else np.ones(k)
+    """Step i's time factor: the spread read at a uniform draw (1.0 with no spread). What `at` does, in
+    plain Python: one step at a time, numpy's call costs more than the arithmetic."""
+    if not spread:
+        return 1.0
+    x = unit(salt, i) * (len(spread) + 1) - 1
+    if x <= 0:
+        return spread[0]
+    j = int(x)
+    if j >= len(spread) - 1:
+        return spread[-1]
+    return (spread[j + 1] - spread[j]) * (x - j) + spread[j]
 
 
 def measure(ratios) -> tuple:
