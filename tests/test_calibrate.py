@@ -80,7 +80,6 @@ def test_the_fit_recovers_the_step_times(fitted):
         assert all(abs(e) < 0.05 for e in row["fit_error"].values()), row
     # a server whose steps take exactly their model time: what scatter the fit leaves is its own error
     q = prof.step_jitter
-    print("spread p1/p10/p90/p99", q[0], q[9], q[89], q[98])
     assert 0.98 < q[9] <= q[89] < 1.02, q
 
 

@@ -12,6 +12,8 @@ from test_calibrate import KNOBS
 from test_profile import TERMS_GIVEN
 
 import goodbench as gb
+from goodbench.analysis import calibrate
+from goodbench.analysis.calrun import RunData, decode_steps
 from goodbench.arrivals import ArrivalSpec, offsets
 from goodbench.engine import jitter
 from goodbench.engine.config import EngineConfig
@@ -58,8 +60,8 @@ def test_a_profile_keeps_its_spread_and_refuses_a_bad_one(tmp_path):
     path.write_text(render_profile(Profile(dict(TERMS_GIVEN), step_jitter=SPREAD), "2026-01-01", "0.0"))
     assert load_profile(str(path)).step_jitter == pytest.approx(SPREAD, abs=1e-4)
     good = list(SPREAD)
-    wrong = [good[::-1], [0.0] + good[1:], good[:-1], good[:-1] + [float("inf")]]
-    for bad in [str(x) for x in wrong] + ['"wide"', "[1.0, nan]"]:
+    wrong = [good[::-1], [0.0] + good[1:], good[:-1], good[:-1] + [float("inf")], good[:-1] + [float("nan")]]
+    for bad in [str(x) for x in wrong] + ['"wide"']:
         path.write_text(path.read_text().split("[jitter]")[0] + f"[jitter]\nstep_factor_percentiles = {bad}\n")
         with pytest.raises(InputError, match=r"\[jitter\] step_factor_percentiles"):
             load_profile(str(path))
@@ -74,8 +76,13 @@ def _sim(spread, reqs, offs, fast=True, **knobs):
 @pytest.mark.parametrize(
     "knobs, longest, rate",
     # the adaptive policy's budget matters only to prompts longer than its floor (128 tokens)
-    [({}, 100, 2.0), ({"adaptive_chunk_target_ms": 36.0}, 1200, 0.7)],
-    ids=["fixed budget", "adaptive"],
+    [
+        ({}, 100, 2.0),
+        ({"adaptive_chunk_target_ms": 36.0}, 1200, 0.7),
+        # a floor below the requests decoding: a step over the target can leave the budget below them
+        ({"adaptive_chunk_target_ms": 36.0, "adaptive_chunk_floor": 4}, 1200, 0.7),
+    ],
+    ids=["fixed budget", "adaptive", "adaptive, low floor"],
 )
 @pytest.mark.parametrize("spread", [SPREAD, ()], ids=["scattered", "model time"])
 def test_the_fast_decode_path_draws_what_single_steps_draw(monkeypatch, spread, knobs, longest, rate):
@@ -152,7 +159,7 @@ def test_calibrate_measures_the_spread_of_a_server_whose_steps_scatter(tmp_path)
     got = load_profile(str(tmp_path / "fit.toml")).step_jitter
     lo, hi = re.search(r"steps scatter as the server's did: x([\d.]+) to x([\d.]+)", r.stdout).groups()
     assert (float(lo), float(hi)) == (round(got[9], 2), round(got[89], 2))
-    for p in (10, 25, 75, 90):  # context growth moves a gap by a percent or so: the spread is 10%
+    for p in (10, 25, 75, 90):  # within 2 points: the refitted terms are not exactly the truth's
         assert got[p - 1] == pytest.approx(SPREAD[p - 1], abs=0.02), p
     assert "decode-only gaps" not in r.stdout
 
@@ -166,3 +173,57 @@ def test_calibrate_says_when_the_runs_are_too_short_to_measure_the_spread(tmp_pa
     cal = gb.calibrate([run.dir], gb.EngineConfig(gpu="l40s"), out=str(tmp_path / "fit.toml"))
     assert cal.profile.step_jitter == () and "[jitter]" not in (tmp_path / "fit.toml").read_text()
     assert any("decode-only gaps" in n and "model time exactly" in n for n in cal.notes), cal.notes
+
+
+FLAT = Profile(dict.fromkeys(TERMS_GIVEN, 0.0) | {"step_s": 0.01})  # every step 10 ms
+
+
+def _steps(gaps, idx=None):
+    """Rows as calrun.decode_steps gives them: (gap, decoding, context, flat index)."""
+    idx = np.arange(len(gaps)) if idx is None else np.asarray(idx)
+    return np.column_stack([gaps, np.ones(len(gaps)), np.full(len(gaps), 100.0), idx])
+
+
+def test_two_chunks_read_at_once_are_one_span_of_two_steps():
+    """A gap near 0 is the client reading two chunks at once: it and the gap before it (2 steps' time)
+    count as two steps of their mean; one with no gap before it is left out; a hole is skipped."""
+    gaps = np.full(200, 0.01)
+    gaps[10], gaps[11] = 0.02, 0.0  # steps 10 and 11 read together
+    gaps[50] = np.nan
+    idx = np.arange(200)
+    idx[100:] += 1000  # another request's gaps: its first gap has none before it ...
+    gaps[100] = 0.0  # ... so this joined one is left out
+    r = calibrate._step_ratios(_steps(gaps, idx), FLAT)
+    assert len(r) == 198 and np.allclose(r, 1.0)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [[0.01, 0.02, 0.0, 0.01], [0.04, 0.0, 0.0, 0.0, 0.01]],  # 25% of gaps joined; 60%, four chunks a read
+    ids=["a quarter", "most"],
+)
+def test_a_run_whose_client_read_chunks_together_gives_no_scatter(pattern):
+    gaps = np.tile(pattern, 300)
+    assert (gaps == 0).mean() > jitter.COALESCED
+    assert len(calibrate._step_ratios(_steps(gaps), FLAT)) == 0
+    fewer = np.tile([0.01] * 9 + [0.02, 0.0], 100)  # 9% joined: kept, each pair two steps of its mean
+    assert np.allclose(calibrate._step_ratios(_steps(fewer), FLAT), 1.0)
+
+
+def test_decode_steps_are_the_steps_the_engine_took():
+    """calrun.decode_steps, from a simulated run's token times alone, finds each decode-only step's
+    requests decoding and their context as the engine had them."""
+    rng = np.random.default_rng(5)
+    reqs = [RequestSpec(str(i), "a", "x", int(p), int(o)) for i, (p, o) in enumerate(rng.integers(8, 300, (60, 2)))]
+    cfg = EngineConfig(**KNOBS, enable_prefix_caching=False).resolved()
+    run = RunData("sim", reqs, np.sort(rng.uniform(0, 20, 60)), None, None, 0.0, None, {}, {})
+    rep = calibrate.simulate_run(run, cfg, dict(TERMS_GIVEN), follow=True)
+    starts, ends, _, phi = rep.follower.arrays()
+    t = rep.times
+    steps = decode_steps(t.sent, t.flat, t.start, np.array([q.prompt_tokens for q in reqs], float))
+    at = {round(e, 9): k for k, e in enumerate(ends)}
+    k = np.array([at[round(t.flat[int(i)], 9)] for i in steps[:, 3]])
+    assert len(steps) > 500
+    assert np.array_equal(steps[:, 1], phi[k, 3])  # requests decoding
+    assert np.array_equal(steps[:, 2], phi[k, 4])  # their context tokens
+    assert np.allclose(steps[:, 0], ends[k] - starts[k])  # each gap is its step

@@ -101,8 +101,9 @@ class Replay:
 
 
 def simulate_run(run: RunData, cfg: EngineConfig, terms: dict, follow: bool = False, spread: tuple = ()) -> Replay:
-    """The run replayed with these terms (and the steps scattered so: engine/jitter.py; the fit's own
-    replays take every step at its model time, which its Jacobian needs)."""
+    """The run replayed with these terms, its steps scattered by this spread (engine/jitter.py; none: every
+    step its model time). A draw is fixed per step, so a scattered step is still affine in the terms
+    and the clock follower's Jacobian exact."""
     cost = profile_model(cfg, Profile(terms, step_jitter=spread))
     fol = ClockFollower(cost) if follow else None
     engine = Engine(cfg, cost)
@@ -307,31 +308,45 @@ def fit_scheduling(runs: list[RunData], base: EngineConfig) -> tuple[EngineConfi
     return fits[held][0], fits[held][1], Scheduling(held, how, unsure)
 
 
+def _step_ratios(steps: np.ndarray, prof: Profile) -> np.ndarray:
+    """One run's decode-only gaps over the profile's time for their steps, over their median. A gap under
+    jitter.FLOOR of its step is the client reading two chunks at once: it and the gap before it (one
+    request's, as consecutive indices say) are one span of two steps, each of which gets the span's
+    ratio; one with no such gap before it is left out. Empty when more than jitter.COALESCED of the
+    gaps were so read (the gaps are the client's reads, not the server's steps)."""
+    gap, decoding, ctx, idx = steps.T
+    model = prof.step_time(decoding, decoding, ctx)
+    ok = np.isfinite(gap) & (model > 0)
+    gap, model, idx = gap[ok], model[ok], idx[ok]
+    joined = gap < jitter.FLOOR * model
+    if not len(gap) or joined.mean() > jitter.COALESCED:
+        return np.zeros(0)
+    first = ~joined | (np.diff(idx, prepend=-2) != 1)  # a span starts at a gap not joined to the one before
+    span = np.cumsum(first) - 1
+    whole = ~joined[first]  # a span that starts with a joined gap has no step before it: left out
+    ratio = np.repeat((np.bincount(span, gap) / np.bincount(span, model))[whole], np.bincount(span)[whole])
+    return ratio / np.median(ratio) if len(ratio) else ratio
+
+
 def step_spread(runs: list[RunData], terms: dict) -> tuple:
     """How the server's decode steps scattered around what these terms price them at (engine/jitter.py):
-    each decode-only gap over the profile's time for its step, over that ratio's median on its run (the
-    fit sets the level; the spread is the scatter about it). A gap under jitter.FLOOR of its step is the
-    client reading two tokens at once, not a step; a run with more than jitter.COALESCED of them is
-    left out (its gaps are the client's reads). () when too few gaps remain."""
-    prof, ratios = Profile(terms), []
-    for r in runs:
-        if r.steps is None or not len(r.steps):
-            continue
-        gap, decoding, ctx = r.steps.T
-        ratio = gap / prof.step_time(decoding, decoding, ctx)
-        med = float(np.median(ratio))
-        if med > 0 and np.mean(ratio < jitter.FLOOR * med) <= jitter.COALESCED:
-            ratios.append(ratio[ratio >= jitter.FLOOR * med] / med)
+    every run's _step_ratios, their percentiles (the fit sets the level; the spread is the scatter
+    about it). () when too few gaps remain."""
+    prof = Profile(terms)
+    ratios = [_step_ratios(r.steps, prof) for r in runs if r.steps is not None and len(r.steps)]
     return jitter.measure(np.concatenate(ratios or [np.zeros(0)]))
 
 
 def fit_scattered(runs: list[RunData], cfg: EngineConfig, terms: dict | None = None) -> tuple[dict, tuple]:
     """(terms, spread): the fit (from `terms` where given, else from every start), the scatter about it,
-    then the fit again from there with its replays scattered so (engine/jitter.py): a scattered step is
-    slower on average than its model time, and the runs' TPOTs are averages."""
-    terms = terms or fit_terms(runs, cfg)
+    then the fit again from there with its replays scattered so (engine/jitter.py), and the scatter about
+    that: a scattered step is slower on average than its model time, and the runs' TPOTs are averages."""
+    terms = fit_terms(runs, cfg) if terms is None else terms
     spread = step_spread(runs, terms)
-    return (_gn(runs, cfg, terms, spread)[0] if spread else terms), spread
+    if not spread:
+        return terms, spread
+    terms = _gn(runs, cfg, terms, spread)[0]
+    return terms, step_spread(runs, terms) or spread
 
 
 def observed_stats(run: RunData) -> dict:

@@ -42,8 +42,9 @@ def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[
 
 def decode_steps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray, prompts: np.ndarray) -> np.ndarray:
     """The decode-only gaps as steps the profile can price, one row each: (gap seconds, requests
-    decoding, the context tokens they had: prompts plus tokens so far). What the step-time model says
-    of each, over what the client saw, is how the server's steps scatter (calibrate.step_spread)."""
+    decoding, the context tokens they had: prompts plus chunks so far, the flat index of the gap's
+    second chunk: consecutive indices are one request's consecutive gaps). What the client saw over
+    what the step-time model says of each is how the server's steps scatter (calibrate.step_spread)."""
     idx, mid, decoding = _decode_only(sent, flat, start)
     first, last = flat[start[:-1]], flat[start[1:] - 1]
     outs = np.diff(start)
@@ -53,7 +54,7 @@ def decode_steps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray, prompts:
     cum = lambda x: np.r_[0.0, np.cumsum(x)]  # noqa: E731
     prompt = cum(prompts[by_first])[began] - cum(prompts[by_last])[ended]
     tokens = np.searchsorted(np.sort(flat), mid, "right") - cum(outs[by_last])[ended]
-    return np.column_stack([flat[idx] - flat[idx - 1], decoding, prompt + tokens])
+    return np.column_stack([flat[idx] - flat[idx - 1], decoding, prompt + tokens, idx])
 
 
 def gap_medians(gaps: np.ndarray, batch: np.ndarray) -> dict:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -164,6 +165,16 @@ class Engine:
             ends.append(end)
         return ends
 
+    def _budget_holds(self, r: int, ends: list[float], now: float) -> int:
+        """How many of these decode steps run as one: an adaptive policy told each step's time may cut
+        the budget below the r requests decoding, and single steps would then decode fewer a step."""
+        probe, budget = copy.copy(self.adaptive), self.sched.budget
+        for j, (a, b) in enumerate(zip([now] + ends[:-1], ends)):
+            budget = probe.observe(b - a, r >= budget)
+            if budget < r:
+                return j + 1
+        return len(ends)
+
     def decode_run(self, max_steps: int, horizon: float, now: float):
         """Fast path for simulation: while every running sequence is decoding and nothing waits,
         steps differ only in context length. Step time is linear in the summed context, so k steps
@@ -191,12 +202,13 @@ class Engine:
         cost = self.cost
         d0 = cost.step_time(0, r, ctx, 0, 0, r)
         delta = cost.step_time(0, r, ctx + r, 0, 0, r) - d0  # exact: linear in decode context
-        spread = cost.step_jitter
         if horizon != math.inf:
             k = min(k, steps_before(d0, delta, horizon - now))
-        if spread:
+        if cost.step_jitter:
             ends = self._jittered_ends(d0, delta, k, now, horizon)
-            k = len(ends)
+        else:
+            ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
+        k = self._budget_holds(r, ends, now) if self.adaptive is not None else len(ends)
         k, needs = self._kv_room(run, k)
         if k < 2:
             return None
@@ -211,7 +223,7 @@ class Engine:
         for s in finished:
             sched.finish(s)
         self._launched()
-        ends = ends[:k] if spread else [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
+        ends = ends[:k]
         if self.adaptive is not None:  # each decode step tells the policy its time, as single steps do
             for a, b in zip([now] + ends[:-1], ends):
                 sched.budget = self.adaptive.observe(b - a, r >= sched.budget)

@@ -26,7 +26,7 @@ _MASK = (1 << 64) - 1
 
 
 def _mix(z):
-    """splitmix64's finaliser, on Python ints or numpy uint64 arrays (both wrap at 64 bits)."""
+    """splitmix64's finaliser (64-bit arithmetic on Python ints)."""
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
     return z ^ (z >> 31)

@@ -289,6 +289,6 @@ def render_profile(p: Profile, created: str, version: str) -> str:
         out += [f"requests = {p.coverage['requests']}", f"prompt_quantiles = {_toml(p.coverage['prompt_quantiles'])}"]
     if p.step_jitter:
         out += ["", "[jitter]  # a step's time over its model time: 1st-99th percentiles of the runs' decode-only gaps"]
-        out += ["# over the median gap with as many requests decoding (simulations scatter their steps so)"]
+        out += ["# over the fitted model's time for that step (simulations scatter their steps so)"]
         out += [f"step_factor_percentiles = {_toml(list(p.step_jitter))}"]
     return "\n".join(out) + "\n"
