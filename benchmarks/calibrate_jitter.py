@@ -2,8 +2,9 @@
 
 For each pair of runs against one server, a calibration run and a live run of another workload, it
 calibrates on the first (`goodbench calibrate`, as a user would) and predicts the second's TTFT and ITL
-p50 by replaying its requests at their measured send times, with the profile as written and with its
-[jitter] table left out (every step its model time, as before). The pairs the real-vLLM test leaves
+p50 by replaying its requests at their measured send times, with the profile as written and as calibrate
+fitted it before it kept the scatter (the first fit's terms, no [jitter] table: every step its model
+time). The pairs the real-vLLM test leaves
 behind (tests/test_real_vllm.py::test_calibrate_on_one_workload_predicts_another) are directories
 holding cal/ and live/ and the knobs that test gives calibrate (budget 512, 16 sequences, 8,192-token
 context):
@@ -30,6 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import goodbench as gb  # noqa: E402
+from goodbench.analysis.calibrate import fit_scheduling  # noqa: E402
 from goodbench.analysis.calrun import load_run  # noqa: E402
 from goodbench.engine.profile import load_profile, render_profile  # noqa: E402
 from goodbench.engine.virtual import simulate  # noqa: E402
@@ -62,11 +64,13 @@ def predict(live_dir: str, profile: str, knobs: gb.EngineConfig) -> tuple[float,
     return p50s(simulate(cfg, Plan.at(run.requests, run.offsets)).records)
 
 
-def without_jitter(profile: str, tmp: str) -> str:
-    prof = load_profile(profile)
-    path = os.path.join(tmp, "plain.toml")
+def as_before(cal_dir: str, profile: str, knobs: gb.EngineConfig, tmp: str) -> str:
+    """The profile as calibrate wrote it before it kept the scatter: the first fit (async scheduling told
+    as now), no [jitter] table, no refit with it."""
+    _, terms, _ = fit_scheduling([load_run(cal_dir)], knobs)
+    path = os.path.join(tmp, "before.toml")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(render_profile(replace(prof, step_jitter=()), "benchmark", "-"))
+        f.write(render_profile(replace(load_profile(profile), terms=terms, step_jitter=()), "benchmark", "-"))
     return path
 
 
@@ -80,8 +84,8 @@ def main() -> int:
     knobs = gb.EngineConfig(
         max_num_batched_tokens=a.max_num_batched_tokens, max_num_seqs=a.max_num_seqs, max_model_len=a.max_model_len
     )
-    errs = {"with": [], "without": []}
-    print(f"{'pair':<48} {'spread p10-p90':>15} {'TTFT with':>10} {'without':>8} {'ITL with':>9} {'without':>8}")
+    errs = {"with": [], "before": []}
+    print(f"{'pair':<48} {'spread p10-p90':>15} {'TTFT with':>10} {'before':>8} {'ITL with':>9} {'before':>8}")
     for name, cal, live in pairs(a):
         with tempfile.TemporaryDirectory() as tmp:
             prof = os.path.join(tmp, "fit.toml")
@@ -90,21 +94,24 @@ def main() -> int:
             res = load(live)
             ok = [r for r in res.records if r.status == "ok" and not r.warmup]
             meas = p50s(ok)
-            got = {"with": predict(live, prof, knobs), "without": predict(live, without_jitter(prof, tmp), knobs)}
+            got = {
+                "with": predict(live, prof, knobs),
+                "before": predict(live, as_before(cal, prof, knobs, tmp), knobs),
+            }
             q = load_profile(prof).step_jitter
         e = {k: [v[i] / meas[i] - 1 for i in range(2)] for k, v in got.items()}
         for k in e:
             errs[k].append(e[k])
         spread = f"x{q[9]:.2f}-x{q[89]:.2f}" if q else "none"
         print(
-            f"{name[-48:]:<48} {spread:>15} {e['with'][0]:>+10.1%} {e['without'][0]:>+8.1%} "
-            f"{e['with'][1]:>+9.1%} {e['without'][1]:>+8.1%}"
+            f"{name[-48:]:<48} {spread:>15} {e['with'][0]:>+10.1%} {e['before'][0]:>+8.1%} "
+            f"{e['with'][1]:>+9.1%} {e['before'][1]:>+8.1%}"
         )
     for k, v in errs.items():
         v = np.array(v)
         inside = int((np.abs(v) <= WITHIN).all(axis=1).sum())
         print(
-            f"{k} the spread: TTFT mean {v[:, 0].mean():+.1%} (|max| {np.abs(v[:, 0]).max():.1%}), ITL mean "
+            f"{'with the scatter' if k == 'with' else 'as before (first fit, no scatter)'}: TTFT mean {v[:, 0].mean():+.1%} (|max| {np.abs(v[:, 0]).max():.1%}), ITL mean "
             f"{v[:, 1].mean():+.1%} (|max| {np.abs(v[:, 1]).max():.1%}); both within ±{WITHIN:.0%} in {inside} of {len(v)}"
         )
     return 0
