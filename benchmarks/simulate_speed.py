@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -103,7 +104,7 @@ PROFILE_TERMS = {
 def scattered_profile(plan, a) -> None:
     spread = tuple(float(v) for v in np.percentile(np.random.default_rng(0).lognormal(0, 0.06, 100_000), PERCENTILES))
     engine = {"num_gpu_blocks": 60_000, "block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
-    d = tempfile.mkdtemp(prefix="gb-prof-")
+    d = tempfile.mkdtemp(prefix="gb-prof-")  # removed at the end
     paths = {}
     for label, q in (("no scatter", ()), ("scatter", spread)):
         paths[label] = os.path.join(d, f"{label.replace(' ', '-')}.toml")
@@ -116,6 +117,7 @@ def scattered_profile(plan, a) -> None:
             out = simulate(EngineConfig(calibration=path, enable_prefix_caching=False), plan)
             walls[label].append(time.perf_counter() - t)
             steps[label] = out.stats["steps"]
+    shutil.rmtree(d, ignore_errors=True)
     for label, w in walls.items():
         print(
             f"simulate {a.requests} ShareGPT @ {a.rate}/s with a calibration profile, {label}: wall {min(w):.2f} s "

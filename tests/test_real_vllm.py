@@ -319,7 +319,7 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
     )
     # issue 20 asks for ±15%. Measured (docs/real-vllm.md, 2026-11-27/28): 31 of 34 runs within it on a
     # 2-core machine before the profile kept the steps' scatter (TTFT leaning 4-17% fast; two at -16.7% and
-    # -16.0%, one on a slowed host at -27.9%); with the scatter, four runs gave TTFT -6.1%, +2.5%, -3.7%, +5.7%,
+    # -16.0%, one on a slowed host at -27.9%); with the scatter, five runs gave TTFT -6.1%, +2.5%, -3.7%, +5.7%, -5.2%,
     # and 13 of 14 kept runs calibrated again were within it (benchmarks/calibrate_jitter.py; the miss, -17.1%,
     # a calibration run that shared the 2 cores with other work and failed the gate below); one beside a CPU hog at TTFT
     # -20.4%, ITL +7.1%. Calibrated on uniform 32-1,024-token prompts instead (3 in 50 under 128 tokens, where 75% of
