@@ -135,10 +135,10 @@ def load_run(path: str) -> RunData:
     start = np.zeros(len(ok) + 1, dtype=np.int64)
     start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
     flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
-    sent = np.array([r.sent_at for r in ok])
-    dg, db, _ = decode_gaps(sent, flat, start)
+    steps = decode_steps(
+        np.array([r.sent_at for r in ok]), flat, start, np.array([q.prompt_tokens for q in reqs], float)
+    )
     engine_s = _server_engine_s(rows)
-    prompts = np.array([q.prompt_tokens for q in reqs], dtype=float)
     return RunData(
         path,
         reqs,
@@ -148,8 +148,8 @@ def load_run(path: str) -> RunData:
         float(np.nanmedian(gaps)),
         engine_s,
         _cache_info(rows),
-        gap_medians(dg, db),
+        gap_medians(steps[:, 0], np.minimum(steps[:, 1], MAX_BATCH_BIN)),  # decode_gaps' bins
         float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
         " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
-        decode_steps(sent, flat, start, prompts),
+        steps,
     )

@@ -165,12 +165,13 @@ class Engine:
             ends.append(end)
         return ends
 
-    def _budget_holds(self, r: int, ends: list[float], now: float) -> int:
-        """How many of these decode steps run as one: an adaptive policy told each step's time may cut
-        the budget below the r requests decoding, and single steps would then decode fewer a step."""
-        probe, budget = copy.copy(self.adaptive), self.sched.budget
+    def _tell(self, policy: AimdBudget, r: int, ends: list[float], now: float) -> int:
+        """Tell an adaptive policy these decode steps' times, each as Engine.step would; stop after the
+        step that leaves the budget below the r requests decoding (single steps would then decode fewer
+        a step). The steps told; the scheduler's budget is the policy's."""
+        budget = self.sched.budget
         for j, (a, b) in enumerate(zip([now] + ends[:-1], ends)):
-            budget = probe.observe(b - a, r >= budget)
+            budget = policy.observe(b - a, r >= budget)
             if budget < r:
                 return j + 1
         return len(ends)
@@ -208,7 +209,7 @@ class Engine:
             ends = self._jittered_ends(d0, delta, k, now, horizon)
         else:
             ends = [now + (j + 1) * d0 + delta * (j + 1) * j / 2 for j in range(k)]
-        k = self._budget_holds(r, ends, now) if self.adaptive is not None else len(ends)
+        k = self._tell(copy.copy(self.adaptive), r, ends, now) if self.adaptive is not None else len(ends)
         k, needs = self._kv_room(run, k)
         if k < 2:
             return None
@@ -224,9 +225,9 @@ class Engine:
             sched.finish(s)
         self._launched()
         ends = ends[:k]
-        if self.adaptive is not None:  # each decode step tells the policy its time, as single steps do
-            for a, b in zip([now] + ends[:-1], ends):
-                sched.budget = self.adaptive.observe(b - a, r >= sched.budget)
+        if self.adaptive is not None:  # the steps taken, told to the policy itself this time
+            self._tell(self.adaptive, r, ends, now)
+            sched.budget = self.adaptive.budget
         self.last_run = (r, ctx)  # the run's batch size and first step's summed context (calibration)
         st = self.stats
         st.steps += k

@@ -297,7 +297,7 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
             "path": prof.path,
             "step_time_pct": prof.step_time_pct,
             # the 10th and 90th percentiles of its steps' scatter (engine/jitter.py), where it keeps one
-            "scatter": [float(jitter.at(prof.step_jitter, u)) for u in (0.1, 0.9)] if prof.step_jitter else None,
+            "scatter": list(jitter.deciles(prof.step_jitter)) if prof.step_jitter else None,
         },
     )
 

@@ -37,25 +37,26 @@ def unit(salt: int, i: int) -> float:
     return (_mix((salt * 0x9E3779B97F4A7C15 + (i + 1) * 0xBF58476D1CE4E5B9) & _MASK) >> 11) / float(1 << 53)
 
 
-def at(spread, u):
-    """The spread read at u in [0, 1) (a number or an array): percentile 100u, linear between the kept
-    ones; below the 1st and above the 99th, those (1% of steps each)."""
-    n = len(spread)
-    return np.interp(np.asarray(u) * (n + 1) - 1, np.arange(n), spread)
-
-
-def factor(spread: tuple, salt: int, i: int) -> float:
-    """Step i's time factor: the spread read at a uniform draw (1.0 with no spread). What `at` does, in
-    plain Python: one step at a time, numpy's call costs more than the arithmetic."""
-    if not spread:
-        return 1.0
-    x = unit(salt, i) * (len(spread) + 1) - 1
+def at(spread: tuple, u: float) -> float:
+    """The spread read at u in [0, 1): percentile 100u, linear between the kept ones; below the 1st and
+    above the 99th, those (1% of steps each). Plain Python: it runs once a step."""
+    x = u * (len(spread) + 1) - 1
     if x <= 0:
         return spread[0]
     j = int(x)
     if j >= len(spread) - 1:
         return spread[-1]
     return (spread[j + 1] - spread[j]) * (x - j) + spread[j]
+
+
+def factor(spread: tuple, salt: int, i: int) -> float:
+    """Step i's time factor: the spread read at a uniform draw (1.0 with no spread)."""
+    return at(spread, unit(salt, i)) if spread else 1.0
+
+
+def deciles(spread: tuple) -> tuple[float, float]:
+    """The spread's 10th and 90th percentiles: how it is shown (calibrate, explain, engine_uncertainty)."""
+    return at(spread, 0.1), at(spread, 0.9)
 
 
 def measure(ratios) -> tuple:

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.jitter import at
+from ..engine.jitter import deciles
 from ..engine.uncertainty import statements
 from ..records import fmt_num, format_slo
 
@@ -241,7 +241,7 @@ def _fine(s: float) -> str:
 def scatter_line(spread: tuple) -> str:
     """How a profile's steps scatter around their model time (engine/jitter.py keeps the 1st..99th
     percentiles; the 10th and 90th shown)."""
-    lo, hi = at(spread, 0.1), at(spread, 0.9)
+    lo, hi = deciles(spread)
     return f"  steps scatter as the server's did: x{lo:.2f} to x{hi:.2f} their model time (10th to 90th percentile)"
 
 

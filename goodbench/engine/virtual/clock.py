@@ -45,6 +45,9 @@ class ClockFollower:
 
     def __init__(self, cost):
         self.cost = cost
+        self.scattered = bool(
+            getattr(cost, "step_jitter", ())
+        )  # a profile's (engine/jitter.py); tests' stubs have none
         self.starts: list[float] = []
         self.ends: list[float] = []
         self.after: list[np.ndarray] = []  # accumulated derivative at each step's end
@@ -52,9 +55,7 @@ class ClockFollower:
 
     def __call__(self, batch, start: float, end: float) -> None:
         phi = self.cost.features(batch)
-        if getattr(
-            self.cost, "step_jitter", ()
-        ):  # a scattered step: its model time times its draw, which the terms leave be
+        if self.scattered:  # a scattered step: its model time times its draw, which the terms leave be
             phi = phi * ((end - start) / self.cost.batch_time(batch))
         base = self.after[-1] if self.ends and self.ends[-1] == start else 0.0
         self.starts.append(start)
