@@ -74,8 +74,29 @@ def records(run_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def worst_gaps(recs, ids):
-    return [max(b - a for a, b in zip(r["chunk_times"], r["chunk_times"][1:])) for r in recs if r["id"] in ids]
+def worst_gaps(recs, ids, start=float("-inf"), end=float("inf")):
+    """Each stream's worst gap between tokens among those that overlap [start, end] (default: all)."""
+    return [
+        max((b - a for a, b in zip(r["chunk_times"], r["chunk_times"][1:]) if b > start and a < end), default=0.0)
+        for r in recs
+        if r["id"] in ids
+    ]
+
+
+SHORTS = {"r1", "r2", "r3", "r4"}
+
+
+def hol_run(srv, wl_path, tmp_path, run_id):
+    """One HOL run: (records, each short stream's worst gap while the second long prefilled, that long's
+    TTFT, the client's lag). The gaps are taken over the second long's prefill, where head-of-line blocking
+    shows: a stall of the whole server elsewhere in the run (one CI run had a 1.29 s one on the chunked
+    server, where the others measured 0.15-0.20 s) is not that prompt's."""
+    run = gb.run(gb.load_workload(str(wl_path)), srv.base_url, result_dir=str(tmp_path), run_id=run_id)
+    assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
+    recs = records(run.dir)
+    long2 = next(r for r in recs if r["id"] == "r5")
+    start, end = long2["sent_at"], long2["first_token_at"]
+    return recs, worst_gaps(recs, SHORTS, start, end), end - start, run.summary["client_lag"]
 
 
 def gauge(base_url, name) -> float:
@@ -94,31 +115,16 @@ def assert_usage_matches_records(recs, n, output_len):
 
 def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
     wl_path = tmp_path / "hol-cpu.toml"
-    out, lag = {}, {}
-    for budget in (None, 512):
-        srv = pool.get(budget)
-        srv.warm(4096)  # a fresh server's first long prefill pays one-time costs
-        if budget is None:
-            # the schedule follows this machine: a warm 4,096-token prefill took 4 s on one 2-core machine and
-            # 0.9 s on another, and the second long must land while the shorts (128 tokens each) still decode,
-            # about 0.4 of a prefill after they start (at 5.5 s fixed, the faster machine's shorts were done)
-            prefill_warm = srv.warm(4096)
-            period = 1.4 * prefill_warm
-            wl_path.write_text(HOL_TOML.format(period=period))
-        run = gb.run(gb.load_workload(str(wl_path)), srv.base_url, result_dir=str(tmp_path), run_id=f"hol-{budget}")
-        assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
-        recs = records(run.dir)
-        if budget is None:
-            shorts = [r for r in recs if r["cls"] == "short"]  # for the premise below
-        long2 = next(r for r in recs if r["id"] == "r5")
-        out[budget] = (worst_gaps(recs, {"r1", "r2", "r3", "r4"}), long2["first_token_at"] - long2["sent_at"])
-        lag[budget] = run.summary["client_lag"]  # on a failure: was it the client (or the machine)?
-    (gaps_off, prefill_off), (gaps_512, ttft_512) = out[None], out[512]
-    print(
-        f"\nHOL worst gap per short stream: unchunked {[round(g, 3) for g in gaps_off]} s "
-        f"(second long TTFT {prefill_off:.2f} s); chunked 512 {[round(g, 3) for g in gaps_512]} s "
-        f"(second long TTFT {ttft_512:.2f} s); warm 4,096-token prefill {prefill_warm:.2f} s, second long at {period:.2f} s"
-    )
+    srv = pool.get(None)
+    srv.warm(4096)  # a fresh server's first long prefill pays one-time costs
+    # the schedule follows this machine: a warm 4,096-token prefill took 4 s on one 2-core machine and 0.9 s
+    # on another, and the second long must land while the shorts (128 tokens each) still decode, about 0.4
+    # of a prefill after they start (at 5.5 s fixed, the faster machine's shorts were done)
+    prefill_warm = srv.warm(4096)
+    period = 1.4 * prefill_warm
+    wl_path.write_text(HOL_TOML.format(period=period))
+    recs, gaps_off, prefill_off, lag_off = hol_run(srv, wl_path, tmp_path, "hol-off")
+    shorts = [r for r in recs if r["cls"] == "short"]
     # the premise: the shorts were decoding when the second long arrived, else nothing can stall them
     span = [(round(r["first_token_at"], 2), round(r["chunk_times"][-1], 2)) for r in shorts]  # on the schedule's clock
     assert all(a < period < b for a, b in span), (
@@ -126,9 +132,30 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
         f"tokens {span}; a warm 4,096-token prefill took {prefill_warm:.2f} s)"
     )
     # without chunked prefill each decoding short stream waits out the whole 4,096-token prefill step
-    assert min(gaps_off) >= 0.7 * prefill_off and min(gaps_off) >= 0.5 * prefill_warm, lag[None]
-    # with a 512-token budget the same prefill is cut into >= 8 steps: no stall near its full length
-    assert max(gaps_512) <= ttft_512 / 3, lag[512]
+    assert min(gaps_off) >= 0.7 * prefill_off and min(gaps_off) >= 0.5 * prefill_warm, lag_off
+
+    srv = pool.get(512)
+    srv.warm(4096)
+    tries = []
+    for attempt in range(2):
+        # with a 512-token budget the same prefill is cut into >= 8 steps: no stall near its full length. A
+        # shared 2-core machine can stall the whole server once (every stream at once, for longer than the
+        # prefill); one rerun on the warm server tells that apart from a scheduler that does not chunk,
+        # which fails both tries. Both are printed.
+        recs, gaps_512, ttft_512, lag_512 = hol_run(srv, wl_path, tmp_path, f"hol-512-{attempt}")
+        tries.append((gaps_512, ttft_512, max(worst_gaps(recs, SHORTS))))
+        if max(gaps_512) <= ttft_512 / 3:
+            break
+    print(
+        f"\nHOL worst gap per short stream during the second long's prefill: unchunked "
+        f"{[round(g, 3) for g in gaps_off]} s (its TTFT {prefill_off:.2f} s); chunked 512 "
+        + "; then ".join(
+            f"{[round(g, 3) for g in g5]} s (its TTFT {t5:.2f} s, worst gap in the run {w5:.3f} s)"
+            for g5, t5, w5 in tries
+        )
+        + f"; warm 4,096-token prefill {prefill_warm:.2f} s, second long at {period:.2f} s"
+    )
+    assert max(gaps_512) <= ttft_512 / 3, (tries, lag_512)
     assert statistics.median(gaps_off) >= 3 * statistics.median(gaps_512)
 
 
