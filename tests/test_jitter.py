@@ -4,6 +4,7 @@ simulation with it scatters its steps so, reproducibly, on the fast decode path 
 import copy
 import math
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -208,6 +209,16 @@ def test_a_run_whose_client_read_chunks_together_gives_no_scatter(pattern):
     assert len(calibrate._step_ratios(_steps(gaps), FLAT)) == 0
     fewer = np.tile([0.01] * 9 + [0.02, 0.0], 100)  # 9% joined: kept, each pair two steps of its mean
     assert np.allclose(calibrate._step_ratios(_steps(fewer), FLAT), 1.0)
+
+
+def test_calibrate_names_a_run_left_out_of_the_scatter():
+    """Of several runs, one whose client read chunks together gives no scatter, and calibrate says which."""
+    clean = SimpleNamespace(path="clean", steps=_steps(np.full(300, 0.01)))
+    paired = SimpleNamespace(path="paired", steps=_steps(np.tile([0.02, 0.0], 150)))
+    terms = dict(FLAT.terms)
+    (note,) = calibrate.read_together([clean, paired], terms)
+    assert "leaves out paired:" in note and "clean" not in note
+    assert calibrate.read_together([clean, clean], terms) == []
 
 
 def test_decode_steps_are_the_steps_the_engine_took():

@@ -328,6 +328,14 @@ def _step_ratios(steps: np.ndarray, prof: Profile) -> np.ndarray:
     return ratio / np.median(ratio) if len(ratio) else ratio
 
 
+def read_together(runs: list[RunData], terms: dict) -> list[str]:
+    """A note naming the runs whose gaps the scatter left out (_step_ratios: the client's reads)."""
+    prof = Profile(terms)
+    left = [r.path for r in runs if r.steps is not None and len(r.steps) and not len(_step_ratios(r.steps, prof))]
+    why = f"the client read tokens several at a time in more than {jitter.COALESCED:.0%} of its decode-only gaps"
+    return [f"the steps' scatter leaves out {', '.join(left)}: {why} (a busy client or machine)"] * bool(left)
+
+
 def step_spread(runs: list[RunData], terms: dict) -> tuple:
     """How the server's decode steps scattered around what these terms price them at (engine/jitter.py):
     every run's _step_ratios, their percentiles (the fit sets the level; the spread is the scatter
@@ -464,6 +472,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts), step_jitter=spread
     )
     notes = _notes(runs, [row["fitted"]["front_end_ms"] / 1e3 for row in rows], spread, sched)
+    notes += read_together(runs, terms) if spread and len(runs) > 1 else []
     return Calibration(prof, rows, oos, notes, sched.how)
 
 
