@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import goodbench as gb  # noqa: E402
 from goodbench.analysis.calibrate import fit_scheduling  # noqa: E402
 from goodbench.analysis.calrun import load_run  # noqa: E402
+from goodbench.engine.jitter import deciles  # noqa: E402
 from goodbench.engine.profile import load_profile, render_profile  # noqa: E402
 from goodbench.engine.virtual import simulate  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
@@ -102,7 +103,7 @@ def main() -> int:
         e = {k: [v[i] / meas[i] - 1 for i in range(2)] for k, v in got.items()}
         for k in e:
             errs[k].append(e[k])
-        spread = f"x{q[9]:.2f}-x{q[89]:.2f}" if q else "none"
+        spread = "x{:.2f}-x{:.2f}".format(*deciles(q)) if q else "none"
         print(
             f"{name[-48:]:<48} {spread:>15} {e['with'][0]:>+10.1%} {e['before'][0]:>+8.1%} "
             f"{e['with'][1]:>+9.1%} {e['before'][1]:>+8.1%}"

@@ -471,16 +471,17 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     prof = Profile(
         terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts), step_jitter=spread
     )
-    notes = _notes(runs, [row["fitted"]["front_end_ms"] / 1e3 for row in rows], spread, sched)
-    notes += read_together(runs, terms) if spread and len(runs) > 1 else []
+    notes = _notes(runs, [row["fitted"]["front_end_ms"] / 1e3 for row in rows], prof, sched)
     return Calibration(prof, rows, oos, notes, sched.how)
 
 
-def _notes(runs: list[RunData], fitted_fe: list[float], spread: tuple, sched: Scheduling) -> list[str]:
-    """What the profile cannot follow: a front end that moves with load, a scatter too thinly measured,
-    an async-scheduling verdict the runs could not make."""
+def _notes(runs: list[RunData], fitted_fe: list[float], prof: Profile, sched: Scheduling) -> list[str]:
+    """What the profile cannot follow: a front end that moves with load, a scatter too thinly measured
+    or measured without a run, an async-scheduling verdict the runs could not make."""
     notes = front_end_notes(runs, fitted_fe)
-    if not spread:
+    if prof.step_jitter:
+        notes += read_together(runs, prof.terms) if len(runs) > 1 else []
+    else:
         gaps = sum(len(r.steps) for r in runs if r.steps is not None)
         notes.append(
             f"the runs' {gaps} decode-only gaps do not measure how the server's steps scatter (fewer than "

@@ -32,12 +32,17 @@ def _decode_only(sent: np.ndarray, flat: np.ndarray, start: np.ndarray):
     return idx[keep], mid[keep], decoding[keep]
 
 
+def batch_bin(decoding: np.ndarray) -> np.ndarray:
+    """The bin a decode-only gap's batch size falls in: its requests decoding, MAX_BATCH_BIN and over one."""
+    return np.minimum(decoding, MAX_BATCH_BIN)
+
+
 def decode_gaps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The inter-token gaps taken while no request was waiting for its first token (decode-only steps,
     as far as a client can tell): (gap seconds, requests decoding at the gap, binned at MAX_BATCH_BIN,
     flat index of the gap's second token)."""
     idx, _, decoding = _decode_only(sent, flat, start)
-    return flat[idx] - flat[idx - 1], np.minimum(decoding, MAX_BATCH_BIN), idx
+    return flat[idx] - flat[idx - 1], batch_bin(decoding), idx
 
 
 def decode_steps(sent: np.ndarray, flat: np.ndarray, start: np.ndarray, prompts: np.ndarray) -> np.ndarray:
@@ -148,7 +153,7 @@ def load_run(path: str) -> RunData:
         float(np.nanmedian(gaps)),
         engine_s,
         _cache_info(rows),
-        gap_medians(steps[:, 0], np.minimum(steps[:, 1], MAX_BATCH_BIN)),  # decode_gaps' bins
+        gap_medians(steps[:, 0], batch_bin(steps[:, 1])),
         float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
         " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
         steps,

@@ -45,9 +45,8 @@ class ClockFollower:
 
     def __init__(self, cost):
         self.cost = cost
-        self.scattered = bool(
-            getattr(cost, "step_jitter", ())
-        )  # a profile's (engine/jitter.py); tests' stubs have none
+        # steps scattered by a profile's spread (engine/jitter.py); tests' stub cost models have none
+        self.scattered = bool(getattr(cost, "step_jitter", ()))
         self.starts: list[float] = []
         self.ends: list[float] = []
         self.after: list[np.ndarray] = []  # accumulated derivative at each step's end
