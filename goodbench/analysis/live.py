@@ -9,7 +9,6 @@ import asyncio
 import os
 import shlex
 
-from ..arrivals import offsets as arrival_offsets
 from ..client.config import ClientConfig, resolve_endpoint
 from ..client.target import resolve_model
 from ..engine.config import EngineConfig
@@ -22,7 +21,7 @@ from ..runner import Progress, RunOptions, run_plan
 from ..serverproc import ServerProcess, free_port
 from ..workloads import Plan
 from .grid import Cell
-from .rates import at_rate, scaled
+from .rates import probe_facts, probe_plan
 from .sweep import SweepInterrupted, SweepSetup, cell_meta, config_row, start_row, summary_row
 
 
@@ -138,18 +137,16 @@ def live_rate_evaluator(
     ccfg = ClientConfig(base_url=base_url, endpoint=endpoint, model=name, api_key=api_key)
 
     def evaluate(rate: float, scale: int = 1):
-        a = at_rate(plan.arrival, rate)
-        reqs = scaled(plan.requests, scale)
-        probe = Plan(reqs, arrival_offsets(a, n=len(reqs), seed=seed), a)
+        probe, rates = probe_plan(plan, rate, scale, seed)
         run_id = f"probe-{rate:.4f}" + (f"-x{scale}" if scale > 1 else "")
         rd = RunDir.open(
             out_dir,
             RunMeta(
                 run_id=run_id,
-                label=a.label,
+                label=probe.arrival.label,
                 slo=slo,
                 mode="open",
-                requested_rate=rate,
+                requested_rate=rates["nominal_rate"],
                 target={"base_url": base_url, "endpoint": endpoint, "model": name},
             ),
         )
@@ -165,11 +162,7 @@ def live_rate_evaluator(
             None,
             prog,
         )
-        s = rd.finish(ci=False)
-        return (
-            s.get("slo_met") or 0,
-            s["requests"]["issued"],
-            {"stopped_early": prog.stopped_early, "planned": len(reqs)},
-        )
+        met, issued, facts = probe_facts(rd.finish(ci=False), rates)
+        return met, issued, facts | {"stopped_early": prog.stopped_early, "planned": len(probe.requests)}
 
     return evaluate

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..arrivals import ArrivalSpec, offsets as arrival_offsets
+from ..arrivals import ArrivalSpec, at_offered_rate, span_rate
 from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec
 from ..engine.virtual import simulate
@@ -29,15 +29,31 @@ def at_rate(arrival: ArrivalSpec, rate: float) -> ArrivalSpec:
     )
 
 
+def probe_plan(plan: Plan, rate: float, scale: int, seed: int) -> tuple[Plan, dict]:
+    """The plan's requests (`scale` times over) on a schedule that offers `rate` over its span, and the
+    probe's rates: `offered_rate` (the schedule's own, which the search and its verdict use) and
+    `nominal_rate` (the process's rate parameter that drew it)."""
+    reqs = scaled(plan.requests, scale)
+    a, t = at_offered_rate(at_rate(plan.arrival, rate), rate, len(reqs), seed)
+    return Plan(reqs, t, a), {"offered_rate": span_rate(t) or rate, "nominal_rate": a.rate}
+
+
+def probe_facts(summary: dict, rates: dict) -> tuple[int, int, dict]:
+    """(met, issued, facts) from a probe's summary: its rates and the share of its sends inside the
+    saturation analysis's steady-state window (None where it could not judge: too few sends)."""
+    facts = dict(rates, steady_share=summary.get("saturation", {}).get("steady_share"))
+    return summary.get("slo_met") or 0, summary["requests"]["issued"], facts
+
+
 def rate_evaluator(engine_cfg: EngineConfig, plan: Plan, slo: dict, seed: int, layout: ClusterSpec | None = None):
-    """evaluate(rate, scale) -> (met, issued) for maxrate.find_max_rate: the plan's requests at `rate`
-    simulated on one instance or on a layout of instances (replicas, prefill/decode)."""
+    """evaluate(rate, scale) -> (met, issued, facts) for maxrate.find_max_rate: the plan's requests
+    offered at `rate` (probe_plan), simulated on one instance or on a layout of instances (replicas,
+    prefill/decode)."""
 
     def evaluate(rate: float, scale: int = 1):
-        a = at_rate(plan.arrival, rate)
-        reqs = scaled(plan.requests, scale)
-        out = simulate(engine_cfg, Plan(reqs, arrival_offsets(a, n=len(reqs), seed=seed), a), layout)
+        probe, rates = probe_plan(plan, rate, scale, seed)
+        out = simulate(engine_cfg, probe, layout)
         s = summarize(RunResult(RunMeta("probe", mode="simulate", slo=slo), out.records), slo=slo, ci=False)
-        return s.get("slo_met") or 0, s["requests"]["issued"]
+        return probe_facts(s, rates)
 
     return evaluate

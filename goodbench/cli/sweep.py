@@ -171,7 +171,7 @@ def cmd_sweep(args) -> int:
 
 def _print_sweep(con, s, out, scales, backend) -> int:
     """The table, the best cell per tier, the cheapest, where things went; exit 1 when a cell failed."""
-    from ..metrics.summary import span_rate
+    from ..arrivals import span_rate
     from ..report import tables
     from ..report.width import print_wide
 

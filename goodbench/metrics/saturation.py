@@ -105,6 +105,8 @@ def saturation(c: RequestMetrics, meets: np.ndarray | None, mode: str, queue: tu
     k = _steady_end(ts, b, GROWTH * rate, 0) if saturated else ts.size - 1
     w0, w1 = t0, float(ts[k])
     out["steady_window_s"] = [w0, w1] if w1 - w0 >= 0.2 * (t1 - t0) else None
+    # how much of the run its steady state covers: a rate probe is conclusive only when nearly all of it
+    out["steady_share"] = float(((sent >= w0) & (sent <= w1)).sum() / sent.size)
     if out["steady_window_s"] and meets is not None and w1 > w0:
         inside = (c.sent >= w0) & (c.sent <= w1)
         out["steady_goodput"] = float((meets & inside).sum() / (w1 - w0))

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..arrivals import span_rate
 from ..columnar import RunArrays
 from ..records import STATUSES, RunResult, request_slo
 from .derived import RequestMetrics, measured_arrays
@@ -90,11 +91,6 @@ def _span(c: RequestMetrics, sel: np.ndarray) -> float:
     sent = c.sent[sel][~np.isnan(c.sent[sel])]
     ends = np.concatenate([c.fin[sel][~np.isnan(c.fin[sel])], c.last[sel][~np.isnan(c.last[sel])]])
     return float(ends.max() - sent.min()) if sent.size and ends.size else 0.0
-
-
-def span_rate(t: np.ndarray) -> float | None:
-    """(count - 1) / span of send times: the rate a schedule (or a generator) actually offered."""
-    return (t.size - 1) / float(t.max() - t.min()) if t.size > 1 and t.max() > t.min() else None
 
 
 def _rate(groups: list[np.ndarray]) -> float | None:
