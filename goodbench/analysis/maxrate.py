@@ -16,34 +16,68 @@ from ..metrics.stats import wilson
 from .grid import cell_config
 from .sweep import SweepSetup
 
+STEADY_SHARE = 0.8  # a probe is conclusive when its steady-state window covers this share of its sends
+CONFIRM_SCALE = 4  # a found rate is re-probed with this many times its probe's requests
+CONFIRMATIONS = 2  # most confirmation probes: one that fails steps the search down, then confirms again
+
+
+def probe_passes(met: int, issued: int, target: float) -> bool:
+    """A probe's pass/fail, decided here only: attainment >= target on the requests it sent. A live probe
+    stopped early is scored on those (the ones cut short count as missed), so one that met the SLO on
+    everything it sent never fails."""
+    return issued > 0 and (met / issued >= target or met == issued)
+
+
+def steady(p: dict) -> bool:
+    """A probe is conclusive only when its saturation analysis finds a steady-state window covering
+    >= STEADY_SHARE of its sends, and it sent them all: a short probe near capacity ends before a queue
+    can build, and passes where a longer one fails."""
+    share = p.get("steady_share")
+    return share is not None and share >= STEADY_SHARE and not p.get("stopped_early")
+
+
+def _r(p: dict) -> float:
+    """The rate a probe offered (the schedule's own): what the search compares and reports."""
+    return p["offered_rate"]
+
 
 class _Search:
-    """The probes taken so far and the bracket [good, bad] they establish."""
+    """The probes taken so far and the bracket [good, bad] they establish. Rates are offered rates: the
+    evaluator builds a schedule that offers the rate it is asked for and says what it offered."""
 
-    def __init__(self, evaluate, target: float, max_probes: int, on_probe):
+    def __init__(self, evaluate, target: float, max_probes: int, on_probe, floor: float):
         self.evaluate, self.target, self.max_probes, self.on_probe = evaluate, target, max_probes, on_probe
+        self.floor = floor
+        self.reserve = 1 if max_probes > 2 else 0  # kept for the confirmation
         self.probes: list[dict] = []
+        self.stepped_down: list[float] = []  # rates whose confirmation failed
 
     @property
     def room(self) -> bool:
-        return len(self.probes) < self.max_probes
+        return len(self.probes) < self.max_probes - self.reserve
 
-    def probe(self, rate: float, scale: int = 1) -> dict:
-        """One probe. The evaluator returns (met, sent) or (met, sent, facts): a live probe stopped early
-        says so (stopped_early, planned); it is scored on the requests it sent, so one that met the SLO
-        on everything it sent never fails."""
+    def probe(self, rate: float, scale: int = 1, **mark) -> dict:
+        """One probe. The evaluator returns (met, sent) or (met, sent, facts): the rates it offered
+        (offered_rate, nominal_rate), the steady-state window's share of its sends (steady_share; an
+        evaluator of the rate alone, without a run to analyse, is taken as steady), and a live probe
+        stopped early says so (stopped_early, planned)."""
         k, n, *facts = self.evaluate(rate, scale)
+        f = dict(facts[0]) if facts else {}
         lo, hi = wilson(k, n)
         p = {
             "rate": rate,
+            "offered_rate": f.pop("offered_rate", rate),
+            "nominal_rate": f.pop("nominal_rate", rate),
+            "scale": scale,
             "requests": n,
             "attainment": k / n if n else 0.0,
             "lo": lo,
             "hi": hi,
-            "pass": n > 0 and (k / n >= self.target or k == n),
+            "pass": probe_passes(k, n, self.target),
+            "steady_share": f.pop("steady_share", 1.0),
         }
-        if facts:
-            p.update(facts[0])
+        p.update(f, **mark)
+        p["conclusive"] = steady(p)
         self.probes.append(p)
         if self.on_probe:
             self.on_probe(p)
@@ -56,26 +90,26 @@ class _Search:
         if p["pass"]:
             good = p
             while self.room:
-                p = self.probe(good["rate"] * 2)
+                p = self.probe(_r(good) * 2)
                 if not p["pass"]:
                     return good, p
                 good = p
         else:
-            return self.halve(p, 1, start / 64)
+            return self.halve(p, 1)
         return good, bad
 
-    def halve(self, bad, scale: int, floor: float):
+    def halve(self, bad, scale: int):
         """Halve the rate from a failing probe until one passes (or the floor or the probe budget)."""
-        while self.room and bad["rate"] > floor:
-            p = self.probe(bad["rate"] / 2, scale)
+        while self.room and _r(bad) > self.floor:
+            p = self.probe(_r(bad) / 2, scale)
             if p["pass"]:
                 return p, bad
             bad = p
         return None, bad
 
     def bisect(self, good, bad, scale: int, rel_tol: float):
-        while good and bad and self.room and bad["rate"] / good["rate"] > 1 + rel_tol:
-            p = self.probe(math.sqrt(good["rate"] * bad["rate"]), scale)
+        while good and bad and self.room and _r(bad) / _r(good) > 1 + rel_tol:
+            p = self.probe(math.sqrt(_r(good) * _r(bad)), scale)
             if p["pass"]:
                 good = p
             else:
@@ -83,28 +117,80 @@ class _Search:
         return good, bad
 
     def clear(self, good, bad) -> bool:
-        return good["lo"] >= self.target and bad["hi"] < self.target
+        return good["conclusive"] and good["lo"] >= self.target and bad["hi"] < self.target
+
+    def best_below(self, rate: float):
+        below = [q for q in self.probes if q["pass"] and _r(q) < rate]
+        return max(below, key=lambda q: (_r(q), q["requests"])) if below else None
 
     def recheck(self, good, bad, scale: int):
-        """Probe a bracket end whose interval straddles the target again with more requests; fall back
-        when a decision is overturned."""
-        if good["lo"] < self.target:
-            p = self.probe(good["rate"], scale)
+        """Probe a bracket end whose interval straddles the target (or a passing end that never reached
+        steady state) again with more requests; fall back when a decision is overturned."""
+        if good["lo"] < self.target or not good["conclusive"]:
+            p = self.probe(_r(good), scale)
             if not p["pass"]:  # disproved: fall back to the best passing rate below it
-                bad = p
-                below = [q for q in self.probes if q["pass"] and q["rate"] < p["rate"]]
-                good = max(below, key=lambda q: (q["rate"], q["requests"])) if below else None
+                bad, good = p, self.best_below(_r(p))
             else:
                 good = p
         if good and bad and bad["hi"] >= self.target and self.room:
-            p = self.probe(bad["rate"], scale)
+            p = self.probe(_r(bad), scale)
             if p["pass"]:
                 good = p
-                above = [q for q in self.probes if not q["pass"] and q["rate"] > p["rate"]]
-                bad = min(above, key=lambda q: (q["rate"], -q["requests"])) if above else None
+                above = [q for q in self.probes if not q["pass"] and _r(q) > _r(p)]
+                bad = min(above, key=lambda q: (_r(q), -q["requests"])) if above else None
             else:
                 bad = p
         return good, bad
+
+    def firm_up(self, good, bad, max_scale: int, rel_tol: float):
+        """Re-probe the bracket ends with 2x, then up to max_scale x, the requests until they are clear."""
+        scale = 1
+        while good and bad and scale < max_scale and self.room and not self.clear(good, bad):
+            scale *= 2
+            good, bad = self.recheck(good, bad, scale)
+            if good is None and bad is not None:  # the passing end was disproved and nothing below passed
+                good, bad = self.halve(bad, scale)
+            good, bad = self.bisect(good, bad, scale, rel_tol)
+        return good, bad
+
+    def confirm(self, good, bad, rel_tol: float):
+        """Re-probe the found rate with CONFIRM_SCALE x its probe's requests: it holds when that passes
+        and is conclusive. One that does not steps down (bisect below it at the search's scale) and the
+        new rate is confirmed again, up to CONFIRMATIONS probes. Returns (good, bad, confirmed)."""
+        self.reserve = 0
+        scale = good["scale"] if good else 1
+        for _ in range(CONFIRMATIONS):
+            if good is None or not self.room:
+                return good, bad, False
+            p = self.probe(_r(good), scale * CONFIRM_SCALE, confirmation=True)
+            if p["pass"] and p["conclusive"]:
+                return p, bad, True
+            self.stepped_down.append(_r(p))
+            bad, good = p, self.best_below(_r(p))
+            self.reserve = 1
+            if good is None:
+                good, bad = self.halve(bad, scale)
+            good, bad = self.bisect(good, bad, scale, rel_tol)
+            self.reserve = 0
+        return good, bad, False
+
+
+def _why_inconclusive(s: _Search, good, bad, confirmed: bool) -> str | None:
+    """Why a search's result is not conclusive (None when it is)."""
+    if good is None:
+        return "no probed rate met the target"
+    if not confirmed:
+        if s.stepped_down:
+            return (
+                f"{len(s.stepped_down)} found rate(s) failed when probed again with {CONFIRM_SCALE}x the "
+                f"requests ({', '.join(f'{r:.2f}' for r in s.stepped_down)} req/s); the rate below is unconfirmed"
+            )
+        return f"no probe left to confirm the rate with {CONFIRM_SCALE}x the requests (raise --max-probes)"
+    if bad is None:
+        return "no probed rate missed the target: the bracket has no upper end (raise --max-probes)"
+    if not s.clear(good, bad):
+        return "the attainment intervals at the bracket ends do not separate from the target: run more requests"
+    return None
 
 
 def find_max_rate(
@@ -116,28 +202,32 @@ def find_max_rate(
     on_probe=None,
     max_scale: int = 4,
 ) -> dict:
-    """Highest arrival rate whose SLO attainment stays >= target.
+    """Highest offered arrival rate whose SLO attainment stays >= target.
 
-    evaluate(rate, scale) -> (met, issued), scale multiplying the number of requests. Bracket by
-    doubling/halving from `start`, then bisect (geometrically) until the bracket is within rel_tol.
-    If the Wilson interval at either bracket end still straddles the target, that end is probed again
-    with 2x, then 4x (max_scale) the requests, so that each decision rests on enough samples;
-    `conclusive` says whether, in the end, the interval at the passing end lies above the target and
-    the one at the failing end below it."""
-    s = _Search(evaluate, target, max_probes, on_probe)
+    evaluate(rate, scale) -> (met, issued[, facts]), scale multiplying the number of requests, the
+    schedule offering `rate` (facts: offered_rate, nominal_rate, steady_share). Bracket by doubling/
+    halving from `start`, then bisect (geometrically) until the bracket is within rel_tol. A bracket end
+    whose Wilson interval still straddles the target, or a passing end that never reached steady state,
+    is probed again with 2x, then 4x (max_scale) the requests. The rate found is then probed again with
+    CONFIRM_SCALE x its requests (one probe of max_probes is kept for that); if it fails there the search
+    steps down. `max_rate` is the offered rate of the passing end (`nominal_rate` beside it);
+    `conclusive` says that end reached steady state, held at 4x the requests, and that the intervals at
+    both ends separate from the target; `why_inconclusive` says what is missing otherwise."""
+    s = _Search(evaluate, target, max_probes, on_probe, start / 64)
     good, bad = s.bisect(*s.bracket(start), 1, rel_tol)
-    scale = 1
-    while good and bad and scale < max_scale and s.room and not s.clear(good, bad):
-        scale *= 2  # a decision at a bracket end is not clear yet: probe it again with more requests
-        good, bad = s.recheck(good, bad, scale)
-        if good is None and bad is not None:  # the passing end was disproved and nothing below passed: look lower
-            good, bad = s.halve(bad, scale, start / 64)
-        good, bad = s.bisect(good, bad, scale, rel_tol)
+    good, bad = s.firm_up(good, bad, max_scale, rel_tol)
+    good, bad, confirmed = s.confirm(good, bad, rel_tol)
+    why = _why_inconclusive(s, good, bad, confirmed)
     return {
         "target": target,
-        "max_rate": good["rate"] if good else None,
-        "bracket": [good["rate"] if good else 0.0, bad["rate"] if bad else None],
-        "conclusive": bool(good and bad and s.clear(good, bad)),
+        "max_rate": _r(good) if good else None,
+        "offered_rate": _r(good) if good else None,
+        "nominal_rate": good["nominal_rate"] if good else None,
+        "bracket": [_r(good) if good else 0.0, _r(bad) if bad else None],
+        "conclusive": why is None,
+        "why_inconclusive": why,
+        "confirmed": confirmed,
+        "stepped_down_from": s.stepped_down,
         "probes": s.probes,
     }
 
