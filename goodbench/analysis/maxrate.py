@@ -155,14 +155,17 @@ class _Search:
 
     def confirm(self, good, bad, rel_tol: float):
         """Re-probe the found rate with CONFIRM_SCALE x its probe's requests: it holds when that passes
-        and is conclusive. One that does not steps down (bisect below it at the search's scale) and the
-        new rate is confirmed again, up to CONFIRMATIONS probes. Returns (good, bad, confirmed)."""
+        and is conclusive. One that does not steps down: bisect below it with probes that long (the
+        short ones were optimistic), and a rate that passes there has held at that length; else confirm
+        the one below, up to CONFIRMATIONS probes. Returns (good, bad, confirmed)."""
         self.reserve = 0
-        scale = good["scale"] if good else 1
-        for _ in range(CONFIRMATIONS):
-            if good is None or not self.room:
+        scale = (good["scale"] if good else 1) * CONFIRM_SCALE
+        for tries in range(CONFIRMATIONS + 1):
+            if good is not None and good["scale"] >= scale and good["pass"] and good["conclusive"]:
+                return good, bad, True
+            if good is None or not self.room or tries == CONFIRMATIONS:
                 return good, bad, False
-            p = self.probe(_r(good), scale * CONFIRM_SCALE, confirmation=True)
+            p = self.probe(_r(good), scale, confirmation=True)
             if p["pass"] and p["conclusive"]:
                 return p, bad, True
             self.stepped_down.append(_r(p))
