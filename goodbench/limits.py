@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from .errors import UsageError
 
 TARGET_ATTAINMENT = 0.95  # the SLO attainment a run must reach: run, gate, locust, --find-max-rate, --min-gpus
+STEADY_SHARE = 0.8  # a rate probe is conclusive when its steady-state window covers this share of its sends
+CONFIRM_SCALE = 4  # --find-max-rate re-probes the rate it found with this many times the requests
 MAX_UPFRONT_REQUESTS = 10_000_000  # a schedule built up front; a duration bounds it lazily instead
 MAX_TOKENS = 10_000_000  # one request's prompt or output, in tokens (the longest contexts are ~10M)
 MAX_USERS = 100_000  # concurrent users or streams of one load-generator run

@@ -11,13 +11,11 @@ import os
 from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec
 from ..errors import TargetError, UsageError
-from ..limits import TARGET_ATTAINMENT
+from ..limits import CONFIRM_SCALE, STEADY_SHARE, TARGET_ATTAINMENT
 from ..metrics.stats import wilson
 from .grid import cell_config
 from .sweep import SweepSetup
 
-STEADY_SHARE = 0.8  # a probe is conclusive when its steady-state window covers this share of its sends
-CONFIRM_SCALE = 4  # a found rate is re-probed with this many times its probe's requests
 CONFIRMATIONS = 2  # most confirmation probes: one that fails steps the search down, then confirms again
 
 

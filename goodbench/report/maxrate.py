@@ -5,19 +5,37 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from ..limits import CONFIRM_SCALE, STEADY_SHARE
 from .tables import short
 
 
 def probe_line(p: dict) -> str:
-    stopped = (
-        f"  [yellow]stopped early after {p['requests']} of {p['planned']} requests (the server fell behind); "
-        "scored on those sent[/]"
-        if p.get("stopped_early")
-        else ""
-    )
+    """One probe: the rate its schedule offered (the nominal rate that drew it beside), its requests,
+    attainment with its interval, the verdict, and what makes it weaker than it looks."""
+    offered, nominal = p.get("offered_rate", p["rate"]), p.get("nominal_rate", p["rate"])
+    notes = []
+    if p.get("confirmation"):
+        notes.append("confirmation: the found rate with more requests")
+    if p.get("stopped_early"):
+        notes.append(
+            f"[yellow]stopped early after {p['requests']} of {p['planned']} requests (the server fell behind); "
+            "scored on those sent[/]"
+        )
+    elif not p.get("conclusive", True):
+        share = p.get("steady_share")
+        notes.append(
+            "[yellow]inconclusive: "
+            + (
+                "too few sends to judge a steady state"
+                if share is None
+                else f"steady state over {share:.0%} of its sends (needs {STEADY_SHARE:.0%})"
+            )
+            + "[/]"
+        )
     return (
-        f"    {p['rate']:8.3f} req/s  attainment {p['attainment']:6.1%} "
-        f"[{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}" + stopped
+        f"    {offered:8.3f} req/s offered (nominal {nominal:.3f}), {p['requests']:>5} requests  "
+        f"attainment {p['attainment']:6.1%} [{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}"
+        + "".join(f"  {n}" for n in notes)
     )
 
 
@@ -32,12 +50,16 @@ def max_rate_line(r: dict) -> str:
             "SLO reachable on this GPU? see `goodbench engine explain`)[/]"
         )
     per = f" = {r['max_rate_per_gpu']:.3f} per GPU on {r['gpus']} GPUs" if (r.get("gpus") or 1) > 1 else ""
+    nominal = f", nominal {r['nominal_rate']:.2f}" if r.get("nominal_rate") else ""
     lo, hi = r["bracket"]
     bracket = f"{lo:.2f}-{hi:.2f}" if hi is not None else f"{lo:.2f}-?"
     stopped = stopped_early(r)
+    down = r.get("stepped_down_from") or []
     return (
-        f"  max goodput rate on {label}: [bold]{mr:.2f} req/s[/]{per} (bracket {bracket})"
-        + ("" if r["conclusive"] else " — inconclusive at the bracket ends: run more requests")
+        f"  max goodput rate on {label}: [bold]{mr:.2f} req/s offered[/]{per} (bracket {bracket}{nominal})"
+        + (f"; held with {CONFIRM_SCALE}x the requests" if r.get("confirmed") else "")
+        + (f"; stepped down from {', '.join(f'{x:.2f}' for x in down)} (failed with more requests)" if down else "")
+        + ("" if r["conclusive"] else f" — inconclusive: {r.get('why_inconclusive') or 'run more requests'}")
         + ("" if stopped == "-" else f"; {stopped} probes stopped early (scored on the requests they sent)")
     )
 
@@ -45,7 +67,7 @@ def max_rate_line(r: dict) -> str:
 def max_rate_table(results: list[dict], target: float) -> Table:
     """DistServe's headline per cell: max goodput rate at the SLO, and per GPU, by instance layout."""
     t = Table(title=f"max goodput rate with SLO attainment >= {target:.0%}, per GPU")
-    for col in ("cell", "layout", "GPUs", "max rate", "per GPU", "conclusive", "stopped early"):
+    for col in ("cell", "layout", "GPUs", "max rate (offered)", "nominal", "per GPU", "conclusive", "stopped early"):
         t.add_column(col, justify="left" if col in ("cell", "layout") else "right")
     for r in results:
         if r.get("error"):
@@ -57,6 +79,7 @@ def max_rate_table(results: list[dict], target: float) -> Table:
             r.get("layout", ""),
             str(r.get("gpus", "")),
             f"{mr:.2f}" if mr else "none",
+            f"{r['nominal_rate']:.2f}" if r.get("nominal_rate") else "",
             f"{per:.3f}" if per else "",
             "yes" if r.get("conclusive") else "no",
             stopped_early(r),
