@@ -92,7 +92,8 @@ def _add_backend_args(p) -> None:
     p.add_argument(
         "--find-max-rate",
         action="store_true",
-        help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment",
+        help="per cell, search the highest offered arrival rate (each probe's schedule's own) whose SLO "
+        "attainment stays >= --target-attainment, confirmed with 4x the requests",
     )
     p.add_argument(
         "--target-attainment",
@@ -101,7 +102,12 @@ def _add_backend_args(p) -> None:
         help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks "
         f"(default {TARGET_ATTAINMENT}, as run and gate; DistServe used 0.9)",
     )
-    p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
+    p.add_argument(
+        "--max-probes",
+        type=int,
+        default=16,
+        help="for --find-max-rate: most runs per search, one kept to confirm the rate found (default 16)",
+    )
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
     p.add_argument(
         "--api-key-env",

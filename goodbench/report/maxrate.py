@@ -15,7 +15,7 @@ def probe_line(p: dict) -> str:
     offered, nominal = p.get("offered_rate", p["rate"]), p.get("nominal_rate", p["rate"])
     notes = []
     if p.get("confirmation"):
-        notes.append("confirmation: the found rate with more requests")
+        notes.append("confirmation")
     if p.get("stopped_early"):
         notes.append(
             f"[yellow]stopped early after {p['requests']} of {p['planned']} requests (the server fell behind); "
@@ -25,16 +25,12 @@ def probe_line(p: dict) -> str:
         share = p.get("steady_share")
         notes.append(
             "[yellow]inconclusive: "
-            + (
-                "too few sends to judge a steady state"
-                if share is None
-                else f"steady state over {share:.0%} of its sends (needs {STEADY_SHARE:.0%})"
-            )
+            + ("too few sends" if share is None else f"steady {share:.0%} < {STEADY_SHARE:.0%}")
             + "[/]"
         )
     return (
-        f"    {offered:8.3f} req/s offered (nominal {nominal:.3f}), {p['requests']:>5} requests  "
-        f"attainment {p['attainment']:6.1%} [{p['lo']:.1%}, {p['hi']:.1%}]  {'pass' if p['pass'] else 'fail'}"
+        f"    offered {offered:7.3f} req/s (nominal {nominal:7.3f}) {p['requests']:>5} req  "
+        f"{p['attainment']:6.1%} [{p['lo']:.1%}, {p['hi']:.1%}] {'pass' if p['pass'] else 'fail'}"
         + "".join(f"  {n}" for n in notes)
     )
 
