@@ -59,6 +59,10 @@ def test_the_steady_window_ends_where_the_backlog_starts_to_grow():
     assert s["saturated"] is True
     w0, w1 = s["steady_window_s"]
     assert w0 == 0.0 and 8.0 < w1 < 12.0
+    # the share of the sends inside the window: a rate probe like this one is not conclusive
+    inside = sum(r.sent_at <= w1 for r in early + late)
+    assert s["steady_share"] == pytest.approx(inside / 600) and 200 / 600 < s["steady_share"] < 0.8
+    assert saturation(RequestMetrics(early), meets, "open")["steady_share"] == 1.0
 
 
 def test_closed_loops_and_tiny_runs_are_not_judged():
@@ -151,7 +155,8 @@ def test_a_rate_probe_stops_early_when_the_server_cannot_keep_up(tmp_path):
     finally:
         proc.close()
     # scored on what it sent; it says it stopped early, and of how many planned
-    assert facts == {"stopped_early": True, "planned": 1200} and sent < 1200
+    assert facts["stopped_early"] is True and facts["planned"] == 1200 and sent < 1200
+    assert facts["offered_rate"] == pytest.approx(CAPACITY * 1.5) and facts["steady_share"] < 0.8
     assert met < 0.9 * sent and took < 15
 
 

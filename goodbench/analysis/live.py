@@ -136,9 +136,12 @@ def live_rate_evaluator(
     name = model or asyncio.run(resolve_model(base_url, api_key))
     ccfg = ClientConfig(base_url=base_url, endpoint=endpoint, model=name, api_key=api_key)
 
+    runs: list[float] = []
+
     def evaluate(rate: float, scale: int = 1):
         probe, rates = probe_plan(plan, rate, scale, seed)
-        run_id = f"probe-{rate:.4f}" + (f"-x{scale}" if scale > 1 else "")
+        runs.append(rate)  # numbered: a confirmation may probe a rate and length probed before
+        run_id = f"probe-{len(runs):02d}-{rate:.4f}" + (f"-x{scale}" if scale > 1 else "")
         rd = RunDir.open(
             out_dir,
             RunMeta(

@@ -34,14 +34,20 @@ def steady(p: dict) -> bool:
     return share is not None and share >= STEADY_SHARE and not p.get("stopped_early")
 
 
+def _holds(p: dict) -> bool:
+    """A probe that passed and reached a steady state: what a rate found must do with more requests."""
+    return p["pass"] and p["conclusive"]
+
+
 def _r(p: dict) -> float:
     """The rate a probe offered (the schedule's own): what the search compares and reports."""
     return p["offered_rate"]
 
 
 class _Search:
-    """The probes taken so far and the bracket [good, bad] they establish. Rates are offered rates: the
-    evaluator builds a schedule that offers the rate it is asked for and says what it offered."""
+    """The probes taken so far and the bracket [good, bad] they establish. The search steps the rate it
+    asks for (`rate`; the evaluators build schedules that offer it); it compares probes of different
+    lengths, and reports, by the rate each one's schedule offered (`offered_rate`)."""
 
     def __init__(self, evaluate, target: float, max_probes: int, on_probe, floor: float):
         self.evaluate, self.target, self.max_probes, self.on_probe = evaluate, target, max_probes, on_probe
@@ -88,7 +94,7 @@ class _Search:
         if p["pass"]:
             good = p
             while self.room:
-                p = self.probe(_r(good) * 2)
+                p = self.probe(good["rate"] * 2)
                 if not p["pass"]:
                     return good, p
                 good = p
@@ -96,19 +102,19 @@ class _Search:
             return self.halve(p, 1)
         return good, bad
 
-    def halve(self, bad, scale: int):
+    def halve(self, bad, scale: int, ok=lambda p: p["pass"]):
         """Halve the rate from a failing probe until one passes (or the floor or the probe budget)."""
-        while self.room and _r(bad) > self.floor:
-            p = self.probe(_r(bad) / 2, scale)
-            if p["pass"]:
+        while self.room and bad["rate"] > self.floor:
+            p = self.probe(bad["rate"] / 2, scale)
+            if ok(p):
                 return p, bad
             bad = p
         return None, bad
 
-    def bisect(self, good, bad, scale: int, rel_tol: float):
-        while good and bad and self.room and _r(bad) / _r(good) > 1 + rel_tol:
-            p = self.probe(math.sqrt(_r(good) * _r(bad)), scale)
-            if p["pass"]:
+    def bisect(self, good, bad, scale: int, rel_tol: float, ok=lambda p: p["pass"]):
+        while good and bad and self.room and bad["rate"] / good["rate"] > 1 + rel_tol:
+            p = self.probe(math.sqrt(good["rate"] * bad["rate"]), scale)
+            if ok(p):
                 good = p
             else:
                 bad = p
@@ -117,21 +123,23 @@ class _Search:
     def clear(self, good, bad) -> bool:
         return good["conclusive"] and good["lo"] >= self.target and bad["hi"] < self.target
 
-    def best_below(self, rate: float):
-        below = [q for q in self.probes if q["pass"] and _r(q) < rate]
+    def best_below(self, rate: float, scale: int = 1):
+        """The passing probe with the highest offered rate below `rate`, among those at least `scale`
+        times the requests (shorter ones were optimistic when a longer one failed above them)."""
+        below = [q for q in self.probes if _holds(q) and _r(q) < rate and q["scale"] >= scale]
         return max(below, key=lambda q: (_r(q), q["requests"])) if below else None
 
     def recheck(self, good, bad, scale: int):
         """Probe a bracket end whose interval straddles the target (or a passing end that never reached
         steady state) again with more requests; fall back when a decision is overturned."""
         if good["lo"] < self.target or not good["conclusive"]:
-            p = self.probe(_r(good), scale)
+            p = self.probe(good["rate"], scale)
             if not p["pass"]:  # disproved: fall back to the best passing rate below it
                 bad, good = p, self.best_below(_r(p))
             else:
                 good = p
         if good and bad and bad["hi"] >= self.target and self.room:
-            p = self.probe(_r(bad), scale)
+            p = self.probe(bad["rate"], scale)
             if p["pass"]:
                 good = p
                 above = [q for q in self.probes if not q["pass"] and _r(q) > _r(p)]
@@ -153,25 +161,26 @@ class _Search:
 
     def confirm(self, good, bad, rel_tol: float):
         """Re-probe the found rate with CONFIRM_SCALE x its probe's requests: it holds when that passes
-        and is conclusive. One that does not steps down: bisect below it with probes that long (the
-        short ones were optimistic), and a rate that passes there has held at that length; else confirm
-        the one below, up to CONFIRMATIONS probes. Returns (good, bad, confirmed)."""
+        and is conclusive. One that does not steps down with probes that long (the short ones were
+        optimistic): halve to a passing rate, bisect up to the failed one, and a rate that passes there
+        has held at that length; else confirm the one below, up to CONFIRMATIONS probes. Returns
+        (good, bad, confirmed)."""
         self.reserve = 0
         scale = (good["scale"] if good else 1) * CONFIRM_SCALE
         for tries in range(CONFIRMATIONS + 1):
-            if good is not None and good["scale"] >= scale and good["pass"] and good["conclusive"]:
+            if good is not None and good["scale"] >= scale and _holds(good):
                 return good, bad, True
             if good is None or not self.room or tries == CONFIRMATIONS:
                 return good, bad, False
-            p = self.probe(_r(good), scale, confirmation=True)
-            if p["pass"] and p["conclusive"]:
+            p = self.probe(good["rate"], scale, confirmation=True)
+            if _holds(p):
                 return p, bad, True
             self.stepped_down.append(_r(p))
-            bad, good = p, self.best_below(_r(p))
+            bad, good = p, self.best_below(_r(p), scale)
             self.reserve = 1
             if good is None:
-                good, bad = self.halve(bad, scale)
-            good, bad = self.bisect(good, bad, scale, rel_tol)
+                good, bad = self.halve(bad, scale, _holds)
+            good, bad = self.bisect(good, bad, scale, rel_tol, _holds)
             self.reserve = 0
         return good, bad, False
 
@@ -179,12 +188,20 @@ class _Search:
 def _why_inconclusive(s: _Search, good, bad, confirmed: bool) -> str | None:
     """Why a search's result is not conclusive (None when it is)."""
     if good is None:
+        if any(p["pass"] for p in s.probes):
+            return f"no passing probe reached a steady state over {STEADY_SHARE:.0%} of its sends"
         return "no probed rate met the target"
+    if not good["conclusive"]:
+        share = good.get("steady_share")
+        return (
+            f"the passing probe reached a steady state over {0 if share is None else share:.0%} of its sends "
+            f"(needs {STEADY_SHARE:.0%}): its load had not settled (run more requests)"
+        )
     if not confirmed:
         if s.stepped_down:
             return (
-                f"{len(s.stepped_down)} found rate(s) failed when probed again with {CONFIRM_SCALE}x the "
-                f"requests ({', '.join(f'{r:.2f}' for r in s.stepped_down)} req/s); the rate below is unconfirmed"
+                f"{len(s.stepped_down)} rate(s) found did not hold with {CONFIRM_SCALE}x the requests "
+                f"({', '.join(f'{r:.2f}' for r in s.stepped_down)} req/s); the rate below is unconfirmed"
             )
         return f"no probe left to confirm the rate with {CONFIRM_SCALE}x the requests (raise --max-probes)"
     if bad is None:
