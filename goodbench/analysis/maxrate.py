@@ -182,6 +182,8 @@ class _Search:
                 good, bad = self.halve(bad, scale, _holds)
             good, bad = self.bisect(good, bad, scale, rel_tol, _holds)
             self.reserve = 0
+            if good is None:  # no probe left to step down with: the best shorter one, unconfirmed
+                good = self.best_below(_r(p))
         return good, bad, False
 
 

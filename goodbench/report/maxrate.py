@@ -41,9 +41,10 @@ def max_rate_line(r: dict) -> str:
         return f"  [red]✗ {label}: {r['error']}[/]"
     mr = r["max_rate"]
     if not mr:
+        why = r.get("why_inconclusive") or "no probed rate met the target"
         return (
-            f"  max goodput rate on {label}: [red]none: even the lowest probed rate misses the target (is the "
-            "SLO reachable on this GPU? see `goodbench engine explain`)[/]"
+            f"  max goodput rate on {label}: [red]none: {why} (is the SLO reachable on this GPU? see "
+            "`goodbench engine explain`)[/]"
         )
     per = f" = {r['max_rate_per_gpu']:.3f} per GPU on {r['gpus']} GPUs" if (r.get("gpus") or 1) > 1 else ""
     nominal = f", nominal {r['nominal_rate']:.2f}" if r.get("nominal_rate") else ""
