@@ -1,5 +1,7 @@
-"""DistServe's max goodput rate: the highest arrival rate whose SLO attainment stays >= a target, found
-by bracketing (doubling/halving) then geometric bisection, each decision backed by enough requests.
+"""DistServe's max goodput rate: the highest offered arrival rate (the probe schedule's own, not the
+nominal rate that drew it: a short seeded Poisson draw is not its nominal rate) whose SLO attainment
+stays >= a target, found by bracketing (doubling/halving) then geometric bisection, each decision
+backed by enough requests, from probes that reached a steady state, and held with 4x the requests.
 The probes run on a sweep backend (backends.py): simulated, live servers per cell, or a running one."""
 
 from __future__ import annotations
@@ -287,7 +289,7 @@ def search_max_rates(
                     max_probes=max_probes,
                 )
         except TargetError as e:
-            r = {"error": f"server failed to start: {e}"}
+            r = {"error": f"server failed to start: {e}", "max_rate": None, "offered_rate": None, "nominal_rate": None}
         r["cell"] = label
         if c is not None:
             r.update(per_gpu(r, s.layout(c), cell_config(s.base, c)))

@@ -143,7 +143,9 @@ def max_rate(
     plots: bool = True,
 ) -> list[dict]:
     """DistServe's max goodput rate per cell of a prepared sweep (or once, on a backends.External
-    server), written to max_rate.json: the highest arrival rate whose SLO attainment stays >= target.
+    server), written to max_rate.json: the highest offered arrival rate (the probe schedule's own,
+    `offered_rate`; `nominal_rate` the Poisson rate that drew it) whose SLO attainment stays >= target,
+    held with 4x the requests (analysis.maxrate.find_max_rate).
     Each simulated cell runs on its instance layout and also reports its GPUs and max rate per GPU;
     cells that differ in layout (--compare-disaggregation, --layouts) get max_rate_per_gpu.png."""
     from ..analysis.backends import Simulated
