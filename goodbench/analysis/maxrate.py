@@ -164,9 +164,9 @@ class _Search:
     def confirm(self, good, bad, rel_tol: float):
         """Re-probe the found rate with CONFIRM_SCALE x its probe's requests: it holds when that passes
         and is conclusive. One that does not steps down with probes that long (the short ones were
-        optimistic): halve to a passing rate, bisect up to the failed one, and a rate that passes there
-        has held at that length; else confirm the one below, up to CONFIRMATIONS probes. Returns
-        (good, bad, confirmed)."""
+        optimistic): the best shorter passing rate below, else halving, to a rate that holds, then
+        bisection up to the failed one; a rate that holds there has held at that length. Otherwise
+        the one below is confirmed, up to CONFIRMATIONS probes. Returns (good, bad, confirmed)."""
         self.reserve = 0
         scale = (good["scale"] if good else 1) * CONFIRM_SCALE
         for tries in range(CONFIRMATIONS + 1):
@@ -180,12 +180,16 @@ class _Search:
             self.stepped_down.append(_r(p))
             bad, good = p, self.best_below(_r(p), scale)
             self.reserve = 1
+            shorter = self.best_below(_r(p))
+            if good is None and shorter is not None and self.room:  # the best shorter pass, at this length
+                q = self.probe(shorter["rate"], scale)
+                good, bad = (q, bad) if _holds(q) else (None, q)
             if good is None:
                 good, bad = self.halve(bad, scale, _holds)
             good, bad = self.bisect(good, bad, scale, rel_tol, _holds)
             self.reserve = 0
             if good is None:  # no probe left to step down with: the best shorter one, unconfirmed
-                good = self.best_below(_r(p))
+                good = shorter
         return good, bad, False
 
 
