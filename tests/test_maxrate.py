@@ -71,9 +71,9 @@ def test_sweep_max_rate_cli(tmp_path):
     data = json.loads((tmp_path / "m" / "max_rate.json").read_text())
     res = data["results"][0]
     assert res["max_rate"] and res["max_rate"] > 0 and len(res["probes"]) >= 3
-    at_max = [p for p in res["probes"] if p["rate"] == res["max_rate"]]
+    at_max = [p for p in res["probes"] if p["offered_rate"] == pytest.approx(res["max_rate"])]
     assert at_max and all(p["pass"] for p in at_max)  # every probe at the reported rate passed
-    assert any(not p["pass"] and p["rate"] > res["max_rate"] for p in res["probes"])
+    assert any(not p["pass"] and p["offered_rate"] > res["max_rate"] for p in res["probes"])
 
 
 def test_max_rate_against_a_live_engine(tmp_path):

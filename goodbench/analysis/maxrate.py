@@ -19,6 +19,8 @@ from .grid import cell_config
 from .sweep import SweepSetup
 
 CONFIRMATIONS = 2  # most confirmation probes: one that fails steps the search down, then confirms again
+STEP_DOWN = 0.8  # after a failed confirmation, rates step down by this (the failure is usually near the edge)
+SAME = 1 - 1e-6  # offered rates closer than this are one rate (schedules of different lengths hit it to rounding)
 
 
 def probe_passes(met: int, issued: int, target: float) -> bool:
@@ -104,10 +106,11 @@ class _Search:
             return self.halve(p, 1)
         return good, bad
 
-    def halve(self, bad, scale: int, ok=lambda p: p["pass"]):
-        """Halve the rate from a failing probe until one passes (or the floor or the probe budget)."""
+    def halve(self, bad, scale: int, ok=lambda p: p["pass"], factor: float = 0.5):
+        """Halve the rate (or step it by `factor`) from a failing probe until one passes (or the floor or
+        the probe budget)."""
         while self.room and bad["rate"] > self.floor:
-            p = self.probe(bad["rate"] / 2, scale)
+            p = self.probe(bad["rate"] * factor, scale)
             if ok(p):
                 return p, bad
             bad = p
@@ -128,7 +131,7 @@ class _Search:
     def best_below(self, rate: float, scale: int = 1):
         """The passing probe with the highest offered rate below `rate`, among those at least `scale`
         times the requests (shorter ones were optimistic when a longer one failed above them)."""
-        below = [q for q in self.probes if _holds(q) and _r(q) < rate and q["scale"] >= scale]
+        below = [q for q in self.probes if _holds(q) and _r(q) < rate * SAME and q["scale"] >= scale]
         return max(below, key=lambda q: (_r(q), q["requests"])) if below else None
 
     def recheck(self, good, bad, scale: int):
@@ -140,11 +143,11 @@ class _Search:
                 bad, good = p, self.best_below(_r(p))
             else:
                 good = p
-        if good and bad and bad["hi"] >= self.target and self.room:
+        if good and bad and bad["hi"] >= self.target and bad["scale"] < scale and self.room:
             p = self.probe(bad["rate"], scale)
             if p["pass"]:
                 good = p
-                above = [q for q in self.probes if not q["pass"] and _r(q) > _r(p)]
+                above = [q for q in self.probes if not q["pass"] and _r(q) * SAME > _r(p)]
                 bad = min(above, key=lambda q: (_r(q), -q["requests"])) if above else None
             else:
                 bad = p
@@ -164,7 +167,7 @@ class _Search:
     def confirm(self, good, bad, rel_tol: float):
         """Re-probe the found rate with CONFIRM_SCALE x its probe's requests: it holds when that passes
         and is conclusive. One that does not steps down with probes that long (the short ones were
-        optimistic): the best shorter passing rate below, else halving, to a rate that holds, then
+        optimistic): the best shorter passing rate below, then steps of STEP_DOWN, to a rate that holds, then
         bisection up to the failed one; a rate that holds there has held at that length. Otherwise
         the one below is confirmed, up to CONFIRMATIONS probes. Returns (good, bad, confirmed)."""
         self.reserve = 0
@@ -185,7 +188,7 @@ class _Search:
                 q = self.probe(shorter["rate"], scale)
                 good, bad = (q, bad) if _holds(q) else (None, q)
             if good is None:
-                good, bad = self.halve(bad, scale, _holds)
+                good, bad = self.halve(bad, scale, _holds, STEP_DOWN)
             good, bad = self.bisect(good, bad, scale, rel_tol, _holds)
             self.reserve = 0
             if good is None:  # no probe left to step down with: the best shorter one, unconfirmed
@@ -193,7 +196,7 @@ class _Search:
         return good, bad, False
 
 
-def _why_inconclusive(s: _Search, good, bad, confirmed: bool) -> str | None:
+def _why_inconclusive(s: _Search, good, bad, confirmed: bool, rel_tol: float) -> str | None:
     """Why a search's result is not conclusive (None when it is)."""
     if good is None:
         if any(p["pass"] for p in s.probes):
@@ -214,6 +217,8 @@ def _why_inconclusive(s: _Search, good, bad, confirmed: bool) -> str | None:
         return f"no probe left to confirm the rate with {CONFIRM_SCALE}x the requests (raise --max-probes)"
     if bad is None:
         return "no probed rate missed the target: the bracket has no upper end (raise --max-probes)"
+    if _r(bad) / _r(good) > 1 + rel_tol:
+        return f"the bracket is wider than {rel_tol:.0%}: the probes ran out (raise --max-probes)"
     if not s.clear(good, bad):
         return "the attainment intervals at the bracket ends do not separate from the target: run more requests"
     return None
@@ -243,7 +248,7 @@ def find_max_rate(
     good, bad = s.bisect(*s.bracket(start), 1, rel_tol)
     good, bad = s.firm_up(good, bad, max_scale, rel_tol)
     good, bad, confirmed = s.confirm(good, bad, rel_tol)
-    why = _why_inconclusive(s, good, bad, confirmed)
+    why = _why_inconclusive(s, good, bad, confirmed, rel_tol)
     return {
         "target": target,
         "max_rate": _r(good) if good else None,
