@@ -145,7 +145,7 @@ def test_max_rate_honours_instance_layouts(tmp_path):
         "1x,2x",
         "--find-max-rate",
         "--max-probes",
-        "10",
+        "16",  # the default: confirmations with 4x the requests need the room (issue 39)
         "--result-dir",
         str(tmp_path),
         "--sweep-id",
