@@ -155,7 +155,7 @@ def test_thin_per_class():
 
 @pytest.mark.parametrize("recs,valid", [(steady(), True), (steady(lag=0.05), False)])
 def test_assess_runs_every_check_in_order(recs, valid):
-    ok, warnings = hz.assess(evidence(recs))
+    ok, warnings, _ = hz.assess(evidence(recs))
     assert ok is valid
     assert warnings == [h.text for check in hz.CHECKS for h in check(evidence(recs))]
 

@@ -10,6 +10,7 @@ from .common import (
     Stages,
     add_engine_args,
     add_label_args,
+    add_min_attainment,
     add_workload_args,
     console,
     engine_config,
@@ -94,13 +95,7 @@ def _add_backend_args(p) -> None:
         action="store_true",
         help="per cell, search the highest arrival rate whose SLO attainment stays >= --target-attainment",
     )
-    p.add_argument(
-        "--target-attainment",
-        type=float,
-        default=TARGET_ATTAINMENT,
-        help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks "
-        f"(default {TARGET_ATTAINMENT}, as run and gate; DistServe used 0.9)",
-    )
+    add_min_attainment(p, "target_attainment", TARGET_ATTAINMENT)  # --find-max-rate, --min-gpus, the verdicts
     p.add_argument("--max-probes", type=int, default=16, help="for --find-max-rate: most runs per search (default 16)")
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
     p.add_argument(
