@@ -133,3 +133,30 @@ def test_series_alike_but_for_a_knob_are_told_apart_by_it():
     rates = [identity_of(_meta(workload=_meta()["workload"] | {"arrival": {"rate": r}})) for r in (2, 8)]
     tell_apart(rates)
     assert [r["apart"] for r in rates] == ["arrival.rate=2", "arrival.rate=8"]
+
+
+def test_run_via_locust_hands_its_loop_and_engine_to_the_run_json(monkeypatch):
+    """The locust master writes run.json from the server block run --via locust gives it: that block names
+    the loop and users, and the engine it started, so the identity above sees them (no load is sent)."""
+    import contextlib
+
+    import goodbench as gb
+    from goodbench.api import runs
+    from goodbench.runner import via_locust
+
+    cfg = EngineConfig(max_num_seqs=8)
+    seen = {}
+
+    @contextlib.contextmanager
+    def started(target, engine, pin, on_stage):
+        yield runs.Target("http://127.0.0.1:9", preflight=False, model="m"), cfg, None
+
+    monkeypatch.setattr(runs, "_server", started)
+    monkeypatch.setattr(runs, "_server_info", lambda ccfg, c: {"name": "goodbench", "version": "0"})
+    monkeypatch.setattr(via_locust, "run_locust", lambda spec, r: seen.setdefault("run", r) and 0)
+    wl = gb.load_workload("mixed-long-short", num_prompts=4)
+    assert runs.run_via_locust(wl, engine=cfg, users=12) == 0
+    server = seen["run"].server
+    assert server["driven_as"] == {"via": "locust", "loop": "closed", "users": 12, "workers": 0}
+    ident = identity_of(_meta(mode="closed", label="locust-closed", server=server))
+    assert ident["loop"] == "closed loop x12 (locust)" and ident["engine"] == engine_key(cfg.to_dict())
