@@ -361,6 +361,11 @@ def run_via_locust(
             target = replace(target, model=_connect(target, spec, on_stage).model)
         key = os.environ.get(api_key_env) or None
         server = _server_info(ClientConfig(base_url=target.base_url, model=target.model, api_key=key), cfg)
+        # the locust master writes run.json from this block: how it drives the load, and the engine started
+        # for it (history/identity.py keeps both in the run's identity)
+        loop = "open" if open_loop else "closed"
+        server |= {"driven_as": {"via": "locust", "loop": loop, "users": users, "workers": locust_workers}}
+        server |= {"engine": cfg.to_dict()} if cfg is not None else {}
         return run_locust(
             spec,
             LocustRun(

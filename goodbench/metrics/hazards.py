@@ -256,14 +256,24 @@ def tokenizer_mismatch(e: Evidence) -> list[Hazard]:
     server, local = int(cols.out_tokens[sel].sum()), int(cols.out_local[sel].sum())
     if not server or abs(server - local) <= 0.02 * server:
         return []
-    hint = f"--tokenizer {e.model}" if e.model and e.model not in ("default", "?") else "--tokenizer NAME_OR_FILE"
     return [
         Hazard(
             f"the server counts {server} output tokens in {int(sel.sum())} sampled responses where the local "
             f"tokenizer ({e.tokenizer or 'default'}) counts {local} ({local / server - 1:+.1%}): pass the "
-            f"server's tokenizer ({hint}) so that synthetic prompts have the lengths asked for."
+            f"server's tokenizer ({_tokenizer_hint(e.model)}) so that synthetic prompts have the lengths asked for."
         )
     ]
+
+
+def _tokenizer_hint(model: str | None) -> str:
+    """What to pass as --tokenizer: the served name only where it reads as a hub name (org/name), and
+    then with what loading it needs; a served alias (`--served-model-name llama`) names no tokenizer."""
+    local = "--tokenizer PATH: the server's tokenizer.json or model folder"
+    if model and "/" in model.strip("/") and not model.startswith(("/", ".", "~")):
+        return f"{local}, or --tokenizer {model} if that hub name is in the hub's local cache or the hub is reachable"
+    return local + (
+        f"; the served name {model!r} may not be a hub name" if model and model not in ("default", "?") else ""
+    )
 
 
 def retried_requests(e: Evidence) -> list[Hazard]:
