@@ -60,6 +60,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
         "attain",
         "TTFT p50",
         "TTFT p99",
+        "stall p99",
         "ITL p99",
         "p99/p50",
         "TPOT p99",
@@ -70,7 +71,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
     for r in rows:
         config = names[r["cell"]]
         if r.get("error"):
-            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 8)
+            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 9)
             continue
         per_gpu = r.get("goodput_per_gpu")
         tab.add_row(
@@ -80,6 +81,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
             f"{r['slo_attainment']:.1%}" + (" ~" if r.get("verdict_could_flip") else ""),
             ms(r["ttft_p50_ms"]),
             ms(r["ttft_p99_ms"]),
+            ms(r.get("stall_p99_ms")),
             ms(r["itl_p99_ms"]),
             f"{r['itl_p99_over_p50'] or 0:.2f}",
             ms(r["tpot_p99_ms"]),
@@ -118,16 +120,21 @@ def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict, off
 def best_text(gpu: str, b: dict) -> str:
     """The best cell of a tier in words (plain text: the console and the HTML report both use it); when
     goodputs are indistinguishable it says so and why the winner won (analysis.sweep.TIE_RULE)."""
-    head = f"best on {gpu}: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, ITL p99 {ms(b['itl_p99_ms'])} ms"
+    head = (
+        f"best on {gpu}: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, stall p99 "
+        f"{ms(b.get('stall_p99_ms'))} ms, ITL p99 {ms(b['itl_p99_ms'])} ms"
+    )
     if not b["goodput"]:
         return f"best on {gpu}: none — no cell delivered a request within the SLO"
     tied = b.get("tied") or []
     if tied:
         names = ", ".join(
-            f"{short(t['cell'])} ({t['goodput']:.2f} req/s, ITL p99 {ms(t['itl_p99_ms'])} ms)" for t in tied[:3]
+            f"{short(t['cell'])} ({t['goodput']:.2f} req/s, stall p99 {ms(t.get('stall_p99_ms'))} ms, ITL p99 "
+            f"{ms(t['itl_p99_ms'])} ms)"
+            for t in tied[:3]
         )
         more = f" and {len(tied) - 3} more" if len(tied) > 3 else ""
-        return f"{head}; goodput indistinguishable from {names}{more}: the lowest ITL p99 among them wins"
+        return f"{head}; goodput indistinguishable from {names}{more}: the shortest stall among them wins"
     if b["next"] is None:
         return head
     return f"{head}; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s" + (
