@@ -300,50 +300,6 @@ def calibration_table(rows: list[dict], out_of_sample: bool) -> Table:
     return t
 
 
-def advice_lines(a) -> list[str]:
-    i = a.inputs
-    out = [
-        f"[bold]{a.model} on {a.gpu}[/]: chunk-size advice for a {i['prompt_tokens']}-token p95 prompt "
-        f"and a {i['ttft_slo_ms']:g} ms TTFT SLO",
-        f"  memory ceiling: ({i['usable_gib']:.1f} GiB usable - {i['weights_gib']:.1f} weights - "
-        f"{i['runtime_gib']:.1f} runtime - {i['decode_kv_reserve_gib']:.1f} KV for {i['concurrency']} decodes "
-        f"x {i['context']} tokens) / ({i['activation_bytes_per_token'] / 1024:.0f} KiB activations + "
-        f"{i['kv_bytes_per_token'] / 1024:.0f} KiB KV per token) = [bold]{a.memory_ceiling}[/] tokens "
-        f"(capped at 16384)",
-    ]
-    out += [f"  {r}" for r in a.reasons]
-    out.append(
-        f"  SLO bound: floor({i['ttft_slo_ms']:g} / {a.time_per_chunk_ms:.1f}) = {a.chunks_allowed} chunks "
-        f"allowed -> ceil({i['prompt_tokens']} / {a.chunks_allowed}) clamped to [{i['min_chunk']}, "
-        f"{a.memory_ceiling}] = [bold]{a.chunk} tokens[/]"
-    )
-    return out
-
-
-def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
-    t = Table(
-        title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
-        f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats"
-    )
-    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "ITL max", "attainment", "goodput", "$/M tok"):
-        t.add_column(col, justify="right")
-    for r in rows:
-        if r.get("error"):
-            continue
-        mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
-        t.add_row(
-            f"{r['max_num_batched_tokens']}{mark}",
-            ms(r["long_ttft_p50_ms"]),
-            ms(r["long_ttft_p99_ms"]),
-            ms(r["itl_p99_ms"]),
-            ms(r.get("itl_max_ms")),
-            f"{r['slo_attainment']:.1%}" + (" ~" if r.get("verdict_could_flip") else ""),
-            f"{r['goodput']:.2f}",
-            usd(r.get("usd_per_million_output_tokens")),
-        )
-    return t
-
-
 # ----------------------------------------------------------------------------------------------- workloads
 def workloads_table(catalogue) -> Table:
     """The built-in workloads: (name, WorkloadSpec, what it models) rows."""
