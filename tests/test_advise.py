@@ -4,7 +4,6 @@ import os
 import tempfile
 
 import pytest
-
 from conftest import run_cli
 
 
