@@ -52,6 +52,8 @@ def test_advise_cli(tmp_path):
 def test_advise_needs_an_slo_and_a_prompt_length_or_a_workload():
     r = run_cli("advise", "--gpu", "l40s", "--ttft-slo", "500", timeout=60)
     assert r.returncode == 2 and "give --ttft-slo and --p95-input, or --workload" in r.stderr + r.stdout
+    r = run_cli("advise", "--workload", "mixed-long-short", "--goodput", "tpot:50", "--no-check", timeout=60)
+    assert r.returncode == 2 and "mixed-long-short has no TTFT SLO: give --ttft-slo" in r.stderr + r.stdout
 
 
 def test_the_check_reports_the_long_class_per_chunk_size_and_cleans_up(tok, tmp_path):

@@ -180,9 +180,12 @@ def advise(
     )
 
 
-def advice_traffic(workload, *, ttft_slo_ms: float | None = None, tokenizer: str | None = None):
-    """For `advise --workload`: the workload's TTFT SLO (ttft_slo_ms, when given, replaces it) and its
-    95th-percentile prompt length -> (WorkloadSpec with that SLO, TTFT SLO ms, p95 prompt tokens)."""
+def advice_traffic(
+    workload, *, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None, tokenizer: str | None = None
+):
+    """For `advise --workload`: the workload's TTFT SLO (ttft_slo_ms / tpot_slo_ms, when given, replace
+    its thresholds) and its 95th-percentile prompt length -> (WorkloadSpec with that SLO, TTFT SLO ms,
+    p95 prompt tokens)."""
     from .. import tokenizer as tokmod
     from ..analysis.advise import p95_prompt
 
@@ -190,7 +193,8 @@ def advice_traffic(workload, *, ttft_slo_ms: float | None = None, tokenizer: str
     ttft = ttft_slo_ms if ttft_slo_ms is not None else (spec.slo or {}).get("ttft")
     if ttft is None:
         raise UsageError(f"workload {spec.name} has no TTFT SLO: give --ttft-slo MS or --goodput ttft:MS")
-    spec = replace(spec, slo=dict(spec.slo or {}) | {"ttft": ttft})
+    tpot = {"tpot": tpot_slo_ms} if tpot_slo_ms is not None else {}
+    spec = replace(spec, slo=dict(spec.slo or {}) | {"ttft": ttft} | tpot)
     return spec, float(ttft), p95_prompt(build_plan(spec, tokmod.load(tokenizer, lazy=True)))
 
 

@@ -296,7 +296,7 @@ def add_advise_parser(sub) -> None:
     )
     add_goodput_arg(p, "the workload's [slo]; --ttft-slo and --tpot-slo without --workload")
     p.add_argument("--ttft-slo", type=float, help="TTFT SLO, ms (default: the workload's; required without it)")
-    p.add_argument("--tpot-slo", type=float, help="TPOT SLO for the synthetic check, ms (optional)")
+    p.add_argument("--tpot-slo", type=float, help="TPOT SLO, ms (default: the workload's; none without it)")
     p.add_argument(
         "--p95-input",
         type=int,
@@ -327,7 +327,9 @@ def _advice_inputs(args):
     opts = WorkloadOptions(
         workload=args.workload, goodput=args.goodput, num_prompts=args.num_prompts, request_rate=args.request_rate
     )
-    spec, ttft, p95 = api.advice_traffic(resolve_workload(opts), ttft_slo_ms=args.ttft_slo, tokenizer=args.tokenizer)
+    spec, ttft, p95 = api.advice_traffic(
+        resolve_workload(opts), ttft_slo_ms=args.ttft_slo, tpot_slo_ms=args.tpot_slo, tokenizer=args.tokenizer
+    )
     return spec, ttft, args.p95_input or p95
 
 
