@@ -354,15 +354,15 @@ def best_per_tier(rows: list[dict]) -> dict:
 
 
 def _best_at_the_edges(ok: list[dict], best: str) -> dict:
-    """The best cell with step times the engine's error faster and slower (simulated cells): when either
-    is another cell, the best chunk size could flip within that error."""
+    """The best cell by rank with step times the engine's error faster and slower (simulated cells: their
+    goodputs at the edges, ties within 0.5%; the latencies are the cells' own): when either is another
+    cell, the best chunk size could flip within that error."""
     out = {}
     for edge in ("fast", "slow"):
         key = f"goodput_{edge}"
         if all(r.get(key) is not None for r in ok):
-            top = max(r[key] for r in ok)
-            tied = [r["cell"] for r in sorted(ok, key=_felt) if r[key] >= top * (1 - TIE_TOLERANCE)]
-            out[f"best_if_{edge}"] = best if best in tied else tied[0]
+            ranked = rank([r | {"goodput": r[key], "goodput_lo": None} for r in ok])[0]
+            out[f"best_if_{edge}"] = ranked[0]["cell"]
     if out:
         out["could_flip"] = any(v != best for v in out.values())
     return out
