@@ -69,13 +69,13 @@ def sweep_report(sweep_dir: str) -> str:
         parts.append(f"<li class=dim>rule: {_e(rule)}</li>")
     parts.append(
         "</ul><h2>Cells</h2><table><tr><th class=l>cell</th><th>goodput req/s</th><th>95% CI</th>"
-        "<th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th>"
+        "<th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>stall p99</th><th>ITL p50</th><th>ITL p99</th>"
         "<th>ITL p99/p50</th><th>TPOT p99</th><th>tok/s</th></tr>"
     )
     for r in cells:
         if r.get("error"):
             parts.append(
-                f"<tr><td class=l>{_e(r['cell'])}</td><td class='l fail' colspan=10>{_e(r['error'])}</td></tr>"
+                f"<tr><td class=l>{_e(r['cell'])}</td><td class='l fail' colspan=11>{_e(r['error'])}</td></tr>"
             )
             continue
         ci = f"{r['goodput_lo']:.2f}–{r['goodput_hi']:.2f}" if r.get("goodput_lo") is not None else "-"
@@ -83,7 +83,7 @@ def sweep_report(sweep_dir: str) -> str:
         parts.append(
             f"<tr><td class=l>{_e(r['cell'])}</td><td>{_num(r.get('goodput'), '{:.2f}')}</td><td>{ci}</td>"
             f"<td>{att}</td><td>{_num(r.get('ttft_p50_ms'))}</td><td>{_num(r.get('ttft_p99_ms'))}</td>"
-            f"<td>{_num(r.get('itl_p50_ms'))}</td><td>{_num(r.get('itl_p99_ms'))}</td>"
+            f"<td>{_num(r.get('stall_p99_ms'))}</td><td>{_num(r.get('itl_p50_ms'))}</td><td>{_num(r.get('itl_p99_ms'))}</td>"
             f"<td>{_num(r.get('itl_p99_over_p50'), '{:.2f}')}</td><td>{_num(r.get('tpot_p99_ms'))}</td>"
             f"<td>{_num(r.get('output_throughput'), '{:,.0f}')}</td></tr>"
         )
