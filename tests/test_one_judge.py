@@ -10,6 +10,7 @@ import sys
 import pytest
 from conftest import ROOT, reference_engine
 
+from goodbench.analysis.sweep import verdict_row
 from goodbench.cli import main
 from goodbench.gating import GateSpec, evaluate, headline, recorded_spec
 from goodbench.integrations.locust_gate import locust_exit
@@ -79,6 +80,8 @@ def test_one_summary_gets_one_verdict_on_every_surface(tmp_path):
         assert headline(summary, spec).word == word
         assert _text(summary, meta, spec).startswith(word)
         assert locust_exit(summary, spec) == code
+    for summary, verdict in ((s, "pass"), (broken, "cannot judge")):  # a sweep cell, at the sweep's pass mark
+        assert verdict_row(summary, 0.95)["verdict"] == verdict == headline(summary, GateSpec()).word.lower()
     from goodbench.report.html import _verdict
 
     class View:

@@ -247,7 +247,8 @@ def mark_flips(rows: list[dict], target: float) -> None:
     disagree, so the table's verdict is within the engine's error."""
     for r in rows:
         if r.get("attainment_fast") is not None and r.get("attainment_slow") is not None:
-            r["verdict_could_flip"] = (r["attainment_fast"] >= target) != (r["attainment_slow"] >= target)
+            fast, slow = (gating.attains(r[k], target) for k in ("attainment_fast", "attainment_slow"))
+            r["verdict_could_flip"] = fast != slow
 
 
 def write_results(rows: list[dict], out_dir: str, meta: dict) -> SweepResult:
