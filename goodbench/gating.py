@@ -5,12 +5,12 @@ be judged (invalid because the load generator fell behind, nothing completed, no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from xml.sax.saxutils import escape, quoteattr
 
 from .errors import UsageError
 from .limits import GATE_MARGIN, TARGET_ATTAINMENT, practical_threshold, problem
-from .records import SLO_SUMMARY_KEYS, fmt_num
+from .records import JOB_SLO_KEYS, SLO_SUMMARY_KEYS, fmt_num
 
 # a gate's percentile ceilings: every per-request SLO clause's distribution (ttfo included), with the
 # pooled gaps as "itl" rather than "max_itl" and "e2e" as another name for e2el
@@ -45,6 +45,34 @@ class GateSpec:
             min_goodput=_number("gate.min_goodput", "min_goodput", t.get("min_goodput")),
             max_regression=None if reg is None else parse_fraction(reg, "gate.max_regression"),
         )
+
+    def to_table(self) -> dict:
+        """As a [gate] table (run.json's `gate`): from_table(to_table()) gives the spec back."""
+        t: dict = {"min_attainment": self.min_attainment}
+        t.update({k: dict(v) for k, v in self.percentiles.items()})
+        for k in ("max_failed", "min_goodput", "max_regression"):
+            if getattr(self, k) is not None:
+                t[k] = getattr(self, k)
+        return t
+
+
+def recorded_spec(meta: dict | None) -> GateSpec:
+    """The spec a run recorded (run.json's `gate`, else its target_attainment), else the default: what a
+    later judge of the run uses where its own command gave nothing."""
+    meta = meta or {}
+    if meta.get("gate"):
+        return GateSpec.from_table(meta["gate"])
+    own = meta.get("target_attainment")
+    return GateSpec(min_attainment=own if own is not None else TARGET_ATTAINMENT)
+
+
+def spec_of(meta: dict | None, given=None) -> GateSpec:
+    """The spec to judge a run by: the one given (a GateSpec), else the run's recorded one with the pass
+    mark given (a float), else the recorded one as it is."""
+    if isinstance(given, GateSpec):
+        return given
+    spec = recorded_spec(meta)
+    return spec if given is None else replace(spec, min_attainment=float(given))
 
 
 def _number(label: str, limit: str, v) -> float | None:
@@ -125,6 +153,7 @@ class GateResult:
     clauses: list[Clause]
     judgeable: bool = True
     reason: str = ""
+    note: str = ""  # how it was judged, when that needs saying (an invalid run judged within its error)
 
     @property
     def passed(self) -> bool:
@@ -149,28 +178,61 @@ def _fmt_slo(slo: dict) -> str:
 def evaluate(
     summary: dict, spec: GateSpec, baseline: dict | None = None, significant: dict | None = None
 ) -> GateResult:
-    """significant: {metric: bool} from a comparison of the two runs' records (analysis.compare;
-    goodput, ttft_p99, ...): a move beyond the margin fails only where the records call it significant.
-    None (a summary without records): the point comparison alone."""
-    clauses: list[Clause] = []
+    """The one judge of a run: every surface (console, HTML report, --gate, `goodbench gate`, locust's
+    exit code, rate probes, sweep cells) renders or calls this. significant: {metric: bool} from a
+    comparison of the two runs' records (analysis.compare; goodput, ttft_p99, ...): a move beyond the
+    margin fails only where the records call it significant. None (a summary without records): the
+    point comparison alone. An invalid run is judged when its measured error bound (verdict_bounds)
+    cannot move any clause across its threshold; otherwise it cannot be judged."""
     req = summary.get("requests", {})
     if not req.get("issued"):
         return GateResult([], False, "the run has no requests")
     if not req.get("completed"):
         return GateResult([], False, "no request completed")
+    clauses = _clauses(summary, spec)
+    if baseline is not None and spec.max_regression is not None:
+        clauses += _regressions(summary, baseline, spec.max_regression, significant)
     if summary.get("valid") is False:
         why = "; ".join(summary.get("warnings", [])[:1])
-        return GateResult([], False, f"the run is marked invalid: {why}")
-    slo = summary.get("slo")
-    if slo:
-        att = summary.get("slo_attainment") or 0.0
-        clauses.append(
-            Clause(
-                f"slo_attainment ({_fmt_slo(slo)})",
-                f">= {spec.min_attainment:.1%}",
-                f"{att:.1%}",
-                att >= spec.min_attainment,
+        bounds = summary.get("verdict_bounds")
+        if not bounds:
+            return GateResult([], False, f"the run is marked invalid: {why}")
+        flips = [c.name for c in clauses if c.passed != _holds_at_both_ends(c, summary, spec, bounds)]
+        if flips:
+            return GateResult(
+                [],
+                False,
+                f"the run is marked invalid and its error (±{bounds['error_ms']:.1f} ms) could flip "
+                f"{', '.join(dict.fromkeys(flips))}: {why}",
             )
+        note = f"judged although marked invalid: its error (±{bounds['error_ms']:.1f} ms) moves no clause across its threshold"
+        if not clauses:
+            return GateResult([], False, NOTHING_TO_CHECK)
+        return GateResult(clauses, note=note)
+    if not clauses:
+        return GateResult([], False, NOTHING_TO_CHECK)
+    return GateResult(clauses)
+
+
+NOTHING_TO_CHECK = "nothing to check: give an SLO (--goodput) or a clause such as --p99 itl:100"
+
+
+def _clauses(summary: dict, spec: GateSpec) -> list[Clause]:
+    """Every clause the summary and spec hold: the per-request SLO's attainment, an agent run's per-job
+    attainment (jct and every call's clauses), percentile ceilings, failures, goodput."""
+    clauses: list[Clause] = []
+    slo = summary.get("slo") or {}
+    per_request = {k: v for k, v in slo.items() if k not in JOB_SLO_KEYS}
+    jobs = summary.get("jobs") or {}
+    if per_request and not (jobs and jobs.get("attainment") is not None):
+        att = summary.get("slo_attainment") or 0.0
+        clauses.append(_attainment(f"slo_attainment ({_fmt_slo(per_request)})", att, spec))
+    if jobs and jobs.get("attainment") is not None:
+        att = jobs["attainment"]
+        clauses.append(_attainment(f"job attainment ({_fmt_slo(slo)}, {jobs['started']} jobs)", att, spec))
+    elif slo and not per_request:  # jct alone on a run without agent jobs: say so, never drop it
+        clauses.append(
+            Clause(f"job attainment ({_fmt_slo(slo)})", f">= {spec.min_attainment:.1%}", "no agent jobs", False)
         )
     for pname, metrics in spec.percentiles.items():
         for m, limit in metrics.items():
@@ -185,14 +247,13 @@ def evaluate(
                 )
             )
     if spec.max_failed is not None:
-        frac = req["failed"] / req["issued"]
+        frac = req_failed_share(summary)
+        failed = summary["requests"]["failed"]
         clauses.append(
-            Clause(
-                "failed requests", f"<= {spec.max_failed:.1%}", f"{frac:.1%} ({req['failed']})", frac <= spec.max_failed
-            )
+            Clause("failed requests", f"<= {spec.max_failed:.1%}", f"{frac:.1%} ({failed})", frac <= spec.max_failed)
         )
     if spec.min_goodput is not None:
-        g = summary.get("goodput")
+        g = headline_goodput(summary)
         clauses.append(
             Clause(
                 "goodput",
@@ -201,11 +262,52 @@ def evaluate(
                 g is not None and g >= spec.min_goodput,
             )
         )
-    if baseline is not None and spec.max_regression is not None:
-        clauses += _regressions(summary, baseline, spec.max_regression, significant)
-    if not clauses:
-        return GateResult([], False, "nothing to check: give an SLO (--goodput) or a clause such as --p99 itl:100")
-    return GateResult(clauses)
+    return clauses
+
+
+def _attainment(name: str, att: float, spec: GateSpec) -> Clause:
+    return Clause(name, f">= {spec.min_attainment:.1%}", f"{att:.1%}", attains(att, spec.min_attainment))
+
+
+def attains(att: float | None, min_attainment: float) -> bool:
+    """The pass mark's rule, for a whole run's attainment and for each SLO clause's tick."""
+    return att is not None and att >= min_attainment
+
+
+def req_failed_share(summary: dict) -> float:
+    req = summary["requests"]
+    return req["failed"] / req["issued"] if req["issued"] else 0.0
+
+
+def headline_goodput(summary: dict) -> float | None:
+    """The goodput a run is judged by: jobs per second for an agent run with a job SLO, else requests."""
+    jobs = summary.get("jobs") or {}
+    return jobs["goodput"] if jobs.get("attainment") is not None else summary.get("goodput")
+
+
+def _holds_at_both_ends(c: Clause, summary: dict, spec: GateSpec, bounds: dict) -> bool:
+    """The clause's outcome when every latency is the error bound worse and better: its own outcome
+    when both ends agree, else the opposite (so the caller sees a flip)."""
+    e = bounds["error_ms"]
+    if c.name.startswith("slo_attainment") and "slo_attainment" in bounds:
+        lo, hi = bounds["slo_attainment"]
+        ends = (lo >= spec.min_attainment, hi >= spec.min_attainment)
+    elif c.name == "goodput" and "goodput" in bounds and spec.min_goodput is not None:
+        lo, hi = bounds["goodput"]
+        ends = (lo >= spec.min_goodput, hi >= spec.min_goodput)
+    elif c.name.split(" ")[0] in PCT_NAMES:
+        pname, m = c.name.split(" ", 1)
+        v = (summary.get(METRIC_KEYS[m]) or {}).get(pname)
+        limit = float(spec.percentiles[pname][m])
+        ends = (v is not None and v + e <= limit, v is not None and v - e <= limit)
+    elif c.name.startswith("job attainment") or "vs baseline" in c.name:
+        return not c.passed  # no bounds computed for these: an invalid run with them is not judged
+    else:
+        return c.passed  # failures are counted, not timed
+    return c.passed if ends[0] == ends[1] == c.passed else not c.passed
+
+
+PCT_NAMES = ("p50", "p90", "p95", "p99")
 
 
 def _regressions(cur: dict, base: dict, margin: float, significant: dict | None) -> list[Clause]:
@@ -258,3 +360,32 @@ def to_markdown(result: GateResult, title: str = "goodbench gate") -> str:
     for c in result.clauses:
         lines.append(f"| {'✅' if c.passed else '❌'} | {c.name} | {c.threshold} | {c.observed} |")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A run's verdict as every surface shows it: the judge's result and what the run is counted in."""
+
+    word: str  # PASS | FAIL | CANNOT JUDGE | DONE (no clause to judge) | INTERRUPTED (not judged)
+    result: GateResult
+    unit: str  # "requests", or "jobs" for an agent run with a job SLO
+    attainment: float | None
+    goodput: float | None
+    target: float
+
+
+def headline(summary: dict, spec: GateSpec, interrupted: bool = False) -> Headline:
+    """The run's verdict from the one judge (evaluate), with the attainment it headlines: jobs for an
+    agent run whose SLO is judged per job, requests otherwise."""
+    jobs = summary.get("jobs") or {}
+    by_job = jobs.get("attainment") is not None
+    att = jobs["attainment"] if by_job else summary.get("slo_attainment")
+    result = evaluate(summary, spec)
+    if interrupted:
+        word = "INTERRUPTED"
+    elif not result.judgeable:
+        word = "DONE" if result.reason == NOTHING_TO_CHECK else "CANNOT JUDGE"
+    else:
+        word = "PASS" if result.passed else "FAIL"
+    unit = "jobs" if by_job else "requests"
+    return Headline(word, result, unit, att, headline_goodput(summary), spec.min_attainment)

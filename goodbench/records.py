@@ -148,7 +148,8 @@ class RunMeta:
     requested_rate: float | None = None
     planned_requests: int | None = None  # what the schedule holds (None: a duration-bound closed loop)
     max_concurrency: int | None = None
-    target_attainment: float | None = None  # the attainment shown as pass (--target-attainment); None: the default
+    target_attainment: float | None = None  # the attainment shown as pass (--min-attainment); None: the default
+    gate: dict | None = None  # the gate the run was judged by ([gate] table form; gating.recorded_spec)
     goodbench_version: str = __version__
     started_wall: str = ""
     host: str = ""

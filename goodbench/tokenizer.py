@@ -1,15 +1,20 @@
 """Token counting. The default is Qwen3's tokenizer.json, shipped inside goodbench (gzip-compressed package
 data, Apache-2.0, see goodbench/data/NOTICE), so everything works offline and installing goodbench pins
-nothing; a local tokenizer.json, a local HF folder, or (with network) a hub name also work. Loaded once
-per process and name."""
+nothing; a local tokenizer.json, a local HF folder, or a hub name (from the hub's local cache, else
+downloaded) also work. A hub name that is not cached fails at once when the hub is off (HF_HUB_OFFLINE)
+or out of reach, instead of the tokenizers library's ~24 s of retries. Loaded once per process and name."""
 
 from __future__ import annotations
 
 import functools
+import glob
 import gzip
 import importlib.resources
 import os
 import random
+import socket
+import threading
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -126,10 +131,66 @@ def _load(name: str | None) -> Tok:
             return Tok(name, Tokenizer.from_file(name))
         except Exception as e:  # tokenizers raises plain Exception subclasses
             raise InputError(f"cannot read tokenizer file {name}: {e}") from None
+    cached = hub_cached(name)
+    if cached:  # the hub's local cache already has it: no network, no retries
+        return Tok(name, Tokenizer.from_file(cached))
+    if hub_offline() or not hub_reachable():
+        raise InputError(
+            f"cannot load tokenizer {name!r}: not a local file or folder, not in the hub's local cache "
+            f"({hub_cache_dir()}), and the hub is {'off (HF_HUB_OFFLINE)' if hub_offline() else 'out of reach'}. "
+            "Pass --tokenizer with a local tokenizer.json or model folder (the server's own), or a hub name "
+            "that is cached; a served model's name is often not a hub name."
+        )
     try:
         return Tok(name, Tokenizer.from_pretrained(name))
     except Exception as e:
         raise InputError(
             f"cannot load tokenizer {name!r} (not a local file/folder; hub download "
-            f"failed: {str(e)[:200]}). Pass a local tokenizer.json or folder."
+            f"failed: {str(e)[:200]}). Pass a local tokenizer.json or folder, or the server's hub name."
         ) from None
+
+
+HUB_PROBE_S = 2.0  # how long the hub may take to accept a connection before it counts as out of reach
+
+
+def hub_offline(env=None) -> bool:
+    """Whether the user turned the hub off (HF_HUB_OFFLINE, or transformers' TRANSFORMERS_OFFLINE)."""
+    env = os.environ if env is None else env
+    return any(
+        env.get(k, "").strip().lower() in ("1", "true", "yes", "on") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def hub_cache_dir(env=None) -> str:
+    """The hub's local cache, as huggingface_hub places it: $HF_HUB_CACHE, else $HF_HOME/hub, else
+    ~/.cache/huggingface/hub."""
+    env = os.environ if env is None else env
+    home = env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return env.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+
+
+def hub_cached(name: str, env=None) -> str | None:
+    """The newest cached tokenizer.json of this hub name (None: not cached)."""
+    snaps = os.path.join(hub_cache_dir(env), "models--" + name.replace("/", "--"), "snapshots")
+    found = glob.glob(os.path.join(glob.escape(snaps), "*", "tokenizer.json"))
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_S) -> bool:
+    """Whether the hub ($HF_ENDPOINT) accepts a connection within timeout_s, name lookup included: the
+    tokenizers library retries an unreachable hub for about 24 s before it gives up."""
+    url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    ok: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+            ok.append(True)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=probe, daemon=True)  # a hung name lookup is left behind, not waited for
+    t.start()
+    t.join(timeout_s)
+    return bool(ok)

@@ -86,8 +86,42 @@ def test_the_fit_recovers_the_step_times(fitted):
 def test_each_run_is_predicted_by_a_fit_without_it(fitted):
     cal, prof, _ = fitted
     assert cal.out_of_sample and all(abs(e) < 0.15 for r in cal.rows for e in r["loro_error"].values())
-    errs = [abs(e) for r in cal.rows for e in r["loro_error"].values()]
-    assert prof.step_time_pct == pytest.approx(100 * float(np.median(errs)), abs=0.05)
+    for m in ("ttft", "itl", "tpot"):  # each metric's own held-out error, not one median over the three
+        errs = [abs(r["loro_error"][f"{m}_p50_ms"]) for r in cal.rows]
+        assert getattr(prof, f"{m}_pct") == pytest.approx(100 * float(np.median(errs)), abs=0.05)
+    assert prof.step_time_pct == max(prof.itl_pct, prof.tpot_pct) and prof.basis.startswith("held out")
+
+
+def test_the_headline_is_each_metrics_held_out_error_not_a_pooled_median():
+    """Issue 39: a pooled median over TTFT, ITL and TPOT said ±1.0% beside a held-out TTFT error of +16%.
+    Per metric, TTFT's own error is the headline's, and it says it is held out."""
+    from goodbench.analysis.calrun import held_out_errors
+    from goodbench.report.tables import calibration_lines
+
+    def row(ttft, itl, tpot):
+        e = {"ttft_p50_ms": ttft, "itl_p50_ms": itl, "tpot_p50_ms": tpot}
+        return {"fit_error": dict.fromkeys(e, 0.001), "loro_error": e}
+
+    rows = [row(0.16, 0.010, -0.008), row(0.15, -0.011, 0.007), row(-0.17, 0.009, 0.009)]
+    pct, basis = held_out_errors(rows)
+    assert pct == {"ttft": 16.0, "itl": 1.0, "tpot": 0.8} and basis.startswith("held out: each of the 3 runs")
+    prof = Profile(dict.fromkeys(TERMS, 1e-3), {}, 1.0, basis, ttft_pct=16.0, itl_pct=1.0, tpot_pct=0.8)
+    (line,) = [x for x in calibration_lines(prof) if "expected error" in x]
+    assert "TTFT ±16.0% · ITL ±1.0% · TPOT ±0.8% (held out" in line, line
+    assert held_out_errors(rows[:1])[1].startswith("in sample")  # one run: its own fit, and it says so
+
+
+def test_a_profile_without_per_metric_errors_still_reads_and_headlines(tmp_path):
+    from goodbench.report.tables import calibration_lines
+
+    old = load_profile(write(tmp_path))  # step_time_pct only, as profiles were written before issue 39
+    assert old.ttft_pct is None and any("expected error: ±4.2% (test)" in x for x in calibration_lines(old))
+    text = render_profile(
+        Profile(old.terms, {}, 2.0, "held out: x", ttft_pct=16.0, itl_pct=1.0, tpot_pct=2.0), "t", "0"
+    )
+    (tmp_path / "new.toml").write_text(text)
+    new = load_profile(str(tmp_path / "new.toml"))
+    assert (new.ttft_pct, new.itl_pct, new.tpot_pct, new.step_time_pct) == (16.0, 1.0, 2.0, 2.0)
 
 
 def test_a_simulation_with_the_profile_reports_the_profiles_error(fitted, tmp_path):
@@ -98,7 +132,8 @@ def test_a_simulation_with_the_profile_reports_the_profiles_error(fitted, tmp_pa
         result_dir=str(tmp_path),
     )
     u = run.summary["engine_uncertainty"]
-    assert u["step_time_pct"] == prof.step_time_pct and prof.path in u["basis"]
+    assert u["step_time_pct"] == prof.step_time_pct and prof.path in u["basis"] and "held out" in u["basis"]
+    assert u["ttft_pct"] == prof.ttft_pct and "held out" in u["ttft_basis"]  # its own TTFT error, not pooled
 
 
 def test_calibrate_refuses_what_it_cannot_fit(tmp_path):

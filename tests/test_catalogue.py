@@ -83,3 +83,21 @@ def test_a_row_without_summary(tmp_path):
     with Catalogue(str(tmp_path / "h.sqlite")) as cat:
         cat.upsert([(d, run_row({"run_id": "r1"}, None), None)])
         assert cat.count() == 1 and cat.con.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
+
+
+def test_a_catalogue_from_before_the_loop_column_is_migrated_and_read_again(tmp_path):
+    """Schema 1 (no loop or knobs columns): opened, read-only included, it gets them, and every row is read
+    again at the next index (a locust run's key moves to its own series)."""
+    from goodbench.history import catalogue as catmod
+
+    db = str(tmp_path / "old.sqlite")
+    d = write_run(str(tmp_path), "r1", 0, {"goodput": 3.0})
+    with sqlite3.connect(db) as con:
+        con.executescript(catmod._SCHEMA.replace(", loop TEXT, knobs TEXT", "") + "; PRAGMA user_version = 1;")
+        con.execute("INSERT INTO runs (path, run_id, identity, sig) VALUES ('r1', 'r1', 'old', 'same')")
+    with Catalogue(db, readonly=True) as cat:
+        cols = {r[1] for r in cat.con.execute("PRAGMA table_info(runs)")}
+        assert {"loop", "knobs"} <= cols and cat.signatures() == {"r1": None}
+    with Catalogue(db) as cat:
+        res = index_dirs(cat, [str(tmp_path)])
+        assert res.indexed == 1 and cat.con.execute("SELECT identity FROM runs").fetchone()[0] == _row(d)["identity"]

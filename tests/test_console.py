@@ -40,7 +40,7 @@ def test_failed_run_shows_fail_and_warning():
     recs = [RequestRecord("r0", "a", 0.0, 0.0, None, 0.1, status="http_error", http_status=500, error="boom")]
     meta = RunMeta("x", slo={"ttft": 100.0})
     out = render(summarize(RunResult(meta, recs)), meta.to_dict())
-    assert out.startswith("FAIL  0.0% of 1 requests")
+    assert out.startswith("CANNOT JUDGE  0.0% of 1 requests")  # as the gate (exit 2): one verdict
     assert "no request completed" in out
     assert "failed 1 (http_error 1)" in out and "{" not in out  # counts as words, not a Python dict
 

@@ -155,7 +155,7 @@ def test_thin_per_class():
 
 @pytest.mark.parametrize("recs,valid", [(steady(), True), (steady(lag=0.05), False)])
 def test_assess_runs_every_check_in_order(recs, valid):
-    ok, warnings = hz.assess(evidence(recs))
+    ok, warnings, _ = hz.assess(evidence(recs))
     assert ok is valid
     assert warnings == [h.text for check in hz.CHECKS for h in check(evidence(recs))]
 
@@ -176,7 +176,10 @@ def test_tokenizer_mismatch_names_the_tokenizer_to_pass():
     e.model, e.tokenizer = "Qwen/Qwen2.5-7B-Instruct", "llama-3"
     found = hz.tokenizer_mismatch(e)
     assert found and "500 output tokens" in found[0].text and "counts 400 (-20.0%)" in found[0].text
-    assert "--tokenizer Qwen/Qwen2.5-7B-Instruct" in found[0].text
+    assert "--tokenizer Qwen/Qwen2.5-7B-Instruct" in found[0].text and "local cache" in found[0].text
+    e.model = "llama-8b"  # a served alias (--served-model-name): no hub name to pass
+    text = hz.tokenizer_mismatch(e)[0].text
+    assert "--tokenizer llama-8b" not in text and "--tokenizer PATH" in text and "'llama-8b' may not be" in text
     close = [RequestRecord("r", "a", 0, 0, 0.1, 0.2, (0.1, 0.2), (1, 1), 100, "usage", output_tokens_local=99)]
     assert hz.tokenizer_mismatch(evidence(close)) == []
 

@@ -11,6 +11,7 @@ from histruns import clone_run, noisy_series, write_run
 
 import goodbench as gb
 from goodbench.errors import InputError, UsageError
+from goodbench.history.identity import describe
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +128,5 @@ def test_sweep_cells_carry_the_labels_and_index_themselves(tmp_path):
     runs = gb.history_runs(gb.HistoryFilters(labels={"k": "v"}, under=out.dir))
     assert len(runs) == 2 and all("/cells/" in r["dir"] and r["server"] == "goodbench-sim" for r in runs)
     assert len({r["identity"] for r in runs}) == 2  # another chunk size: another series
+    heads = sorted(describe(t.series.identity) for t in gb.history_trend("goodput", gb.HistoryFilters(under=out.dir)))
+    assert [h.rsplit(" · ", 1)[1] for h in heads] == ["max_num_batched_tokens=1024", "max_num_batched_tokens=2048"]

@@ -334,7 +334,8 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
     sim = gb.simulate(wl, gb.EngineConfig(calibration=profile, max_model_len=8192), result_dir=str(tmp_path)).summary
     assert live["requests"]["failed"] == 0 and sim["requests"]["failed"] == 0
     got = {k: (sim[k]["p50"], live[k]["p50"]) for k in ("ttft_ms", "itl_ms")}
-    print(f"\ncalibrated: {cal.profile.terms}; in-sample error {cal.profile.step_time_pct}%")
+    pr = cal.profile
+    print(f"\ncalibrated: {pr.terms}; in-sample error TTFT {pr.ttft_pct}%, ITL {pr.itl_pct}%, TPOT {pr.tpot_pct}%")
     print(f"front end (ms), calibration run: {cal.rows[0].get('front_end_ms')}; notes: {cal.notes}")
     q = cal.profile.step_jitter
     print(f"step scatter, 10th-90th percentile: x{q[9]:.3f}-x{q[89]:.3f}" if q else "no step scatter kept")

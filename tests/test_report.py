@@ -361,6 +361,38 @@ def test_engine_figure_leaves_out_empty_panels_and_names_gauges_in_words(tmp_pat
     assert "requests running (vllm)" in legends and "KV cache used (vllm) (%)" in legends and "vllm:" not in legends
 
 
+def test_engine_figure_names_scraped_label_sets_and_keeps_kv_use_on_its_percent_axis(tmp_path, monkeypatch):
+    """Scraped series carry label sets (vLLM: model_name, engine): the legend keeps only what tells two
+    series apart (engine 0 / engine 1), and KV-cache use, whatever its labels, is drawn in % on the right
+    axis as the caption says, never on the request axis, and never crowded out by one count per engine."""
+    pytest.importorskip("matplotlib")
+    from goodbench.report import runfigures
+
+    def key(name, engine):
+        return f'vllm:{name}{{model_name="meta-llama/Llama-3.1-8B",engine="{engine}"}}'
+
+    NUMS = {"num_requests_running": 4.0, "num_requests_waiting": 1.0, "kv_cache_usage_perc": 0.3}
+
+    class View:
+        label = "r"
+        steps = None
+        server = [{"t": float(t), "metrics": {key(n, e): v for n, v in NUMS.items() for e in "01"}} for t in range(10)]
+
+    figs = []
+    monkeypatch.setattr(runfigures, "_save", lambda fig, plt, path: figs.append(fig) or path)
+    runfigures.engine_steps([View()], str(tmp_path))
+    left, right = figs[0].axes
+    words = lambda ax: [t.get_text() for t in ax.get_legend().get_texts()]  # noqa: E731
+    assert sorted(words(left)) == [f"r: requests {s} (vllm) engine {e}" for s in ("running", "waiting") for e in "01"]
+    assert right.get_ylabel() == "%" and sorted(words(right)) == [
+        f"r: KV cache used (vllm) engine {e} (%)" for e in "01"
+    ]
+    assert [max(line.get_ydata()) for line in right.get_lines()] == [30.0, 30.0]
+    import matplotlib.pyplot as plt
+
+    plt.close(figs[0])
+
+
 def _judged_run(tmp_path, target):
     """10 requests, 8 within a 500 ms TTFT (attainment 80%), recorded with this --target-attainment."""
     from goodbench.rundir import RunDir

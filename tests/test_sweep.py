@@ -40,6 +40,27 @@ def test_indistinguishable_goodputs_prefer_the_better_latency():
     assert "budget=512" in text.split("—")[0] and "indistinguishable from g,budget=4096" in text
 
 
+def test_within_a_goodput_tie_the_shortest_stall_wins():
+    """Issue 39's H100 cells: every goodput ties; the budget that fits the 3,000-token prompt (4096, as
+    unchunked) has the lowest pooled ITL p99 (8.0 ms) but stalls short streams for 75.6 ms; 256 stalls
+    them 11.1 ms and wins. Goodput still comes first: a cell outside the tie loses whatever its stall."""
+    from goodbench.analysis.sweep import rank
+
+    def cell(budget, goodput, stall, itl, ttft=100.0):
+        return {"gpu": "h100-sxm", "cell": f"b{budget}", "goodput": goodput, "goodput_lo": 5.05,
+                "goodput_hi": 5.12, "stall_p99_ms": stall, "itl_p99_ms": itl, "ttft_p99_ms": ttft}  # fmt: skip
+
+    rows = [cell(256, 5.118, 11.1, 10.7), cell(512, 5.118, 16.5, 15.8), cell(4096, 5.116, 75.6, 8.0)]
+    rows.append(cell(128, 4.0, 5.0, 5.0) | {"goodput_lo": 3.8, "goodput_hi": 4.2})
+    ranked, tied, top = rank(rows)
+    assert [r["cell"] for r in ranked] == ["b256", "b512", "b4096", "b128"] and len(tied) == 3
+    b = best_per_tier(rows)["h100-sxm"]
+    assert b["cell"] == "b256" and b["stall_p99_ms"] == 11.1 and "shortest stall" in b["rule"]
+    assert [t["cell"] for t in b["tied"]] == ["b512", "b4096"]
+    no_long = [{k: v for k, v in r.items() if k != "stall_p99_ms"} for r in rows[:3]]
+    assert best_per_tier(no_long)["h100-sxm"]["cell"] == "b4096"  # no long class: the pooled ITL p99 decides
+
+
 def test_external_cells_are_labelled_with_what_is_known():
     from goodbench.analysis.grid import Cell
     from goodbench.analysis.live import external_gpu
@@ -113,6 +134,10 @@ def test_sweep_cli_finds_a_chunk_size_per_tier(tmp_path):
     assert all(c["max_num_batched_tokens"] > 100_000 for c in unchunked)  # vLLM: max_model_len
     assert data["best"]["h100-sxm"]["enable_chunked_prefill"] is True  # HOL: chunking wins on the default tier
     assert len(os.listdir(out / "cells")) == 6
+    for c in rows:  # the stall a short stream felt, and the verdict gating gives the cell
+        assert float(c["stall_p99_ms"]) >= 0 and c["long_class"] == "long"
+        assert c["verdict"] == ("pass" if float(c["slo_attainment"]) >= 0.95 else "fail")
+    assert "stall p99" in r.stdout
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is not None:

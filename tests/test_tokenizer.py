@@ -5,6 +5,7 @@ import hashlib
 import importlib.resources
 import os
 import random
+import time
 
 import pytest
 from conftest import ROOT
@@ -85,3 +86,38 @@ def test_counting_a_long_text_in_a_thread_leaves_the_gil_to_the_event_loop():
         now = time.monotonic()
         gap, last = max(gap, now - last), now
     assert counted == [200_000] * 3 and gap < 0.2, gap
+
+
+def _tiny_tokenizer(path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    t = Tokenizer(models.WordLevel({"hello": 0, "world": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    t.save(str(path))
+
+
+def test_a_hub_name_offline_fails_at_once_with_what_to_pass(tmp_path, monkeypatch):
+    """Offline, a hub name the local cache lacks (a served model's alias, say) is refused at once, saying
+    what to pass, not after the tokenizers library's ~24 s of retries; a cached one loads from the cache."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    t0 = time.monotonic()
+    with pytest.raises(InputError) as e:
+        tokenizer.load("no-such-org/no-such-model-39")
+    assert time.monotonic() - t0 < 2.0
+    assert "HF_HUB_OFFLINE" in str(e.value) and "local tokenizer.json" in str(e.value)
+    snap = tmp_path / "hub" / "models--some-org--cached-model" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    _tiny_tokenizer(snap / "tokenizer.json")
+    assert tokenizer.load("some-org/cached-model").count("hello world") == 2
+
+
+def test_an_unreachable_hub_is_refused_within_the_probe(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens on loopback
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match="out of reach"):
+        tokenizer.load("no-such-org/another-model-39")
+    assert time.monotonic() - t0 < tokenizer.HUB_PROBE_S + 1.0

@@ -1,4 +1,5 @@
-"""Chunk-size advice from first principles, then checked against a simulated sweep.
+"""Chunk-size advice from first principles, then settled on a simulated sweep of sizes by the sweep's own
+best-cell rule (settle), so `advise` and `sweep` on the same traffic give one answer.
 
 Two bounds:
 - memory: a chunk of N prompt tokens needs activation memory and KV for N tokens on top of the KV the
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ..arrivals import ArrivalSpec
 from ..engine.config import EngineConfig
@@ -128,9 +131,15 @@ def check_sizes(a: Advice) -> list[int]:
     return sorted({256, 512, 1024, 2048, 4096, a.chunk} & set(range(lo, a.memory_ceiling + 1)) | {a.chunk})
 
 
-def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0) -> list[dict]:
-    """Simulate the check workload at each of check_sizes(a) on the advised tier. Rows are sweep rows
-    plus the long class's TTFT (long_ttft_p50_ms / long_ttft_p99_ms); cells go to a temporary folder,
+def p95_prompt(plan) -> int:
+    """The 95th-percentile prompt length of a plan's requests, tokens (what the SLO bound sizes for)."""
+    return int(math.ceil(np.percentile([r.prompt_tokens for r in plan.requests], 95)))
+
+
+def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0, plan=None) -> list[dict]:
+    """Simulate the check workload (or plan, already built from it) at each of check_sizes(a) on the
+    advised tier. Rows are sweep rows (stall_p99_ms, verdict) plus the long class's TTFT
+    (long_ttft_p50_ms / long_ttft_p99_ms) and the pooled ITL max; cells go to a temporary folder,
     removed afterwards."""
     import tempfile
 
@@ -139,61 +148,63 @@ def check(a: Advice, base: EngineConfig, spec: WorkloadSpec, tok, jobs: int = 0)
     from .grid import grid
     from .sweep import run_sweep, setup
 
-    plan = build_plan(spec, tok)
+    plan = plan if plan is not None else build_plan(spec, tok)
     cells = grid([base.gpu], {"max_num_batched_tokens": check_sizes(a)})
     with tempfile.TemporaryDirectory(prefix="goodbench-advise-") as out:  # removed afterwards, even on Ctrl-C
         s = setup(spec, plan, base, cells, out, "check", [base.gpu], {})
         rows = run_sweep(s, Simulated(jobs, keep_summaries=True)).rows
     for r in rows:
         summary = r.pop("summary", {})
-        long_ttft = (summary.get("per_class") or {}).get("long", {}).get("ttft_ms", {})
+        long_ttft = (summary.get("per_class") or {}).get(r.get("long_class") or "long", {}).get("ttft_ms", {})
         r["long_ttft_p50_ms"], r["long_ttft_p99_ms"] = long_ttft.get("p50"), long_ttft.get("p99")
         r["itl_max_ms"] = (summary.get("itl_ms") or {}).get("max")
     return rows
 
 
-# what the check compares, and which way is better (+1 higher, -1 lower)
-CHECK_COLUMNS = (
-    ("slo_attainment", 1),
-    ("goodput", 1),
-    ("long_ttft_p99_ms", -1),
-    ("itl_p99_ms", -1),
-    ("itl_max_ms", -1),
-)
+@dataclass
+class AdviceCheck:
+    """The advice settled on its simulated check: the budget is the sweep's best-cell rule
+    (analysis.sweep.rank: goodput, then the shortest stall) over the simulated sizes, so `advise` and a
+    sweep of the same traffic give one answer; then whether that budget meets the TTFT SLO the advice was
+    derived from (the long class's TTFT p99 against it) and the SLO verdict (gating) on its cell."""
+
+    rows: list[dict]
+    budget: int | None  # None: no size delivered a goodput
+    derived: int  # the SLO-bound chunk from first principles (Advice.chunk)
+    ttft_slo_ms: float
+    long_class: str | None
+    long_ttft_p99_ms: float | None
+    verdict: str | None  # gating's verdict on the budget's cell: pass, fail or cannot judge
+    slo_attainment: float | None = None
+
+    @property
+    def miss_ms(self) -> float | None:
+        """How far the long class's TTFT p99 is over the TTFT SLO (0.0: within it; None: unknown)."""
+        if self.long_ttft_p99_ms is None:
+            return None
+        return max(0.0, self.long_ttft_p99_ms - self.ttft_slo_ms)
+
+    @property
+    def meets(self) -> bool:
+        return self.verdict == "pass" and self.miss_ms == 0.0
 
 
-def _better(a: dict, b: dict, key: str, sign: int, tol: float = 0.005) -> int:
-    """+1 when a beats b on key (by more than tol, relative), -1 when worse, 0 when level or unknown."""
-    x, y = a.get(key), b.get(key)
-    if x is None or y is None or abs(x - y) <= tol * max(abs(x), abs(y), 1e-9):
-        return 0
-    return 1 if (x - y) * sign > 0 else -1
+def settle(a: Advice, rows: list[dict]) -> AdviceCheck:
+    """The advised budget: the best simulated size by the sweep's rule, with the check's verdict on it."""
+    from .sweep import rank
 
-
-def reconcile(a: Advice, rows: list[dict]) -> str | None:
-    """What the simulated check says about the advice, when it disagrees: a size at least as good on
-    every column and better on one (dominating: take it), or better on TTFT and ITL p99 but with a
-    longer worst stall (ITL max), which is what the advice minimises (the table then explains it)."""
-    ok = [r for r in rows if not r.get("error")]
-    advised = next((r for r in ok if r["max_num_batched_tokens"] == a.chunk), None)
-    if advised is None:
-        return None
-    rivals = []
-    for r in ok:
-        votes = [_better(r, advised, k, s) for k, s in CHECK_COLUMNS]
-        if r is not advised and min(votes) >= 0 and max(votes) > 0:
-            return (
-                f"the check favours {r['max_num_batched_tokens']} tokens: at least as good as the advised "
-                f"{a.chunk} on every column and better on some; take {r['max_num_batched_tokens']}"
-            )
-        if r is not advised and min(votes[:4]) >= 0 and max(votes[:4]) > 0:
-            rivals.append(r)
-    if not rivals:
-        return None
-    best = max(rivals, key=lambda r: (r["goodput"] or 0, -(r["long_ttft_p99_ms"] or 0)))
-    return (
-        f"at this load {best['max_num_batched_tokens']} tokens does better on TTFT and ITL p99 at the same "
-        f"goodput, but its worst stall is longer (ITL max {best['itl_max_ms']:.1f} vs {advised['itl_max_ms']:.1f} "
-        f"ms): the advice is the smallest chunk that meets the TTFT SLO, which keeps decoding streams' longest "
-        f"stall shortest. Take {best['max_num_batched_tokens']} if stalls of that length are acceptable."
+    ranked = rank(rows)[0]
+    slo = a.inputs["ttft_slo_ms"]
+    if not ranked:
+        return AdviceCheck(rows, None, a.chunk, slo, None, None, None)
+    b = ranked[0]
+    return AdviceCheck(
+        rows,
+        b["max_num_batched_tokens"],
+        a.chunk,
+        slo,
+        b.get("long_class"),
+        b.get("long_ttft_p99_ms"),
+        b.get("verdict"),
+        b.get("slo_attainment"),
     )

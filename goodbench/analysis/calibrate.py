@@ -35,7 +35,7 @@ from ..engine.virtual.clock import ClockFollower, derivatives, step_wait, times_
 from ..engine.virtual.instance import run_instance
 from ..errors import InputError
 from ..workloads.plan import Plan
-from .calrun import MIN_GAPS, RunData, decode_gaps, load_run
+from .calrun import MIN_GAPS, RunData, decode_gaps, errors, held_out_errors, load_run, observed_stats
 
 HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
 # pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
@@ -357,14 +357,6 @@ def fit_scattered(runs: list[RunData], cfg: EngineConfig, terms: dict | None = N
     return terms, step_spread(runs, terms) or spread
 
 
-def observed_stats(run: RunData) -> dict:
-    return {
-        "ttft_p50_ms": float(np.nanmedian(run.ttft)) * 1000,
-        "itl_p50_ms": run.itl_p50 * 1000,
-        "tpot_p50_ms": float(np.nanmedian(run.tpot)) * 1000,
-    }
-
-
 def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict, spread: tuple = ()) -> dict:
     """TTFT, ITL and TPOT p50 of the run replayed with these terms and step spread, as a simulation with
     the profile gives them, and its mean time outside the server's queue + prefill (the front end and
@@ -416,14 +408,10 @@ class Calibration:
     scheduling: str = ""  # what the fit assumed about async scheduling, and why
 
 
-def _errors(obs: dict, pred: dict) -> dict:
-    return {k: pred[k] / obs[k] - 1 for k in obs if obs[k]}
-
-
 def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calibration:
     """Fit a profile to the runs; with two or more, each run is also predicted by a fit without it.
-    The profile's step_time_pct is the median |error| of those predictions' TTFT, ITL and TPOT p50
-    (in sample with one run, and its basis says so)."""
+    The profile's ttft_pct, itl_pct and tpot_pct are those predictions' errors (held_out_errors), and its
+    step_time_pct the larger of ITL's and TPOT's (what a step's time is off by)."""
     runs = [load_run(p) for p in paths]
     say = on_stage or (lambda text: None)
     both = " (with and without async scheduling)" if base.async_scheduling is None else ""
@@ -431,7 +419,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     cfg, terms, sched = fit_scheduling(runs, base)
     say("measuring how the server's steps scatter, and fitting again with them ...")
     terms, spread = fit_scattered(runs, cfg, terms)
-    rows, errs = [], []
+    rows = []
     for i, run in enumerate(runs):
         obs = observed_stats(run)
         row = {
@@ -440,24 +428,16 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
             "observed": obs,
             "fitted": predicted_stats(run, cfg, terms, spread),
         }
-        row["fit_error"] = _errors(obs, row["fitted"])
+        row["fit_error"] = errors(obs, row["fitted"])
         if run.front_end_s is not None:
             row["front_end_ms"] = {"measured": run.front_end_s * 1e3, "fitted": row["fitted"]["front_end_ms"]}
         if len(runs) > 1:
             say(f"leave-one-run-out: fitting without {run.path} ...")
             others = runs[:i] + runs[i + 1 :]
             row["loro"] = predicted_stats(run, cfg, *fit_scattered(others, cfg))
-            row["loro_error"] = _errors(obs, row["loro"])
-        errs += [abs(e) for e in row.get("loro_error", row["fit_error"]).values()]
+            row["loro_error"] = errors(obs, row["loro"])
         rows.append(row)
-    oos = len(runs) > 1
-    pct = float(np.median(errs)) * 100
-    basis = (
-        f"median |error| of TTFT, ITL and TPOT p50 over {len(runs)} runs, each predicted by a fit without it"
-        if oos
-        else "median |error| of TTFT, ITL and TPOT p50 on the one run it was fitted to (in sample: calibrate on "
-        "two or more runs for an out-of-sample figure)"
-    )
+    pct, basis = held_out_errors(rows)
     engine = {
         **{k: getattr(cfg, k) for k in SERVER_KEYS},
         "num_gpu_blocks": cfg.num_gpu_blocks,
@@ -468,11 +448,11 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "async_scheduling": cfg.async_scheduling,
     }
     prompts = [q.prompt_tokens for r in runs for q in r.requests]
-    prof = Profile(
-        terms, engine, round(pct, 1), basis, tuple(paths), coverage=prompt_coverage(prompts), step_jitter=spread
-    )
+    step = max(pct["itl"], pct["tpot"])
+    prof = Profile(terms, engine, step, basis, tuple(paths), coverage=prompt_coverage(prompts), step_jitter=spread)
+    prof = replace(prof, ttft_pct=pct["ttft"], itl_pct=pct["itl"], tpot_pct=pct["tpot"])
     notes = _notes(runs, [row["fitted"]["front_end_ms"] / 1e3 for row in rows], prof, sched)
-    return Calibration(prof, rows, oos, notes, sched.how)
+    return Calibration(prof, rows, len(runs) > 1, notes, sched.how)
 
 
 def _notes(runs: list[RunData], fitted_fe: list[float], prof: Profile, sched: Scheduling) -> list[str]:

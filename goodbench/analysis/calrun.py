@@ -158,3 +158,35 @@ def load_run(path: str) -> RunData:
         " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
         steps,
     )
+
+
+def observed_stats(run: RunData) -> dict:
+    """The run's measured TTFT, ITL and TPOT p50 (ms)."""
+    return {
+        "ttft_p50_ms": float(np.nanmedian(run.ttft)) * 1000,
+        "itl_p50_ms": run.itl_p50 * 1000,
+        "tpot_p50_ms": float(np.nanmedian(run.tpot)) * 1000,
+    }
+
+
+def errors(obs: dict, pred: dict) -> dict:
+    """Each p50's relative error, predicted over observed, less 1."""
+    return {k: pred[k] / obs[k] - 1 for k in obs if obs[k]}
+
+
+METRICS = {"ttft": "ttft_p50_ms", "itl": "itl_p50_ms", "tpot": "tpot_p50_ms"}  # a profile's error per metric
+
+
+def held_out_errors(rows: list[dict]) -> tuple[dict, str]:
+    """({ttft, itl, tpot}: median |error| of that p50 over the runs, in %; its basis): each run predicted
+    by a fit without it where there are several (its loro_error), else the one run's in-sample fit. Per
+    metric, not one median over all three: TTFT, which the front end and queueing shape, can be off by
+    16% where ITL and TPOT are off by 1%, and a pooled median says 1%."""
+    key = "loro_error" if len(rows) > 1 else "fit_error"
+    pct = {m: round(float(np.median([abs(r[key].get(k, 0.0)) for r in rows])) * 100, 1) for m, k in METRICS.items()}
+    basis = (
+        f"held out: each of the {len(rows)} runs predicted by a fit made without it, median |error| of its p50"
+        if len(rows) > 1
+        else "in sample: the one run it was fitted to (calibrate on two or more runs for a held-out figure)"
+    )
+    return pct, basis

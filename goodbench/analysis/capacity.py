@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..engine.layout import ClusterSpec
 from ..engine.prices import price_table
 from ..engine.virtual import simulate
+from ..gating import GateSpec, evaluate
 from ..limits import TARGET_ATTAINMENT
 from ..metrics.compose import compose
 from ..records import RunMeta, RunResult
@@ -35,7 +36,7 @@ def min_gpus(s: SweepSetup, target: float = TARGET_ATTAINMENT, max_replicas: int
             att = sm["slo_attainment"] or 0.0
             if on_probe:
                 on_probe(c.label, n, att)
-            if att >= target:
+            if evaluate(sm, GateSpec(min_attainment=target)).passed:  # the one judge, as a gated run
                 cost = sm["cost"]
                 row.update(
                     replicas=n,

@@ -19,10 +19,11 @@ from ..records import RunMeta
 from ..rundir import RunDir
 from ..runner import Progress, RunOptions, run_plan
 from ..serverproc import ServerProcess, free_port
+from ..store import load
 from ..workloads import Plan
 from .grid import Cell
 from .rates import probe_facts, probe_plan
-from .sweep import SweepInterrupted, SweepSetup, cell_meta, config_row, start_row, summary_row
+from .sweep import SweepInterrupted, SweepSetup, cell_meta, config_row, stall_row, start_row, summary_row, verdict_row
 
 
 def server_command(
@@ -95,6 +96,8 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
         row["error"] = f"server died during the run: {proc.tail()}"
     proc.close()
     row.update(summary_row(summary))
+    row.update(stall_row(load(rd.dir)))
+    row.update(verdict_row(summary, s.target))
     row.update(config_row(cfg, rd.dir))
     if rd.meta.interrupted:
         issued = summary["requests"]["issued"]

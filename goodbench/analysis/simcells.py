@@ -24,8 +24,10 @@ from .sweep import (
     config_row,
     cost_row,
     slo_scale_row,
+    stall_row,
     start_row,
     summary_row,
+    verdict_row,
 )
 
 # The plan is built once in the parent; forked workers read it from here.
@@ -59,6 +61,8 @@ def run_cell(cell: Cell) -> dict:
     rd.append_many(out.records)
     summary = rd.finish(records=out.records, ci=False)
     row.update(summary_row(summary))
+    row.update(stall_row(RunResult(meta, out.records)))
+    row.update(verdict_row(summary, s.target))
     row.update(cost_row(summary["cost"], layout.label()))
     row.update(slo_scale_row(out.records, s.slo, _SHARED.get("slo_scales") or ()))
     row.update(config_row(cfg, rd.dir))

@@ -10,12 +10,15 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from .. import gating
 from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec, parse_layout
 from ..engine.prices import price_table
 from ..errors import RunDirError, UsageError
 from ..limits import TARGET_ATTAINMENT
 from ..metrics import RequestMetrics
+from ..metrics.derived import measured_arrays
+from ..metrics.hol import stall_p99
 from ..metrics.stats import goodput_interval, wilson
 from ..records import RunMeta
 from ..workloads import Plan, WorkloadSpec
@@ -24,7 +27,8 @@ from .grid import Cell, cell_config
 TIE_TOLERANCE = 0.005  # goodputs within 0.5% of the best are ties
 TIE_RULE = (
     "goodputs are indistinguishable when a cell's goodput lies inside the highest cell's 95% interval (or "
-    "within 0.5% of it); among those the lowest ITL p99 wins, then the lowest TTFT p99"
+    "within 0.5% of it); among those the shortest stall wins (stall p99: the worst short class's ITL p99 "
+    "while a long prefill is in flight), then the lowest ITL p99, then the lowest TTFT p99"
 )
 
 
@@ -179,6 +183,19 @@ def summary_row(s: dict) -> dict:
     return row
 
 
+def stall_row(result) -> dict:
+    """A cell's stall_p99_ms (metrics.hol.stall_p99, from its records: a RunResult) and its long class."""
+    cols = measured_arrays(result)
+    stall, long_name = stall_p99(cols, RequestMetrics(cols))
+    return {"stall_p99_ms": stall, "long_class": long_name}
+
+
+def verdict_row(summary: dict, target: float) -> dict:
+    """A cell's verdict on the SLO, from the project's one judge (gating): pass, fail or cannot judge."""
+    g = gating.evaluate(summary, gating.GateSpec(min_attainment=target))
+    return {"verdict": "cannot judge" if not g.judgeable else ("pass" if g.passed else "fail")}
+
+
 def config_row(cfg: EngineConfig, run_dir: str) -> dict:
     return {
         "max_num_batched_tokens": cfg.max_num_batched_tokens,
@@ -230,7 +247,8 @@ def mark_flips(rows: list[dict], target: float) -> None:
     disagree, so the table's verdict is within the engine's error."""
     for r in rows:
         if r.get("attainment_fast") is not None and r.get("attainment_slow") is not None:
-            r["verdict_could_flip"] = (r["attainment_fast"] >= target) != (r["attainment_slow"] >= target)
+            fast, slow = (gating.attains(r[k], target) for k in ("attainment_fast", "attainment_slow"))
+            r["verdict_could_flip"] = fast != slow
 
 
 def write_results(rows: list[dict], out_dir: str, meta: dict) -> SweepResult:
@@ -276,21 +294,33 @@ def _indistinct(r: dict, top: dict) -> bool:
     return r["goodput"] >= top["goodput"] * (1 - TIE_TOLERANCE) or (lo is not None and r["goodput"] >= lo)
 
 
-def _latency(r: dict) -> tuple[float, float]:
-    return (r.get("itl_p99_ms") or math.inf, r.get("ttft_p99_ms") or math.inf)
+def _felt(r: dict) -> tuple[float, float, float]:
+    """What a user feels, worst first: the stall, the pooled ITL p99, the TTFT p99 (unknown: last)."""
+    return tuple(math.inf if r.get(k) is None else r[k] for k in ("stall_p99_ms", "itl_p99_ms", "ttft_p99_ms"))
+
+
+def rank(rows: list[dict]) -> tuple[list[dict], list[dict], dict | None]:
+    """The best-cell rule (TIE_RULE), the one place it lives: the sweep's best per tier and `advise`'s
+    budget both come from it. Rows of one tier and load -> (ranked, tied with the best, highest goodput):
+    the cells whose goodput cannot be told from the highest, by _felt; then the rest by goodput, then
+    _felt. Failed cells and cells without a goodput are left out."""
+    ok = [r for r in rows if r.get("goodput") is not None and not r.get("error")]
+    if not ok:
+        return [], [], None
+    top = max(ok, key=lambda r: (r["goodput"], [-x for x in _felt(r)]))
+    tied = sorted((r for r in ok if _indistinct(r, top)), key=_felt)
+    rest = sorted((r for r in ok if not _indistinct(r, top)), key=lambda r: (-r["goodput"], *_felt(r)))
+    return tied + rest, tied, top
 
 
 def best_per_tier(rows: list[dict]) -> dict:
-    """Per GPU: the best cell by TIE_RULE, and its margin to the next."""
+    """Per GPU: the best cell by rank (TIE_RULE), and its margin to the next."""
     out = {}
     for gpu in dict.fromkeys(r["gpu"] for r in rows):
         ok = [r for r in rows if r["gpu"] == gpu and r.get("goodput") is not None and not r.get("error")]
-        if not ok:
+        ranked, tied, top = rank(ok)
+        if not ranked:
             continue
-        top = max(ok, key=lambda r: (r["goodput"], [-x for x in _latency(r)]))
-        tied = sorted((r for r in ok if _indistinct(r, top)), key=_latency)
-        rest = sorted((r for r in ok if not _indistinct(r, top)), key=lambda r: (-r["goodput"], *_latency(r)))
-        ranked = tied + rest
         b = ranked[0]
         nxt = ranked[1] if len(ranked) > 1 else None
         out[gpu] = {
@@ -298,6 +328,7 @@ def best_per_tier(rows: list[dict]) -> dict:
             "max_num_batched_tokens": b.get("max_num_batched_tokens"),
             "enable_chunked_prefill": b.get("enable_chunked_prefill"),
             "goodput": b["goodput"],
+            "stall_p99_ms": b.get("stall_p99_ms"),
             "itl_p99_ms": b.get("itl_p99_ms"),
             "next": nxt["cell"] if nxt else None,
             "margin_goodput": (b["goodput"] - nxt["goodput"]) if nxt else None,
@@ -308,7 +339,12 @@ def best_per_tier(rows: list[dict]) -> dict:
             ),
             # added by issue 23: the cells whose goodput cannot be told from the highest, and the rule
             "tied": [
-                {"cell": r["cell"], "goodput": r["goodput"], "itl_p99_ms": r.get("itl_p99_ms")}
+                {
+                    "cell": r["cell"],
+                    "goodput": r["goodput"],
+                    "stall_p99_ms": r.get("stall_p99_ms"),
+                    "itl_p99_ms": r.get("itl_p99_ms"),
+                }
                 for r in tied
                 if r is not b
             ],
@@ -319,15 +355,15 @@ def best_per_tier(rows: list[dict]) -> dict:
 
 
 def _best_at_the_edges(ok: list[dict], best: str) -> dict:
-    """The best cell with step times the engine's error faster and slower (simulated cells): when either
-    is another cell, the best chunk size could flip within that error."""
+    """The best cell by rank with step times the engine's error faster and slower (simulated cells: their
+    goodputs at the edges, ties within 0.5%; the latencies are the cells' own): when either is another
+    cell, the best chunk size could flip within that error."""
     out = {}
     for edge in ("fast", "slow"):
         key = f"goodput_{edge}"
         if all(r.get(key) is not None for r in ok):
-            top = max(r[key] for r in ok)
-            tied = [r["cell"] for r in ok if r[key] >= top * (1 - TIE_TOLERANCE)]
-            out[f"best_if_{edge}"] = best if best in tied else tied[0]
+            ranked = rank([r | {"goodput": r[key], "goodput_lo": None} for r in ok])[0]
+            out[f"best_if_{edge}"] = ranked[0]["cell"]
     if out:
         out["could_flip"] = any(v != best for v in out.values())
     return out

@@ -17,7 +17,7 @@ from .calibration import calibrate
 from .common import Run, load_workload
 from .history import HistoryFilters, HistorySpec, history_dashboard, history_runs, history_trend, index_history
 from .runs import Target, run, run_via_locust, simulate
-from .sweeps import SweepOutcome, advise, check_advice, max_rate, min_gpus, prepare_sweep, sweep
+from .sweeps import SweepOutcome, advice_traffic, advise, check_advice, max_rate, min_gpus, prepare_sweep, sweep
 from .verdicts import compare, gate, load_run, summarize
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "Run",
     "SweepOutcome",
     "Target",
+    "advice_traffic",
     "advise",
     "calibrate",
     "check_advice",

@@ -32,6 +32,7 @@ def simulate(
     labels: dict | None = None,
     on_stage=None,
     target_attainment: float = TARGET_ATTAINMENT,
+    gate=None,
 ) -> Run:
     """The workload through the reference engine in virtual time: a run directory like `run`'s, with
     a `simulation` block (wall time, steps, preemptions, speed-up) and a `cost` block in its summary.
@@ -43,7 +44,7 @@ def simulate(
     from ..engine.virtual import simulate as simulate_plan
 
     spec = as_workload(workload)
-    check_all({"target_attainment": target_attainment})
+    judged = _gate_meta(gate, target_attainment, spec.gate)
     cfg = (engine or EngineConfig()).resolved()
     check_needs(spec, cfg, None, "the simulated engine")
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
@@ -61,7 +62,7 @@ def simulate(
         gpus=layout.gpus(cfg) if layout else {cfg.gpu: cfg.tensor_parallel_size},
         prices=price_table(prices),
         labels=dict(labels or {}),
-        target_attainment=target_attainment,
+        **judged,
     )
     rd = RunDir.open(result_dir, meta, prefix="sim")
     stage(
@@ -227,8 +228,21 @@ def _server_info(ccfg, cfg) -> dict:
     return info
 
 
+def _gate_meta(gate, target_attainment: float, workload_gate: dict | None) -> dict:
+    """run.json's record of how the run is judged: the gate (a gating.GateSpec; default: the workload's
+    [gate] with target_attainment where it was given), kept so every later judge of the run (report,
+    gate) uses it."""
+    from ..gating import spec_from_options
+
+    check_all({"target_attainment": target_attainment})
+    if gate is None:
+        given = None if target_attainment == TARGET_ATTAINMENT else target_attainment
+        gate = spec_from_options(workload_gate, min_attainment=given)
+    return {"target_attainment": gate.min_attainment, "gate": gate.to_table()}
+
+
 def _open_run(
-    spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels, target_attainment: float
+    spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels, judged: dict
 ) -> RunDir:
     """The run directory of a live run: its meta from the plan, the target and the engine it started."""
     cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
@@ -244,7 +258,7 @@ def _open_run(
         max_concurrency=cap,
         labels=dict(labels or {}),
         server=_server_info(ccfg, cfg),
-        target_attainment=target_attainment,
+        **judged,
     )
     meta.label += f",maxconc={cap}" if cap else ""
     return RunDir.open(result_dir, meta)
@@ -267,6 +281,7 @@ def run(
     on_stage=None,
     live=None,
     target_attainment: float = TARGET_ATTAINMENT,
+    gate=None,
 ) -> Run:
     """Drive the workload at an OpenAI-compatible server on the real clock. target: a Target, a base
     URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
@@ -278,7 +293,7 @@ def run(
     from ..runner import Progress, RunOptions, run_plan
 
     spec, target = as_workload(workload), _target(target)
-    check_all({"target_attainment": target_attainment})
+    judged = _gate_meta(gate, target_attainment, spec.gate)
     _check_run_options(target, max_concurrency, workers, grace_s)
     if spec.generator == "agent" and workers > 1:
         raise UsageError("agent jobs run in one load-generator process: leave --workers at 1")
@@ -290,7 +305,7 @@ def run(
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
-        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, target_attainment)
+        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged)
         logs["dir"] = rd.dir
         opts = RunOptions(
             max_concurrency=max_concurrency,
@@ -325,6 +340,7 @@ def run_via_locust(
     pin: bool = True,
     labels: dict | None = None,
     on_stage=None,
+    gate=None,
 ) -> int:
     """The same workload under locust (one process, or a local master and N workers); the locust
     master writes the results directory. Returns its exit code (1: attainment below min_attainment).
@@ -337,7 +353,7 @@ def run_via_locust(
     if spec.generator == "agent":
         raise UsageError("agent jobs run with goodbench's own client: leave out --via locust")
     check_all({"users": users, "spawn_rate": spawn_rate, "locust_workers": locust_workers})
-    check_all({"min_attainment": min_attainment})
+    judged = _gate_meta(gate, min_attainment, spec.gate)  # the master judges with it (its exit code)
     if run_id:
         RunDir.check_free(result_dir, run_id)  # before any load: the master could not write it afterwards
     with _server(_target(target), engine, pin, on_stage) as (target, cfg, _logs), labels_in_env(labels):
@@ -345,6 +361,11 @@ def run_via_locust(
             target = replace(target, model=_connect(target, spec, on_stage).model)
         key = os.environ.get(api_key_env) or None
         server = _server_info(ClientConfig(base_url=target.base_url, model=target.model, api_key=key), cfg)
+        # the locust master writes run.json from this block: how it drives the load, and the engine started
+        # for it (history/identity.py keeps both in the run's identity)
+        loop = "open" if open_loop else "closed"
+        server |= {"driven_as": {"via": "locust", "loop": loop, "users": users, "workers": locust_workers}}
+        server |= {"engine": cfg.to_dict()} if cfg is not None else {}
         return run_locust(
             spec,
             LocustRun(
@@ -355,7 +376,8 @@ def run_via_locust(
                 spawn_rate=spawn_rate,
                 workers=locust_workers,
                 open_loop=open_loop,
-                min_attainment=min_attainment,
+                min_attainment=judged["target_attainment"],
+                gate=judged["gate"],
                 api_key_env=api_key_env,
                 model=target.model,
                 endpoint=target.endpoint,

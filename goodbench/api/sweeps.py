@@ -182,6 +182,24 @@ def advise(
     )
 
 
+def advice_traffic(
+    workload, *, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None, tokenizer: str | None = None
+):
+    """For `advise --workload`: the workload's TTFT SLO (ttft_slo_ms / tpot_slo_ms, when given, replace
+    its thresholds) and its 95th-percentile prompt length -> (WorkloadSpec with that SLO, TTFT SLO ms,
+    p95 prompt tokens)."""
+    from .. import tokenizer as tokmod
+    from ..analysis.advise import p95_prompt
+
+    spec = as_workload(workload)
+    ttft = ttft_slo_ms if ttft_slo_ms is not None else (spec.slo or {}).get("ttft")
+    if ttft is None:
+        raise UsageError(f"workload {spec.name} has no TTFT SLO: give --ttft-slo MS or --goodput ttft:MS")
+    tpot = {"tpot": tpot_slo_ms} if tpot_slo_ms is not None else {}
+    spec = replace(spec, slo=dict(spec.slo or {}) | {"ttft": ttft} | tpot)
+    return spec, float(ttft), p95_prompt(build_plan(spec, tokmod.load(tokenizer, lazy=True)))
+
+
 def check_advice(
     a,
     engine: EngineConfig,
@@ -191,10 +209,18 @@ def check_advice(
     num_prompts: int = 400,
     request_rate: float = 4.0,
     jobs: int = 0,
-) -> list[dict]:
-    """The advice checked on a simulated sweep of chunk sizes (rows with the long class's TTFT)."""
+    workload=None,
+    tokenizer: str | None = None,
+):
+    """The advice settled on a simulated sweep of chunk sizes (analysis.advise.AdviceCheck: the budget the
+    sweep's best-cell rule picks, its rows with the long class's TTFT, and whether the budget meets the
+    TTFT SLO it was derived from). workload: check on this traffic (a WorkloadSpec, name or file, e.g.
+    the one a sweep ran) instead of a synthetic mix of num_prompts requests at request_rate."""
     from .. import tokenizer as tokmod
-    from ..analysis.advise import check, check_workload
+    from ..analysis.advise import check, check_workload, settle
 
-    spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
-    return check(a, engine, spec, tokmod.load(None, lazy=True), jobs)
+    if workload is not None:
+        spec = as_workload(workload)
+    else:
+        spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
+    return settle(a, check(a, engine, spec, tokmod.load(tokenizer, lazy=True), jobs))

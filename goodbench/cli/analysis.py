@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ..limits import PRACTICAL_MARGIN, TARGET_ATTAINMENT
-from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, add_label_args, console, run_labels
+from ..limits import PRACTICAL_MARGIN
+from .common import EXIT_GATE, EXIT_OK, add_goodput_arg, add_label_args, add_min_attainment, console, run_labels
 
 
 def add_parsers(sub) -> None:
@@ -27,11 +27,7 @@ def _add_report(sub) -> None:
         help="where to write (default: the run directory, or combined-<hash> beside the first run)",
     )
     add_goodput_arg(rep, "each run's own")
-    rep.add_argument(
-        "--target-attainment",
-        type=float,
-        help=f"SLO attainment shown as pass (default: each run's own --target-attainment, else {TARGET_ATTAINMENT})",
-    )
+    add_min_attainment(rep, "target_attainment")  # default: each run's recorded gate
     rep.add_argument("--no-figures", action="store_true", help="tables only (fast on huge runs)")
     rep.set_defaults(fn=cmd_report)
 

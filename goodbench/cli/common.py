@@ -264,11 +264,7 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
             help="judge the run afterwards; exit 1 if a clause fails "
             "(also on when the workload file has a [gate] table)",
         )
-    g.add_argument(
-        "--min-attainment",
-        type=float,
-        help=f"SLO attainment needed (default {TARGET_ATTAINMENT}, the workload's [gate])",
-    )
+    add_min_attainment(g, "min_attainment", None)
     for q in PCT_FLAGS:
         g.add_argument(f"--{q}", nargs="+", metavar="METRIC:MS", help=f"{q} ceilings, e.g. ttft:500 itl:100")
     g.add_argument("--max-failed", type=float, help="largest fraction of failed requests, e.g. 0.01")
@@ -293,6 +289,21 @@ def add_gate_args(p: argparse.ArgumentParser, in_run: bool) -> None:
     _add_history_gate_args(g, with_db=not in_run)  # run/simulate have --history-db (add_label_args)
     g.add_argument("--junit", metavar="FILE", help="write the verdict as JUnit XML")
     g.add_argument("--markdown", metavar="FILE", help="write the verdict as a Markdown table (CI job summary)")
+
+
+def add_min_attainment(p, dest: str = "min_attainment", default: float | None = None) -> None:
+    """The one attainment flag, --min-attainment (--target-attainment is its alias): the share of requests
+    (jobs, for agent runs) that must meet the SLO. Precedence, judged in gating.py: this flag, else the
+    workload's [gate] min_attainment, else the run's recorded value, else the default."""
+    p.add_argument(
+        "--min-attainment",
+        "--target-attainment",
+        dest=dest,
+        type=float,
+        default=default,
+        help=f"SLO attainment needed to pass (alias --target-attainment; default {TARGET_ATTAINMENT}: the "
+        "workload's [gate] min_attainment, else the run's recorded one, else this)",
+    )
 
 
 def _add_history_gate_args(g, with_db: bool) -> None:
@@ -393,7 +404,8 @@ def judge(args, run_dir: str, slo: dict | None, table: dict | None, con) -> int:
 
 def maybe_gate(args, run_dir: str, spec, con, summary: dict) -> int:
     """After run/simulate: exit 2 when no request was sent or none succeeded (nothing was measured);
-    else judge when --gate is given or the workload has a [gate] table."""
+    else judge (the same spec the console's headline used) when --gate is given or the workload has a
+    [gate] table."""
     req = summary["requests"]
     if not req["issued"]:
         con.print("[bold red]no request was sent: nothing was measured[/]")

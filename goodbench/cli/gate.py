@@ -30,10 +30,14 @@ def cmd_gate(args) -> int:
     if not os.path.isdir(args.run_dir):
         con.print(f"[bold yellow]CANNOT JUDGE: {args.run_dir} is not a directory[/]")
         return EXIT_USAGE
+    from ..gating import recorded_spec
+
     slo = parse_slo(args.goodput) if args.goodput else None
-    if slo is None:
-        try:
-            slo = load_meta(args.run_dir).slo
-        except RunDirError:
-            slo = None  # judge() reports the unreadable run
-    return judge(args, args.run_dir, slo, None, con)
+    table = None
+    try:
+        meta = load_meta(args.run_dir)
+        slo = slo if slo is not None else meta.slo
+        table = recorded_spec(meta.to_dict()).to_table()  # flags given here override it, clause by clause
+    except RunDirError:
+        pass  # judge() reports the unreadable run
+    return judge(args, args.run_dir, slo, table, con)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..limits import TARGET_ATTAINMENT
+import os
+
 from .common import (
     EXIT_INTERRUPTED,
     Stages,
@@ -12,6 +13,8 @@ from .common import (
     add_workload_args,
     console,
     engine_config,
+    gate_spec,
+    judge,
     maybe_gate,
     run_labels,
     workload,
@@ -98,12 +101,6 @@ def add_run_args(p) -> None:
     )
     r.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
     r.add_argument("--run-id", help="name of the run directory (default: run-DATE-TIME-PID)")
-    r.add_argument(
-        "--target-attainment",
-        type=float,
-        default=TARGET_ATTAINMENT,
-        help=f"SLO attainment shown as pass (default {TARGET_ATTAINMENT}, as gate's --min-attainment)",
-    )
     r.add_argument("--quiet", action="store_true", help="no live progress")
     r.add_argument("--no-pin", action="store_true", help="do not pin the auto-started engine to CPU 0")
     r.add_argument(
@@ -194,22 +191,9 @@ def cmd_run(args) -> int:
     spec = workload(args)
     engine = engine_config(args, resolve=False)
     labels = run_labels(args)
+    gspec = gate_spec(args, spec.gate)  # checked before the clock starts; the headline and the gate use it
     if args.via == "locust":
-        return api.run_via_locust(
-            spec,
-            _target(args),
-            engine=engine,
-            result_dir=args.result_dir,
-            run_id=args.run_id,
-            users=args.users,
-            spawn_rate=args.spawn_rate,
-            locust_workers=args.locust_workers,
-            open_loop=args.open_loop,
-            min_attainment=args.target_attainment,
-            api_key_env=args.api_key_env,
-            pin=not args.no_pin,
-            labels=labels,
-        )
+        return _via_locust(args, con, spec, engine, labels, gspec)
     install_uvloop()
     with Stages(con, quiet=args.quiet) as stages:
         run = api.run(
@@ -227,11 +211,52 @@ def cmd_run(args) -> int:
             labels=labels,
             on_stage=stages,
             live=_live(con, args.quiet, bool(spec.slo), stages),
-            target_attainment=args.target_attainment,
+            gate=gspec,
         )
-    print_summary(con, run.summary, run.meta.to_dict(), args.target_attainment, run.dir)
+    print_summary(con, run.summary, run.meta.to_dict(), gspec, run.dir)
     if run.interrupted:
         kept = run.summary["requests"]["issued"] + run.summary.get("warmup_excluded", 0)
         con.print(f"[yellow]interrupted: {kept} records kept in {run.dir}[/]")
         return EXIT_INTERRUPTED
     return maybe_gate(args, run.dir, spec, con, run.summary)
+
+
+# flags goodbench's own client honours and locust cannot: refused, never silently ignored
+NOT_UNDER_LOCUST = {
+    "tokenizer": "--tokenizer",
+    "max_concurrency": "--max-concurrency (locust's --users is its concurrency)",
+    "scrape": "--scrape-metrics/--no-scrape-metrics",
+}
+
+
+def _via_locust(args, con, spec, engine, labels, gspec) -> int:
+    """`run --via locust`: refuse the flags locust cannot honour, run, then judge the run directory the
+    master wrote with the same gate as a native run."""
+    from .. import api
+    from ..errors import UsageError
+    from ..store import new_run_id
+
+    given = [flag for dest, flag in NOT_UNDER_LOCUST.items() if getattr(args, dest, None) is not None]
+    given += ["--workers (use --locust-workers)"] if args.workers != 1 else []
+    if given:
+        raise UsageError(f"--via locust cannot honour {', '.join(given)}: leave them out or drop --via locust")
+    run_id = args.run_id or new_run_id("locust")
+    rc = api.run_via_locust(
+        spec,
+        _target(args),
+        engine=engine,
+        result_dir=args.result_dir,
+        run_id=run_id,
+        users=args.users,
+        spawn_rate=args.spawn_rate,
+        locust_workers=args.locust_workers,
+        open_loop=args.open_loop,
+        gate=gspec,
+        api_key_env=args.api_key_env,
+        pin=not args.no_pin,
+        labels=labels,
+    )
+    if rc not in (0, 1) or not (args.gate or spec.gate):
+        return rc  # interrupted, a worker lost, or no gate asked: the master's verdict (the same judge)
+    con.rule("gate")
+    return judge(args, os.path.join(args.result_dir, run_id), spec.slo, spec.gate, con)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..limits import TARGET_ATTAINMENT
 from .common import (
     Stages,
     add_engine_args,
@@ -11,6 +10,7 @@ from .common import (
     add_workload_args,
     console,
     engine_config,
+    gate_spec,
     maybe_gate,
     run_labels,
     workload,
@@ -32,12 +32,6 @@ def add_parser(sub) -> None:
     p.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
     p.add_argument("--run-id", help="name of the run directory (default: sim-DATE-TIME-PID)")
     p.add_argument("--step-trace", action="store_true", help="write step_trace.jsonl (slower: no fast path)")
-    p.add_argument(
-        "--target-attainment",
-        type=float,
-        default=TARGET_ATTAINMENT,
-        help=f"SLO attainment shown as pass (default {TARGET_ATTAINMENT}, as gate's --min-attainment)",
-    )
     p.add_argument("--quiet", action="store_true", help="no progress line while the workload is built and simulated")
     add_gate_args(p, True)
     add_label_args(p)
@@ -51,6 +45,7 @@ def cmd_simulate(args) -> int:
 
     con = console()
     spec = workload(args)
+    gspec = gate_spec(args, spec.gate)  # checked before the clock starts; the headline and the gate use it
     with Stages(con, quiet=args.quiet) as stages:
         run = api.simulate(
             spec,
@@ -63,10 +58,10 @@ def cmd_simulate(args) -> int:
             prices=prices(args),
             labels=run_labels(args),
             on_stage=stages,
-            target_attainment=args.target_attainment,
+            gate=gspec,
         )
     s = run.summary
-    print_summary(con, s, run.meta.to_dict(), args.target_attainment, run.dir)
+    print_summary(con, s, run.meta.to_dict(), gspec, run.dir)
     sim = s["simulation"]
     con.print(
         f"  simulated {s['duration_s']:.1f} s in {sim['wall_s']:.2f} s wall "

@@ -9,7 +9,9 @@ from .common import (
     EXIT_OK,
     Stages,
     add_engine_args,
+    add_goodput_arg,
     add_label_args,
+    add_min_attainment,
     add_workload_args,
     console,
     engine_config,
@@ -95,13 +97,7 @@ def _add_backend_args(p) -> None:
         help="per cell, search the highest offered arrival rate (each probe's schedule's own) whose SLO "
         "attainment stays >= --target-attainment, confirmed with 4x the requests",
     )
-    p.add_argument(
-        "--target-attainment",
-        type=float,
-        default=TARGET_ATTAINMENT,
-        help="the attainment that meets the SLO: --find-max-rate, --min-gpus and the table's marks "
-        f"(default {TARGET_ATTAINMENT}, as run and gate; DistServe used 0.9)",
-    )
+    add_min_attainment(p, "target_attainment", TARGET_ATTAINMENT)  # --find-max-rate, --min-gpus, the verdicts
     p.add_argument(
         "--max-probes",
         type=int,
@@ -287,62 +283,89 @@ def _max_rate(args, con, s) -> int:
 def add_advise_parser(sub) -> None:
     p = sub.add_parser(
         "advise",
-        help="chunk-size advice from first principles, checked on the simulator",
-        description="e.g. goodbench advise --gpu h100-sxm --engine-model llama-3.1-8b --ttft-slo 500 --p95-input 6000",
+        help="chunk-size advice from first principles, settled on the simulator by the sweep's rule",
+        description="e.g. goodbench advise --gpu h100-sxm --engine-model llama-3.1-8b --ttft-slo 500 --p95-input 6000; "
+        "for a sweep's traffic: goodbench advise --gpu h100-sxm --workload mixed-long-short --request-rate 6 "
+        "--goodput ttft:500 tpot:50",
     )
     add_engine_args(p)
-    p.add_argument("--ttft-slo", type=float, required=True, help="TTFT SLO, ms")
-    p.add_argument("--tpot-slo", type=float, help="TPOT SLO for the simulated check, ms (optional)")
-    p.add_argument("--p95-input", type=int, required=True, help="95th-percentile prompt length, tokens")
+    p.add_argument(
+        "--workload",
+        metavar="FILE|NAME",
+        help="size and check the advice on this traffic, as `sweep --workload` runs it: its TTFT SLO, 95th-"
+        "percentile prompt, rate and requests (default: 10%% --p95-input prompts among 128-token chats)",
+    )
+    add_goodput_arg(p, "the workload's [slo]; --ttft-slo and --tpot-slo without --workload")
+    p.add_argument("--ttft-slo", type=float, help="TTFT SLO, ms (default: the workload's; required without it)")
+    p.add_argument("--tpot-slo", type=float, help="TPOT SLO, ms (default: the workload's; none without it)")
+    p.add_argument(
+        "--p95-input",
+        type=int,
+        help="95th-percentile prompt length, tokens (default: the workload's; required without)",
+    )
     p.add_argument("--concurrency", type=int, default=32, help="concurrent decodes to reserve KV for (default 32)")
     p.add_argument("--context", type=int, default=1024, help="their context length, tokens (default 1024)")
     p.add_argument("--min-chunk", type=int, default=256, help="smallest chunk considered (default 256)")
     p.add_argument("--time-per-chunk-ms", type=float, help="override the cost model's time per chunk")
-    p.add_argument("--num-prompts", type=int, default=400, help="requests in the simulated check (default 400)")
-    p.add_argument("--request-rate", type=float, default=4.0, help="arrival rate of the check (default 4)")
+    p.add_argument("--num-prompts", type=int, help="requests in the simulated check (default 400, or the workload's)")
+    p.add_argument("--request-rate", type=str, help="arrival rate of the check (default 4, or the workload's)")
+    p.add_argument("--tokenizer", help="tokenizer for --workload (default: the bundled Qwen3 tokenizer)")
     p.add_argument("--jobs", type=int, default=0, help="parallel processes for the check (default: one per CPU)")
     p.add_argument("--no-check", action="store_true", help="skip the simulated check")
     p.set_defaults(fn=cmd_advise)
 
 
+def _advice_inputs(args):
+    """(check workload or None, TTFT SLO, p95 prompt) from --workload or --ttft-slo / --p95-input."""
+    from .. import api
+    from ..errors import UsageError
+    from ..workloads import WorkloadOptions, resolve_workload
+
+    if args.workload is None:
+        if args.ttft_slo is None or args.p95_input is None or args.goodput:
+            raise UsageError("advise: give --ttft-slo and --p95-input, or --workload (with --goodput if it has no SLO)")
+        return None, args.ttft_slo, args.p95_input
+    opts = WorkloadOptions(
+        workload=args.workload, goodput=args.goodput, num_prompts=args.num_prompts, request_rate=args.request_rate
+    )
+    spec, ttft, p95 = api.advice_traffic(
+        resolve_workload(opts), ttft_slo_ms=args.ttft_slo, tpot_slo_ms=args.tpot_slo, tokenizer=args.tokenizer
+    )
+    return spec, ttft, args.p95_input or p95
+
+
 def cmd_advise(args) -> int:
     from .. import api
-    from ..report import tables
+    from ..report import advice, tables
+    from ..workloads.options import parse_rate
 
     con = console()
     base = engine_config(args, resolve=False)
+    spec, ttft, p95 = _advice_inputs(args)
     a = api.advise(
         base,
-        args.ttft_slo,
-        args.p95_input,
+        ttft,
+        p95,
         concurrency=args.concurrency,
         context=args.context,
         min_chunk=args.min_chunk,
         time_per_chunk_ms=args.time_per_chunk_ms,
     )
-    for line in tables.advice_lines(a):
+    for line in advice.advice_lines(a):
         con.print(line)
     if args.no_check:
         return EXIT_OK
+    n, rate = args.num_prompts or 400, parse_rate(args.request_rate or 4.0)
     with con.status("checking the chunk sizes on the simulator ..."):
-        rows = api.check_advice(
-            a,
-            base,
-            args.ttft_slo,
-            args.tpot_slo,
-            num_prompts=args.num_prompts,
-            request_rate=args.request_rate,
-            jobs=args.jobs,
-        )
-    from ..analysis.advise import reconcile
-
-    con.print(tables.advice_check_table(a, rows, args.num_prompts, args.request_rate))
-    legend = tables.flip_legend(
-        rows, TARGET_ATTAINMENT
-    )  # the check sweep's verdict bar (analysis.sweep.setup's default)
+        chk = api.check_advice(
+            a, base, ttft, args.tpot_slo, num_prompts=n, request_rate=rate, jobs=args.jobs, workload=spec,
+            tokenizer=args.tokenizer,
+        )  # fmt: skip
+    title = advice.advice_check_title(a, spec, n, rate)
+    con.print(advice.advice_check_table(a, chk, title))
+    legend = tables.flip_legend(chk.rows, TARGET_ATTAINMENT)  # the check sweep's verdict bar (sweep.setup's default)
     if legend:
         con.print(legend, style="dim")
-    verdict = reconcile(a, rows)
-    if verdict:
-        con.print(f"  note: {verdict}", style="yellow")
+    for line in advice.advice_check_lines(chk):
+        con.print(line)
     return EXIT_OK

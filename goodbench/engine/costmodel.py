@@ -296,6 +296,8 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
         profile={
             "path": prof.path,
             "step_time_pct": prof.step_time_pct,
+            "ttft_pct": prof.ttft_pct,  # None in older profiles (their step_time_pct pooled TTFT in)
+            "error_basis": prof.basis,
             # the 10th and 90th percentiles of its steps' scatter (engine/jitter.py), where it keeps one
             "scatter": list(jitter.deciles(prof.step_jitter)) if prof.step_jitter else None,
         },

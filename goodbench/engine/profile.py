@@ -72,7 +72,7 @@ HELP = {
 class Profile:
     terms: dict  # TERMS -> seconds
     engine: dict = field(default_factory=dict)  # ENGINE_KEYS the server ran with, where known
-    step_time_pct: float | None = None  # the fit's error (leave-one-run-out with several runs)
+    step_time_pct: float | None = None  # a step's error: the larger of itl_pct and tpot_pct (older: all three's median)
     basis: str = ""
     runs: tuple = ()
     path: str = ""
@@ -82,6 +82,11 @@ class Profile:
     # percentiles (jitter.PERCENTILES) of a step's time over its model time, from the runs' decode-only gaps
     # (engine/jitter.py): simulations scatter their steps as the server did; empty: every step its model time
     step_jitter: tuple = ()
+    # per metric, the median |error| of each run's p50 as predicted (held out with several runs: a fit
+    # without that run; the basis says which); None in profiles written before they existed
+    ttft_pct: float | None = None
+    itl_pct: float | None = None
+    tpot_pct: float | None = None
 
     def __post_init__(self):  # terms a profile may leave out (written before they existed) are 0
         object.__setattr__(self, "terms", {**dict.fromkeys(OPTIONAL, 0.0), **self.terms})
@@ -115,17 +120,28 @@ def load_profile(path: str) -> Profile:
     eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS + SERVER_KEYS if k in d.get("engine", {})}
     _check_server(eng, path)
     meta = d.get("profile", {})
-    pct = meta.get("step_time_pct")
+    pct = {k: _pct(meta, k, path) for k in ("step_time_pct", "ttft_pct", "itl_pct", "tpot_pct")}
     return Profile(
         terms,
         eng,
-        float(pct) if pct is not None else None,
+        pct.pop("step_time_pct"),
         str(meta.get("basis", "")),
         tuple(meta.get("runs", ())),
         os.path.abspath(path),
         _coverage(d.get("coverage"), path),
         _jitter(d.get("jitter"), path),
+        **pct,
     )
+
+
+def _pct(meta: dict, key: str, path: str) -> float | None:
+    """[profile] key as a percentage >= 0, None where the profile leaves it out (written before it existed)."""
+    v = meta.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+        raise InputError(f"{path}: [profile] {key}: a percentage >= 0")
+    return float(v)
 
 
 def _check_server(eng: dict, path: str) -> None:
@@ -277,8 +293,9 @@ def render_profile(p: Profile, created: str, version: str) -> str:
         f"goodbench_version = {_toml(version)}",
         f"runs = {_toml(list(p.runs))}",
     ]
-    if p.step_time_pct is not None:
-        out.append(f"step_time_pct = {p.step_time_pct:.1f}")
+    for key in ("ttft_pct", "itl_pct", "tpot_pct", "step_time_pct"):
+        if getattr(p, key) is not None:
+            out.append(f"{key} = {getattr(p, key):.1f}")
     out += [f"basis = {_toml(p.basis)}", "", "[terms]  # seconds"]
     out += [f"{k} = {p.terms[k]:.6g}  # {HELP[k]}" for k in TERMS]
     if p.engine:

@@ -70,28 +70,16 @@ def _below_fitted_bandwidth(gpus: list[str]) -> str:
 def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
     """{step_time_pct, basis, regimes, ttft_pct, ttft_basis} for a simulated run from run.json's engine
     config and the simulation's counters (None for a run without them). step_time_pct is a typical
-    (median) error: half the public points in that regime were further off. ttft_pct (public tiers
-    only: a profile fits its own front end, and its step_time_pct covers TTFT) adds the front end the
-    shipped model does not price."""
+    (median) error: half the public points in that regime were further off. ttft_pct: on public tiers it
+    adds the front end the shipped model does not price; a calibration profile (which fits its own front
+    end) gives its own TTFT error, held out where it was fitted to several runs."""
     if not engine or not stats or not stats.get("busy_s"):
         return None
     prof = stats.get("profile")
     tiers = _tiers(engine, stats)
     regs = regimes(stats.get("mean_batch") or 1.0, stats.get("prefill_share") or 0.0, max(tp for _, tp in tiers))
     if prof:
-        pct = prof.get("step_time_pct")
-        return {
-            "step_time_pct": pct,
-            "basis": f"calibration profile {prof.get('path')}: its error on the runs it was fitted to"
-            + (
-                "; its steps scatter as its server's did (x{:.2f} to x{:.2f}, 10th to 90th percentile)".format(
-                    *prof["scatter"]
-                )
-                if prof.get("scatter")
-                else "; its steps take their model time exactly"
-            ),
-            "regimes": regs,
-        }
+        return _profile_uncertainty(prof, regs)
     blind = sorted({g for g, _ in tiers if g not in CALIBRATED_TIERS})
     table = REGIME_WORST if blind else REGIME_ERROR
     pct = max(table[r] for r in regs) * 100
@@ -124,4 +112,24 @@ def statements(u: dict | None) -> list[tuple[str, float, str]]:
     out = [("step times", u["step_time_pct"], u["basis"])]
     if u.get("ttft_pct") is not None:
         out.append(("TTFT", u["ttft_pct"], u["ttft_basis"]))
+    return out
+
+
+def _profile_uncertainty(prof: dict, regs: list[str]) -> dict:
+    """A calibration profile's own errors: its step times' (ITL and TPOT), and its TTFT's where it has one
+    (profiles from before it pooled all three into step_time_pct), on the basis it says (held out or in
+    sample); its steps' scatter."""
+    said = prof.get("error_basis") or "its error on the runs it was fitted to"
+    scatter = (
+        "; its steps scatter as its server's did (x{:.2f} to x{:.2f}, 10th to 90th percentile)".format(*prof["scatter"])
+        if prof.get("scatter")
+        else "; its steps take their model time exactly"
+    )
+    out = {
+        "step_time_pct": prof.get("step_time_pct"),
+        "basis": f"calibration profile {prof.get('path')}: {said}{scatter}",
+        "regimes": regs,
+    }
+    if prof.get("ttft_pct") is not None:
+        out |= {"ttft_pct": prof["ttft_pct"], "ttft_basis": f"calibration profile {prof.get('path')}: {said}"}
     return out

@@ -17,12 +17,12 @@ import time
 
 DB_ENV = "GOODBENCH_HISTORY_DB"  # a catalogue path for every run and history command
 OFF_ENV = "GOODBENCH_HISTORY"  # 0 / off / false / no: runs do not index themselves
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the loop and knobs columns (identity.SERIES_FIELDS)
 BUSY_TIMEOUT_S = 30.0
 
 RUN_COLUMNS = (
     "run_id started finished mode identity workload workload_key workload_hash model slo server gpu engine server_version "
-    "endpoint base_url label goodbench_version commit_sha branch build build_url valid interrupted"
+    "endpoint base_url label goodbench_version commit_sha branch build build_url valid interrupted loop knobs"
 ).split()
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
@@ -81,14 +81,21 @@ class Catalogue:
         self.con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         self.con.execute("PRAGMA foreign_keys = ON")
-        if not readonly:
-            self._migrate()
+        if not readonly or self.con.execute("PRAGMA user_version").fetchone()[0] not in (0, SCHEMA_VERSION):
+            self._migrate()  # an older catalogue read gets its new columns (empty until indexed again)
 
     def _migrate(self) -> None:
-        if self.con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        version = self.con.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
             return
         self._wal()
         with self.transaction():
+            if version == 1:  # the new columns, and every row read again at the next index (its key may move)
+                have = {r[1] for r in self.con.execute("PRAGMA table_info(runs)")}
+                for col in ("loop", "knobs"):
+                    if col not in have:
+                        self.con.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+                self.con.execute("UPDATE runs SET sig = NULL")
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self.con.execute(stmt)

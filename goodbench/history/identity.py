@@ -3,9 +3,13 @@ catalogue keeps, read from run.json and summary.json. Pure.
 
 The identity is the workload (its name and a hash of its requests, arrivals and count, without the
 seed: runs of other seeds draw from the same distributions, which is the noise a series absorbs), the
-model, the SLO, the server's kind (vllm, sglang, goodbench's engine, the simulator, ...), the GPUs and,
-for the reference engine, its configuration. The server's version, the commit, goodbench's version and
-the labels are deliberately not part of it: they are what changes along a series."""
+model, the SLO, the server's kind (vllm, sglang, goodbench's engine, the simulator, ...), the GPUs, for
+the reference engine its configuration (also the one `run --via locust` started, which reaches run.json
+in its server block), and how the load was driven where the workload does not say it (a locust closed
+loop of N users on an open-loop workload, a --max-concurrency cap): the loop, keyed only when there is
+one, so the keys of runs driven as their workload says are those they always had. The server's version,
+the commit, goodbench's version and the labels are deliberately not part of it: they are what changes
+along a series."""
 
 from __future__ import annotations
 
@@ -36,6 +40,9 @@ for _m in ("ttft", "tpot", "itl", "e2el", "ttfo", "schedule_lag"):
 # the metrics the dashboard draws and gate --history checks by default
 HEADLINE = ("goodput", "slo_attainment", "output_throughput", "ttft_p99", "tpot_p99", "itl_p99", "e2el_p99")
 IDENTITY_FIELDS = ("workload", "workload_key", "model", "slo", "server", "gpu", "engine")
+# with them in the catalogue: the loop (keyed where not ""), and the knobs (shown, not keyed: JSON of the
+# engine's non-default knobs and the workload's settings, which name what tells two series apart)
+SERIES_FIELDS = IDENTITY_FIELDS + ("loop", "knobs")
 # not part of what a run measures: where the file was, its prose, the seed, the gate, the SLO (kept apart)
 _NOT_WORKLOAD = {"path", "description", "seed", "gate", "slo", "source", "caveats", "aggregate_only"}
 _ENGINE_DEFAULTS = EngineConfig().to_dict()
@@ -115,8 +122,46 @@ def workload_key(workload: dict | None) -> str:
     return _hash({k: v for k, v in (workload or {}).items() if k not in _NOT_WORKLOAD})
 
 
+def engine_of(meta: dict) -> dict | None:
+    """The reference engine's config: run.json's engine, or (run --via locust, whose locust master writes
+    run.json) the one its server block carries."""
+    return meta.get("engine") or (meta.get("server") or {}).get("engine") or None
+
+
+def loop_of(meta: dict) -> str:
+    """How the load was driven where the workload does not say it ("": as its arrivals say). A closed
+    loop on an open-loop workload (locust's users) and a cap on requests in flight (--max-concurrency)
+    measure another thing than the workload's schedule does."""
+    wl = meta.get("workload") or {}
+    driven = (meta.get("server") or {}).get("driven_as") or {}
+    parts = []
+    if meta.get("mode") == "closed" and (wl.get("arrival") or {}).get("kind") != "closed":
+        users = driven.get("users")
+        via = driven.get("via") or ("locust" if str(meta.get("label") or "").startswith("locust") else "")
+        parts.append("closed loop" + (f" x{users}" if users else "") + (f" ({via})" if via else ""))
+    cap = meta.get("max_concurrency")
+    own = [(wl.get(k) or {}).get("max_concurrent") for k in ("session", "agent")]
+    if cap and meta.get("mode") == "open" and cap not in own:
+        parts.append(f"max {cap} in flight")
+    return ", ".join(parts)
+
+
+def knobs_of(meta: dict) -> dict:
+    """What may tell two series apart, readably: the engine's non-default knobs (as engine_key keeps
+    them) and the workload's settings (scalars, one level deep: arrival.rate, num_requests, ...)."""
+    eng = engine_of(meta) or {}
+    out = {k: v for k, v in eng.items() if k not in _DERIVED and _ENGINE_DEFAULTS.get(k, object()) != v}
+    for k, v in (meta.get("workload") or {}).items():
+        if k in _NOT_WORKLOAD or k == "name":
+            continue
+        items = v.items() if isinstance(v, dict) else [("", v)]
+        out |= {f"{k}.{sub}" if sub else k: x for sub, x in items if isinstance(x, (str, int, float, bool))}
+    return out
+
+
 def identity_of(meta: dict) -> dict:
-    """The fields that make runs comparable (IDENTITY_FIELDS) and their key."""
+    """The fields that make runs comparable (IDENTITY_FIELDS, and the loop where there is one) and their
+    key; the knobs beside them (shown, not keyed)."""
     wl = meta.get("workload") or {}
     server, _ = server_of(meta)
     ident = {
@@ -126,17 +171,47 @@ def identity_of(meta: dict) -> dict:
         "slo": format_slo(meta.get("slo")),
         "server": server,
         "gpu": gpu_of(meta),
-        "engine": engine_key(meta.get("engine")),
+        "engine": engine_key(engine_of(meta)),
+        "loop": loop_of(meta),
     }
-    ident["key"] = _hash([ident[k] for k in IDENTITY_FIELDS])
+    ident["key"] = _hash([ident[k] for k in IDENTITY_FIELDS] + ([ident["loop"]] if ident["loop"] else []))
+    ident["knobs"] = json.dumps(knobs_of(meta), sort_keys=True, default=str)
     return ident
 
 
 def describe(ident: dict) -> str:
-    """One line naming an identity: 'mixed-long-short · llama-3.1-8b · vllm · h100-sxm x1 · ttft:500'."""
+    """One line naming an identity: 'mixed-long-short · llama-3.1-8b · vllm · h100-sxm x1 · ttft:500', then
+    how it was driven (closed loop x16 (locust)) and what tells it from its peers (tell_apart)."""
     parts = [ident.get("workload"), ident.get("model"), ident.get("server"), ident.get("gpu")]
     slo = ident.get("slo")
-    return " · ".join(str(p) for p in parts if p) + (f" · {slo}" if slo and slo != "none" else "")
+    line = " · ".join(str(p) for p in parts if p) + (f" · {slo}" if slo and slo != "none" else "")
+    return " · ".join(p for p in (line, ident.get("loop"), ident.get("apart")) if p)
+
+
+def tell_apart(idents: list[dict]) -> None:
+    """Set each identity's "apart": the knobs whose values differ among the identities that describe()
+    alike (sweep cells: max_num_batched_tokens=256), or its key's start where no knob shows it; "" where
+    its description is its own."""
+    groups: dict = {}
+    for ident in idents:
+        ident.pop("apart", None)
+        groups.setdefault(describe(ident), []).append(ident)
+    for peers in groups.values():
+        if len(peers) < 2:
+            continue
+        knobs = [_knobs(p) for p in peers]
+        differ = sorted({k for kn in knobs for k in kn if len({json.dumps(x.get(k), default=str) for x in knobs}) > 1})
+        for ident, kn in zip(peers, knobs):
+            shown = ", ".join(f"{k}={kn.get(k, 'default')}" for k in differ)
+            ident["apart"] = shown or f"identity {str(ident.get('key', ''))[:8]}"
+
+
+def _knobs(ident: dict) -> dict:
+    try:
+        v = json.loads(ident.get("knobs") or "{}")
+    except ValueError:
+        return {}
+    return v if isinstance(v, dict) else {}
 
 
 def run_row(meta: dict, summary: dict | None) -> dict:
@@ -151,7 +226,7 @@ def run_row(meta: dict, summary: dict | None) -> dict:
         "finished": meta.get("finished_wall"),
         "mode": str(meta.get("mode") or ""),
         "identity": ident["key"],
-        **{k: ident[k] for k in IDENTITY_FIELDS},
+        **{k: ident[k] for k in SERIES_FIELDS},
         "workload_hash": str(meta.get("workload_hash") or ""),
         "server_version": version,
         "endpoint": str(target.get("endpoint") or ""),

@@ -7,13 +7,13 @@ import json
 from dataclasses import dataclass, field
 
 from .catalogue import Catalogue
-from .identity import IDENTITY_FIELDS, METRICS
+from .identity import METRICS, SERIES_FIELDS, tell_apart
 
 FILTER_COLUMNS = ("workload", "model", "server", "server_version", "gpu", "identity", "mode", "run_id", "branch")
 LIST_METRICS = ("goodput", "slo_attainment", "ttft_p99", "tpot_p99")
 _SHOWN = (
     "run_id started mode identity workload workload_key workload_hash model slo server gpu engine server_version "
-    "goodbench_version commit_sha branch build build_url label valid interrupted labels"
+    "goodbench_version commit_sha branch build build_url label valid interrupted labels loop knobs"
 ).split()
 
 
@@ -127,7 +127,7 @@ def series(cat: Catalogue, metric: str, f: Filters, last: int | None = None) -> 
     where, args = f.where(cat)
     cur = cat.con.execute(
         "SELECT r.path, r.run_id, r.started, m.value, r.server_version, r.commit_sha, r.goodbench_version, r.labels, "
-        f"{', '.join('r.' + c for c in IDENTITY_FIELDS)}, r.identity FROM runs r JOIN metrics m ON m.run = r.id "
+        f"{', '.join('r.' + c for c in SERIES_FIELDS)}, r.identity FROM runs r JOIN metrics m ON m.run = r.id "
         f"AND m.name = ? WHERE {where} AND r.interrupted = 0 AND (r.valid IS NULL OR r.valid = 1) "
         "ORDER BY r.identity, r.started, r.path",
         [metric, *args],
@@ -137,10 +137,11 @@ def series(cat: Catalogue, metric: str, f: Filters, last: int | None = None) -> 
         key = r[-1]
         s = groups.get(key)
         if s is None:
-            ident = dict(zip(IDENTITY_FIELDS, r[8:-1])) | {"key": key}
+            ident = {k: v or "" for k, v in zip(SERIES_FIELDS, r[8:-1])} | {"key": key}
             s = groups[key] = Series(metric, ident, [])
         s.points.append(Point(cat.resolve(r[0]), r[1], r[2], r[3], r[4], r[5], r[6] or "", json.loads(r[7] or "{}")))
     out = list(groups.values())
+    tell_apart([s.identity for s in out])  # sweep cells' series name the knob that separates them
     if last:
         for s in out:
             s.points = s.points[-last:]

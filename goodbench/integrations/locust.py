@@ -55,6 +55,7 @@ from ..rundir import RunDir
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan, load_workload
 from . import locust_options  # registers goodbench's options with locust's parser
+from .locust_gate import gate_spec, locust_exit
 from .locust_report import keep_report
 
 MSG_RECORDS, MSG_DONE = "goodbench_records", "goodbench_done"
@@ -261,7 +262,8 @@ def _open_results(env) -> None:
         mode=mode,
         requested_rate=spec.arrival.mean_rate if open_loop else None,
         server=locust_options.server_block(o),
-        target_attainment=o.goodbench_min_attainment,
+        target_attainment=gate_spec(o).min_attainment,
+        gate=gate_spec(o).to_table(),
     )
     try:
         RUN.rd = RunDir.open(o.goodbench_result_dir, meta)
@@ -364,10 +366,7 @@ def _report(environment, rd: RunDir, summary: dict) -> None:
     keep_report(summary, rd, o, RUN.complete(environment), workers, getattr(RUN, "total", None))
     if environment.process_exit_code is not None:
         return  # stopped early (2), or a failure that set it
-    att = summary.get("slo_attainment")
-    environment.process_exit_code = (
-        1 if (att is not None and att < o.goodbench_min_attainment) or not summary["requests"]["completed"] else 0
-    )
+    environment.process_exit_code = locust_exit(summary, gate_spec(o))
 
 
 _MODEL: dict = {}

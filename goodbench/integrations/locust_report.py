@@ -8,6 +8,8 @@ import sys
 
 from locust import events
 
+from .locust_gate import gate_spec
+
 TEXT: dict = {}  # the rendered summary, printed at locust's quit event
 
 
@@ -23,7 +25,7 @@ def end_reason(complete: bool, workers: int | None, total, issued: int, planned,
     return f"locust stopped the run ({by}) after {issued}{of} requests: it is incomplete"
 
 
-def render(summary: dict, meta: dict, run_dir: str, min_attainment: float, ended: str) -> str:
+def render(summary: dict, meta: dict, run_dir: str, spec, ended: str) -> str:
     """The summary `goodbench run` prints, under a rule, with the ending last."""
     from rich.console import Console
 
@@ -32,7 +34,7 @@ def render(summary: dict, meta: dict, run_dir: str, min_attainment: float, ended
     buf = io.StringIO()
     con = Console(file=buf, width=120, highlight=False, force_terminal=sys.stdout.isatty())
     con.rule("goodbench")
-    print_summary(con, summary, meta, min_attainment, run_dir, slo_hint='--goodbench-slo "ttft:MS tpot:MS"')
+    print_summary(con, summary, meta, spec, run_dir, slo_hint='--goodbench-slo "ttft:MS tpot:MS"')
     con.print(f"  ended: {ended}", style="bold")
     return buf.getvalue()
 
@@ -41,7 +43,7 @@ def keep_report(summary: dict, rd, o, complete: bool, workers: int | None, total
     """Render the end of a run now (quitting), to print it after locust's tables."""
     issued = summary["requests"]["issued"]
     ended = end_reason(complete, workers, total, issued, rd.meta.planned_requests, getattr(o, "run_time", None))
-    TEXT["summary"] = render(summary, rd.meta.to_dict(), rd.dir, o.goodbench_min_attainment, ended)
+    TEXT["summary"] = render(summary, rd.meta.to_dict(), rd.dir, gate_spec(o), ended)
 
 
 @events.quit.add_listener

@@ -28,6 +28,7 @@ WORKER_BUSY = 0.6  # the share of a core each worker should need (headroom for b
 class Hazard:
     text: str
     invalid: bool = False  # the numbers cannot be trusted, not merely read with care
+    bound_ms: float | None = None  # invalid, but each latency is off by at most this (metrics/bounds.py)
 
 
 @dataclass
@@ -59,7 +60,7 @@ def generator_lag(e: Evidence) -> list[Hazard]:
     if not e.open_loop or e.max_concurrency or lag99 is None or lag99 <= e.lag_limit_ms:
         return []
     head = f"load generator fell behind: schedule lag p99 {lag99:.1f} ms > {e.lag_limit_ms:g} ms; "
-    return [Hazard(head + "latencies from sent_at are optimistic. " + lag_cause(e), invalid=True)]
+    return [Hazard(head + "latencies from sent_at are optimistic. " + lag_cause(e), invalid=True, bound_ms=lag99)]
 
 
 def workers_needed(cl: dict, rate: float | None) -> int | None:
@@ -103,7 +104,7 @@ def client_lag(e: Evidence) -> list[Hazard]:
     at the same quantile could move by more than CLIENT_LAG_WARN (invalid past CLIENT_LAG_INVALID when
     the error is also over the lag limit, 10 ms, as for schedule lag)."""
     cl = e.client_lag or {}
-    moved, invalid = [], False
+    moved, invalid, worst = [], False, 0.0
     for q in ("p50", "p99"):
         err = cl.get(f"stamp_error_{q}_ms") or 0.0
         for key, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL")):
@@ -111,6 +112,7 @@ def client_lag(e: Evidence) -> list[Hazard]:
             if v and err >= CLIENT_LAG_MIN_MS and err > CLIENT_LAG_WARN * v:
                 moved.append(f"{name} {q} ({v:.1f} ms, by up to {err:.1f} ms)")
                 invalid |= err > CLIENT_LAG_INVALID * v and err > e.lag_limit_ms
+                worst = max(worst, err)
     if not moved:
         return []
     how = (
@@ -121,7 +123,11 @@ def client_lag(e: Evidence) -> list[Hazard]:
     )
     share = CLIENT_LAG_INVALID if invalid else CLIENT_LAG_WARN
     return [
-        Hazard(f"{how}: that could move {', '.join(moved)}, more than {share:.0%}. " + lag_cause(e), invalid=invalid)
+        Hazard(
+            f"{how}: that could move {', '.join(moved)}, more than {share:.0%}. " + lag_cause(e),
+            invalid=invalid,
+            bound_ms=worst,
+        )
     ]
 
 
@@ -250,14 +256,24 @@ def tokenizer_mismatch(e: Evidence) -> list[Hazard]:
     server, local = int(cols.out_tokens[sel].sum()), int(cols.out_local[sel].sum())
     if not server or abs(server - local) <= 0.02 * server:
         return []
-    hint = f"--tokenizer {e.model}" if e.model and e.model not in ("default", "?") else "--tokenizer NAME_OR_FILE"
     return [
         Hazard(
             f"the server counts {server} output tokens in {int(sel.sum())} sampled responses where the local "
             f"tokenizer ({e.tokenizer or 'default'}) counts {local} ({local / server - 1:+.1%}): pass the "
-            f"server's tokenizer ({hint}) so that synthetic prompts have the lengths asked for."
+            f"server's tokenizer ({_tokenizer_hint(e.model)}) so that synthetic prompts have the lengths asked for."
         )
     ]
+
+
+def _tokenizer_hint(model: str | None) -> str:
+    """What to pass as --tokenizer: the served name only where it reads as a hub name (org/name), and
+    then with what loading it needs; a served alias (`--served-model-name llama`) names no tokenizer."""
+    local = "--tokenizer PATH: the server's tokenizer.json or model folder"
+    if model and "/" in model.strip("/") and not model.startswith(("/", ".", "~")):
+        return f"{local}, or --tokenizer {model} if that hub name is in the hub's local cache or the hub is reachable"
+    return local + (
+        f"; the served name {model!r} may not be a hub name" if model and model not in ("default", "?") else ""
+    )
 
 
 def retried_requests(e: Evidence) -> list[Hazard]:
@@ -417,7 +433,11 @@ CHECKS = (
 )
 
 
-def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str]]:
-    """(valid, warnings) from every check, in order."""
+def assess(e: Evidence, checks=CHECKS) -> tuple[bool, list[str], float | None]:
+    """(valid, warnings, error bound) from every check, in order. The bound (ms) is given only for an
+    invalid run whose every invalidating hazard bounds its latencies' error (schedule lag, stamp error):
+    the sum of those bounds, which the gate weighs against each clause's margin."""
     found = [h for check in checks for h in check(e)]
-    return not any(h.invalid for h in found), [h.text for h in found]
+    bad = [h for h in found if h.invalid]
+    bound = sum(h.bound_ms for h in bad) if bad and all(h.bound_ms is not None for h in bad) else None
+    return not bad, [h.text for h in found], bound

@@ -144,3 +144,24 @@ def hol_block(cols: RecordArrays, c, duration: float) -> dict | None:
         "ttft_ms": split(c.ttft, h.short, h.ttft_during),
         "itl_ms": split(c.gaps, h.gap_short, h.gap_during),
     }
+
+
+def stall_p99(cols: RecordArrays, c) -> tuple[float | None, str | None]:
+    """(ms, long class): the worst short class's ITL p99 over its gaps that overlapped a long prefill, the
+    stall a decoding stream feels when a long prompt lands (a class none of whose gaps overlapped one:
+    its ITL p99). What sweeps rank on within a goodput tie (analysis.sweep.rank): a budget that fits the
+    whole long prompt pools a low ITL p99 over many clear gaps while every short stream stalls for the
+    whole prefill. (None, None) when the run has no long class. c: the run's RequestMetrics."""
+    h = classify(cols, c.gaps, c.gap_count, 0.0)
+    if h is None:
+        return None, None
+    gap_cls = np.repeat(cols.cls, c.gap_count)
+    worst = None
+    for code, name in enumerate(cols.cls_names):
+        mine = h.gap_short & (gap_cls == code)
+        if name == h.long_class or not mine.any():
+            continue
+        during = mine & h.gap_during
+        p99 = dist(c.gaps[during if during.any() else mine])["p99"]
+        worst = p99 if worst is None else max(worst, p99)
+    return worst, h.long_class

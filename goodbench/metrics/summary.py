@@ -14,6 +14,7 @@ import numpy as np
 from ..arrivals import span_rate
 from ..columnar import RunArrays
 from ..records import STATUSES, RunResult, request_slo
+from .bounds import verdict_bounds
 from .derived import RequestMetrics, measured_arrays
 from .dist import dist, ratio
 from .hazards import LAG_P99_LIMIT_MS, Evidence, assess, lanes_honoured
@@ -221,7 +222,9 @@ def summarize(
             if futures or key == "per_class":
                 s[key] = {k: f.result() for k, f in futures.items()}
         _shaped_blocks(s, c, slo, duration, meta)
-        s["valid"], s["warnings"] = assess(_evidence(s, c, result, meta, lag_limit_ms, errors, engine))
+        s["valid"], s["warnings"], bound = assess(_evidence(s, c, result, meta, lag_limit_ms, errors, engine))
+        if bound is not None:  # invalid, but by a bounded error: the gate weighs it against each clause
+            s["verdict_bounds"] = verdict_bounds(c, slo, duration, bound)
         if ci:
             s["metric_variants"] = variants(c, np.ones(len(cols), bool), s["itl_ms"])
             s["hol"] = hol.result()
@@ -240,5 +243,6 @@ def _ordered(s: dict) -> dict:
     lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs", "pooling") if k in s}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
-    s.update(valid=valid, warnings=warnings, per_class=per, **lanes, **tail)
+    bounds = {"verdict_bounds": s.pop("verdict_bounds")} if "verdict_bounds" in s else {}
+    s.update(valid=valid, warnings=warnings, **bounds, per_class=per, **lanes, **tail)
     return s

@@ -9,11 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.uncertainty import statements
-from ..limits import TARGET_ATTAINMENT
+from ..gating import attains
 from ..records import SLO_SUMMARY_KEYS
 from .jobs import job_text
-
-DEFAULT_TARGET = TARGET_ATTAINMENT
 
 
 def make_console(quiet: bool = False) -> Console:
@@ -58,25 +56,41 @@ def _interrupted(summary: dict, meta: dict) -> Text:
     return t
 
 
-def _verdict(summary: dict, target: float, slo_hint: str = SLO_HINT, meta: dict | None = None) -> Text:
-    req = summary["requests"]
-    att = summary.get("slo_attainment")
-    if (meta or {}).get("interrupted"):
-        verdict = _interrupted(summary, meta)
-    elif att is not None:
-        ok = att >= target
-        verdict = Text(f"{'PASS' if ok else 'FAIL'}  ", style="bold green" if ok else "bold red")
+def _verdict(summary: dict, spec, slo_hint: str = SLO_HINT, meta: dict | None = None) -> Text:
+    """The headline: the one judge's verdict (gating.headline) in words."""
+    from ..gating import headline
+
+    h = headline(summary, spec, interrupted=bool((meta or {}).get("interrupted")))
+    if h.word == "INTERRUPTED":
+        return _interrupted(summary, meta)
+    style = {"PASS": "bold green", "FAIL": "bold red", "CANNOT JUDGE": "bold yellow"}.get(h.word, "bold")
+    verdict = Text(f"{h.word}  ", style=style)
+    n = summary["jobs"]["started"] if h.unit == "jobs" else summary["requests"]["issued"]
+    if h.attainment is not None:
         verdict.append(
-            f"{att:.1%} of {req['issued']} requests met the SLO (target {target:.0%}); "
-            f"goodput {summary['goodput']:.2f} req/s"
+            f"{h.attainment:.1%} of {n} {h.unit} met the SLO (target {h.target:.0%}); "
+            + (
+                f"job goodput {h.goodput or 0:.2f} jobs/s"
+                if h.unit == "jobs"
+                else f"goodput {h.goodput or 0:.2f} req/s"
+            )
         )
-    else:
-        verdict = Text(
-            f"DONE  {req['completed']}/{req['issued']} requests completed (no SLO given: pass {slo_hint} for goodput)",
-            style="bold",
+    elif h.word == "DONE":
+        req = summary["requests"]
+        verdict.append(
+            f"{req['completed']}/{req['issued']} requests completed (no SLO given: pass {slo_hint} for goodput)"
         )
-    if not summary.get("valid", True):
-        verdict.append("  [INVALID: see the warnings]", style="bold yellow")
+    failed = [
+        c.name
+        for c in h.result.clauses
+        if not c.passed and not c.name.endswith("attainment") and "attainment (" not in c.name
+    ]
+    if failed:
+        verdict.append(f"; failed: {', '.join(failed)}", style="red")
+    if h.word == "CANNOT JUDGE":
+        verdict.append(f"  [cannot judge: {h.result.reason}]", style="bold yellow")
+    elif h.result.note:
+        verdict.append(f"  [{h.result.note}]", style="yellow")
     if summary.get("saturated"):
         verdict.append("  [SATURATED: the server could not keep up]", style="bold yellow")
     return verdict
@@ -102,7 +116,7 @@ def _slo_lines(summary: dict, target: float) -> list[Text]:
     out = []
     for k, c in (summary.get("slo_clauses") or {}).items():
         a = c["attainment"]
-        good = a is not None and a >= target
+        good = attains(a, target)
         t = Text("  ✓ " if good else "  ✗ ", style="green" if good else "red")
         met = f"{a:.1%}" if a is not None else "n/a (no request finished)"
         t.append(f"{k} ≤ {c['threshold_ms']:g} ms   met by {met}   ({_clause_value(summary, k)})")
@@ -163,11 +177,15 @@ def _ratios_line(summary: dict) -> Text:
         line.append(f" · TTFT p99/p50 {r2:.2f}")
     rate, sched, asked = summary.get("achieved_rate"), summary.get("scheduled_rate"), summary.get("requested_rate")
     if rate:
-        line.append(f" · achieved rate {rate:.2f} req/s")
+        jobs = summary.get("jobs")  # agent jobs arrive at the asked rate; their calls at a multiple of it
+        line.append(f" · achieved {'call ' if jobs else ''}rate {rate:.2f} req/s")
         extra = [f"schedule {sched:.2f}"] if sched else []
         if isinstance(asked, (int, float)) and asked != float("inf"):
-            unit = " sessions/s" if summary.get("sessions") else ""  # sessions arrive at the asked rate, not turns
+            # sessions and jobs arrive at the asked rate, not their turns or calls
+            unit = " sessions/s" if summary.get("sessions") else (" jobs/s" if jobs else "")
             extra.append(f"requested {asked:.2f}{unit}")
+            if jobs and jobs.get("throughput") is not None:
+                extra.append(f"jobs done {jobs['throughput']:.2f}/s")
         if extra:
             line.append(f" ({', '.join(extra)})")
     return line
@@ -251,15 +269,19 @@ def _per_class_table(per: dict) -> Table | None:
 def render_summary(
     summary: dict,
     meta: dict | None = None,
-    target: float = DEFAULT_TARGET,
+    target=None,
     results_path: str | None = None,
     slo_hint: str = SLO_HINT,
 ) -> Group:
     """The verdict first, then the run line, each SLO clause, the latency table with n, the HOL
     signature, offered load, per class, warnings that say what to do, and where the results are."""
+    from ..gating import spec_of
+
     meta = meta or {}
+    spec = spec_of(meta, target)  # target: a GateSpec, a pass mark, or None (the run's recorded gate)
+    target = spec.min_attainment
     parts: list = [
-        _verdict(summary, target, slo_hint, meta),
+        _verdict(summary, spec, slo_hint, meta),
         _run_line(summary, meta),
         *_slo_lines(summary, target),
         _latency_table(summary),
@@ -326,7 +348,7 @@ def print_summary(
     console: Console,
     summary: dict,
     meta: dict | None = None,
-    target: float = DEFAULT_TARGET,
+    target=None,
     results_path: str | None = None,
     slo_hint: str = SLO_HINT,
 ) -> None:

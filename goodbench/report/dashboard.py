@@ -12,7 +12,7 @@ import os
 from datetime import datetime, timezone
 from urllib.parse import quote
 
-from ..history.identity import describe, metric_info
+from ..history.identity import describe, metric_info, tell_apart
 from ..store import json_safe
 
 PAGE = """<!doctype html>
@@ -75,11 +75,15 @@ def dashboard_data(out_dir: str, runs: list[dict], trends: dict) -> dict:
     identities: dict = {}
     rows = []
     for r in runs:
-        ident = {k: r.get(k) or "" for k in ("workload", "workload_key", "model", "slo", "server", "gpu")}
-        identities.setdefault(r["identity"], ident | {"desc": describe(ident)})
+        ident = {k: r.get(k) or "" for k in ("workload", "workload_key", "model", "slo", "server", "gpu", "loop")}
+        identities.setdefault(r["identity"], ident | {"key": r["identity"], "knobs": r.get("knobs") or ""})
         href, has_report = link(out_dir, r["dir"])
         keep = ("run_id", "started", "identity", "server_version", "commit", "branch", "goodbench_version", "labels")
         rows.append({k: r.get(k) for k in keep} | {"href": href, "report": has_report, "m": r["metrics"]})
+    tell_apart(list(identities.values()))  # sweep cells: the knob that separates them
+    for ident in identities.values():
+        ident["desc"] = describe(ident)
+        del ident["knobs"], ident["key"]
     series: dict = {}
     changes: dict = {}
     for metric, found in trends.items():

@@ -3,6 +3,8 @@ millisecond log axis with readable ticks, and saving a PNG."""
 
 from __future__ import annotations
 
+import re
+
 
 def _plt():
     import matplotlib
@@ -89,16 +91,39 @@ GAUGE_WORDS = {
 }
 
 
-def gauge_words(name: str) -> str:
-    """A Prometheus series name in words: vllm:num_requests_running -> requests running (vllm)."""
-    server, _, metric = name.rpartition(":")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def split_series(key: str) -> tuple[str, dict]:
+    """A scraped series key into its name and labels: 'vllm:x{model_name="m",engine="0"}' ->
+    ('vllm:x', {'model_name': 'm', 'engine': '0'})."""
+    name, _, rest = key.partition("{")
+    return name, dict(_LABEL.findall(rest))
+
+
+def gauge_words(key: str, labels: str = "") -> str:
+    """A Prometheus series in words: vllm:num_requests_running{...} -> requests running (vllm); labels:
+    what tells this series from the run's others of its name (series_labels), appended."""
+    server, _, metric = split_series(key)[0].rpartition(":")
     words = GAUGE_WORDS.get(metric, metric.replace("_", " "))
-    return f"{words} ({server})" if server else words
+    return (f"{words} ({server})" if server else words) + (f" {labels}" if labels else "")
 
 
-def is_fraction(name: str) -> bool:
+def series_labels(keys: list[str]) -> dict[str, str]:
+    """Per series key, the label values that tell it from the other series of its name ('engine 1'), ''
+    where none do: a label every series of a name shares (model_name) says nothing in a legend."""
+    split = {k: split_series(k) for k in keys}
+    out = {}
+    for k, (name, labels) in split.items():
+        peers = [lab for n, lab in split.values() if n == name]
+        differ = [a for a in labels if len({p.get(a) for p in peers}) > 1]
+        out[k] = ", ".join(f"{a} {labels[a]}" for a in differ)
+    return out
+
+
+def is_fraction(key: str) -> bool:
     """A gauge in 0..1 (vLLM's *_usage_perc): drawn as % on its own axis, not beside request counts."""
-    return name.endswith(("usage_perc", "_fraction", "_ratio"))
+    return split_series(key)[0].endswith(("usage_perc", "_fraction", "_ratio"))
 
 
 def _save(fig, plt, path: str) -> str:

@@ -9,7 +9,6 @@ import os
 from html import escape
 
 from ..engine.uncertainty import statements
-from ..limits import TARGET_ATTAINMENT
 from .captions import caption
 from .jobs import job_html
 from .tables import best_text
@@ -70,13 +69,13 @@ def sweep_report(sweep_dir: str) -> str:
         parts.append(f"<li class=dim>rule: {_e(rule)}</li>")
     parts.append(
         "</ul><h2>Cells</h2><table><tr><th class=l>cell</th><th>goodput req/s</th><th>95% CI</th>"
-        "<th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p50</th><th>ITL p99</th>"
+        "<th>attainment</th><th>TTFT p50</th><th>TTFT p99</th><th>stall p99</th><th>ITL p50</th><th>ITL p99</th>"
         "<th>ITL p99/p50</th><th>TPOT p99</th><th>tok/s</th></tr>"
     )
     for r in cells:
         if r.get("error"):
             parts.append(
-                f"<tr><td class=l>{_e(r['cell'])}</td><td class='l fail' colspan=10>{_e(r['error'])}</td></tr>"
+                f"<tr><td class=l>{_e(r['cell'])}</td><td class='l fail' colspan=11>{_e(r['error'])}</td></tr>"
             )
             continue
         ci = f"{r['goodput_lo']:.2f}–{r['goodput_hi']:.2f}" if r.get("goodput_lo") is not None else "-"
@@ -84,7 +83,7 @@ def sweep_report(sweep_dir: str) -> str:
         parts.append(
             f"<tr><td class=l>{_e(r['cell'])}</td><td>{_num(r.get('goodput'), '{:.2f}')}</td><td>{ci}</td>"
             f"<td>{att}</td><td>{_num(r.get('ttft_p50_ms'))}</td><td>{_num(r.get('ttft_p99_ms'))}</td>"
-            f"<td>{_num(r.get('itl_p50_ms'))}</td><td>{_num(r.get('itl_p99_ms'))}</td>"
+            f"<td>{_num(r.get('stall_p99_ms'))}</td><td>{_num(r.get('itl_p50_ms'))}</td><td>{_num(r.get('itl_p99_ms'))}</td>"
             f"<td>{_num(r.get('itl_p99_over_p50'), '{:.2f}')}</td><td>{_num(r.get('tpot_p99_ms'))}</td>"
             f"<td>{_num(r.get('output_throughput'), '{:,.0f}')}</td></tr>"
         )
@@ -106,7 +105,7 @@ def run_report(views, out_dir: str, figures: list[str], target: float | None = N
     """report.html for one run, or one combining several (overlaid figures, a side-by-side table): the
     verdict and SLO clauses, latency tables with 95% intervals (overall and per class), HOL attribution,
     other tools' metric definitions, warnings, then the figures. target: the attainment shown as pass
-    (default: each run's own, `pass_mark`)."""
+    (default: each run's recorded gate, gating.spec_of)."""
     title = (
         f"goodbench run {views[0].summary.get('run_id', '')}" if len(views) == 1 else f"goodbench: {len(views)} runs"
     )
@@ -153,29 +152,34 @@ def _side_by_side(views) -> str:
     return "".join(rows)
 
 
-def pass_mark(meta: dict, target: float | None = None) -> float:
-    """The attainment shown as pass: the one asked for here, else the run's own (--target-attainment,
-    recorded in run.json), else the default."""
-    if target is not None:
-        return target
-    own = meta.get("target_attainment")
-    return TARGET_ATTAINMENT if own is None else own
+def _verdict(v, summary: dict, spec) -> str:
+    """The headline: the one judge's verdict (gating.headline), attainment and goodput with their
+    intervals, and any mark that the numbers are saturated or incomplete."""
+    from ..gating import headline
 
-
-def _verdict(v, summary: dict, target: float) -> str:
-    """The headline: attainment (against the pass mark) and goodput with their intervals, and any mark
-    that the numbers are invalid, saturated or incomplete."""
-    req, att = summary["requests"], summary.get("slo_attainment")
-    verdict = (
-        "<span class=dim>no SLO given</span>"
-        if att is None
-        else f"<span class={'pass' if att >= target else 'fail'}>{att:.1%}</span> "
-        f"<span class=dim>(95% CI {_ci(summary.get('slo_attainment_ci'), '{:.1%}')})</span> of {req['issued']} "
-        f"requests met the SLO (target {target:.0%}); goodput {summary['goodput']:.2f} req/s "
-        f"<span class=dim>(95% CI {_ci(summary.get('goodput_ci'), '{:.2f}')})</span>"
-    )
-    if not summary.get("valid", True):
-        verdict += " <span class=fail>INVALID: these numbers cannot be trusted (see the warnings)</span>"
+    h = headline(summary, spec, interrupted=bool(v.meta.get("interrupted")))
+    cls = {"PASS": "pass", "FAIL": "fail", "CANNOT JUDGE": "fail"}.get(h.word, "dim")
+    verdict = f"<span class={cls}>{_e(h.word)}</span> "
+    if h.attainment is None:
+        verdict += "<span class=dim>no SLO given</span>"
+    elif h.unit == "jobs":
+        verdict += (
+            f"<span class={cls}>{h.attainment:.1%}</span> of {summary['jobs']['started']} jobs met the SLO (target {h.target:.0%}); "
+            f"job goodput {h.goodput or 0:.2f}/s"
+        )
+    else:
+        verdict += (
+            f"<span class={cls}>{h.attainment:.1%}</span> <span class=dim>(95% CI {_ci(summary.get('slo_attainment_ci'), '{:.1%}')})</span> "
+            f"of {summary['requests']['issued']} requests met the SLO (target {h.target:.0%}); goodput "
+            f"{summary['goodput']:.2f} req/s <span class=dim>(95% CI {_ci(summary.get('goodput_ci'), '{:.2f}')})</span>"
+        )
+    failed = [c.name for c in h.result.clauses if not c.passed and "attainment" not in c.name]
+    if failed:
+        verdict += f" <span class=fail>failed: {_e(', '.join(failed))}</span>"
+    if h.word == "CANNOT JUDGE":
+        verdict += f" <span class=fail>INVALID: {_e(h.result.reason)}</span>"
+    elif h.result.note:
+        verdict += f" <span class=warn>{_e(h.result.note)}</span>"
     if summary.get("saturated"):
         verdict += " <span class=fail>SATURATED: the server could not keep up (see the warnings)</span>"
     if getattr(v, "incomplete", None):
@@ -229,14 +233,17 @@ def _blocks(summary: dict) -> list[str]:
 
 def _run_section(v, heading: bool, target: float | None) -> str:
     summary, meta = v.summary, v.meta
-    req, mark = summary["requests"], pass_mark(v.meta, target)
+    from ..gating import attains, spec_of
+
+    spec = spec_of(meta, target)  # target: a GateSpec, a pass mark, or None (the run's recorded gate)
+    req, mark = summary["requests"], spec.min_attainment
     parts = [
         f"<h2>{_e(v.label)}</h2>" if heading else "",
-        f"<p>{_verdict(v, summary, mark)}</p>",
+        f"<p>{_verdict(v, summary, spec)}</p>",
         _run_line(v, summary, meta),
     ]
     for k, c in (summary.get("slo_clauses") or {}).items():
-        ok = c["attainment"] is not None and c["attainment"] >= mark
+        ok = attains(c["attainment"], mark)
         parts.append(
             f"<div><span class={'pass' if ok else 'fail'}>{'✓' if ok else '✗'}</span> {_e(k)} ≤ "
             f"{c['threshold_ms']:g} ms met by {_num(c['attainment'], '{:.1%}')}</div>"

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from ..metrics.jobs import critical_path, job_rows
-from .figures import _plt, _save, gauge_words, is_fraction, log_ms_axis
+from .figures import _plt, _save, gauge_words, is_fraction, log_ms_axis, series_labels, split_series
 from .view import RunView
 
 MAX_POINTS = 60_000
@@ -330,19 +330,23 @@ def _step_panels(axes, steps: list[RunView], preempted: bool) -> None:
 
 
 def _server_panel(ax, views: list[RunView]) -> None:
-    """The server's gauges in words: counts on the left axis, 0..1 fractions as % on a right axis."""
+    """The server's gauges in words: counts on the left axis, 0..1 fractions as % on a right axis; a
+    series' labels only where they tell it from the run's others of its name (engine 0, engine 1)."""
     frac = None
     for v in views:
         if not v.server:
             continue
         t = np.array([r["t"] for r in v.server], float)
-        for name in _server_series(v.server):
+        names = _server_series(v.server)
+        labels = series_labels(names)
+        for name in names:
             y = np.array([r["metrics"].get(name, np.nan) for r in v.server], float)
+            words = gauge_words(name, labels[name])
             if is_fraction(name):
                 frac = frac or ax.twinx()
-                frac.plot(t, y * 100, linewidth=1, linestyle="--", label=f"{v.label}: {gauge_words(name)} (%)")
+                frac.plot(t, y * 100, linewidth=1, linestyle="--", label=f"{v.label}: {words} (%)")
             else:
-                ax.plot(t, y, linewidth=1, label=f"{v.label}: {gauge_words(name)}")
+                ax.plot(t, y, linewidth=1, label=f"{v.label}: {words}")
     ax.set_ylabel("requests (server's gauges)")
     ax.set_xlabel("time in run (s)")
     if frac is not None:
@@ -351,6 +355,7 @@ def _server_panel(ax, views: list[RunView]) -> None:
 
 
 PREFERRED_GAUGES = ("num_requests_running", "num_requests_waiting", "kv_cache_usage", "cache_usage_perc")
+MAX_GAUGES = 4  # count series drawn per run; every fraction (KV-cache use) is drawn beside them
 
 
 def _pick_jobs(c, groups) -> list[tuple[str, np.ndarray]]:
@@ -394,9 +399,13 @@ def job_timeline(views: list[RunView], out_dir: str) -> str | None:
 
 
 def _server_series(rows: list[dict]) -> list[str]:
+    """The series to draw: the preferred gauges (by name, whatever their labels), else the first gauges
+    scraped; up to MAX_GAUGES counts, and every fraction, so KV-cache use is never crowded out by one
+    count per engine."""
     names = list(dict.fromkeys(k for r in rows[:50] for k in r["metrics"]))
-    pick = [n for n in names if any(p in n for p in PREFERRED_GAUGES)]
-    return (pick or [n for n in names if not n.endswith(("_total", "_sum", "_count", "_created"))])[:4]
+    pick = [n for n in names if any(p in split_series(n)[0] for p in PREFERRED_GAUGES)]
+    pick = pick or [n for n in names if not split_series(n)[0].endswith(("_total", "_sum", "_count", "_created"))]
+    return [n for n in pick if not is_fraction(n)][:MAX_GAUGES] + [n for n in pick if is_fraction(n)][:MAX_GAUGES]
 
 
 FIGURES = (cdfs, itl_timeline, vs_prompt, timeseries, attainment_by_class, schedule_lag, engine_steps, job_timeline)

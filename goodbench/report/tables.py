@@ -60,6 +60,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
         "attain",
         "TTFT p50",
         "TTFT p99",
+        "stall p99",
         "ITL p99",
         "p99/p50",
         "TPOT p99",
@@ -70,7 +71,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
     for r in rows:
         config = names[r["cell"]]
         if r.get("error"):
-            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 8)
+            tab.add_row(r["gpu"], config, f"[red]{r['error'][:60]}[/]", *[""] * 9)
             continue
         per_gpu = r.get("goodput_per_gpu")
         tab.add_row(
@@ -80,6 +81,7 @@ def sweep_table(title: str, rows: list[dict]) -> Table:
             f"{r['slo_attainment']:.1%}" + (" ~" if r.get("verdict_could_flip") else ""),
             ms(r["ttft_p50_ms"]),
             ms(r["ttft_p99_ms"]),
+            ms(r.get("stall_p99_ms")),
             ms(r["itl_p99_ms"]),
             f"{r['itl_p99_over_p50'] or 0:.2f}",
             ms(r["tpot_p99_ms"]),
@@ -118,16 +120,21 @@ def sweep_title(sweep_id: str, workload: str, label: str, n: int, slo: dict, off
 def best_text(gpu: str, b: dict) -> str:
     """The best cell of a tier in words (plain text: the console and the HTML report both use it); when
     goodputs are indistinguishable it says so and why the winner won (analysis.sweep.TIE_RULE)."""
-    head = f"best on {gpu}: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, ITL p99 {ms(b['itl_p99_ms'])} ms"
+    head = (
+        f"best on {gpu}: {short(b['cell'])} — goodput {b['goodput']:.2f} req/s, stall p99 "
+        f"{ms(b.get('stall_p99_ms'))} ms, ITL p99 {ms(b['itl_p99_ms'])} ms"
+    )
     if not b["goodput"]:
         return f"best on {gpu}: none — no cell delivered a request within the SLO"
     tied = b.get("tied") or []
     if tied:
         names = ", ".join(
-            f"{short(t['cell'])} ({t['goodput']:.2f} req/s, ITL p99 {ms(t['itl_p99_ms'])} ms)" for t in tied[:3]
+            f"{short(t['cell'])} ({t['goodput']:.2f} req/s, stall p99 {ms(t.get('stall_p99_ms'))} ms, ITL p99 "
+            f"{ms(t['itl_p99_ms'])} ms)"
+            for t in tied[:3]
         )
         more = f" and {len(tied) - 3} more" if len(tied) > 3 else ""
-        return f"{head}; goodput indistinguishable from {names}{more}: the lowest ITL p99 among them wins"
+        return f"{head}; goodput indistinguishable from {names}{more}: the shortest stall among them wins"
     if b["next"] is None:
         return head
     return f"{head}; next {short(b['next'])} by {fmt_num(b['margin_goodput'], '+.2f')} req/s" + (
@@ -264,7 +271,10 @@ def calibration_lines(prof) -> list[str]:
     ]
     if prof.step_jitter:
         out.insert(4, scatter_line(prof.step_jitter))
-    if prof.step_time_pct is not None:
+    if prof.ttft_pct is not None:  # per metric, held out where there were several runs (the basis says)
+        each = " · ".join(f"{m} ±{getattr(prof, m.lower() + '_pct'):.1f}%" for m in ("TTFT", "ITL", "TPOT"))
+        out.append(f"  expected error: {each} ({prof.basis})")
+    elif prof.step_time_pct is not None:  # a profile written before the errors were kept per metric
         out.append(f"  expected error: ±{prof.step_time_pct:.1f}% ({prof.basis})")
     return out
 
@@ -290,50 +300,6 @@ def calibration_table(rows: list[dict], out_of_sample: bool) -> Table:
             cells = ["", "", "front end", ms(fe["measured"]), ms(fe["fitted"])]
             cells += [f"{fe['fitted'] / fe['measured'] - 1:+.1%}" if fe["measured"] > 0 else "n/a"]
             t.add_row(*cells, *([""] * (len(cols) - len(cells))))
-    return t
-
-
-def advice_lines(a) -> list[str]:
-    i = a.inputs
-    out = [
-        f"[bold]{a.model} on {a.gpu}[/]: chunk-size advice for a {i['prompt_tokens']}-token p95 prompt "
-        f"and a {i['ttft_slo_ms']:g} ms TTFT SLO",
-        f"  memory ceiling: ({i['usable_gib']:.1f} GiB usable - {i['weights_gib']:.1f} weights - "
-        f"{i['runtime_gib']:.1f} runtime - {i['decode_kv_reserve_gib']:.1f} KV for {i['concurrency']} decodes "
-        f"x {i['context']} tokens) / ({i['activation_bytes_per_token'] / 1024:.0f} KiB activations + "
-        f"{i['kv_bytes_per_token'] / 1024:.0f} KiB KV per token) = [bold]{a.memory_ceiling}[/] tokens "
-        f"(capped at 16384)",
-    ]
-    out += [f"  {r}" for r in a.reasons]
-    out.append(
-        f"  SLO bound: floor({i['ttft_slo_ms']:g} / {a.time_per_chunk_ms:.1f}) = {a.chunks_allowed} chunks "
-        f"allowed -> ceil({i['prompt_tokens']} / {a.chunks_allowed}) clamped to [{i['min_chunk']}, "
-        f"{a.memory_ceiling}] = [bold]{a.chunk} tokens[/]"
-    )
-    return out
-
-
-def advice_check_table(a, rows: list[dict], num_prompts: int, rate: float) -> Table:
-    t = Table(
-        title=f"simulated check: {num_prompts} requests at {rate:g} req/s, 10% "
-        f"{a.inputs['prompt_tokens']}-token prompts among 128-token chats"
-    )
-    for col in ("chunk", "long TTFT p50", "long TTFT p99", "ITL p99", "ITL max", "attainment", "goodput", "$/M tok"):
-        t.add_column(col, justify="right")
-    for r in rows:
-        if r.get("error"):
-            continue
-        mark = " (advised)" if r["max_num_batched_tokens"] == a.chunk else ""
-        t.add_row(
-            f"{r['max_num_batched_tokens']}{mark}",
-            ms(r["long_ttft_p50_ms"]),
-            ms(r["long_ttft_p99_ms"]),
-            ms(r["itl_p99_ms"]),
-            ms(r.get("itl_max_ms")),
-            f"{r['slo_attainment']:.1%}" + (" ~" if r.get("verdict_could_flip") else ""),
-            f"{r['goodput']:.2f}",
-            usd(r.get("usd_per_million_output_tokens")),
-        )
     return t
 
 

@@ -45,6 +45,7 @@ class LocustRun:
     model: str | None = None
     endpoint: str | None = None
     server: dict | None = None  # run.json's server block (api/runs.py asks the target before the load)
+    gate: dict | None = None  # the gate the master judges by ([gate] table form, gating.GateSpec.to_table)
 
 
 def locust_command(spec: WorkloadSpec, r: LocustRun) -> list[str]:
@@ -90,6 +91,7 @@ def run_locust(spec: WorkloadSpec, r: LocustRun) -> int:
     if importlib.util.find_spec("locust") is None or importlib.util.find_spec("httpx") is None:
         raise UsageError("--via locust needs locust and httpx: pip install 'goodbench[locust]'")
     env = dict(os.environ, GOODBENCH_SPEC_JSON=spec.to_json(), GOODBENCH_SERVER_JSON=json.dumps(r.server or {}))
+    env["GOODBENCH_GATE_JSON"] = json.dumps(r.gate or {"min_attainment": r.min_attainment})
     cmd = locust_command(spec, r)
     procs: list[subprocess.Popen] = []
     if r.workers > 0:
