@@ -10,6 +10,7 @@ import json
 import math
 import os
 
+from .. import gating
 from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec
 from ..errors import TargetError, UsageError
@@ -26,8 +27,8 @@ SAME = 1 - 1e-6  # offered rates closer than this are one rate (schedules of dif
 def probe_passes(met: int, issued: int, target: float) -> bool:
     """A probe's pass/fail, decided here only: attainment >= target on the requests it sent. A live probe
     stopped early is scored on those (the ones cut short count as missed), so one that met the SLO on
-    everything it sent never fails."""
-    return issued > 0 and (met / issued >= target or met == issued)
+    everything it sent never fails. The mark itself is the judge's (gating.attains)."""
+    return issued > 0 and (gating.attains(met / issued, target) or met == issued)
 
 
 def steady(p: dict) -> bool:
