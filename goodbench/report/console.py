@@ -279,11 +279,10 @@ def render_summary(
 
     meta = meta or {}
     spec = spec_of(meta, target)  # target: a GateSpec, a pass mark, or None (the run's recorded gate)
-    target = spec.min_attainment
     parts: list = [
         _verdict(summary, spec, slo_hint, meta),
         _run_line(summary, meta),
-        *_slo_lines(summary, target),
+        *_slo_lines(summary, spec.min_attainment),
         _latency_table(summary),
         _ratios_line(summary),
         _hol_line(summary.get("hol")),
