@@ -381,8 +381,8 @@ def test_a_what_if_with_steps_beyond_the_runs_budget_says_so(fitted, tmp_path):
 
 def test_a_profile_is_one_server_whose_gpu_labels_counts_and_prices_its_what_ifs(fitted, tmp_path):
     """calibrate records the server's GPU and TP size (the default tier when not told); a what-if with
-    the profile is that server whatever gpu says (its label, GPU count and price), and a sweep of it is
-    one tier: sweeping GPU tiers with one server's profile is refused."""
+    the profile is that server (its label, GPU count and price; a GPU named otherwise is refused), and a
+    sweep of it is one tier: sweeping GPU tiers with one server's profile is refused."""
     _, prof, _ = fitted
     assert prof.engine["gpu"] == gb.EngineConfig().gpu and prof.engine["tensor_parallel_size"] == 1
     path = tmp_path / "l40s-tp2.toml"
@@ -396,12 +396,16 @@ def test_a_profile_is_one_server_whose_gpu_labels_counts_and_prices_its_what_ifs
     wl = gb.load_workload("mixed-long-short", num_prompts=10)
     s = gb.api.prepare_sweep(
         wl,
-        ["h100-sxm"],
+        [],  # the engine's GPU: the profile's server
         {"max_num_batched_tokens": [512]},
         engine=gb.EngineConfig(calibration=str(path)),
         result_dir=str(tmp_path),
     )
     assert [c.gpu for c in s.cells] == ["l40s"]
+    with pytest.raises(UsageError, match="--gpu h100-sxm"):  # a tier named is one the user set, as --gpu is
+        gb.api.prepare_sweep(
+            wl, ["h100-sxm"], {}, engine=gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)
+        )
     with pytest.raises(UsageError, match="one server"):
         gb.api.prepare_sweep(
             wl, ["l40s", "h100-sxm"], {}, engine=gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)

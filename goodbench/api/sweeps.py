@@ -68,7 +68,8 @@ def prepare_sweep(
     target_attainment: float = TARGET_ATTAINMENT,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
-    analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
+    analysis.sweep.SweepSetup. gpus: the tiers ([]: the engine's own; a tier named that a calibration
+    profile's server contradicts is refused, as `--gpu` is). cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
     per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
     colocated and split); labels: {key: value} on every cell's run (docs/history.md); target_attainment:
     what a cell must reach to meet the SLO."""
