@@ -106,3 +106,14 @@ def test_a_profile_and_a_model_file_are_read_once_per_run(tmp_path, opens, capsy
     assert main([*argv, "--engine-model", model, "--result-dir", str(tmp_path / "cli")]) == 0
     assert (opens.get(prof), opens.get(model)) == (1, 1), opens
     capsys.readouterr()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=UsageError,
+    reason="analysis/advise.py (owned elsewhere) still asks get_model(cfg.model); its shape is cfg.shape()",
+)
+def test_advise_takes_a_model_files_shape_from_the_config(tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    a = gb.advise(EngineConfig(model=str(tmp_path / "tiny.toml"), gpu="l4"), 500.0, 2000)
+    assert a.chunk >= 256
