@@ -223,10 +223,10 @@ ENGINE_DESTS = {"model": "engine_model"}
 
 
 def engine_config(args, resolve: bool = True) -> EngineConfig:
-    """The engine flags as an EngineConfig (resolved: every default filled in and validated). A comma
-    list of GPUs (sweep) gives its first tier. The files the knobs name are read here, once."""
-    from dataclasses import replace
-
+    """The engine flags as an EngineConfig, with the files they name read once (api/enginefiles.py);
+    resolved: every default filled in and validated, and a flag that contradicts a calibration profile's
+    server refused (EngineConfig.check_server, as the library refuses it; unresolved, the API function it
+    goes to resolves it). A comma list of GPUs (sweep) gives its first tier."""
     from ..api.enginefiles import with_files
     from ..errors import UsageError
 
@@ -235,11 +235,7 @@ def engine_config(args, resolve: bool = True) -> EngineConfig:
     kw = knob_values(args, EngineConfig, ENGINE_DESTS)
     if "gpu" in kw:
         kw["gpu"] = kw["gpu"].split(",")[0].strip()
-    cfg = with_files(EngineConfig(**kw))  # the profile and a model file, read once here
-    if cfg.calibration and getattr(args, "cmd", None) != "calibrate":
-        for gpu in [g.strip() for g in (getattr(args, "gpu", None) or "").split(",") if g.strip()][1:]:
-            replace(cfg, gpu=gpu).check_server()  # the one check resolution makes, for each tier of a list
-        cfg.check_server()
+    cfg = with_files(EngineConfig(**kw))
     return cfg.resolved() if resolve else cfg
 
 

@@ -246,7 +246,7 @@ class EngineConfig:
     def check_server(self) -> None:
         """UsageError when a server knob the user set (GPU, TP size, model, dtypes: one not left at its
         default) differs from the calibration profile's server. The one check, made in resolution, so the
-        library refuses what the CLI refuses (the CLI also calls it for each GPU of a list)."""
+        library refuses what the CLI refuses (prepare_sweep also asks it of each GPU tier named)."""
         prof = self.profile()
         if prof is None:
             return
