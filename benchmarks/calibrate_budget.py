@@ -22,8 +22,8 @@ sys.path.insert(0, ROOT)
 
 import goodbench as gb  # noqa: E402
 from goodbench.analysis import calibrate as cal  # noqa: E402
+from goodbench.api.enginefiles import load_profile  # noqa: E402
 from goodbench.engine.costmodel import CostModel  # noqa: E402
-from goodbench.engine.profile import load_profile  # noqa: E402
 
 RUN_SETS = (((150, 3.0), (200, 8.0)), ((100, 2.0), (150, 6.0)), ((200, 4.0),))  # (requests, req/s) per run
 STEPS = (256, 512, 1024, 2048, 4096)

@@ -33,8 +33,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import goodbench as gb  # noqa: E402
 from goodbench.analysis.calibrate import fit_scheduling  # noqa: E402
 from goodbench.analysis.calrun import load_run  # noqa: E402
+from goodbench.api.enginefiles import load_profile, resolve_engine  # noqa: E402
 from goodbench.engine.jitter import deciles  # noqa: E402
-from goodbench.engine.profile import load_profile, render_profile  # noqa: E402
+from goodbench.engine.profile import render_profile  # noqa: E402
 from goodbench.engine.virtual import simulate  # noqa: E402
 from goodbench.metrics import summarize  # noqa: E402
 from goodbench.records import RunMeta, RunResult  # noqa: E402
@@ -61,7 +62,7 @@ def predict(live_dir: str, profile: str, knobs: gb.EngineConfig) -> tuple[float,
     """The live run's TTFT and ITL p50 as the profile predicts them: its requests at their send times
     (prefix caching off: records keep no prompt text, so every replayed prompt would look alike)."""
     run = load_run(live_dir)
-    cfg = replace(knobs, calibration=profile, enable_prefix_caching=False).resolved()
+    cfg = resolve_engine(replace(knobs, calibration=profile, enable_prefix_caching=False))
     return p50s(simulate(cfg, Plan.at(run.requests, run.offsets)).records)
 
 

@@ -22,6 +22,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from goodbench import tokenizer  # noqa: E402
+from goodbench.api.enginefiles import with_files  # noqa: E402
 from goodbench.arrivals import ArrivalSpec, offsets  # noqa: E402
 from goodbench.engine.config import EngineConfig  # noqa: E402
 from goodbench.engine.jitter import PERCENTILES  # noqa: E402
@@ -114,7 +115,7 @@ def scattered_profile(plan, a) -> None:
     for _ in range(a.repeat):  # alternated: the machine's drift falls on both
         for label, path in paths.items():
             t = time.perf_counter()
-            out = simulate(EngineConfig(calibration=path, enable_prefix_caching=False), plan)
+            out = simulate(with_files(EngineConfig(calibration=path, enable_prefix_caching=False)), plan)
             walls[label].append(time.perf_counter() - t)
             steps[label] = out.stats["steps"]
     shutil.rmtree(d, ignore_errors=True)

@@ -16,8 +16,9 @@ from test_profile import write
 import goodbench as gb
 from goodbench.analysis.calibrate import fit_terms, front_end_notes, replay_config
 from goodbench.analysis.calrun import RunData, load_run
+from goodbench.api.enginefiles import load_profile, resolve_engine
 from goodbench.engine.costmodel import CostModel
-from goodbench.engine.profile import TERMS, Profile, load_profile, render_profile
+from goodbench.engine.profile import TERMS, Profile, render_profile
 from goodbench.errors import InputError, RunDirError, UsageError
 from goodbench.records import RequestSpec
 from goodbench.report.tables import calibration_table
@@ -415,27 +416,31 @@ def test_a_what_if_with_steps_beyond_the_runs_budget_says_so(fitted, tmp_path):
 
 def test_a_profile_is_one_server_whose_gpu_labels_counts_and_prices_its_what_ifs(fitted, tmp_path):
     """calibrate records the server's GPU and TP size (the default tier when not told); a what-if with
-    the profile is that server whatever gpu says (its label, GPU count and price), and a sweep of it is
-    one tier: sweeping GPU tiers with one server's profile is refused."""
+    the profile is that server (its label, GPU count and price; a GPU named otherwise is refused), and a
+    sweep of it is one tier: sweeping GPU tiers with one server's profile is refused."""
     _, prof, _ = fitted
     assert prof.engine["gpu"] == gb.EngineConfig().gpu and prof.engine["tensor_parallel_size"] == 1
     path = tmp_path / "l40s-tp2.toml"
     path.write_text(
         render_profile(replace(prof, engine=prof.engine | {"gpu": "l40s", "tensor_parallel_size": 2}), "t", "0")
     )
-    cfg = gb.EngineConfig(calibration=str(path)).resolved()
+    cfg = resolve_engine(gb.EngineConfig(calibration=str(path)))
     assert (cfg.gpu, cfg.tensor_parallel_size) == ("l40s", 2)
     run = gb.simulate(gb.load_workload("mixed-long-short", num_prompts=10), cfg, result_dir=str(tmp_path))
     assert run.summary["cost"]["gpu_tiers"] == {"l40s": 2}
     wl = gb.load_workload("mixed-long-short", num_prompts=10)
     s = gb.api.prepare_sweep(
         wl,
-        ["h100-sxm"],
+        [],  # the engine's GPU: the profile's server
         {"max_num_batched_tokens": [512]},
         engine=gb.EngineConfig(calibration=str(path)),
         result_dir=str(tmp_path),
     )
     assert [c.gpu for c in s.cells] == ["l40s"]
+    with pytest.raises(UsageError, match="--gpu h100-sxm"):  # a tier named is one the user set, as --gpu is
+        gb.api.prepare_sweep(
+            wl, ["h100-sxm"], {}, engine=gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)
+        )
     with pytest.raises(UsageError, match="one server"):
         gb.api.prepare_sweep(
             wl, ["l40s", "h100-sxm"], {}, engine=gb.EngineConfig(calibration=str(path)), result_dir=str(tmp_path)
@@ -515,7 +520,7 @@ def test_calibrate_fits_a_server_with_async_scheduling_and_says_what_it_assumed(
     out = str(tmp_path / "held.toml")
     cal = gb.calibrate([run.dir], gb.EngineConfig(**KNOBS, async_scheduling=True), out=out)
     assert load_profile(out).engine["async_scheduling"] is True and cal.scheduling == "async scheduling: given"
-    assert gb.EngineConfig(calibration=out).resolved().async_scheduling
+    assert resolve_engine(gb.EngineConfig(calibration=out)).async_scheduling
     assert abs(cal.rows[0]["fit_error"]["ttft_p50_ms"]) < 0.05
     told = str(tmp_path / "told.toml")  # not p.toml: that is the truth
     r = run_cli("calibrate", run.dir, "--out", told, "--quiet", "--max-num-batched-tokens", "512")

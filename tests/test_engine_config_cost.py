@@ -1,5 +1,6 @@
 import pytest
 
+from goodbench.api.enginefiles import resolve_engine
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel, explain
 from goodbench.engine.hardware import GIB, GPUS, MODELS, get_model
@@ -71,11 +72,11 @@ def test_model_shapes():
 def test_custom_model_file(tmp_path):
     p = tmp_path / "tiny.toml"
     p.write_text('name = "tiny"\nlayers = 2\nhidden = 256\nheads = 4\nkv_heads = 2\nffn = 512\nvocab = 1000\n')
-    c = EngineConfig(model=str(p), gpu="l4").resolved()
-    assert get_model(str(p)).head_dim == 64 and c.num_gpu_blocks > 0
+    c = resolve_engine(EngineConfig(model=str(p), gpu="l4"))
+    assert c.shape().head_dim == 64 and c.shape().name == "tiny" and c.num_gpu_blocks > 0
     (tmp_path / "bad.toml").write_text("layers = 0\n")
     with pytest.raises(InputError, match="layers"):  # a malformed input file, not a bad flag
-        EngineConfig(model=str(tmp_path / "bad.toml")).resolved()
+        resolve_engine(EngineConfig(model=str(tmp_path / "bad.toml")))
 
 
 def test_a_decode_step_prices_the_measured_gemm_curve_by_hand():

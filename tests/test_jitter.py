@@ -15,13 +15,14 @@ from test_profile import TERMS_GIVEN
 import goodbench as gb
 from goodbench.analysis import calibrate
 from goodbench.analysis.calrun import RunData, decode_steps
+from goodbench.api.enginefiles import load_profile
 from goodbench.arrivals import ArrivalSpec, offsets
 from goodbench.engine import jitter
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.core import Engine
 from goodbench.engine.costmodel import profile_model
 from goodbench.engine.kvcache import Seq
-from goodbench.engine.profile import Profile, load_profile, render_profile
+from goodbench.engine.profile import Profile, render_profile
 from goodbench.engine.virtual import simulate
 from goodbench.errors import InputError
 from goodbench.records import RequestSpec

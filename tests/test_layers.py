@@ -38,7 +38,7 @@ LAYERS = {
     "engine.scheduler": 2,
     "engine.costmodel": 2,
     "engine.opdata": 2,
-    "engine.opderive": 2,
+    "engine.opderive": 4,  # a build step: opdata.py derived from Vidur's CSV files (reads them)
     "engine.opmodel": 2,
     "engine.profile": 2,
     "engine.frontend": 2,
@@ -81,7 +81,7 @@ LAYERS = {
     "engine.serve": 6,  # the engine server: real clock
     "analysis": 7,
     "report": 7,  # compose runs, render
-    "api": 8,
+    "api": 8,  # api.enginefiles: the engine's files (profiles, model and price files), read once
     "": 8,  # the public API (and its facade)
     "cli": 9,
     "integrations": 9,  # nothing imports them
@@ -225,3 +225,71 @@ def test_no_module_over_500_lines_and_no_function_over_60():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60:
                 long_functions.append(f"{mod}.{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not long_modules and not long_functions, long_modules + long_functions
+
+
+# The engine's pure core (its layer-2 modules) reads and writes no files: a calibration profile, a model
+# file and a price file are read once at the edge (api/enginefiles.py) and handed to it as values.
+FILE_MODULES = ("tomllib", "tomli", "gzip", "bz2", "lzma", "zipfile", "tarfile", "pickle", "shelve", "shutil")
+FILE_MODULES += ("sqlite3", "glob", "pathlib", "tempfile", "fileinput", "io", "importlib.resources")
+FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "load", "dump", "loadtxt", "savetxt"}
+FILE_CALLS |= {"genfromtxt", "fromfile", "tofile", "save", "savez", "savez_compressed", "DictReader", "DictWriter"}
+OS_CALLS = {
+    "listdir",
+    "scandir",
+    "walk",
+    "exists",
+    "isfile",
+    "isdir",
+    "getsize",
+    "stat",
+    "remove",
+    "unlink",
+    "makedirs",
+}
+OS_CALLS |= {"mkdir", "rename", "replace", "rmdir", "chdir", "getcwd"}  # called on os or os.path
+
+
+def file_io(tree: ast.AST) -> list[str]:
+    """Each import of a file module and each call of a file function in this tree ("line N: what")."""
+    out = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        out += [
+            f"line {node.lineno}: import {n}" for n in names if n in FILE_MODULES or n.split(".")[0] in FILE_MODULES
+        ]
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            on = ast.unparse(f.value) if isinstance(f, ast.Attribute) else ""
+            if name in FILE_CALLS or (name in OS_CALLS and on in ("os", "os.path")):
+                out.append(f"line {node.lineno}: {name}()")
+    return out
+
+
+def test_the_engine_core_does_no_file_io():
+    core = [(mod, path) for mod, path in modules() if mod.split(".")[0] == "engine" and layer_of(mod)[0] == 2]
+    assert len(core) >= 20  # every module of the core is looked at (the table names them)
+    bad = {}
+    for mod, path in core:
+        with open(path, encoding="utf-8") as f:
+            found = file_io(ast.parse(f.read()))
+        if found:
+            bad[mod] = found
+    assert not bad, bad
+
+
+def test_the_file_io_check_can_fail():
+    code = (
+        "import tomllib\nfrom importlib import resources\nwith open(p) as f:\n    json.load(f)\nPath(p).read_text()\n"
+    )
+    found = ["line 1: import tomllib", "line 2: import importlib.resources", "line 3: open()", "line 4: load()"]
+    assert sorted(file_io(ast.parse(code))) == found + ["line 5: read_text()"]
+    assert file_io(ast.parse("os.makedirs(d)\nif os.path.exists(p):\n    pass\n")) == [
+        "line 1: makedirs()",
+        "line 2: exists()",
+    ]
+    assert file_io(ast.parse("import os\nx = os.path.basename(p)\ny = json.loads(s)\nq.remove(r)\n")) == []

@@ -3,7 +3,8 @@
 import pytest
 from recs import rec
 
-from goodbench.engine.prices import PRICES, cost_block, load_price_file, parse_overrides, price_table
+from goodbench.api.enginefiles import load_price_file
+from goodbench.engine.prices import PRICES, cost_block, parse_overrides, price_table
 from goodbench.errors import InputError, UsageError
 from goodbench.metrics import RequestMetrics
 from goodbench.metrics.cost import cost_summary

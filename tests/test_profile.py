@@ -2,6 +2,7 @@
 
 import pytest
 
+from goodbench.api.enginefiles import load_profile, resolve_engine
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.profile import (
@@ -9,7 +10,6 @@ from goodbench.engine.profile import (
     TERMS,
     Profile,
     coverage_note,
-    load_profile,
     prompt_coverage,
     render_profile,
     sparse_share,
@@ -44,9 +44,9 @@ def test_a_profile_round_trips(tmp_path):
 
 
 def test_the_cost_model_prices_the_profiles_formula(tmp_path):
-    cfg = EngineConfig(calibration=write(tmp_path)).resolved()
+    cfg = resolve_engine(EngineConfig(calibration=write(tmp_path)))
     cm = CostModel.for_config(cfg)
-    p = load_profile(cfg.calibration)
+    p = cfg.profile()
     # 10 decodes at 1,000 tokens of context each: under the floor (10 tokens x 0.8 ms < 25 ms)
     assert cm.step_time(0, 10, 10_000, 0, 0, 10) == pytest.approx(p.step_time(10, 10, 10_000))
     # a 500-token chunk beside them: past the floor, and its attention work
@@ -56,15 +56,15 @@ def test_the_cost_model_prices_the_profiles_formula(tmp_path):
 
 
 def test_the_profiled_servers_knobs_are_the_defaults(tmp_path):
-    cfg = EngineConfig(calibration=write(tmp_path)).resolved()
+    cfg = resolve_engine(EngineConfig(calibration=write(tmp_path)))
     assert (cfg.num_gpu_blocks, cfg.max_num_seqs) == (4000, 16)
-    own = EngineConfig(calibration=write(tmp_path), max_num_seqs=8, block_size=32).resolved()
+    own = resolve_engine(EngineConfig(calibration=write(tmp_path), max_num_seqs=8, block_size=32))
     assert (own.num_gpu_blocks, own.max_num_seqs) == (2000, 8)  # the same KV tokens in 32-token blocks
     assert "--calibration" in EngineConfig(calibration="x.toml").to_argv()
     assert not cfg.async_scheduling
     held = write(tmp_path, engine={"num_gpu_blocks": 4000, "block_size": 16, "async_scheduling": True})
     assert load_profile(held).engine["async_scheduling"] is True
-    assert EngineConfig(calibration=held).resolved().async_scheduling  # fitted on a server that ran so
+    assert resolve_engine(EngineConfig(calibration=held)).async_scheduling  # fitted on a server that ran so
 
 
 def test_bad_profiles_say_what_is_wrong(tmp_path):

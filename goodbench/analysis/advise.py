@@ -21,7 +21,7 @@ import numpy as np
 from ..arrivals import ArrivalSpec
 from ..engine.config import EngineConfig
 from ..engine.costmodel import CostModel
-from ..engine.hardware import GIB, get_model
+from ..engine.hardware import GIB
 from ..workloads import ClassSpec, LengthDist, WorkloadSpec
 
 
@@ -54,7 +54,7 @@ def advise(
     time_per_chunk_ms: float | None = None,
 ) -> Advice:
     cfg = replace(cfg, max_num_batched_tokens=None).resolved()
-    m = get_model(cfg.model)
+    m = cfg.shape()
     mem = cfg.memory()
     tp = cfg.tensor_parallel_size
     kv_tok = cfg.kv_bytes_per_token()

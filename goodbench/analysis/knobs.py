@@ -41,11 +41,11 @@ def chunked_prefill_note(cfg: EngineConfig, max_step_tokens: int, largest_prompt
 
 def calibration_notes(cfg: EngineConfig, requests, max_step_tokens: int) -> list[str]:
     """A calibrated run's prompts and steps outside what the profile's runs had (none without a profile)."""
-    from ..engine.profile import budget_note, coverage_note, load_profile
+    from ..engine.profile import budget_note, coverage_note
 
-    if not cfg.calibration:
+    prof = cfg.profile()  # read once at the edge and carried with the config
+    if prof is None:
         return []
-    prof = load_profile(cfg.calibration)
     prompts = [r.prompt_tokens for r in requests]
     return [n for n in (coverage_note(prof, prompts), budget_note(prof, max_step_tokens)) if n]
 

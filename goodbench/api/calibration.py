@@ -10,6 +10,7 @@ from ..engine.config import EngineConfig
 from ..engine.profile import render_profile
 from ..errors import UsageError
 from ..version import __version__
+from .enginefiles import with_files
 
 
 def calibrate(
@@ -25,7 +26,7 @@ def calibrate(
         raise UsageError("give at least one run directory to calibrate on")
     if out and os.path.isdir(out):
         raise UsageError(f"--out {out} is a directory; give a file name such as profile.toml")
-    cal = calibrate_runs(list(run_dirs), engine or EngineConfig(), on_stage)
+    cal = calibrate_runs(list(run_dirs), with_files(engine or EngineConfig()), on_stage)
     if out:
         text = render_profile(cal.profile, time.strftime("%Y-%m-%dT%H:%M:%S"), __version__)
         tmp = out + ".tmp"

@@ -17,6 +17,7 @@ from ..rundir import RunDir, plan_meta
 from ..store import new_run_id
 from ..workloads import WorkloadSpec, build_plan
 from .common import Run, as_workload, stage
+from .enginefiles import resolve_engine
 
 
 def simulate(
@@ -45,7 +46,7 @@ def simulate(
 
     spec = as_workload(workload)
     judged = _gate_meta(gate, target_attainment, spec.gate)
-    cfg = (engine or EngineConfig()).resolved()
+    cfg = resolve_engine(engine)
     check_needs(spec, cfg, None, "the simulated engine")
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     stage(on_stage, "building workload...")
@@ -209,7 +210,7 @@ def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage):
     if target.base_url is not None:
         yield target, None, {}
         return
-    cfg = (engine or EngineConfig()).resolved()
+    cfg = resolve_engine(engine)
     proc, logs = _start_engine(cfg, pin, on_stage), {"dir": None}
     try:
         yield replace(target, base_url=proc.base_url), cfg, logs

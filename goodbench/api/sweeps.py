@@ -13,6 +13,7 @@ from ..limits import TARGET_ATTAINMENT
 from ..store import new_run_id
 from ..workloads import build_plan
 from .common import as_workload, stage
+from .enginefiles import with_files
 
 
 @dataclass
@@ -29,12 +30,15 @@ class SweepOutcome:
     cheapest: dict | None = None  # the cell with the lowest $ per million output tokens within the SLO
 
 
-def _profiles_server(engine: EngineConfig | None, gpus: list[str], params: dict) -> list[str]:
+def _profiles_server(engine: EngineConfig, gpus: list[str], params: dict) -> list[str]:
     """The tiers to sweep: a calibration profile that names its server is that one server, so its GPU is
     the only tier and its hardware is not a knob to sweep."""
-    from ..engine.profile import SERVER_KEYS, load_profile, server
+    from ..engine.profile import SERVER_KEYS, server
 
-    hw = server(load_profile(engine.calibration).engine) if engine and engine.calibration else {}
+    for gpu in gpus:  # each tier named is a GPU the user set: refused when the profile's server is another
+        replace(engine, gpu=gpu).check_server()
+    prof = engine.profile()
+    hw = server(prof.engine) if prof else {}
     if not hw:
         return gpus
     swept = sorted(({"calibration"} | set(SERVER_KEYS)) & set(params))
@@ -64,7 +68,8 @@ def prepare_sweep(
     target_attainment: float = TARGET_ATTAINMENT,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
-    analysis.sweep.SweepSetup. cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
+    analysis.sweep.SweepSetup. gpus: the tiers ([]: the engine's own; a tier named that a calibration
+    profile's server contradicts is refused, as `--gpu` is). cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
     per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
     colocated and split); labels: {key: value} on every cell's run (docs/history.md); target_attainment:
     what a cell must reach to meet the SLO."""
@@ -75,8 +80,9 @@ def prepare_sweep(
 
     spec = as_workload(workload)
     require_slo(spec)
-    gpus = _profiles_server(engine, gpus, params)
-    base = replace(engine or EngineConfig(), gpu=gpus[0])
+    engine = with_files(engine or EngineConfig())
+    gpus = _profiles_server(engine, list(gpus) or [engine.gpu], params)
+    base = replace(engine, gpu=gpus[0])
     for lay in layouts or ():
         parse_layout(lay, cluster)
     cells = grid(gpus, params, layouts)
@@ -178,7 +184,7 @@ def advise(
     from ..analysis.advise import advise as advise_chunk
 
     return advise_chunk(
-        engine, ttft_slo_ms, p95_input, concurrency, context, min_chunk, time_per_chunk_ms=time_per_chunk_ms
+        with_files(engine), ttft_slo_ms, p95_input, concurrency, context, min_chunk, time_per_chunk_ms=time_per_chunk_ms
     )
 
 
@@ -223,4 +229,4 @@ def check_advice(
         spec = as_workload(workload)
     else:
         spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
-    return settle(a, check(a, engine, spec, tokmod.load(tokenizer, lazy=True), jobs))
+    return settle(a, check(a, with_files(engine), spec, tokmod.load(tokenizer, lazy=True), jobs))

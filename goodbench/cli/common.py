@@ -223,8 +223,11 @@ ENGINE_DESTS = {"model": "engine_model"}
 
 
 def engine_config(args, resolve: bool = True) -> EngineConfig:
-    """The engine flags as an EngineConfig (resolved: every default filled in and validated). A comma
-    list of GPUs (sweep) gives its first tier."""
+    """The engine flags as an EngineConfig, with the files they name read once (api/enginefiles.py);
+    resolved: every default filled in and validated, and a flag that contradicts a calibration profile's
+    server refused (EngineConfig.check_server, as the library refuses it; unresolved, the API function it
+    goes to resolves it). A comma list of GPUs (sweep) gives its first tier."""
+    from ..api.enginefiles import with_files
     from ..errors import UsageError
 
     if getattr(args, "moved_model", None):
@@ -232,23 +235,8 @@ def engine_config(args, resolve: bool = True) -> EngineConfig:
     kw = knob_values(args, EngineConfig, ENGINE_DESTS)
     if "gpu" in kw:
         kw["gpu"] = kw["gpu"].split(",")[0].strip()
-    if kw.get("calibration") and getattr(args, "cmd", None) != "calibrate":
-        _check_profiles_server(kw["calibration"], getattr(args, "gpu", None), kw)
-    cfg = EngineConfig(**kw)
+    cfg = with_files(EngineConfig(**kw))
     return cfg.resolved() if resolve else cfg
-
-
-def _check_profiles_server(path: str, gpus: str | None, given: dict) -> None:
-    """UsageError when --gpu (each of a comma list), -tp, --engine-model or a dtype flag the user gave
-    contradicts the profile's server."""
-    from ..engine.profile import contradiction, load_profile
-    from ..errors import UsageError
-
-    prof = load_profile(path)
-    for gpu in [g.strip() for g in (gpus or "").split(",") if g.strip()] or [None]:
-        line = contradiction(prof, given | {"gpu": gpu})
-        if line:
-            raise UsageError(line)
 
 
 # ----------------------------------------------------------------------------------------------- gate

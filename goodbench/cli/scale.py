@@ -44,7 +44,8 @@ def cluster_spec(args):
 
 
 def prices(args) -> dict[str, float]:
-    from ..engine.prices import load_price_file, parse_overrides
+    from ..api.enginefiles import load_price_file
+    from ..engine.prices import parse_overrides
 
     out = load_price_file(args.price_file) if args.price_file else {}
     return out | parse_overrides(args.gpu_price)

@@ -125,11 +125,10 @@ def _scales(text: str | None) -> list[float]:
 def cmd_sweep(args) -> int:
     from .. import api
     from ..analysis.grid import parse_params
-    from ..engine.config import EngineConfig
 
     con = console()
     spec, scales = workload(args), _scales(args.slo_scales)
-    gpus = [g.strip() for g in (args.gpu or EngineConfig().gpu).split(",") if g.strip()]
+    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()] if args.gpu else []  # []: the engine's GPU
     with Stages(con, quiet=args.quiet) as stages:
         s = api.prepare_sweep(
             spec,

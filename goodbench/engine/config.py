@@ -9,26 +9,78 @@ from dataclasses import dataclass, field, fields, replace
 
 from ..errors import UsageError
 from ..limits import check
-from .hardware import GIB, GPUS, get_gpu, get_model
+from .hardware import GIB, GPUS, Model, get_gpu, get_model, is_model_file
 from .knobs import knob, to_argv
-from .profile import load_profile, server
+from .profile import SERVER_KEYS, Profile, contradiction, server
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
 POLICIES = ("fcfs", "priority")
 NON_TORCH_GIB = 1.0  # CUDA context, cuBLAS workspaces, CUDA graphs (vLLM profiling typically 0.5-1.5 GiB)
+UNREAD = (
+    "{what} {path} has not been read: the engine reads no files; pass the config through goodbench's API "
+    "(gb.simulate, gb.run, ...) or goodbench.api.enginefiles.with_files, which read it once"
+)
+
+
+class DefaultStr(str):
+    """A server knob (GPU, model, dtypes) at EngineConfig's default: equal to the plain value, but resolution
+    tells it from the same value the user named (a calibration profile's server replaces a default and
+    refuses a named value that differs, as the CLI refuses the flag)."""
+
+    __slots__ = ()
+
+
+class DefaultInt(int):
+    """The TP size at its default (DefaultStr's reason)."""
+
+    __slots__ = ()
+
+
+def user_set(value) -> bool:
+    """The user named this server knob's value (it is not EngineConfig's default)."""
+    return not isinstance(value, (DefaultStr, DefaultInt))
+
+
+def _plain(value):
+    """A knob's value as stored: a marked default as its plain str or int."""
+    if isinstance(value, DefaultStr):
+        return str.__str__(value)
+    return int(value) if isinstance(value, DefaultInt) else value
+
+
+def _kept(value: str, was):
+    """A derived value, still marked as the default when the knob it comes from was."""
+    return value if user_set(was) else DefaultStr(value)
+
+
+def _knob_fields(cls) -> list:
+    """EngineConfig's knobs: its init fields but the files they name."""
+    return [f for f in fields(cls) if f.init and f.name != "files"]
+
+
+@dataclass(frozen=True)
+class EngineFiles:
+    """What a config's file knobs name, read once at the edge (api/enginefiles.py) and carried with the
+    config so the engine reads no files: the calibration profile and a model file's shape, each with the
+    path the config named (a config that names another file has not read it)."""
+
+    calibration: str | None = None
+    profile: Profile | None = None
+    model_file: str | None = None
+    model: Model | None = None
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    gpu: str = knob("h100-sxm", f"GPU tier: {', '.join(GPUS)}")
+    gpu: str = knob(DefaultStr("h100-sxm"), f"GPU tier: {', '.join(GPUS)}")
     model: str = knob(
-        "llama-3.1-8b",
+        DefaultStr("llama-3.1-8b"),
         "the engine's model shape: see `goodbench engine models`, or a .toml file (--model is the served model name)",
         flags=("--engine-model",),
     )
-    dtype: str = knob("bf16", "weights and compute", ("bf16", "fp8"))
-    kv_cache_dtype: str = knob("auto", "KV cache (auto = bf16)", ("auto", "bf16", "fp8"))
-    tensor_parallel_size: int = knob(1, "GPUs per replica", flags=("--tensor-parallel-size", "-tp"))
+    dtype: str = knob(DefaultStr("bf16"), "weights and compute", ("bf16", "fp8"))
+    kv_cache_dtype: str = knob(DefaultStr("auto"), "KV cache (auto = bf16)", ("auto", "bf16", "fp8"))
+    tensor_parallel_size: int = knob(DefaultInt(1), "GPUs per replica", flags=("--tensor-parallel-size", "-tp"))
     max_num_batched_tokens: int | None = knob(
         None, "token budget per step, the chunk size (default 8192 on >= 70 GiB non-A100 GPUs, else 2048)"
     )
@@ -64,11 +116,13 @@ class EngineConfig:
         "(its KV capacity, budget and sequence limit are the defaults)",
     )
     fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
+    # the files the knobs above name, read at the edge (api/enginefiles.with_files); no flag, not stored
+    files: EngineFiles | None = field(default=None, compare=False, repr=False, metadata={"cli": False})
     # set by resolved(): the config as the user gave it (None: this config is not resolved)
     _knobs: EngineConfig | None = field(default=None, init=False, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        return {f.name: _plain(getattr(self, f.name)) for f in _knob_fields(self)}
 
     @property
     def is_resolved(self) -> bool:
@@ -81,7 +135,7 @@ class EngineConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> EngineConfig:
-        names = {f.name for f in fields(cls) if f.init}
+        names = {f.name for f in _knob_fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
     def to_argv(self) -> list[str]:
@@ -94,7 +148,7 @@ class EngineConfig:
 
     def memory(self) -> dict:
         """Per-GPU memory budget in bytes: what the KV blocks are derived from."""
-        gpu, model = get_gpu(self.gpu), get_model(self.model)
+        gpu, model = get_gpu(self.gpu), self.shape()
         tp = self.tensor_parallel_size
         wbytes = 1.0 if self.dtype == "fp8" else 2.0
         weights = model.params_total * wbytes / tp
@@ -113,7 +167,7 @@ class EngineConfig:
 
     def kv_bytes_per_token(self) -> float:
         """Per GPU: KV heads split over TP ranks (replicated when fewer heads than ranks)."""
-        model = get_model(self.model)
+        model = self.shape()
         kvb = 1.0 if self.kv_cache_dtype == "fp8" else 2.0
         heads = max(1, model.kv_heads // self.tensor_parallel_size)
         return 2 * model.layers * heads * model.head_dim * kvb
@@ -121,9 +175,8 @@ class EngineConfig:
     def _check_knobs(self, gpu, model) -> None:
         """Knobs that are wrong whatever else is set (UsageError naming the problem); every number in
         its range of limits.py (a negative step overhead or a zero fixed step never reach the engine)."""
-        for f in fields(self):
-            if f.init:
-                check(f.name, getattr(self, f.name))
+        for f in _knob_fields(self):
+            check(f.name, getattr(self, f.name))
         if self.scheduler not in SCHEDULERS:
             raise UsageError(f"scheduler {self.scheduler!r} is not one of {', '.join(SCHEDULERS)}")
         if self.scheduling_policy not in POLICIES:
@@ -147,7 +200,7 @@ class EngineConfig:
             return self.num_gpu_blocks
         if served.get("num_gpu_blocks"):
             return int(served["num_gpu_blocks"]) * int(served.get("block_size", 16)) // self.block_size
-        gpu, model = get_gpu(self.gpu), get_model(self.model)
+        gpu, model = get_gpu(self.gpu), self.shape()
         mem = self.memory()
         blocks = int(mem["kv"] // (self.kv_bytes_per_token() * self.block_size))
         if blocks <= 0:
@@ -166,21 +219,53 @@ class EngineConfig:
         the user set (num_gpu_blocks, max_model_len, ...) is kept, never taken for a derived value."""
         if self._knobs is not None:
             return self
-        served = load_profile(self.calibration).engine if self.calibration else {}  # what the server ran with
-        out = self._on_server(served)._resolve(served)
+        prof = self.profile()
+        out = self._on_server(prof)._resolve(prof.engine if prof else {})  # what the server ran with
         object.__setattr__(out, "_knobs", self)
         return out
 
-    def _on_server(self, served: dict) -> EngineConfig:
+    def profile(self) -> Profile | None:
+        """The calibration profile this config names, as read at the edge (None without one; UsageError
+        when it has not been read: the engine reads no files)."""
+        if not self.calibration:
+            return None
+        f = self.files
+        if f is None or f.profile is None or f.calibration != self.calibration:
+            raise UsageError(UNREAD.format(what="calibration profile", path=self.calibration))
+        return f.profile
+
+    def shape(self) -> Model:
+        """The model's shape: a built-in one by name, or the model file's as read at the edge."""
+        if not is_model_file(self.model):
+            return get_model(self.model)
+        f = self.files
+        if f is None or f.model is None or f.model_file != self.model:
+            raise UsageError(UNREAD.format(what="model file", path=self.model))
+        return f.model
+
+    def check_server(self) -> None:
+        """UsageError when a server knob the user set (GPU, TP size, model, dtypes: one not left at its
+        default) differs from the calibration profile's server. The one check, made in resolution, so the
+        library refuses what the CLI refuses (prepare_sweep also asks it of each GPU tier named)."""
+        prof = self.profile()
+        if prof is None:
+            return
+        line = contradiction(prof, {k: getattr(self, k) for k in SERVER_KEYS if user_set(getattr(self, k))})
+        if line:
+            raise UsageError(line)
+
+    def _on_server(self, prof: Profile | None) -> EngineConfig:
         """A calibration profile is one server: its GPU, TP size, model and dtypes (where it names them;
-        profile.server) label, count and price the what-ifs, whatever these knobs say (the CLI refuses a
-        flag that differs: profile.contradiction). knobs() keeps what was asked; resolving those again
-        applies the profile again."""
-        hw = server(served)
+        profile.server) label, count and price the what-ifs; a knob the user set otherwise is refused
+        (check_server). knobs() keeps what was asked; resolving those again applies the profile again."""
+        if prof is None:
+            return self
+        self.check_server()
+        hw = server(prof.engine)
         return replace(self, **hw) if hw else self
 
     def _resolve(self, served: dict) -> EngineConfig:
-        gpu, model = get_gpu(self.gpu), get_model(self.model)
+        gpu, model = get_gpu(self.gpu), self.shape()
         self._check_knobs(gpu, model)
         big = gpu.mem_gib >= 70 and not gpu.name.startswith("a100")
         seqs = self.max_num_seqs or served.get("max_num_seqs") or (1024 if big else 256)
@@ -223,5 +308,5 @@ class EngineConfig:
             max_num_batched_tokens=budget,
             num_gpu_blocks=blocks,
             max_model_len=mml,
-            kv_cache_dtype="fp8" if self.kv_cache_dtype == "fp8" else "bf16",
+            kv_cache_dtype="fp8" if self.kv_cache_dtype == "fp8" else _kept("bf16", self.kv_cache_dtype),
         )

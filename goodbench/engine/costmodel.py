@@ -27,7 +27,7 @@ import numpy as np
 from . import jitter
 from .config import EngineConfig
 from .frontend import FrontEnd
-from .hardware import get_gpu, get_model
+from .hardware import get_gpu
 from .opmodel import (
     allreduce_time,
     elementwise_time,
@@ -38,7 +38,7 @@ from .opmodel import (
     pcie_ring_bytes_s,
     request_scale,
 )
-from .profile import Profile, load_profile
+from .profile import Profile
 from .uncertainty import engine_uncertainty
 
 
@@ -137,7 +137,7 @@ class CostModel:
         fixed_step_ms = cfg.fixed_step_ms if fixed_step_ms is None else fixed_step_ms
         fixed = fixed_step_ms / 1000 if fixed_step_ms is not None else None
         if cfg.calibration and constants is None:
-            cm = profile_model(cfg.resolved(), load_profile(cfg.calibration))
+            cm = profile_model(cfg.resolved(), cfg.profile())
         else:
             k = constants or SHIPPED
             if cfg.step_overhead_ms is not None:
@@ -306,7 +306,7 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
 
 def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     """The tier's measured operator curves for the model shape, with the fitted constants k."""
-    gpu, m = get_gpu(cfg.gpu), get_model(cfg.model)
+    gpu, m = get_gpu(cfg.gpu), cfg.shape()
     tp, fp8 = cfg.tensor_parallel_size, cfg.dtype == "fp8"
     peak, bw, wbytes, fam, ridge_bw = gemm_pricing(gpu, fp8)
     bf16_peak = gpu.bf16_tflops * 1e12  # the LM head and attention stay BF16
@@ -363,7 +363,7 @@ def _roofline(cfg: EngineConfig, n: int) -> float | None:
     """The linear layers' roofline for n tokens on the tier (None: a calibration profile has no tier)."""
     if cfg.calibration or n < 1:
         return None
-    m = get_model(cfg.model)
+    m = cfg.shape()
     peak, bw, wbytes, _, _ = gemm_pricing(get_gpu(cfg.gpu), cfg.dtype == "fp8")
     params = m.layers * m.params_per_layer / cfg.tensor_parallel_size
     return max(2 * n * params / peak, wbytes * params / bw)

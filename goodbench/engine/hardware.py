@@ -10,11 +10,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from ..errors import InputError, UsageError
 
 
@@ -250,21 +245,9 @@ def get_gpu(name: str) -> GPU:
         raise UsageError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
 
 
-def read_toml(path: str, what: str) -> dict:
-    """One of the engine's TOML files (a model shape, a calibration profile); InputError naming the file."""
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read {what}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not valid TOML: {e}") from None
-
-
-def load_model_file(path: str) -> Model:
-    """A custom model from TOML: name, layers, hidden, heads, kv_heads, head_dim (default hidden/heads),
-    ffn, vocab, tied_embeddings, max_position."""
-    d = read_toml(path, "model file")
+def model_from_toml(d: dict, path: str) -> Model:
+    """A custom model from a model file's TOML table (read at the edge: api/enginefiles.py): name, layers,
+    hidden, heads, kv_heads, head_dim (default hidden/heads), ffn, vocab, tied_embeddings, max_position."""
     need = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
     for k in need:
         if not isinstance(d.get(k), int) or d[k] <= 0:
@@ -284,9 +267,19 @@ def load_model_file(path: str) -> Model:
     )
 
 
+def is_model_file(name: str) -> bool:
+    """A model named by its file (a .toml shape) rather than by a name in MODELS."""
+    return name.endswith(".toml")
+
+
 def get_model(name: str) -> Model:
-    if name.endswith(".toml"):
-        return load_model_file(name)
+    """A built-in model shape by name. A model file is read once at the edge and carried by the config
+    (EngineConfig.shape()), never read here."""
+    if is_model_file(name):
+        raise UsageError(
+            f"model file {name}: the engine reads no files; pass the config through goodbench's API (gb.simulate, "
+            "gb.run, ...; goodbench.api.enginefiles.with_files), which reads it once"
+        )
     try:
         return MODELS[name.lower()]
     except KeyError:

@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass, replace
 
 from ..errors import UsageError
 from .config import EngineConfig
-from .hardware import get_model
 from .knobs import knob
 from .links import LINKS, Link, get_link, transfer_s
 from .router import ROUTERS
@@ -95,7 +94,7 @@ class ClusterSpec:
             self.link(base),
             d.kv_bytes_per_token() * d.tensor_parallel_size,  # the whole model's KV
             min(p.tensor_parallel_size, d.tensor_parallel_size),
-            get_model(base.model).layers,
+            base.shape().layers,
             self.layerwise,
         )
 

@@ -4,15 +4,9 @@ price file rather than trusting an invented number."""
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 
-from ..errors import InputError, UsageError
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -76,22 +70,6 @@ def parse_overrides(text: str | None) -> dict[str, float]:
         except ValueError:
             raise UsageError(f"--gpu-price {item!r}: expected GPU=USD_PER_HOUR, e.g. h100-sxm=2.5") from None
     return out
-
-
-def load_price_file(path: str) -> dict[str, float]:
-    """A TOML table (`h100-sxm = 2.5`, or `[h100-sxm] usd_per_hour = 2.5`) or a CSV with columns gpu,
-    usd_per_hour."""
-    try:
-        if path.endswith(".csv"):
-            with open(path, newline="", encoding="utf-8") as f:
-                return {r["gpu"].strip().lower(): float(r["usd_per_hour"]) for r in csv.DictReader(f)}
-        with open(path, "rb") as f:
-            d = tomllib.load(f)
-        return {k.lower(): float(v["usd_per_hour"] if isinstance(v, dict) else v) for k, v in d.items()}
-    except OSError as e:
-        raise InputError(f"{path}: cannot read price file: {e.strerror}") from None
-    except (KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
-        raise InputError(f"{path}: price file needs gpu -> usd_per_hour numbers ({e})") from None
 
 
 def price_table(overrides: dict[str, float] | None = None) -> dict[str, float]:

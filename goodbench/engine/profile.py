@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .hardware import GPUS, read_toml
+from .hardware import GPUS
 from .jitter import PERCENTILES
 
 TERMS = (
@@ -109,9 +109,9 @@ def _num(d: dict, key: str, path: str) -> float:
     return float(v)
 
 
-def load_profile(path: str) -> Profile:
-    """A profile file; InputError naming the file and key when it is not one."""
-    d = read_toml(path, "calibration profile")
+def profile_from_toml(d: dict, path: str) -> Profile:
+    """A profile from its file's TOML table (read at the edge: api/enginefiles.py); InputError naming the
+    file and key when it is not one."""
     if not isinstance(d.get("terms"), dict):
         raise InputError(f"{path}: no [terms] table: not a goodbench calibration profile (goodbench calibrate)")
     terms = {k: _num(d["terms"], k, path) for k in TERMS}
@@ -172,8 +172,9 @@ def _plain(key: str, value):
 
 
 def contradiction(prof: Profile, given: dict) -> str | None:
-    """A line when a flag the user gave ({SERVER_KEYS key: value}; None where not given) differs from the
-    profile's server."""
+    """A line when a server knob the user gave ({SERVER_KEYS key: value}; None where not given) differs
+    from the profile's server. The one check: EngineConfig's resolution calls it (config.check_server), for
+    the library and the CLI alike."""
     mine = server(prof.engine)
     off = [
         f"{SERVER_FLAGS[k]} {given[k]} (its server's: {mine[k]})"
