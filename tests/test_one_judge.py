@@ -10,10 +10,8 @@ import sys
 import pytest
 from conftest import ROOT, reference_engine
 
-from goodbench.analysis.sweep import verdict_row
 from goodbench.cli import main
-from goodbench.gating import GateSpec, evaluate, headline, recorded_spec
-from goodbench.integrations.locust_gate import locust_exit
+from goodbench.gating import GateSpec, evaluate
 from goodbench.metrics.compose import compose
 from goodbench.records import RequestRecord, RunMeta, RunResult
 from goodbench.report.console import render_summary
@@ -63,8 +61,12 @@ def test_target_attainment_is_the_pass_mark_of_every_later_judge(tmp_path, capsy
 
 
 def test_one_summary_gets_one_verdict_on_every_surface(tmp_path):
-    """One summary through console, HTML, gate, locust's exit code and --min-gpus's rule: one answer, for
-    a passing, a failing (by a percentile clause alone) and an unjudgeable run."""
+    """One summary through console, HTML, gate, locust's exit code and a sweep cell: one answer, for a
+    passing, a failing (by a percentile clause alone) and an unjudgeable run."""
+    from goodbench.analysis.sweep import verdict_row
+    from goodbench.gating import headline
+    from goodbench.integrations.locust_gate import locust_exit
+
     assert _sim(tmp_path, "r", "--num-prompts", "60", "--request-rate", "4", "--goodput", "ttft:2000") == 0
     d = str(tmp_path / "r")
     s = _summary(d)
@@ -125,6 +127,8 @@ def _lagged_run(lag_s: float, ttft_s: float, slo: dict, n: int = 200) -> dict:
 def test_a_busy_host_still_gets_a_verdict_when_its_error_cannot_flip_one():
     """Why 6: a run invalid by schedule lag came back 'cannot judge' even where the SLO's margin dwarfed the
     error. Judged when the measured bound moves no clause across its threshold; not judged when it could."""
+    from goodbench.gating import headline
+
     far = _lagged_run(0.030, 0.100, {"ttft": 500.0})
     assert far["valid"] is False and far["verdict_bounds"]["error_ms"] == pytest.approx(30.0, abs=1.0)
     r = evaluate(far, GateSpec())
@@ -138,6 +142,8 @@ def test_a_busy_host_still_gets_a_verdict_when_its_error_cannot_flip_one():
 
 
 def test_recorded_spec_round_trips_and_old_runs_keep_their_mark():
+    from goodbench.gating import recorded_spec
+
     spec = GateSpec(min_attainment=0.9, percentiles={"p99": {"itl": 50.0}}, max_failed=0.01)
     assert GateSpec.from_table(spec.to_table()) == spec
     assert recorded_spec({"gate": spec.to_table()}) == spec
