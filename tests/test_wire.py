@@ -174,3 +174,16 @@ def test_models_lists_vllms_fields(tok):
     assert card["object"] == "model" and isinstance(card["created"], int)
     (perm,) = card["permission"]
     assert perm["object"] == "model_permission" and perm["allow_sampling"] is True
+
+
+def test_messages_start_with_the_first_token_and_responses_open_on_arrival(tok):
+    """vLLM's Messages stream is its chat stream converted: message_start comes of the role chunk, so with
+    the first token. Its Responses stream sends created / in_progress before generating."""
+    msgs = {"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 5, "stream": True}
+    (_, msg), (_, resp) = serve(
+        tok, [("/v1/messages", msgs), ("/v1/responses", {"input": "hi", "max_output_tokens": 5, "stream": True})]
+    )
+    first = msg[0][1]
+    assert msg[0][0] > 0.5 * STEP_MS / 1000, msg[0]
+    assert first.startswith(b"event: message_start\n") and b"event: content_block_delta\n" in first
+    assert resp[0][1].startswith(b"event: response.created\n") and b".delta\n" not in resp[0][1]

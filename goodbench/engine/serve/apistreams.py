@@ -191,6 +191,13 @@ class MessagesFormatter(_EventFormatter):
     (thinking, then text or tool_use); message_delta with the output count; message_stop."""
 
     def opening(self) -> bytes:
+        """Nothing: vLLM makes message_start of its chat stream's first chunk, sent with the first token."""
+        return b""
+
+    def token(self, n: int, done: bool) -> bytes:
+        return self.message_start() + super().token(n, done) if n == 1 else super().token(n, done)
+
+    def message_start(self) -> bytes:
         msg = {
             "id": f"msg_{self.rid}",
             "type": "message",
