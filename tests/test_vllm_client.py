@@ -1,6 +1,6 @@
 """vLLM's own benchmark client measures `goodbench serve` as goodbench does (issue 42), marked `real_vllm`:
 `vllm bench serve` from the real_vllm venv (ci/real_vllm/setup.sh) and `goodbench run` send the same
-traffic (20 random requests, 32 tokens in, 16 out, 4 at a time) to one `goodbench serve --fixed-step-ms 5`.
+traffic (20 random requests, 32 tokens in, 16 out, 4 at a time) to one `goodbench serve --fixed-step-ms 20`.
 Before the fix vLLM's client failed 60 of 60 completions (a leading SSE comment) and read chat TTFT
 p50 under one step (the role chunk sent on arrival). No vLLM server runs: only its client."""
 
@@ -20,7 +20,7 @@ def test_vllm_bench_serve_measures_the_reference_engine_as_goodbench_does(api, t
     assert (g["completed"], g["failed"]) == (20, 0)
     # every first token comes out of a prefill step: a TTFT under one step is a preamble taken for it
     assert v["ttft_p50_ms"] >= 0.9 * STEP_MS and g["ttft_p50_ms"] >= 0.9 * STEP_MS, (v, g)
-    # both clients read the same server: p50s agree within a margin that a loaded 2-core machine keeps
-    # (docs/real-vllm.md: measured differences) and that the old server's TTFT (2.6-4.6 against 12-24 ms) broke
-    assert abs(v["ttft_p50_ms"] - g["ttft_p50_ms"]) <= max(5.0, 0.5 * g["ttft_p50_ms"]), (v, g)
-    assert abs(v["itl_p50_ms"] - g["itl_p50_ms"]) <= max(1.5, 0.3 * g["itl_p50_ms"]), (v, g)
+    # both clients read the same server. Measured (docs/real-vllm.md, a loaded 2-vCPU machine): TTFT p50s
+    # 0.3-0.9 ms apart, ITL p50s within 0.1 ms; the old server's chat read 9.7-11.4 against 37-39 ms
+    assert abs(v["ttft_p50_ms"] - g["ttft_p50_ms"]) <= max(8.0, 0.25 * g["ttft_p50_ms"]), (v, g)
+    assert abs(v["itl_p50_ms"] - g["itl_p50_ms"]) <= max(2.0, 0.1 * g["itl_p50_ms"]), (v, g)

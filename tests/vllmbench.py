@@ -25,7 +25,7 @@ from realvllm import ENV, MODEL, SERVED_NAME, VENV, _group_alive, _signal_group,
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENDPOINTS = {"completions": ("openai", "/v1/completions"), "chat": ("openai-chat", "/v1/chat/completions")}
-STEP_MS = 5.0  # the served engine's fixed step: every TTFT is at least one (the prefill step)
+STEP_MS = 20.0  # the served engine's fixed step: every TTFT is at least one (the prefill step)
 TRAFFIC = dict(num_prompts=20, concurrency=4, input_len=32, output_len=16)
 
 
@@ -70,13 +70,14 @@ class GoodbenchServer:
         self.proc = None
 
 
-def vllm_bench(base_url: str, api: str, out_dir: str, seed: int = 0) -> dict:
-    """One `vllm bench serve` run without --model (it reads /v1/models, as a new user's would): its
-    saved result's request counts and p50s."""
+def vllm_bench(base_url: str, api: str, out_dir: str, model: str | None = None) -> dict:
+    """One `vllm bench serve` run, without --model unless given (it then reads /v1/models, as a new
+    user's would): its saved result's request counts and p50s."""
     backend, endpoint = ENDPOINTS[api]
     t = TRAFFIC
     argv = [os.path.join(VENV, "bin", "vllm"), "bench", "serve", "--backend", backend, "--base-url", base_url]
-    argv += ["--endpoint", endpoint, "--tokenizer", MODEL, "--dataset-name", "random", "--seed", str(seed)]
+    argv += ["--endpoint", endpoint, "--tokenizer", MODEL, "--dataset-name", "random", "--seed", "0"]
+    argv += ["--model", model] if model else []
     argv += ["--random-input-len", str(t["input_len"]), "--random-output-len", str(t["output_len"])]
     argv += ["--num-prompts", str(t["num_prompts"]), "--max-concurrency", str(t["concurrency"])]
     argv += ["--request-rate", "inf", "--ignore-eos", "--percentile-metrics", "ttft,itl", "--metric-percentiles", "50"]
@@ -121,10 +122,10 @@ def goodbench_run(base_url: str, api: str, out_dir: str, root: str = ROOT) -> di
     }
 
 
-def measure(server_root: str, api: str, out_dir: str) -> tuple[dict, dict]:
+def measure(server_root: str, api: str, out_dir: str, model: str | None = None) -> tuple[dict, dict]:
     """(vLLM's client, goodbench's client) on one fresh server of `server_root`, the vLLM client first."""
     with GoodbenchServer(server_root) as srv:
-        return vllm_bench(srv.base_url, api, out_dir), goodbench_run(srv.base_url, api, out_dir)
+        return vllm_bench(srv.base_url, api, out_dir, model), goodbench_run(srv.base_url, api, out_dir)
 
 
 def main() -> None:
@@ -132,13 +133,14 @@ def main() -> None:
     ap.add_argument("--server-root", default=ROOT, help="the goodbench checkout whose server is measured")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--apis", default="completions,chat")
+    ap.add_argument("--model", help="pass vLLM's client --model (a server without /v1/models' `root` needs it)")
     a = ap.parse_args()
     print(f"server: {a.server_root}; traffic: {TRAFFIC}")
     for i in range(a.repeat):
         for api in a.apis.split(","):
             with tempfile.TemporaryDirectory() as d:
                 try:
-                    v, g = measure(a.server_root, api, d)
+                    v, g = measure(a.server_root, api, d, a.model)
                 except RuntimeError as e:
                     print(f"{api} #{i}: {e}")
                     continue
