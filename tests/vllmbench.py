@@ -36,13 +36,15 @@ class GoodbenchServer:
         self.root, self.step_ms, self.port = root, step_ms, free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.log = None
 
     def __enter__(self) -> GoodbenchServer:
         argv = [sys.executable, "-m", "goodbench", "serve", "--port", str(self.port), "--fixed-step-ms"]
         argv += [str(self.step_ms), "--served-model-name", SERVED_NAME, "--tokenizer", MODEL, "--log-interval", "0"]
         env = dict(os.environ, PYTHONPATH=self.root)
+        self.log = tempfile.TemporaryFile()  # a file, not a pipe: nobody drains it while the clients run
         self.proc = subprocess.Popen(
-            argv, cwd=self.root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            argv, cwd=self.root, env=env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.proc.poll() is None:
@@ -52,8 +54,10 @@ class GoodbenchServer:
                         return self
             except (urllib.error.URLError, OSError):
                 time.sleep(0.2)
-        err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.poll() is not None else ""
         self.__exit__()
+        self.log.seek(0)
+        err = self.log.read().decode(errors="replace")[-2000:]
+        self.log.close()
         raise RuntimeError(f"goodbench serve did not become healthy in 60 s: {err}")
 
     def __exit__(self, *exc) -> None:
@@ -68,6 +72,8 @@ class GoodbenchServer:
         if _group_alive(self.proc.pid):
             _signal_group(self.proc.pid, 9)
         self.proc = None
+        if exc:  # a normal exit (a failed start keeps the log to read it)
+            self.log.close()
 
 
 def vllm_bench(base_url: str, api: str, out_dir: str, model: str | None = None) -> dict:
