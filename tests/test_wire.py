@@ -153,6 +153,11 @@ def test_formatters_open_with_nothing_and_send_the_role_with_the_first_token(tok
     assert b'"role"' not in two and two.endswith(b"data: [DONE]\n\n")
     cmpl = Formatter("cmpl-1", 0, "m", False, 7, False, False, words, seed=1)
     assert cmpl.opening() == b"" and cmpl.token(1, False).count(b"data: ") == 1
+    # vLLM's choice fields: stop_reason on every completions chunk, on chat's last only
+    (c1,) = [json.loads(e.removeprefix(b"data: ")) for e in cmpl.token(1, False).split(b"\n\n") if e]
+    assert list(c1["choices"][0]) == ["index", "text", "logprobs", "finish_reason", "stop_reason"]
+    assert "stop_reason" not in events[1]["choices"][0]
+    assert json.loads(two.split(b"\n\n")[0].removeprefix(b"data: "))["choices"][0]["stop_reason"] is None
 
 
 def test_models_lists_vllms_fields(tok):

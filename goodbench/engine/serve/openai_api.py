@@ -212,7 +212,9 @@ class Formatter:
 
     def _token(self, n: int, done: bool) -> bytes:
         pre = self.think_pre if n <= self.thinking else self.pre
-        chunk = b"data: " + self.head + pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + b"}]"
+        # vLLM sets stop_reason on every completions chunk and on chat's last
+        end = b',"stop_reason":null}]' if done or not self.chat else b"}]"
+        chunk = b"data: " + self.head + pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + end
         if self.continuous:
             chunk += b',"usage":' + self._usage(n)
         chunk += b"}\n\n"
