@@ -32,13 +32,14 @@ PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages
 
 
 def stream(api: str, tokens: int, seed: int) -> list[bytes]:
-    """One response's socket reads: the preamble, then one read per token (events as the engine sends them)."""
+    """One response's socket reads: the opening (empty but for Responses), then one read per token (events as
+    the engine sends them: chat's role chunk and message_start with the first)."""
     if api == "chat":
         f = Formatter("chatcmpl-1", 0, "m", True, 100, include_usage=True, continuous=False, words=WORDS, seed=seed)
     else:
         cls = ResponsesFormatter if api == "responses" else MessagesFormatter
         f = cls(seed, 0, "m", 100, WORDS, seed)
-    return [f.role_chunk()] + [f.token(n, n == tokens) for n in range(1, tokens + 1)]
+    return [f.opening()] + [f.token(n, n == tokens) for n in range(1, tokens + 1)]
 
 
 def run(api: str, reads: list[list[bytes]]) -> float:

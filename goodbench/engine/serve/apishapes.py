@@ -124,3 +124,32 @@ def pool_response(api: str, rid: int, created: int, model: str, items: list, n_p
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
     results = [{"index": i, "relevance_score": scores[i]} for i in order]
     return {"id": f"rerank-{rid}", "model": model, "usage": usage, "results": results}
+
+
+def model_card(name: str, root: str, max_model_len: int, created: int) -> dict:
+    """A /v1/models entry shaped as vLLM's: `root` is the model served under `name` (vLLM: the path
+    or hub id it loaded), `parent` a base model (None: not a LoRA adapter), one permission record."""
+    perm = {
+        "id": f"modelperm-{created:x}",
+        "object": "model_permission",
+        "created": created,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
+    return {
+        "id": name,
+        "object": "model",
+        "created": created,
+        "owned_by": "goodbench",
+        "root": root,
+        "parent": None,
+        "max_model_len": max_model_len,
+        "permission": [perm],
+    }

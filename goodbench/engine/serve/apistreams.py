@@ -1,7 +1,7 @@
 """Streams of the reference engine's other reply shapes, one formatter each, with Formatter's
-interface (role_chunk, token, full_response): a tool call in a chat reply, the Responses API's events
+interface (opening, token, full_response): a tool call in a chat reply, the Responses API's events
 and the Messages API's (the shapes and order vLLM 0.32 emits; docs/definitions.md). The preamble
-(role_chunk) carries no output: an output event (an item's opening included) is written with the token
+(opening) carries no output: an output event (an item's opening included) is written with the token
 that produced it, so a client's TTFT is the first token's step. Pure."""
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ class ChatToolFormatter(Formatter):
         super().__init__(*args, **kw)
         self.tool = tool
 
-    def token(self, n: int, done: bool) -> bytes:
+    def _token(self, n: int, done: bool) -> bytes:
         if n <= self.thinking:
-            return super().token(n, done)
+            return super()._token(n, done)
         call: dict = {"index": 0, "function": {"arguments": _tool_fragment(self.word(n), n - self.thinking, done)}}
         if n == self.thinking + 1:
             call = {"index": 0, "id": f"call_{self.off}_{n}", "type": "function", "function": {"name": self.tool}}
@@ -111,7 +111,8 @@ class ResponsesFormatter(_EventFormatter):
             "usage": usage,
         }
 
-    def role_chunk(self) -> bytes:
+    def opening(self) -> bytes:
+        """Sent when the request is taken in, before any token, as vLLM does."""
         r = self.response("in_progress", None, [])
         return self.ev("response.created", {"response": r}) + self.ev("response.in_progress", {"response": r})
 
@@ -189,7 +190,14 @@ class MessagesFormatter(_EventFormatter):
     """Anthropic Messages: message_start (prompt tokens); per content block start / deltas / stop
     (thinking, then text or tool_use); message_delta with the output count; message_stop."""
 
-    def role_chunk(self) -> bytes:
+    def opening(self) -> bytes:
+        """Nothing: vLLM makes message_start of its chat stream's first chunk, sent with the first token."""
+        return b""
+
+    def token(self, n: int, done: bool) -> bytes:
+        return self.message_start() + super().token(n, done) if n == 1 else super().token(n, done)
+
+    def message_start(self) -> bytes:
         msg = {
             "id": f"msg_{self.rid}",
             "type": "message",

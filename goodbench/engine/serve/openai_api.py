@@ -189,15 +189,32 @@ class Formatter:
             f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},"total_tokens":{self.n_prompt + n}{details}}}'
         ).encode()
 
+    def opening(self) -> bytes:
+        """What the stream sends before its first token: nothing (vLLM's completions and chat streams
+        start with the first token's step)."""
+        return b""
+
     def role_chunk(self) -> bytes:
+        """Chat's assistant-role chunk. vLLM sends it with the first token, not when the request
+        arrives (issue 42: sent at arrival, vLLM's client took it for the first token)."""
+        usage = b',"usage":' + self._usage(0) if self.continuous else b""
         return (
             b"data: " + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
-            b'"logprobs":null,"finish_reason":null}]}\n\n'
+            b'"logprobs":null,"finish_reason":null}]' + usage + b"}\n\n"
         )
 
     def token(self, n: int, done: bool) -> bytes:
+        """The n-th token's SSE bytes (the first chat token's come after the role chunk; the last's
+        before the usage chunk, when asked for, and [DONE])."""
+        if n == 1 and self.chat:
+            return self.role_chunk() + self._token(n, done)
+        return self._token(n, done)
+
+    def _token(self, n: int, done: bool) -> bytes:
         pre = self.think_pre if n <= self.thinking else self.pre
-        chunk = b"data: " + self.head + pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + b"}]"
+        # vLLM sets stop_reason on every completions chunk and on chat's last
+        end = b',"stop_reason":null}]' if done or not self.chat else b"}]"
+        chunk = b"data: " + self.head + pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + end
         if self.continuous:
             chunk += b',"usage":' + self._usage(n)
         chunk += b"}\n\n"

@@ -28,7 +28,7 @@ from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
 from ..costmodel import CostModel
 from ..kvcache import Seq, block_hashes
-from .apishapes import parse_api, pool_inputs, pool_response
+from .apishapes import model_card, parse_api, pool_inputs, pool_response
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
 from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
 from .steploop import EngineLoop, render_metrics
@@ -72,6 +72,15 @@ class Stream:
             self.done = True
         if (done or self.dead) and not self.finished.done():
             self.finished.set_result(None)
+
+
+def _flush_headers(resp: web.StreamResponse) -> None:
+    """The headers go out now, with no body byte, as vLLM's server sends them: a stream that opened
+    with an SSE comment to push them out broke vLLM's own client (issue 42). aiohttp >= 3.12 sends a
+    StreamResponse's headers at prepare() already; this makes it explicit where a writer buffers them."""
+    send = getattr(resp._payload_writer, "send_headers", None)
+    if send is not None:
+        send()
 
 
 def _write_now(writer, data: bytes) -> bool:
@@ -142,6 +151,7 @@ class EngineServer:
         self._intake = TurnPacer(first_goes_now=True)
         self._trace = open(opts.step_trace, "w", encoding="utf-8") if opts.step_trace else None
         self.t0 = self.clock()
+        self.started = int(time.time())
         self.loops: list[EngineLoop] = self._build_loops(cost)
 
     def _build_loops(self, cost: CostModel | None) -> list[EngineLoop]:
@@ -230,17 +240,11 @@ class EngineServer:
         return web.Response(text="ok")
 
     async def models(self, request):
+        """vLLM's /v1/models entry, every field of it: vLLM's client reads `root` (issue 42)."""
         return web.json_response(
             {
                 "object": "list",
-                "data": [
-                    {
-                        "id": self.model_name,
-                        "object": "model",
-                        "owned_by": "goodbench",
-                        "max_model_len": self.cfg.max_model_len,
-                    }
-                ],
+                "data": [model_card(self.model_name, self.cfg.model, self.cfg.max_model_len, self.started)],
             }
         )
 
@@ -400,9 +404,10 @@ class EngineServer:
         resp.enable_chunked_encoding()
         try:
             await resp.prepare(request)  # a client gone before the headers: nothing worth a traceback
-            await resp.write(fmt.role_chunk() if fmt.chat else b": ok\n\n")  # sends the headers
-            if stream.buf:
-                data = b"".join(stream.buf)
+            _flush_headers(resp)
+            opening = fmt.opening()  # vLLM's events sent before any token (Responses' created; else none)
+            if stream.buf or opening:
+                data = opening + b"".join(stream.buf)
                 stream.buf.clear()
                 await resp.write(data)
             # from here the engine loop writes tokens itself, through aiohttp's own writer (chunked
