@@ -169,3 +169,47 @@ def test_a_models_listing_of_the_wrong_shape_means_the_default_model():
             await runner.cleanup()
 
     assert asyncio.run(go()) == "default"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_record_cancelled_while_it_is_tokenised_is_kept_at_once(client):
+    """Issue 42: a reply over 256K characters is counted off the loop; Ctrl-C's grace running out then
+    cancelled the wait and lost the record (and the count kept the process alive). The cancelled
+    request's record comes back at once, counted per chunk, and a count queued behind it is skipped."""
+    import threading
+
+    entered, release, calls = threading.Event(), threading.Event(), []
+
+    class SlowTokenizer:  # a count that takes as long as the test says
+        def count_batch(self, texts):
+            calls.append(len(texts))
+            entered.set()
+            release.wait(10)
+            return [1] * len(texts)
+
+        def count(self, text):
+            return self.count_batch([text])[0]
+
+    async def go():
+        server, base, _ = await fault_server()
+        cfg = ClientConfig(base_url=base, model="m", timeout_s=10, idle_timeout_s=5, client=client)
+        try:
+            async with CLIENTS[client](cfg, time.monotonic(), SlowTokenizer()) as c:
+                first = asyncio.ensure_future(c.send(RequestSpec("a", "c", "big-text", 3, 8), 0.0))
+                while not entered.is_set():
+                    await asyncio.sleep(0.01)
+                second = asyncio.ensure_future(c.send(RequestSpec("b", "c", "big-text", 3, 8), 0.0))
+                await asyncio.sleep(0.5)  # its stream ends: it waits behind the first count
+                t = time.monotonic()
+                first.cancel(), second.cancel()
+                recs = await asyncio.gather(first, second)
+                return recs, time.monotonic() - t
+        finally:
+            release.set()
+            server.close()
+
+    recs, took = asyncio.run(go())
+    assert [r.status for r in recs] == ["ok", "ok"] and took < 1.0, took
+    assert [(r.output_tokens, r.output_tokens_source) for r in recs] == [(1, "chunks")] * 2
+    time.sleep(0.3)  # released, the builder finishes the first count (per chunk, then the whole text)
+    assert calls == [1, 1], calls  # and skips the second, abandoned while it waited
