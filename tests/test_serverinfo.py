@@ -95,6 +95,11 @@ def test_a_gateway_quoting_the_key_never_gets_it_into_the_server_block():
     assert key.lower() not in repr(info).lower()
 
 
+def test_a_listing_whose_data_is_not_a_list_is_no_listing():
+    """Issue 42: /v1/models answering {"data": 5} was a traceback (exit 1) before the run."""
+    assert _fault_info("models-data-int", model="m") == {}
+
+
 def test_a_key_quoted_in_another_case_is_scrubbed():
     from goodbench.redact import scrub
 

@@ -38,6 +38,7 @@ async def _get(s: aiohttp.ClientSession, url: str) -> tuple[dict | None, str | N
 def _name(models: dict | None, model: str | None, answers: dict) -> tuple[str | None, dict]:
     """(the server's kind, its /v1/models entry for the model)."""
     items = (models or {}).get("data") or []
+    items = items if isinstance(items, list) else []  # {"data": 5}: no listing
     entry = next((m for m in items if isinstance(m, dict) and m.get("id") == model), None)
     entry = entry or (items[0] if items and isinstance(items[0], dict) else {})
     owned = str(entry.get("owned_by") or "").lower()
