@@ -105,3 +105,12 @@ def test_a_profile_keeps_the_prompt_lengths_its_runs_had(tmp_path):
     path.write_text(path.read_text().replace("requests = 1000", "requests = -1"))
     with pytest.raises(InputError, match="coverage"):
         load_profile(str(path))
+
+
+def test_a_profile_that_is_not_utf8_is_one_clear_error(tmp_path):
+    """Issue 42: tomllib lets UnicodeDecodeError through: a traceback (exit 1)."""
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"[terms]\nstep_s = 0.002 # \xff\xfe\n")
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_profile(str(bad))
+
