@@ -114,3 +114,20 @@ def test_a_profile_that_is_not_utf8_is_one_clear_error(tmp_path):
     with pytest.raises(InputError, match="not UTF-8"):
         load_profile(str(bad))
 
+
+@pytest.mark.parametrize(
+    "value,says",
+    [("nan", "got nan"), ("inf", "must be finite"), ("1e300", "must be <= 60"), ('"many"', "got 'many'")],
+)
+def test_a_term_must_be_a_finite_number_of_seconds(tmp_path, value, says):
+    """Issue 42: nan was a traceback in the simulator; inf and 1e300 ran and gave 0 req/s."""
+    path = tmp_path / "p.toml"
+    text = (tmp_path / write(tmp_path)).read_text()
+    path.write_text(text.replace(f"\ntoken_s = {TERMS_GIVEN['token_s']}", f"\ntoken_s = {value}"))
+    assert f"\ntoken_s = {value}" in path.read_text()
+    with pytest.raises(InputError, match=f"token_s .*{says}"):
+        load_profile(path)
+    path.write_text(text.replace("step_time_pct = 4.2", "step_time_pct = nan"))
+    with pytest.raises(InputError, match="step_time_pct .*got nan"):
+        load_profile(path)
+

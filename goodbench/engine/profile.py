@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..limits import problem
 from .hardware import GPUS, read_toml
 from .jitter import PERCENTILES
 
@@ -102,10 +103,19 @@ class Profile:
         )
 
 
+def _limited(v, limit: str, where: str, what: str, ints: bool = False) -> None:
+    """InputError naming the file and key unless v is a number (ints: an integer) inside limits.LIMITS'
+    `limit`: the same table the flags obey, so a profile cannot carry a value a flag would refuse."""
+    why = problem(limit, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else f"got {v!r}"
+    if why is None and ints and not isinstance(v, int):
+        why = f"got {v!r}"
+    if why is not None:
+        raise InputError(f"{where}: {what}: {why}")
+
+
 def _num(d: dict, key: str, path: str) -> float:
     v = d.get(key, 0.0 if key in OPTIONAL else None)
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-        raise InputError(f"{path}: [terms] {key}: required number >= 0 (seconds)")
+    _limited(v, "profile_term_s", path, f"[terms] {key} (required, seconds, finite, >= 0)")
     return float(v)
 
 
@@ -139,8 +149,7 @@ def _pct(meta: dict, key: str, path: str) -> float | None:
     v = meta.get(key)
     if v is None:
         return None
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-        raise InputError(f"{path}: [profile] {key}: a percentage >= 0")
+    _limited(v, "profile_pct", path, f"[profile] {key} (a percentage >= 0)")
     return float(v)
 
 
