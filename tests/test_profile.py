@@ -131,3 +131,20 @@ def test_a_term_must_be_a_finite_number_of_seconds(tmp_path, value, says):
     with pytest.raises(InputError, match="step_time_pct .*got nan"):
         load_profile(path)
 
+
+@pytest.mark.parametrize(
+    "key,value,says",
+    [
+        ("num_gpu_blocks", -5, "must be >= 1, got -5"),
+        ("max_num_seqs", 0, "must be >= 1, got 0"),
+        ("max_num_seqs", "many", "got 'many'"),
+        ("block_size", 2.5, "got 2.5"),
+        ("async_scheduling", "yes", "true or false"),
+    ],
+)
+def test_engine_knobs_obey_the_limits_their_flags_do(tmp_path, key, value, says):
+    """Issue 42: a profile's [engine] bypassed limits.py (-5 KV blocks: every request failed; "many": a
+    traceback)."""
+    path = write(tmp_path, engine={"num_gpu_blocks": 4000, "block_size": 16, "max_num_seqs": 16, key: value})
+    with pytest.raises(InputError, match=f"\\[engine\\] {key}.*{says}"):
+        load_profile(path)

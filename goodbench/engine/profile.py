@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..limits import problem
+from ..limits import flag, problem
 from .hardware import GPUS, read_toml
 from .jitter import PERCENTILES
 
@@ -119,6 +119,18 @@ def _num(d: dict, key: str, path: str) -> float:
     return float(v)
 
 
+def _check_knobs(eng: dict, path: str) -> None:
+    """[engine]'s knobs within the limits their flags obey (a whole number each), the switches true/false."""
+    for k in ENGINE_KEYS:
+        if k not in eng:
+            continue
+        if k in ("enable_chunked_prefill", "async_scheduling"):
+            if not isinstance(eng[k], bool):
+                raise InputError(f"{path}: [engine] {k} = {eng[k]!r}: true or false")
+        else:
+            _limited(eng[k], k, path, f"[engine] {k} (a whole number, as {flag(k)})", ints=True)
+
+
 def load_profile(path: str) -> Profile:
     """A profile file; InputError naming the file and key when it is not one."""
     d = read_toml(path, "calibration profile")
@@ -129,6 +141,7 @@ def load_profile(path: str) -> Profile:
         raise InputError(f"{path}: [terms] step_s and floor_s are both 0: a step must take some time")
     eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS + SERVER_KEYS if k in d.get("engine", {})}
     _check_server(eng, path)
+    _check_knobs(eng, path)
     meta = d.get("profile", {})
     pct = {k: _pct(meta, k, path) for k in ("step_time_pct", "ttft_pct", "itl_pct", "tpot_pct")}
     return Profile(
