@@ -177,6 +177,26 @@ def write_atomic(path: str, text: str) -> None:
         raise
 
 
+def check_writable(path: str) -> None:
+    """RunDirError now, before any work, when a file the user named (--out) cannot be made beside path
+    (a read-only or missing directory): a temporary file is created there and removed."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".goodbench-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise _cannot("write", path, e) from None
+
+
+def write_output(path: str, text: str) -> None:
+    """A file the user named (--out) written through write_atomic (no temporary file left behind);
+    RunDirError naming it when it cannot be written."""
+    try:
+        write_atomic(path, text)
+    except OSError as e:
+        raise _cannot("write", path, e) from None
+
+
 def json_safe(obj):
     """Strict JSON: an infinite rate is written as "inf", NaN as null."""
     if isinstance(obj, float) and not math.isfinite(obj):

@@ -234,3 +234,50 @@ def test_two_processes_opening_one_run_id_exactly_one_wins(tmp_path):
             p.join(10)
         assert sorted(out.get(timeout=5) for _ in procs) == ["refused", "won"]
         assert len(load(str(tmp_path / f"race{i}")).records) == 1
+
+
+def _read_only(monkeypatch, where: str):
+    """Files under `where` cannot be created (a read-only file system; root ignores chmod)."""
+    import errno
+    import tempfile
+
+    real = tempfile.mkstemp
+
+    def mkstemp(*a, dir=None, **kw):
+        if str(dir).startswith(where):
+            raise OSError(errno.EROFS, "Read-only file system", dir)
+        return real(*a, dir=dir, **kw)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def test_calibrate_out_in_a_read_only_directory_is_said_before_the_fit(tmp_path, monkeypatch):
+    """Issue 42: `calibrate --out` into a read-only directory was a traceback after the whole fit."""
+    import goodbench.api.calibration as calibration
+
+    def fit(*a):
+        raise AssertionError("fitted although the profile could not be written")
+
+    monkeypatch.setattr(calibration, "calibrate_runs", fit)
+    _read_only(monkeypatch, str(tmp_path))
+    with pytest.raises(RunDirError, match="cannot write .*p.toml: Read-only file system"):
+        calibration.calibrate([str(tmp_path)], out=str(tmp_path / "p.toml"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_history_html_out_that_cannot_be_written_is_one_clear_error_and_leaves_no_tmp(tmp_path, monkeypatch):
+    """Issue 42: `history html --out` on a read-only directory was a traceback."""
+    from goodbench.report.dashboard import write_dashboard
+
+    _read_only(monkeypatch, str(tmp_path / "ro"))
+    (tmp_path / "ro").mkdir()
+    with pytest.raises(RunDirError, match="cannot write .*index.html: Read-only file system"):
+        write_dashboard(str(tmp_path / "ro"), [], {})
+
+    def full(src, dst):  # written, but putting it in place fails: the temporary file goes
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(RunDirError, match="No space left on device"):
+        write_dashboard(str(tmp_path / "d"), [], {})
+    assert os.listdir(tmp_path / "d") == [] and os.listdir(tmp_path / "ro") == []
