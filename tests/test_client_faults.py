@@ -213,3 +213,30 @@ def test_a_record_cancelled_while_it_is_tokenised_is_kept_at_once(client):
     assert [(r.output_tokens, r.output_tokens_source) for r in recs] == [(1, "chunks")] * 2
     time.sleep(0.3)  # released, the builder finishes the first count (per chunk, then the whole text)
     assert calls == [1, 1], calls  # and skips the second, abandoned while it waited
+
+
+def test_the_lean_clients_send_stamp_is_taken_before_the_write(monkeypatch):
+    """Issue 42: stamped after the write, a loopback reply could be read as earlier than its request."""
+    from goodbench.client import conn
+
+    writes, real = [], conn.Conn.start
+
+    def start(self, ex, data):
+        writes.append(time.monotonic())
+        real(self, ex, data)
+
+    monkeypatch.setattr(conn.Conn, "start", start)
+    t0 = time.monotonic()
+
+    async def go():
+        server, base, _ = await fault_server()
+        try:
+            async with LeanClient(ClientConfig(base_url=base, model="m"), t0, None) as c:
+                return [await c.send(RequestSpec(f"r{i}", "c", "ok", 3, 8), 0.0) for i in range(3)]
+        finally:
+            server.close()
+
+    recs = asyncio.run(go())
+    assert [r.status for r in recs] == ["ok"] * 3 and len(writes) == 3
+    assert all(t0 + r.sent_at <= w for r, w in zip(recs, writes)), (recs, writes)
+    assert all(r.first_token_at >= r.sent_at for r in recs)

@@ -217,8 +217,8 @@ class LeanClient:
             for attempt in (0, 1):
                 c = await self.acquire()
                 ex = Exchange(st, asyncio.get_running_loop().create_future(), deadline)
+                ex.sent = ex.last = clock()  # before the write: a loopback reply may be stamped within it
                 c.start(ex, data)
-                ex.sent = ex.last = clock()
                 if attempt == 0:
                     sent_at = ex.sent - t0
                     if sent_cb is not None:

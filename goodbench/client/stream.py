@@ -188,6 +188,12 @@ class StreamState:
         """The record (token counts: _tally). finished_at: when the body ended, unless [DONE] came first.
         Never raises: whatever fails while counting is kept in the record instead (_unrecordable)."""
         finished_at = finished_at if self.done_at is None else min(finished_at, self.done_at)
+        if sent_at is not None and self.times and self.times[0] < sent_at:
+            # a kernel stamp converted with its realtime offset's error (microseconds) can read a reply as
+            # earlier than its request: no reply comes before its request, so it came at the send at once
+            self.times = array("d", [max(t, sent_at) for t in self.times])
+        if self.times:
+            finished_at = max(finished_at, self.times[-1])
         status, error = self._mismatch(spec, status, error)
         # a tool call's text is what the server's parser rewrote, not the tokens generated: not compared
         local_count = local_count and not spec.tools
