@@ -72,6 +72,20 @@ def test_a_chunk_time_copied_into_first_token_at_keeps_the_chunk_times_precision
     assert tpot == 0.0 and str(tpot) == "0.0"
 
 
+def test_a_reply_at_its_send_never_has_a_negative_ttft_once_written():
+    """Issue 42: sent_at was written at full precision, the chunk times rounded to 0.1 us: a reply stamped
+    at its send came back with TTFT -1.6e-05 ms (and E2E below TTFT)."""
+    import json
+
+    from goodbench.metrics import RequestMetrics
+
+    t = sent = 0.12345674999  # a reply stamped at its send; its chunk time is written rounded down
+    r = RequestRecord("r0", "c", 0.0, sent, t, t, chunk_times=(t,), chunk_tokens=(1,), output_tokens=1)
+    back = RequestRecord.from_dict(json.loads(r.to_json()))
+    m = RequestMetrics([back])
+    assert float(m.ttft[0]) == 0.0 and float(m.e2e[0]) == 0.0
+
+
 def test_a_chunk_stamped_before_its_send_is_read_as_at_the_send():
     """Issue 42: a kernel receive stamp converted with its offset's error can fall before the send; the
     record (one place, for both clients) never keeps a reply earlier than its request."""
