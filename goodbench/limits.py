@@ -114,6 +114,10 @@ LIMITS = {
     "adaptive_chunk_floor": TOKENS,
     "step_overhead_ms": Limit(0, MAX_STEP_MS),
     "fixed_step_ms": Limit(MIN_STEP_MS, MAX_STEP_MS),
+    # a calibration profile's [terms] (seconds per step, token, request...; none may make one step
+    # alone longer than MAX_STEP_MS) and [profile] error percentages
+    "profile_term_s": Limit(0, MAX_STEP_MS / 1000),
+    "profile_pct": Limit(0, 1e4),
     "replicas": Limit(1, 1024),
     "prefill_tp": Limit(1, 1024),
     "decode_tp": Limit(1, 1024),

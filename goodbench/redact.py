@@ -1,6 +1,7 @@
 """Secrets kept out of anything goodbench stores or prints. An error body may quote the request's
 Authorization header (some gateways echo it), a base URL may carry user:password: every error text a
-record keeps, and every URL written to run.json, goes through scrub() first. Stdlib only."""
+record keeps, every URL written to run.json and every string the server says about itself (run.json's
+server block) goes through scrub() first. Stdlib only."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s:]+(:[^/@\s]*)?@")
 
 def scrub(text: str | None, secrets=()) -> str | None:
     """text with every known secret (an API key: at least 4 characters), any bearer/basic credential and
-    any URL user:password replaced by [redacted]. Runs on error texts only, never per chunk."""
+        any URL user:password replaced by [redacted]. Runs on error texts and the server's self-description
+    (client/serverinfo.py) only, never per chunk."""
     if not text:
         return text
-    for s in secrets:
-        if s and len(s) >= 4 and s in text:
-            text = text.replace(s, REDACTED)
+    for s in secrets:  # in any case: a server may have lower-cased what it quotes
+        if s and len(s) >= 4 and s.lower() in text.lower():
+            text = re.sub(re.escape(s), REDACTED, text, flags=re.IGNORECASE)
     text = _AUTH.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
     if "@" in text:
         text = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)

@@ -17,6 +17,7 @@ import os
 import re
 import socket
 import tempfile
+from array import array
 from datetime import datetime, timezone
 
 from .columnar import RecordArrays, RunArrays
@@ -24,8 +25,8 @@ from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
-COLUMNS_VERSION = 6  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions;
-# 6: items, agent jobs
+COLUMNS_VERSION = 7  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions;
+# 6: items, agent jobs; 7: written only from records whose values were checked (_check_record)
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -176,6 +177,26 @@ def write_atomic(path: str, text: str) -> None:
         raise
 
 
+def check_writable(path: str) -> None:
+    """RunDirError now, before any work, when a file the user named (--out) cannot be made beside path
+    (a read-only or missing directory): a temporary file is created there and removed."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".goodbench-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise _cannot("write", path, e) from None
+
+
+def write_output(path: str, text: str) -> None:
+    """A file the user named (--out) written through write_atomic (no temporary file left behind);
+    RunDirError naming it when it cannot be written."""
+    try:
+        write_atomic(path, text)
+    except OSError as e:
+        raise _cannot("write", path, e) from None
+
+
 def json_safe(obj):
     """Strict JSON: an infinite rate is written as "inf", NaN as null."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -187,11 +208,55 @@ def json_safe(obj):
     return obj
 
 
+_TIMES = ("scheduled_at", "sent_at", "first_token_at", "finished_at", "first_answer_at", "delay_s")
+_INTS = ("output_tokens", "prompt_tokens", "prompt_tokens_server", "http_status", "retries", "reasoning_tokens")
+_INTS += ("output_tokens_local", "priority", "turn", "session_turns", "items", "node", "depth")
+_TEXTS = ("id", "cls", "output_tokens_source", "status", "error", "origin", "session", "job")
+_META_DICTS = ("target", "engine", "workload", "slo", "gate", "gpus", "prices", "engine_stats", "client_lag")
+_META_DICTS += ("labels", "server", "provenance")
+
+
+class _BadValue(ValueError):
+    """A record or run.json value of the wrong type or not finite (never taken for a torn line)."""
+
+
+def _check_record(d: dict) -> None:
+    """The one check of a record's values as read, so that every command (calibrate, report, gate,
+    export) meets a clear RunDirError instead of a traceback or a hang: times are finite numbers,
+    counts integers, texts strings (each may be null); chunk times finite numbers, chunk tokens ints."""
+    for k in _TIMES:
+        v = d.get(k)
+        if v is not None and (type(v) not in (int, float) or not math.isfinite(v)):
+            raise _BadValue(f"{k} is {json.dumps(v)[:40]}, not a finite number of seconds")
+    for k in _INTS + ("parents",):
+        v = d.get(k)
+        vs = v if k == "parents" and isinstance(v, list) else [v]
+        if v is not None and any(type(x) is not int for x in vs):
+            raise _BadValue(f"{k} is {json.dumps(v)[:40]}, not an integer")
+    for k in _TEXTS:
+        if d.get(k) is not None and not isinstance(d[k], str):
+            raise _BadValue(f"{k} is {json.dumps(d[k])[:40]}, not a string")
+    times, toks = d.get("chunk_times") or [], d.get("chunk_tokens") or []
+    try:  # C speed over millions of chunks: fsum takes only numbers, an int array only ints
+        ok = isinstance(times, list) and math.isfinite(math.fsum(times)) and isinstance(toks, list)
+        ok = ok and len(array("q", toks)) >= 0
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise _BadValue("chunk_times must be finite numbers and chunk_tokens integers")
+
+
 def load_meta(run_dir: str) -> RunMeta:
     meta_path = os.path.join(run_dir, "run.json")
     try:
         with open(meta_path, encoding="utf-8") as f:
-            return RunMeta.from_dict(json.load(f))
+            d = json.load(f)
+        if not isinstance(d, dict):
+            raise _BadValue(f"a JSON {type(d).__name__}, not an object")
+        for k in _META_DICTS:
+            if d.get(k) is not None and not isinstance(d[k], dict):
+                raise _BadValue(f"{k} is a JSON {type(d[k]).__name__}, not an object")
+        return RunMeta.from_dict(d)
     except FileNotFoundError:
         raise RunDirError(f"{run_dir} is not a goodbench run directory (no run.json)") from None
     except (ValueError, TypeError, AttributeError) as e:
@@ -220,7 +285,10 @@ def load(run_dir: str) -> RunResult:
             d = json.loads(line.decode("utf-8"))
             if not isinstance(d, dict):
                 raise TypeError(f"a JSON {type(d).__name__}, not an object")
+            _check_record(d)
             records.append(RequestRecord.from_dict(d))
+        except _BadValue as e:
+            raise RunDirError(f"{rp}:{i}: corrupt record: {e}") from None
         except (ValueError, TypeError) as e:
             if i >= len(lines) - 1 and not isinstance(e, UnicodeDecodeError):
                 break  # torn final write

@@ -169,12 +169,39 @@ MODES = {
 }
 
 
+def _json(status: str, doc, extra: str = "") -> bytes:
+    body = json.dumps(doc).encode()
+    return head(status, "application/json", f"Content-Length: {len(body)}\r\n{extra}") + body
+
+
+def models(path: str, req: dict) -> bytes:
+    """A plain listing; every other GET (/version, /info...) is not found."""
+    if path.endswith("/v1/models"):
+        return _json("200 OK", {"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]})
+    return _json("404 Not Found", {"error": "not found"})
+
+
+def echo_everywhere(path: str, req: dict) -> bytes:
+    """A gateway that quotes the Authorization header in /version, the model's root and Server."""
+    auth = req.get("authorization", "")
+    doc = {"object": "list", "version": auth, "data": [{"id": "m", "owned_by": "vllm", "root": "/models/" + auth}]}
+    return _json("200 OK", doc, f"Server: gw/1.0 ({auth})\r\n")
+
+
+def models_data_int(path: str, req: dict) -> bytes:
+    return _json("200 OK", {"data": 5}) if path.endswith("/v1/models") else models(path, req)
+
+
+GET_MODES = {"models": models, "echo-everywhere": echo_everywhere, "models-data-int": models_data_int}
+
+
 class FaultServer(asyncio.Protocol):
     """One connection. `stale_after`: a connection reused after being idle this long is closed as the
-    request arrives, before any byte of a reply (a server's keep-alive timeout racing the client)."""
+    request arrives, before any byte of a reply (a server's keep-alive timeout racing the client).
+    GET requests are answered by GET_MODES[get_mode] (what the server says about itself)."""
 
-    def __init__(self, stats: dict, stale_after: float | None = None):
-        self.stats, self.stale_after = stats, stale_after
+    def __init__(self, stats: dict, stale_after: float | None = None, get_mode: str = "models"):
+        self.stats, self.stale_after, self.get_mode = stats, stale_after, get_mode
         self.buf, self.transport, self.served, self.idle_since = b"", None, 0, time.monotonic()
 
     def connection_made(self, transport):
@@ -195,6 +222,10 @@ class FaultServer(asyncio.Protocol):
             if len(rest) < length:
                 return
             body, self.buf = rest[:length], rest[length:]
+            method, _, path = head_.split(b"\r\n")[0].decode("latin-1").partition(" ")
+            if method == "GET":
+                self.transport.write(GET_MODES[self.get_mode](path.split(" ")[0], headers))
+                continue
             self._request(headers, body)
 
     def _request(self, headers: dict, body: bytes) -> None:
@@ -214,9 +245,9 @@ class FaultServer(asyncio.Protocol):
         self.idle_since = time.monotonic()
 
 
-async def fault_server(stale_after: float | None = None):
+async def fault_server(stale_after: float | None = None, get_mode: str = "models"):
     """(server, base URL, stats) of a FaultServer on a free loopback port."""
     loop = asyncio.get_running_loop()
     stats: dict = {}
-    server = await loop.create_server(lambda: FaultServer(stats, stale_after), "127.0.0.1", 0)
+    server = await loop.create_server(lambda: FaultServer(stats, stale_after, get_mode), "127.0.0.1", 0)
     return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", stats

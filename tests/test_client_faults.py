@@ -169,3 +169,74 @@ def test_a_models_listing_of_the_wrong_shape_means_the_default_model():
             await runner.cleanup()
 
     assert asyncio.run(go()) == "default"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_record_cancelled_while_it_is_tokenised_is_kept_at_once(client):
+    """Issue 42: a reply over 256K characters is counted off the loop; Ctrl-C's grace running out then
+    cancelled the wait and lost the record (and the count kept the process alive). The cancelled
+    request's record comes back at once, counted per chunk, and a count queued behind it is skipped."""
+    import threading
+
+    entered, release, calls = threading.Event(), threading.Event(), []
+
+    class SlowTokenizer:  # a count that takes as long as the test says
+        def count_batch(self, texts):
+            calls.append(len(texts))
+            entered.set()
+            release.wait(10)
+            return [1] * len(texts)
+
+        def count(self, text):
+            return self.count_batch([text])[0]
+
+    async def go():
+        server, base, _ = await fault_server()
+        cfg = ClientConfig(base_url=base, model="m", timeout_s=10, idle_timeout_s=5, client=client)
+        try:
+            async with CLIENTS[client](cfg, time.monotonic(), SlowTokenizer()) as c:
+                first = asyncio.ensure_future(c.send(RequestSpec("a", "c", "big-text", 3, 8), 0.0))
+                while not entered.is_set():
+                    await asyncio.sleep(0.01)
+                second = asyncio.ensure_future(c.send(RequestSpec("b", "c", "big-text", 3, 8), 0.0))
+                await asyncio.sleep(0.5)  # its stream ends: it waits behind the first count
+                t = time.monotonic()
+                first.cancel(), second.cancel()
+                recs = await asyncio.gather(first, second)
+                return recs, time.monotonic() - t
+        finally:
+            release.set()
+            server.close()
+
+    recs, took = asyncio.run(go())
+    assert [r.status for r in recs] == ["ok", "ok"] and took < 1.0, took
+    assert [(r.output_tokens, r.output_tokens_source) for r in recs] == [(1, "chunks")] * 2
+    time.sleep(0.3)  # released, the builder finishes the first count (per chunk, then the whole text)
+    assert calls == [1, 1], calls  # and skips the second, abandoned while it waited
+
+
+def test_the_lean_clients_send_stamp_is_taken_before_the_write(monkeypatch):
+    """Issue 42: stamped after the write, a loopback reply could be read as earlier than its request."""
+    from goodbench.client import conn
+
+    writes, real = [], conn.Conn.start
+
+    def start(self, ex, data):
+        writes.append(time.monotonic())
+        real(self, ex, data)
+
+    monkeypatch.setattr(conn.Conn, "start", start)
+    t0 = time.monotonic()
+
+    async def go():
+        server, base, _ = await fault_server()
+        try:
+            async with LeanClient(ClientConfig(base_url=base, model="m"), t0, None) as c:
+                return [await c.send(RequestSpec(f"r{i}", "c", "ok", 3, 8), 0.0) for i in range(3)]
+        finally:
+            server.close()
+
+    recs = asyncio.run(go())
+    assert [r.status for r in recs] == ["ok"] * 3 and len(writes) == 3
+    assert all(t0 + r.sent_at <= w for r, w in zip(recs, writes)), (recs, writes)
+    assert all(r.first_token_at >= r.sent_at for r in recs)

@@ -142,7 +142,7 @@ def _run_dir(tmp_path, lines) -> str:
 RECORDS = {
     "a-list-line": ([_record(0), [1, 2, 3], _record(1)], ":2: corrupt record: a JSON list, not an object"),
     "invalid-utf8": ([_record(0), b'{"id": "r1", "cls": "\xff"}', _record(1)], ":2: corrupt record"),
-    "a-string-sent-at": ([_record(0), _record(1, sent_at="soon")], "a record with a value of the wrong type"),
+    "a-string-sent-at": ([_record(0), _record(1, sent_at="soon")], ':2: corrupt record: sent_at is "soon"'),
     "usage-1e23": ([_record(0), _record(1, output_tokens=10**23)], "a record with a value of the wrong type"),
 }
 

@@ -105,3 +105,46 @@ def test_a_profile_keeps_the_prompt_lengths_its_runs_had(tmp_path):
     path.write_text(path.read_text().replace("requests = 1000", "requests = -1"))
     with pytest.raises(InputError, match="coverage"):
         load_profile(str(path))
+
+
+def test_a_profile_that_is_not_utf8_is_one_clear_error(tmp_path):
+    """Issue 42: tomllib lets UnicodeDecodeError through: a traceback (exit 1)."""
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"[terms]\nstep_s = 0.002 # \xff\xfe\n")
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_profile(str(bad))
+
+
+@pytest.mark.parametrize(
+    "value,says",
+    [("nan", "got nan"), ("inf", "must be finite"), ("1e300", "must be <= 60"), ('"many"', "got 'many'")],
+)
+def test_a_term_must_be_a_finite_number_of_seconds(tmp_path, value, says):
+    """Issue 42: nan was a traceback in the simulator; inf and 1e300 ran and gave 0 req/s."""
+    path = tmp_path / "p.toml"
+    text = (tmp_path / write(tmp_path)).read_text()
+    path.write_text(text.replace(f"\ntoken_s = {TERMS_GIVEN['token_s']}", f"\ntoken_s = {value}"))
+    assert f"\ntoken_s = {value}" in path.read_text()
+    with pytest.raises(InputError, match=f"token_s .*{says}"):
+        load_profile(path)
+    path.write_text(text.replace("step_time_pct = 4.2", "step_time_pct = nan"))
+    with pytest.raises(InputError, match="step_time_pct .*got nan"):
+        load_profile(path)
+
+
+@pytest.mark.parametrize(
+    "key,value,says",
+    [
+        ("num_gpu_blocks", -5, "must be >= 1, got -5"),
+        ("max_num_seqs", 0, "must be >= 1, got 0"),
+        ("max_num_seqs", "many", "got 'many'"),
+        ("block_size", 2.5, "got 2.5"),
+        ("async_scheduling", "yes", "true or false"),
+    ],
+)
+def test_engine_knobs_obey_the_limits_their_flags_do(tmp_path, key, value, says):
+    """Issue 42: a profile's [engine] bypassed limits.py (-5 KV blocks: every request failed; "many": a
+    traceback)."""
+    path = write(tmp_path, engine={"num_gpu_blocks": 4000, "block_size": 16, "max_num_seqs": 16, key: value})
+    with pytest.raises(InputError, match=f"\\[engine\\] {key}.*{says}"):
+        load_profile(path)

@@ -70,3 +70,31 @@ def test_a_chunk_time_copied_into_first_token_at_keeps_the_chunk_times_precision
     assert back.first_token_at == back.chunk_times[0]
     tpot = float(RequestMetrics([back]).tpot[0])
     assert tpot == 0.0 and str(tpot) == "0.0"
+
+
+def test_a_reply_at_its_send_never_has_a_negative_ttft_once_written():
+    """Issue 42: sent_at was written at full precision, the chunk times rounded to 0.1 us: a reply stamped
+    at its send came back with TTFT -1.6e-05 ms (and E2E below TTFT)."""
+    import json
+
+    from goodbench.metrics import RequestMetrics
+
+    t = sent = 0.12345674999  # a reply stamped at its send; its chunk time is written rounded down
+    r = RequestRecord("r0", "c", 0.0, sent, t, t, chunk_times=(t,), chunk_tokens=(1,), output_tokens=1)
+    back = RequestRecord.from_dict(json.loads(r.to_json()))
+    m = RequestMetrics([back])
+    assert float(m.ttft[0]) == 0.0 and float(m.e2e[0]) == 0.0
+
+
+def test_a_chunk_stamped_before_its_send_is_read_as_at_the_send():
+    """Issue 42: a kernel receive stamp converted with its offset's error can fall before the send; the
+    record (one place, for both clients) never keeps a reply earlier than its request."""
+    from goodbench.client.stream import StreamState
+    from goodbench.records import RequestSpec
+
+    st = StreamState(lambda: 0.0, 0.0)
+    st.feed(b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":"b"}]}\n\n', 1.00000)
+    st.feed(b"data: [DONE]\n\n", 1.00002)
+    rec = st.record(RequestSpec("r0", "c", "p", 3, 8), 0.0, 1.00001, 1.00001, "ok", 200, None)
+    assert rec.first_token_at == 1.00001 and list(rec.chunk_times) == [1.00001, 1.00001]
+    assert rec.finished_at >= rec.chunk_times[-1] >= rec.sent_at

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import pytest
 from recs import rec
@@ -49,6 +50,40 @@ def test_a_torn_last_line_is_skipped_but_a_corrupt_middle_line_is_an_error(tmp_p
         f.write('{"id": broken}\n' + json.dumps(rec(1).to_dict()) + "\n")
     with pytest.raises(RunDirError, match="records.jsonl:1"):
         load(st.dir)
+
+
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("sent_at", float("nan"), "sent_at is NaN"),
+        ("sent_at", float("inf"), "sent_at is Infinity"),
+        ("sent_at", "12.5", 'sent_at is "12.5"'),
+        ("output_tokens", 2.5, "output_tokens is 2.5"),
+        ("status", 5, "status is 5"),
+        ("chunk_times", ["a", "b"], "chunk_times must be"),
+        ("chunk_times", [{}, {}], "chunk_times must be"),
+        ("chunk_times", [None, None], "chunk_times must be"),
+        ("chunk_times", [0.1, float("inf")], "chunk_times must be"),
+        ("chunk_tokens", ["1"], "chunk_times must be finite numbers and chunk_tokens integers"),
+    ],
+)
+def test_a_record_value_of_the_wrong_type_is_one_clear_error_even_on_the_last_line(tmp_path, field, value, says):
+    """Issue 42: such values were tracebacks in calibrate, report, gate and export (a NaN sent_at hung
+    calibrate); the one check where records are read names the file, the line and the value."""
+    st = started(tmp_path)
+    st.append_many([rec(0, chunks=(0.1,)), rec(1, chunks=(0.2,))])
+    st.close()
+    bad = rec(1, chunks=(0.2,)).to_dict() | {field: value}
+    with open(st.records_path, "a") as f:
+        f.write(json.dumps(bad) + "\n")  # last, so not to be taken for a torn write
+    with pytest.raises(RunDirError, match=f"records.jsonl:3: corrupt record: {re.escape(says)}"):
+        load(st.dir)
+
+
+def test_a_run_json_block_of_the_wrong_type_is_one_clear_error(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "server": [1, 2]}))
+    with pytest.raises(RunDirError, match="server is a JSON list, not an object"):
+        load_meta(str(tmp_path))
 
 
 def test_missing_and_corrupt_run_json(tmp_path):
@@ -199,3 +234,50 @@ def test_two_processes_opening_one_run_id_exactly_one_wins(tmp_path):
             p.join(10)
         assert sorted(out.get(timeout=5) for _ in procs) == ["refused", "won"]
         assert len(load(str(tmp_path / f"race{i}")).records) == 1
+
+
+def _read_only(monkeypatch, where: str):
+    """Files under `where` cannot be created (a read-only file system; root ignores chmod)."""
+    import errno
+    import tempfile
+
+    real = tempfile.mkstemp
+
+    def mkstemp(*a, dir=None, **kw):
+        if str(dir).startswith(where):
+            raise OSError(errno.EROFS, "Read-only file system", dir)
+        return real(*a, dir=dir, **kw)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def test_calibrate_out_in_a_read_only_directory_is_said_before_the_fit(tmp_path, monkeypatch):
+    """Issue 42: `calibrate --out` into a read-only directory was a traceback after the whole fit."""
+    import goodbench.api.calibration as calibration
+
+    def fit(*a):
+        raise AssertionError("fitted although the profile could not be written")
+
+    monkeypatch.setattr(calibration, "calibrate_runs", fit)
+    _read_only(monkeypatch, str(tmp_path))
+    with pytest.raises(RunDirError, match="cannot write .*p.toml: Read-only file system"):
+        calibration.calibrate([str(tmp_path)], out=str(tmp_path / "p.toml"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_history_html_out_that_cannot_be_written_is_one_clear_error_and_leaves_no_tmp(tmp_path, monkeypatch):
+    """Issue 42: `history html --out` on a read-only directory was a traceback."""
+    from goodbench.report.dashboard import write_dashboard
+
+    _read_only(monkeypatch, str(tmp_path / "ro"))
+    (tmp_path / "ro").mkdir()
+    with pytest.raises(RunDirError, match="cannot write .*index.html: Read-only file system"):
+        write_dashboard(str(tmp_path / "ro"), [], {})
+
+    def full(src, dst):  # written, but putting it in place fails: the temporary file goes
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(RunDirError, match="No space left on device"):
+        write_dashboard(str(tmp_path / "d"), [], {})
+    assert os.listdir(tmp_path / "d") == [] and os.listdir(tmp_path / "ro") == []

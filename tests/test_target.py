@@ -144,3 +144,14 @@ def test_run_with_a_trailing_v1_goes_to_the_right_endpoint(tmp_path, server):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert f"{server.url}/v1/completions model=served-model" in r.stdout
+
+
+def test_a_base_url_with_user_password_and_a_key_is_one_clear_error(tmp_path, server):
+    """Issue 42: both are the Authorization header; aiohttp's ValueError was a traceback (exit 1)."""
+    url = server.url.replace("http://", "http://user:pw@")
+    r = run_cli(
+        "run", "--base-url", url, "--model", "m", "--num-prompts", "2", "--no-history",
+        cwd=str(tmp_path), env={"OPENAI_API_KEY": "sk-probe-0123456789"},
+    )  # fmt: skip
+    assert r.returncode == 2 and "carries user:password and an API key is set" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "pw@" not in r.stderr and "sk-probe" not in r.stderr

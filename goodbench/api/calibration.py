@@ -9,6 +9,7 @@ from ..analysis.calibrate import Calibration, calibrate_runs
 from ..engine.config import EngineConfig
 from ..engine.profile import render_profile
 from ..errors import UsageError
+from ..store import check_writable, write_output
 from ..version import __version__
 from .enginefiles import with_files
 
@@ -26,11 +27,9 @@ def calibrate(
         raise UsageError("give at least one run directory to calibrate on")
     if out and os.path.isdir(out):
         raise UsageError(f"--out {out} is a directory; give a file name such as profile.toml")
+    if out:  # a read-only directory is said before the fit, not after it
+        check_writable(out)
     cal = calibrate_runs(list(run_dirs), with_files(engine or EngineConfig()), on_stage)
     if out:
-        text = render_profile(cal.profile, time.strftime("%Y-%m-%dT%H:%M:%S"), __version__)
-        tmp = out + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, out)
+        write_output(out, render_profile(cal.profile, time.strftime("%Y-%m-%dT%H:%M:%S"), __version__))
     return cal

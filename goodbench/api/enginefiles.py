@@ -29,6 +29,8 @@ def read_toml(path: str, what: str) -> dict:
         raise InputError(f"{path}: cannot read {what}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8; tomllib lets the decoder's error through
+        raise InputError(f"{path}: not valid TOML: not UTF-8 text (byte {e.start}: {e.reason})") from None
 
 
 def load_profile(path: str) -> Profile:

@@ -102,6 +102,8 @@ class Target:
 
 def _target(target) -> Target:
     """A Target, its base URL normalised (client.config.normalize_base_url; each correction warned)."""
+    from urllib.parse import urlsplit
+
     from ..client.config import normalize_base_url
     from ..errors import warn
 
@@ -111,6 +113,11 @@ def _target(target) -> Target:
     base, endpoint, notes = normalize_base_url(target.base_url, target.endpoint)
     for note in notes:
         warn(scrub(note, (target.api_key,)))
+    if target.api_key and urlsplit(base).username is not None:  # both would be the Authorization header
+        raise UsageError(
+            f"--base-url {scrub_url(base)} carries user:password and an API key is set too: both would be "
+            "the request's Authorization header; drop the user:password from the URL or unset the key"
+        )
     return replace(target, base_url=base, endpoint=endpoint)
 
 

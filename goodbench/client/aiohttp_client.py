@@ -16,7 +16,7 @@ from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from .config import ERROR_BODY_LIMIT, ClientConfig, describe_reply, request_body, secret_free, wanted_body
 from .lag import LagMeter
-from .stream import Finished, StreamState, local_count_due
+from .stream import Finished, StreamState, local_count_due, record_off_loop
 from .unary import new_state
 
 LINGER_S = 0.2  # after [DONE], how long the body may take to end
@@ -197,7 +197,7 @@ class AiohttpClient:
         error = st.error if st.error is None else secret_free(st.error, self.cfg)
         args = (spec, scheduled_at, res["sent"], end, st.status, res["http"], error, self.tok, "", 0, local)
         if self.tok is not None and st.heavy():  # tokenising it here would stall every other stream
-            return await asyncio.to_thread(st.record, *args)
+            return await record_off_loop(st, args)
         fin = Finished(st, *args)
         return fin if later else fin.record()
 

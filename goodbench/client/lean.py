@@ -32,7 +32,7 @@ from ..version import __version__
 from .config import ClientConfig, request_body, secret_free
 from .conn import KERNEL_STAMPS, Conn, Exchange, KernelConn, rx_stamps_ready
 from .lag import LagMeter, realtime_offset
-from .stream import Finished, local_count_due
+from .stream import Finished, local_count_due, record_off_loop
 from .unary import new_state
 
 SWEEP_S = 0.05  # how often timeouts and stale pooled connections are checked
@@ -217,8 +217,8 @@ class LeanClient:
             for attempt in (0, 1):
                 c = await self.acquire()
                 ex = Exchange(st, asyncio.get_running_loop().create_future(), deadline)
+                ex.sent = ex.last = clock()  # before the write: a loopback reply may be stamped within it
                 c.start(ex, data)
-                ex.sent = ex.last = clock()
                 if attempt == 0:
                     sent_at = ex.sent - t0
                     if sent_cb is not None:
@@ -248,6 +248,6 @@ class LeanClient:
         error = st.error if st.error is None else secret_free(st.error, self.cfg)
         args = (spec, scheduled_at, sent_at, end, st.status, http, error, self.tok, "", retries, local)
         if self.tok is not None and st.heavy():  # tokenising it here would stall every other stream
-            return await asyncio.to_thread(st.record, *args)
+            return await record_off_loop(st, args)
         fin = Finished(st, *args)
         return fin if later else fin.record()

@@ -7,6 +7,9 @@ wrong after the last byte (counting, tokenising) becomes the record's error, nev
 
 from __future__ import annotations
 
+import asyncio
+import queue
+import threading
 from array import array
 
 from ..records import RequestRecord, RequestSpec, job_fields
@@ -185,6 +188,12 @@ class StreamState:
         """The record (token counts: _tally). finished_at: when the body ended, unless [DONE] came first.
         Never raises: whatever fails while counting is kept in the record instead (_unrecordable)."""
         finished_at = finished_at if self.done_at is None else min(finished_at, self.done_at)
+        if sent_at is not None and self.times and self.times[0] < sent_at:
+            # a kernel stamp converted with its realtime offset's error (microseconds) can read a reply as
+            # earlier than its request: no reply comes before its request, so it came at the send at once
+            self.times = array("d", [max(t, sent_at) for t in self.times])
+        if self.times:
+            finished_at = max(finished_at, self.times[-1])
         status, error = self._mismatch(spec, status, error)
         # a tool call's text is what the server's parser rewrote, not the tokens generated: not compared
         local_count = local_count and not spec.tools
@@ -262,3 +271,51 @@ def local_count_due(n: int) -> bool:
     """Whether the n-th finished request (0-based) also gets a local token count beside the server's
     usage: the first 100, then every 20th (the tokenizer-mismatch check, at bounded cost)."""
     return n < 100 or n % 20 == 0
+
+
+_JOBS: queue.SimpleQueue = queue.SimpleQueue()  # (state, record args, abandoned, deliver), for _builder
+_BUILDER: list[threading.Thread] = []  # the one builder thread, started on first use
+
+
+def _builder() -> None:
+    """Build heavy records one at a time (the tokenizer's batch encoder already uses every core), and
+    skip those whose request was cancelled while it waited: after Ctrl-C's grace no pile of abandoned
+    counts competes with the summary for the cores."""
+    while True:
+        st, args, abandoned, deliver = _JOBS.get()
+        if not abandoned.is_set():
+            deliver(st.record(*args))
+
+
+def _submit(job: tuple) -> None:
+    if not _BUILDER or not _BUILDER[0].is_alive():  # first use, or a process forked since (--workers)
+        _BUILDER[:] = [threading.Thread(target=_builder, name="goodbench-records", daemon=True)]
+        _BUILDER[0].start()
+    _JOBS.put(job)
+
+
+async def record_off_loop(st: StreamState, args: tuple) -> RequestRecord:
+    """The record of a stream too long to tokenise on the event loop (heavy()), built by a daemon thread.
+    Cancelled while it waits (Ctrl-C's grace ran out), the record is still returned at once, counted
+    without the tokenizer (the server's usage, else one token per chunk, and its source says which);
+    the abandoned count holds neither the loop nor the process's exit. Awaited through
+    asyncio.to_thread, the cancel lost the record and the executor's threads kept the process alive."""
+    loop = asyncio.get_running_loop()
+    done, abandoned = loop.create_future(), threading.Event()
+
+    def settle(rec: RequestRecord) -> None:
+        if not done.done():
+            done.set_result(rec)
+
+    def deliver(rec: RequestRecord) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, rec)
+        except RuntimeError:  # the loop has closed: the fallback record was kept instead
+            pass
+
+    _submit((st, args, abandoned, deliver))
+    try:
+        return await done
+    except asyncio.CancelledError:
+        abandoned.set()
+        return st.record(*args[:7], None, *args[8:])

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..limits import flag, problem
 from .hardware import GPUS
 from .jitter import PERCENTILES
 
@@ -102,11 +103,32 @@ class Profile:
         )
 
 
+def _limited(v, limit: str, where: str, what: str, ints: bool = False) -> None:
+    """InputError naming the file and key unless v is a number (ints: an integer) inside limits.LIMITS'
+    `limit`: the same table the flags obey, so a profile cannot carry a value a flag would refuse."""
+    why = problem(limit, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else f"got {v!r}"
+    if why is None and ints and not isinstance(v, int):
+        why = f"got {v!r}"
+    if why is not None:
+        raise InputError(f"{where}: {what}: {why}")
+
+
 def _num(d: dict, key: str, path: str) -> float:
     v = d.get(key, 0.0 if key in OPTIONAL else None)
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-        raise InputError(f"{path}: [terms] {key}: required number >= 0 (seconds)")
+    _limited(v, "profile_term_s", path, f"[terms] {key} (required, seconds, finite, >= 0)")
     return float(v)
+
+
+def _check_knobs(eng: dict, path: str) -> None:
+    """[engine]'s knobs within the limits their flags obey (a whole number each), the switches true/false."""
+    for k in ENGINE_KEYS:
+        if k not in eng:
+            continue
+        if k in ("enable_chunked_prefill", "async_scheduling"):
+            if not isinstance(eng[k], bool):
+                raise InputError(f"{path}: [engine] {k} = {eng[k]!r}: true or false")
+        else:
+            _limited(eng[k], k, path, f"[engine] {k} (a whole number, as {flag(k)})", ints=True)
 
 
 def profile_from_toml(d: dict, path: str) -> Profile:
@@ -119,6 +141,7 @@ def profile_from_toml(d: dict, path: str) -> Profile:
         raise InputError(f"{path}: [terms] step_s and floor_s are both 0: a step must take some time")
     eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS + SERVER_KEYS if k in d.get("engine", {})}
     _check_server(eng, path)
+    _check_knobs(eng, path)
     meta = d.get("profile", {})
     pct = {k: _pct(meta, k, path) for k in ("step_time_pct", "ttft_pct", "itl_pct", "tpot_pct")}
     return Profile(
@@ -139,8 +162,7 @@ def _pct(meta: dict, key: str, path: str) -> float | None:
     v = meta.get(key)
     if v is None:
         return None
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-        raise InputError(f"{path}: [profile] {key}: a percentage >= 0")
+    _limited(v, "profile_pct", path, f"[profile] {key} (a percentage >= 0)")
     return float(v)
 
 

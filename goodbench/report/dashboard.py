@@ -12,8 +12,9 @@ import os
 from datetime import datetime, timezone
 from urllib.parse import quote
 
+from ..errors import RunDirError
 from ..history.identity import describe, metric_info, tell_apart
-from ..store import json_safe
+from ..store import json_safe, write_output
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -109,8 +110,11 @@ def dashboard_data(out_dir: str, runs: list[dict], trends: dict) -> dict:
 
 
 def write_dashboard(out_dir: str, runs: list[dict], trends: dict) -> str:
-    """out_dir/index.html."""
-    os.makedirs(out_dir, exist_ok=True)
+    """out_dir/index.html (RunDirError naming it when it cannot be written)."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise RunDirError(f"cannot write {out_dir}: {e.strerror or e}") from None
     data = dashboard_data(out_dir, runs, trends)
     with open(os.path.join(os.path.dirname(__file__), "dashboard.js"), encoding="utf-8") as f:
         script = f.read()
@@ -118,6 +122,5 @@ def write_dashboard(out_dir: str, runs: list[dict], trends: dict) -> str:
     subtitle = html.escape(f"{len(data['runs'])} runs, {len(data['identities'])} identities; generated {now}")
     page = PAGE.format(subtitle=subtitle, data=embed_json(data), script=script.replace("</", "<\\/"))
     path = os.path.join(out_dir, "index.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page)
+    write_output(path, page)
     return path
