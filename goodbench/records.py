@@ -130,7 +130,8 @@ _SCALAR_FIELDS = tuple(f for f in _RECORD_FIELDS if f not in ("chunk_times", "ch
 _SPARSE_FIELDS = ("items",) + JOB_FIELDS
 # copies of a chunk time, and the times they are compared with (TTFT, E2E): all rounded alike, as the
 # chunk times are, so that no difference of two comes out negative (a TTFT of -1.6e-05 ms)
-_CHUNK_TIME_FIELDS = ("first_token_at", "first_answer_at", "sent_at", "finished_at")
+# (scheduled_at too: schedule lag is sent_at minus it, and a simulation's sends are exactly on time)
+_CHUNK_TIME_FIELDS = ("first_token_at", "first_answer_at", "scheduled_at", "sent_at", "finished_at")
 
 
 @dataclass

@@ -291,19 +291,20 @@ def engine_steps(views: list[RunView], out_dir: str) -> str | None:
     """The engine's per-step trace (reference engine runs with --step-trace): prefill vs decode tokens
     per step, KV-cache usage, cumulative preemptions (when there were any), and the scraped server
     gauges beneath on the run's clock (counts on the left axis, fractions in % on the right)."""
-    withs = [v for v in views if v.steps is not None or v.server]
+    gauges = [v for v in views if v.server and _server_series(v.server)]  # histograms alone draw nothing
+    withs = [v for v in views if v.steps is not None or v in gauges]
     if not withs:
         return None
     steps = [v for v in withs if v.steps is not None]
     preempted = any(v.steps["preemptions"].sum() > 0 for v in steps)
-    panels = (2 + preempted) * bool(steps) + any(v.server for v in withs)
+    panels = (2 + preempted) * bool(steps) + bool(gauges)
     plt = _plt()
     fig, axes = plt.subplots(panels, 1, figsize=(13, 2.6 * panels + 0.6), squeeze=False)
     axes = list(axes[:, 0])
     if steps:
         _step_panels(axes[: 2 + preempted], steps, preempted)
-    if any(v.server for v in withs):
-        _server_panel(axes[-1], withs)
+    if gauges:
+        _server_panel(axes[-1], gauges)
     for ax in fig.axes:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
