@@ -359,6 +359,8 @@ def to_markdown(result: GateResult, title: str = "goodbench gate") -> str:
     lines = [f"### {title}: {escape(result.verdict)}", "", "| | clause | threshold | observed |", "|---|---|---|---|"]
     for c in result.clauses:
         lines.append(f"| {'✅' if c.passed else '❌'} | {c.name} | {c.threshold} | {c.observed} |")
+    if result.note:
+        lines += ["", f"_{escape(result.note)}_"]
     return "\n".join(lines) + "\n"
 
 

@@ -133,6 +133,10 @@ def test_a_busy_host_still_gets_a_verdict_when_its_error_cannot_flip_one():
     assert far["valid"] is False and far["verdict_bounds"]["error_ms"] == pytest.approx(30.0, abs=1.0)
     r = evaluate(far, GateSpec())
     assert r.judgeable and r.passed and "moves no clause" in r.note
+    from goodbench.gating import to_markdown
+    from goodbench.report.tables import gate_lines
+
+    assert any("moves no clause" in str(t) for t in gate_lines(r)) and "moves no clause" in to_markdown(r)
     near = _lagged_run(0.030, 0.100, {"ttft": 120.0})  # 100 ms measured, up to 130 ms true: could miss
     r = evaluate(near, GateSpec())
     assert not r.judgeable and "could flip" in r.reason

@@ -430,6 +430,8 @@ def gate_lines(result) -> list[Text]:
         out.append(t)
     style = "bold green" if result.passed else ("bold yellow" if not result.judgeable else "bold red")
     out.append(Text(result.verdict, style=style))
+    if result.note:  # e.g. an invalid run judged because its error bound flips no clause
+        out.append(Text(f"  {result.note}", style="yellow"))
     return out
 
 
