@@ -172,10 +172,12 @@ def test_valid_json_of_unexpected_types_is_one_record_with_a_reason(mode, status
 
 
 def test_reasoning_deltas_count_as_output_but_the_answer_starts_later():
-    rec, _ = run_one({}, "reasoning")
+    meter = LagMeter()
+    rec, _ = run_one({}, "reasoning", meter=meter)
     assert rec.status == "ok" and len(rec.chunk_times) == 4 and rec.output_tokens == 4
     assert rec.reasoning_tokens == 2 and rec.first_answer_at == rec.chunk_times[2]
-    assert rec.first_answer_at - rec.first_token_at == pytest.approx(0.12, abs=0.03)
+    # the script's 0.12 s, give or take the loop's measured stall (see the test of exact times)
+    assert rec.first_answer_at - rec.first_token_at == pytest.approx(0.12, abs=0.03 + 2 * meter.loop.max)
 
 
 def test_tool_call_deltas_are_output():
