@@ -51,6 +51,12 @@ def _same(a, b, path=""):
     if isinstance(a, dict):
         assert list(a) == list(b), f"{path}: {sorted(set(a) ^ set(b))}"
         for k in a:
+            if k.endswith("_p99_over_p50") and isinstance(a[k], float):
+                # a ratio of two quantiles, each moved by up to 2e-4 ms: on a loaded machine reads merge
+                # and an ITL p50 of tens of us turns that into 0.1% or more of the ratio
+                d = a[k.replace("_p99_over_p50", "_ms")]
+                assert b[k] == pytest.approx(a[k], rel=1e-6 + 2e-4 / d["p50"] + 2e-4 / d["p99"]), f"{path}.{k}"
+                continue
             _same(a[k], b[k], f"{path}.{k}")
     elif isinstance(a, list):
         assert len(a) == len(b), path

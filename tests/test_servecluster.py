@@ -2,10 +2,10 @@
 engine loops in one server process, checked against the simulator's convention with fixed step times."""
 
 import asyncio
-import time
 
 import pytest
 from conftest import drive
+from realclock import median, on_time_gaps, read_steps, token_stamps, way_out
 
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.layout import ClusterSpec
@@ -19,48 +19,59 @@ from goodbench.workloads import Plan
 KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # llama-3.1-8b, bf16: 128 KiB per token
 
 
-def cluster(fn, tok, spec: ClusterSpec, step_ms=20.0, **cfgkw):
+def cluster(fn, tok, spec: ClusterSpec, step_ms=20.0, step_trace=None, **cfgkw):
     cfg = EngineConfig(max_model_len=8192, fixed_step_ms=step_ms, enable_prefix_caching=False, **cfgkw).resolved()
-    srv = ClusterServer(cfg, ServeOptions(), tok, spec)
+    srv = ClusterServer(cfg, ServeOptions(step_trace=step_trace and str(step_trace)), tok, spec)
     return drive(srv, fn), srv, cfg
 
 
 async def token_times(s, body) -> list[float]:
     """Seconds from sending to each streamed token event."""
-    t0 = time.monotonic()
-    out = []
-    async with s.post("/v1/completions", json={**body, "stream": True}) as r:
-        assert r.status == 200
-        buf = b""
-        async for data in r.content.iter_any():
-            now = time.monotonic()
-            buf += data
-            while b"\n\n" in buf:
-                ev, buf = buf.split(b"\n\n", 1)
-                if ev.startswith(b'data: {"id"'):
-                    out.append(now - t0)
-    return out
+    sent, stamps = await token_stamps(s, body)
+    return [t - sent for t in stamps]
 
 
-def test_disaggregated_ttft_on_the_real_clock_matches_the_simulator(tok):
+def test_disaggregated_ttft_on_the_real_clock_matches_the_simulator(tok, tmp_path):
     """Every step takes 20 ms; a 2,000-token prompt prefills in one step on P, its 2,000 x 128 KiB of KV
     crosses InfiniBand HDR (25 GB/s x 0.8 + 20 us = 13.13 ms), then D's first step streams token 1:
-    TTFT = 20 + 13.13 + 20 ms, then one token per 20 ms, on the server as in simulate."""
+    TTFT = 20 + 13.13 + 20 ms, then one token per 20 ms, on the server as in simulate. The server's plan
+    is held to those figures exactly (its step trace and KV timer, tests/realclock.py); the client's TTFT
+    is never under the simulator's, and less the lateness the server measured against its plan it is
+    the simulator's on the best of three requests (load delays some; a defect in the plan, all)."""
     spec = ClusterSpec(prefill=1, decode=1, kv_link="ib-hdr")
     xfer = 20e-6 + 2000 * KV_PER_TOKEN / (25e9 * LINK_EFFICIENCY)
+    landed = []  # each KV cache's landing: when the server's timer was set for, when it fired
 
     async def fn(s, srv):
-        await token_times(s, {"prompt": [7] * 16, "max_tokens": 2})  # warm the path once
-        return [await token_times(s, {"prompt": [7] * 2000, "max_tokens": 6}) for _ in range(3)]
+        land = srv._land
 
-    runs, srv, cfg = cluster(fn, tok, spec)
+        def timed_land(pre):
+            landed.append((srv.where[pre.id].timer.when(), srv.clock()))
+            land(pre)
+
+        srv._land = timed_land
+        await token_stamps(s, {"prompt": [7] * 16, "max_tokens": 2})  # warm the path once
+        return [await token_stamps(s, {"prompt": [7] * 2000, "max_tokens": 6}) for _ in range(3)]
+
+    runs, srv, cfg = cluster(fn, tok, spec, step_trace=tmp_path / "steps.jsonl")
     recs = simulate(cfg, Plan.at([RequestSpec("0", "c", "x", 2000, 6)], [0.0]), spec).records
     sim_ttft = recs[0].first_token_at - recs[0].sent_at
     assert sim_ttft == pytest.approx(0.040 + xfer, abs=1e-9)
-    ttft = sorted(r[0] for r in runs)[1]  # the median of three
-    assert sim_ttft - 0.001 <= ttft <= sim_ttft + 0.008
-    gaps = [b - a for r in runs for a, b in zip(r[1:], r[2:])]
-    assert len(runs[0]) == 6 and sum(gaps) / len(gaps) == pytest.approx(0.020, abs=0.003)
+    steps = read_steps(tmp_path / "steps.jsonl", srv.t0)
+    pre = [st for st in steps if st.engine == 0][1:]  # after the warm-up's
+    dec = [st for st in steps if st.engine == 1][2:]
+    assert len(pre) == len(landed[1:]) == 3 and len(dec) == 18
+    assert all(st.duration == pytest.approx(0.020, abs=1e-6) for st in pre + dec)
+    late, firsts = [], dec[::6]
+    for (sent, stamps), p, (when, fired), d in zip(runs, pre, landed[1:], firsts):
+        assert len(stamps) == 6 and when - p.end == pytest.approx(xfer, abs=1e-5)  # KV in flight from P's end
+        assert stamps[0] - sent >= sim_ttft - 0.001
+        late.append(p.late + (fired - when) + d.late)
+    # left over: the way in (HTTP, the loop's wake), the wake on landing, the way out
+    assert min(stamps[0] - sent - lt for (sent, stamps), lt in zip(runs, late)) <= sim_ttft + 0.005
+    chunks = [(stamps, dec[6 * k : 6 * k + 6]) for k, (_, stamps) in enumerate(runs)]
+    assert median([o for st, d in chunks for o in way_out(st, d)]) <= 0.002
+    assert median([g for st, d in chunks for g in on_time_gaps(st, d)]) == pytest.approx(0.020, abs=0.001)
     assert all(not lp.engine.has_work for lp in srv.loops) and not srv.where
 
 

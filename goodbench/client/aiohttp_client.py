@@ -164,17 +164,19 @@ class AiohttpClient:
         st = new_state(self.cfg, clock, t0)
         mark = _Sent()
         res = {"sent": clock() - t0, "http": None}  # sent_at is replaced by the socket-write time once known
+        begun = clock()
         try:
             await self.wait_turn()
             res["sent"] = clock() - t0
             if sent_cb is not None:
                 sent_cb()
+            begun = clock()  # the total timeout runs from here, not from the socket write (res["sent"])
             await asyncio.wait_for(self._exchange(spec, st, mark, res), self.cfg.timeout_s)
         except asyncio.CancelledError:
             st.fail("cancelled", "cancelled before completion")
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:
             elapsed = clock() - t0 - res["sent"]
-            which = "total" if elapsed >= self.cfg.timeout_s * 0.99 else "idle"
+            which = "total" if clock() - begun >= self.cfg.timeout_s * 0.99 else "idle"
             st.fail("timeout", f"{which} timeout after {elapsed:.1f}s ({type(e).__name__})")
         except aiohttp.ClientConnectorError as e:
             st.fail("disconnected", f"cannot connect to {self.cfg.base_url}: {e.os_error or e}")

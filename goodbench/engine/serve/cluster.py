@@ -117,7 +117,9 @@ class ClusterServer(EngineServer):
                 continue
             delay = self.xfer.seconds(s.prompt_len, self.busy.pop(s.id, 0.0))
             w.loop, w.seq, w.stream = None, None, s.payload
-            w.timer = loop.call_later(max(0.0, end + delay - self.clock()), self._land, s)
+            # an absolute deadline, as the step loop's (asyncio's clock is time.monotonic, self.clock):
+            # a delay from a second reading would move the landing by however long this process waited
+            w.timer = loop.call_at(end + delay, self._land, s)
 
     def _land(self, pre: Seq) -> None:
         """The KV cache arrived: the request joins the least-loaded decode instance."""
