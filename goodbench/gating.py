@@ -146,6 +146,7 @@ class Clause:
     threshold: str
     observed: str
     passed: bool
+    kind: str = ""  # attainment | jobs | percentile | failed | goodput | regression ("" : history's)
 
 
 @dataclass
@@ -226,13 +227,13 @@ def _clauses(summary: dict, spec: GateSpec) -> list[Clause]:
     jobs = summary.get("jobs") or {}
     if per_request and not (jobs and jobs.get("attainment") is not None):
         att = summary.get("slo_attainment") or 0.0
-        clauses.append(_attainment(f"slo_attainment ({_fmt_slo(per_request)})", att, spec))
+        clauses.append(_attainment(f"slo_attainment ({_fmt_slo(per_request)})", att, spec, "attainment"))
     if jobs and jobs.get("attainment") is not None:
         att = jobs["attainment"]
-        clauses.append(_attainment(f"job attainment ({_fmt_slo(slo)}, {jobs['started']} jobs)", att, spec))
+        clauses.append(_attainment(f"job attainment ({_fmt_slo(slo)}, {jobs['started']} jobs)", att, spec, "jobs"))
     elif slo and not per_request:  # jct alone on a run without agent jobs: say so, never drop it
         clauses.append(
-            Clause(f"job attainment ({_fmt_slo(slo)})", f">= {spec.min_attainment:.1%}", "no agent jobs", False)
+            Clause(f"job attainment ({_fmt_slo(slo)})", f">= {spec.min_attainment:.1%}", "no agent jobs", False, "jobs")
         )
     for pname, metrics in spec.percentiles.items():
         for m, limit in metrics.items():
@@ -244,13 +245,20 @@ def _clauses(summary: dict, spec: GateSpec) -> list[Clause]:
                     f"<= {float(limit):g} ms",
                     "no samples" if v is None else f"{v:.1f} ms (n={d.get('n', 0)})",
                     v is not None and v <= float(limit),
+                    "percentile",
                 )
             )
     if spec.max_failed is not None:
         frac = req_failed_share(summary)
         failed = summary["requests"]["failed"]
         clauses.append(
-            Clause("failed requests", f"<= {spec.max_failed:.1%}", f"{frac:.1%} ({failed})", frac <= spec.max_failed)
+            Clause(
+                "failed requests",
+                f"<= {spec.max_failed:.1%}",
+                f"{frac:.1%} ({failed})",
+                frac <= spec.max_failed,
+                "failed",
+            )
         )
     if spec.min_goodput is not None:
         g = headline_goodput(summary)
@@ -260,13 +268,14 @@ def _clauses(summary: dict, spec: GateSpec) -> list[Clause]:
                 f">= {spec.min_goodput:g} req/s",
                 "no SLO" if g is None else f"{g:.2f} req/s",
                 g is not None and g >= spec.min_goodput,
+                "goodput",
             )
         )
     return clauses
 
 
-def _attainment(name: str, att: float, spec: GateSpec) -> Clause:
-    return Clause(name, f">= {spec.min_attainment:.1%}", f"{att:.1%}", attains(att, spec.min_attainment))
+def _attainment(name: str, att: float, spec: GateSpec, kind: str) -> Clause:
+    return Clause(name, f">= {spec.min_attainment:.1%}", f"{att:.1%}", attains(att, spec.min_attainment), kind)
 
 
 def attains(att: float | None, min_attainment: float) -> bool:
@@ -289,25 +298,20 @@ def _holds_at_both_ends(c: Clause, summary: dict, spec: GateSpec, bounds: dict) 
     """The clause's outcome when every latency is the error bound worse and better: its own outcome
     when both ends agree, else the opposite (so the caller sees a flip)."""
     e = bounds["error_ms"]
-    if c.name.startswith("slo_attainment") and "slo_attainment" in bounds:
-        lo, hi = bounds["slo_attainment"]
-        ends = (lo >= spec.min_attainment, hi >= spec.min_attainment)
-    elif c.name == "goodput" and "goodput" in bounds and spec.min_goodput is not None:
-        lo, hi = bounds["goodput"]
-        ends = (lo >= spec.min_goodput, hi >= spec.min_goodput)
-    elif c.name.split(" ")[0] in PCT_NAMES:
+    if c.kind == "attainment" and "slo_attainment" in bounds:
+        ends = tuple(attains(a, spec.min_attainment) for a in bounds["slo_attainment"])
+    elif c.kind == "goodput" and "goodput" in bounds:
+        ends = tuple(g >= spec.min_goodput for g in bounds["goodput"])
+    elif c.kind == "percentile":
         pname, m = c.name.split(" ", 1)
         v = (summary.get(METRIC_KEYS[m]) or {}).get(pname)
         limit = float(spec.percentiles[pname][m])
         ends = (v is not None and v + e <= limit, v is not None and v - e <= limit)
-    elif c.name.startswith("job attainment") or "vs baseline" in c.name:
-        return not c.passed  # no bounds computed for these: an invalid run with them is not judged
-    else:
+    elif c.kind == "failed":
         return c.passed  # failures are counted, not timed
+    else:
+        return not c.passed  # no bounds computed (per-job clauses, regressions): an invalid run is not judged
     return c.passed if ends[0] == ends[1] == c.passed else not c.passed
-
-
-PCT_NAMES = ("p50", "p90", "p95", "p99")
 
 
 def _regressions(cur: dict, base: dict, margin: float, significant: dict | None) -> list[Clause]:
@@ -335,7 +339,7 @@ def _regression(name: str, metric: str, b: float, c: float, margin: float, signi
     threshold = f"{bound}{limit:{fmt}} {unit} of {b:{fmt}} {unit} (max({margin:.0%}"
     threshold += ", 1 ms))" if unit == "ms" else "))"
     observed = f"{c:{fmt}} {unit} ({fmt_num(c / b - 1, '+.1%')})" + (", not significant" if noise else "")
-    return Clause(name, threshold, observed, not beyond or noise)
+    return Clause(name, threshold, observed, not beyond or noise, "regression")
 
 
 def to_junit(result: GateResult, suite: str = "goodbench gate") -> str:

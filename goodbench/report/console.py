@@ -80,11 +80,7 @@ def _verdict(summary: dict, spec, slo_hint: str = SLO_HINT, meta: dict | None = 
         verdict.append(
             f"{req['completed']}/{req['issued']} requests completed (no SLO given: pass {slo_hint} for goodput)"
         )
-    failed = [
-        c.name
-        for c in h.result.clauses
-        if not c.passed and not c.name.endswith("attainment") and "attainment (" not in c.name
-    ]
+    failed = [c.name for c in h.result.clauses if not c.passed and c.kind not in ("attainment", "jobs")]
     if failed:
         verdict.append(f"; failed: {', '.join(failed)}", style="red")
     if h.word == "CANNOT JUDGE":

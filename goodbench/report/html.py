@@ -173,7 +173,7 @@ def _verdict(v, summary: dict, spec) -> str:
             f"of {summary['requests']['issued']} requests met the SLO (target {h.target:.0%}); goodput "
             f"{summary['goodput']:.2f} req/s <span class=dim>(95% CI {_ci(summary.get('goodput_ci'), '{:.2f}')})</span>"
         )
-    failed = [c.name for c in h.result.clauses if not c.passed and "attainment" not in c.name]
+    failed = [c.name for c in h.result.clauses if not c.passed and c.kind not in ("attainment", "jobs")]
     if failed:
         verdict += f" <span class=fail>failed: {_e(', '.join(failed))}</span>"
     if h.word == "CANNOT JUDGE":
