@@ -114,7 +114,7 @@ def test_run_against_the_auto_started_engine(tmp_path):
     assert run.summary["requests"]["completed"] == 5 and not run.interrupted
     assert os.path.exists(os.path.join(run.dir, "engine.log")) and run.meta.engine["fixed_step_ms"] == 2
     assert run.meta.server == {"name": "goodbench", "version": gb.__version__, "owned_by": "goodbench"} | {
-        k: run.meta.server[k] for k in ("header", "max_model_len") if k in run.meta.server
+        k: run.meta.server[k] for k in ("header", "max_model_len", "root") if k in run.meta.server
     }
 
 
