@@ -73,7 +73,9 @@ def test_responses_and_messages_stream_as_chunks_with_the_servers_usage(tools_se
         assert r.first_token_at > r.sent_at
         if endpoint == "/v1/responses":
             assert r.output_tokens == 16  # ignore_eos works on /v1/responses (not on /v1/messages)
-    assert run.summary["ttft_ms"]["p50"] > 0 and run.summary["itl_ms"]["p50"] > 0
+    # ITL measured: its p90, not its p50, because a client starved by a busy host reads several events at once,
+    # and the kernel stamps them alike (CI saw 49 of 96 gaps merged to 0 with the loop 118 ms late at p99)
+    assert run.summary["ttft_ms"]["p50"] > 0 and run.summary["itl_ms"]["p90"] > 0
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "responses"])
