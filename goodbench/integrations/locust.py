@@ -247,6 +247,7 @@ def _open_results(env) -> None:
     spec = _spec(o)
     open_loop = bool(o.goodbench_open_loop)
     mode = "open" if open_loop else "closed"
+    gate = gate_spec(o)  # read once: run.json records the gate the master will judge by
     meta = RunMeta(
         run_id=o.goodbench_run_id or new_run_id("locust"),
         label=f"locust-{mode}",
@@ -262,8 +263,8 @@ def _open_results(env) -> None:
         mode=mode,
         requested_rate=spec.arrival.mean_rate if open_loop else None,
         server=locust_options.server_block(o),
-        target_attainment=gate_spec(o).min_attainment,
-        gate=gate_spec(o).to_table(),
+        target_attainment=gate.min_attainment,
+        gate=gate.to_table(),
     )
     try:
         RUN.rd = RunDir.open(o.goodbench_result_dir, meta)
