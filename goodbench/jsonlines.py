@@ -19,3 +19,5 @@ def json_lines(lines: Iterable[str], where: str) -> Iterator[tuple[int, object]]
             yield i, json.loads(line)
         except ValueError as e:
             raise InputError(f"{where}:{i}: not JSON: {e}") from None
+        except RecursionError:  # a value nested thousands deep: no trace row is
+            raise InputError(f"{where}:{i}: JSON nested too deep to be a trace row") from None

@@ -18,6 +18,7 @@ STEADY_SHARE = 0.8  # a rate probe is conclusive when its steady-state window co
 CONFIRM_SCALE = 4  # --find-max-rate re-probes the rate it found with this many times the requests
 MAX_UPFRONT_REQUESTS = 10_000_000  # a schedule built up front; a duration bounds it lazily instead
 MAX_TOKENS = 10_000_000  # one request's prompt or output, in tokens (the longest contexts are ~10M)
+MAX_AGENT_CALLS = 1_000_000  # the calls of one run's agent jobs, built up front (nodes weigh more than requests)
 MAX_USERS = 100_000  # concurrent users or streams of one load-generator run
 MAX_SECONDS = 10**9  # any duration, timeout or time offset (~31 years)
 MAX_STEP_MS = 60_000.0  # one simulated engine step
@@ -202,3 +203,14 @@ def practical_threshold(unit: str, base: float | None, rel: float) -> float:
 def margin_text(rel: float) -> str:
     """The rule in words: 'max(2%, 1 ms; 1 point of attainment)'."""
     return f"max({rel:.0%}, {PRACTICAL_FLOOR['ms']:g} ms; {PRACTICAL_FLOOR['fraction']:.0%} attainment)"
+
+
+def agent_calls_problem(calls: int) -> str | None:
+    """Why an agent workload this many calls big cannot be built (jobs x calls per job: each limit
+    alone passes at 10M jobs, or 1,000 levels of 1,000 sub-agents, and the product takes gigabytes)."""
+    if calls <= MAX_AGENT_CALLS:
+        return None
+    return (
+        f"the agent jobs come to {calls:,} calls or more, over the {MAX_AGENT_CALLS:,} one run builds up front "
+        "(fewer jobs, a smaller fan-out or depth)"
+    )

@@ -169,3 +169,64 @@ def test_history_counts_beyond_any_catalogue_are_one_line(capsys, tmp_path, flag
     RunDir.open(str(tmp_path), RunMeta("r")).finish()  # a catalogue with one run in it
     sub = ["list"] if flag == "--limit" else ["trend"]
     one_line_exit_2(capsys, ["history", *sub, flag, "99999999999999999999"], f"{flag} must be <= 1e+07")
+
+
+def _nested_weka(levels: int) -> str:
+    inner = '{"in": 10, "out": 5}'
+    for _ in range(levels):
+        inner = '{"type": "subagent", "requests": [{"in": 10, "out": 5}, ' + inner + "]}"
+    return '{"requests": [{"in": 10, "out": 5}, ' + inner + "]}"
+
+
+ROW = '{"job": "j0", "node": 0, "parents": [], "in": 10, "out": 5'
+AGENT_TRACES = {
+    "arrival-1e300": (ROW + ', "arrival_s": 1e300}', "'arrival_s' must be <= 1e+09, got 1e+300"),
+    "arrival-nan": (ROW + ', "arrival_s": NaN}', "'arrival_s' must be a number, got nan"),
+    "arrival-1e400": (ROW + ', "arrival_s": 1e400}', "'arrival_s' must be finite, got inf"),
+    "delay-nan": (ROW + '}\n{"job": "j0", "node": 1, "parents": [0], "in": 9, "out": 5, "delay_ms": NaN}', "'delay_ms' must be a number, got nan"),
+    "delay-string": (ROW + ', "delay_ms": "12"}', "'delay_ms' expected a number, got '12'"),
+    "parent-negative": (ROW + '}\n{"job": "j0", "node": 1, "parents": [-1], "in": 9, "out": 5}', "'parents' must be a list of node numbers"),
+    "block-size-zero": (ROW + ', "block_size": 0}', "'block_size' must be an integer from 1"),
+    "hash-ids-dicts": (ROW + ', "hash_ids": [{}]}', "'hash_ids' must be a list of integers or strings"),
+    "deep-line": ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+    "weka-think-nan": ('{"requests": [{"in": 10, "out": 5, "think_time": NaN}]}', "'think_time' must be a number, got nan"),
+    "weka-think-1e400": ('{"requests": [{"in": 10, "out": 5, "think_time": 1e400}]}', "'think_time' must be finite"),
+    "weka-nested-150": (_nested_weka(150), "sub-agents nested more than 100 deep"),
+    "weka-nested-3000": (_nested_weka(3000), "nested too deep"),
+    "weka-requests-string": ('{"requests": [{"type": "subagent", "requests": "x"}]}', "'requests' must be a list"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", AGENT_TRACES)
+def test_hostile_agent_traces(capsys, tmp_path, name):
+    """Probe of issue 42: NaN or 1e400 delays spun simulate, 1e300 times gave TTFT/JCT 0 or inf with exit 0,
+    negative parents, strings, 1e5-deep lines and 3,000 nested sub-agents ended in tracebacks."""
+    text, needle = AGENT_TRACES[name]
+    (tmp_path / "t.jsonl").write_text(text)
+    (tmp_path / "a.toml").write_text('generator = "agent"\n[arrival]\nrate = 4\n[agent]\ntrace = "t.jsonl"\n')
+    out = tmp_path / "out"
+    one_line_exit_2(capsys, ["simulate", "--workload", str(tmp_path / "a.toml"), "--result-dir", str(out)], needle)
+    assert not out.exists()
+
+
+def test_an_agent_trace_that_is_not_utf8(capsys, tmp_path):
+    (tmp_path / "t.jsonl").write_bytes(b'{"job": "j\xff0", "node": 0, "in": 5, "out": 5}\n')
+    (tmp_path / "a.toml").write_text('generator = "agent"\n[arrival]\nrate = 4\n[agent]\ntrace = "t.jsonl"\n')
+    one_line_exit_2(capsys, ["simulate", "--workload", str(tmp_path / "a.toml")], "not UTF-8 text (byte 10)")
+
+
+@pytest.mark.parametrize(
+    "agent,needle",
+    [
+        ("jobs = 10000000", "80,000,000 calls or more"),
+        ("depth = 1000\nfanout = 1000", "calls or more, over the 1,000,000"),
+        ("fanout = 10000000", "calls or more, over the 1,000,000"),
+    ],
+)
+def test_agent_jobs_whose_product_no_run_can_build(capsys, tmp_path, agent, needle):
+    """Each of jobs, depth and fan-out passes its own limit; their product (0.8-2.2 GB, > 90 s in the
+    probe) is refused at once, or before the job that tips it is drawn."""
+    (tmp_path / "a.toml").write_text(f'generator = "agent"\n[arrival]\nrate = 4\n[agent]\n{agent}\n')
+    out = tmp_path / "out"
+    one_line_exit_2(capsys, ["simulate", "--workload", str(tmp_path / "a.toml"), "--result-dir", str(out)], needle)
+    assert not out.exists()

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InputError
+from ..limits import agent_calls_problem
 from ..records import RequestSpec
 from .lengths import sample_lengths
 from .segments import segment_text, text_of, tokens_of
@@ -80,13 +82,24 @@ def _chains(a: AgentSpec, k: int, outs, rng: np.random.Generator) -> tuple[list[
     return nodes, lasts
 
 
+def _bounded(spec: WorkloadSpec, calls: int) -> None:
+    why = agent_calls_problem(calls)
+    if why is not None:
+        raise InputError(f"workload {spec.name!r}: {why}")
+
+
 def build_jobs(spec: WorkloadSpec, offsets: np.ndarray) -> list[Job]:
     a = spec.agent
     rng = np.random.default_rng(spec.seed)
+    least = max(a.fanout.value if a.fanout.dist == "constant" else a.fanout.min, 1) if a.depth > 2 else 0
+    total = len(offsets) * (2 + least * (a.depth - 2))  # the fewest calls these jobs can come to: refused at once
+    _bounded(spec, total)
     out = []
     for i, arrival in enumerate(offsets):
         k = int(sample_lengths(a.fanout, 1, rng)[0]) if a.depth > 2 else 0
         n_calls = 2 + k * (a.depth - 2)
+        total += (k - least) * (a.depth - 2)
+        _bounded(spec, total)  # before this job's arrays are drawn
         outs = sample_lengths(a.output, n_calls, rng)
         task = int(sample_lengths(a.task, 1, rng)[0])
         subs = tuple(int(x) for x in sample_lengths(a.task, k, rng)) if k else ()
