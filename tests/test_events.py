@@ -109,6 +109,24 @@ def test_usage_without_any_output_event_is_a_clear_error_not_zeros():
     assert tool.status == "ok" and tool.output_tokens == 7 and tool.first_token_at is None
 
 
+def test_text_under_an_unknown_event_name_and_no_usage_is_no_answer():
+    """Issue 42's probe (`resp_renamed_delta_no_usage`): text under `response.text.delta` (no API's name)
+    and a `response.completed` without usage read as "DONE 3/3", 0 tokens, a valid run. A server that
+    says the reply was empty (usage 0) is believed."""
+    renamed = frames(
+        {"type": "response.text.delta", "delta": "Hel"},
+        {"type": "response.text.delta", "delta": "lo"},
+        {"type": "response.completed", "response": {"status": "completed"}},
+    )
+    st = state(classify_responses, renamed)
+    r = st.record(RequestSpec("r", "c", "p", 1, 7), 0.0, 0.0, 1.0, st.status, 200, st.error)
+    assert r.status == "bad_stream" and "no usage" in r.error and "--endpoint-type" in r.error
+    empty = frames({"type": "response.completed", "response": {"usage": {"output_tokens": 0}}})
+    st = state(classify_responses, empty)
+    r = st.record(RequestSpec("r", "c", "p", 1, 7), 0.0, 0.0, 1.0, st.status, 200, st.error)
+    assert r.status == "ok" and r.output_tokens == 0
+
+
 def test_openai_chunks_whose_tokens_decode_to_no_text_are_an_answer_not_a_mismatch():
     """A real vLLM serving a random-weight model streamed 63 tokens as chunks of empty text; the run
     must keep the request (no first token), not call the endpoint type wrong."""

@@ -156,14 +156,16 @@ class StreamState:
             status == "ok"
             and self.done
             and not self.times
-            and self.usage_ct
+            and self.usage_ct != 0  # a reply the server itself counts as empty is one
             and not spec.tools
             and self.classify is not classify
         ):
-            return "bad_stream", (
-                f"the server counted {self.usage_ct} output tokens but no output event arrived: "
-                "is --endpoint-type right for this endpoint?"
+            said = (
+                f"the server counted {self.usage_ct} output tokens but"
+                if self.usage_ct is not None
+                else "the stream ended with no usage and"  # text under an event name no API defines
             )
+            return "bad_stream", f"{said} no output event arrived: is --endpoint-type right for this endpoint?"
         return status, error
 
     def heavy(self) -> bool:
