@@ -170,3 +170,27 @@ def test_the_report_shows_jobs_and_their_timeline(tmp_path):
     con = Console(record=True, width=160)
     con.print(render_summary(s.summary, s.meta.to_dict()))
     assert "agent jobs: 6/6 completed" in con.export_text()
+
+
+def test_a_tool_that_never_returns_ends_with_the_run_duration(tmp_path):
+    """Issue 42's probe: a live agent whose tool takes hours (tool_ms 1e7) kept the run past --duration
+    for as long. Calls due after the run's duration are not sent; their jobs are not completed."""
+    import time
+
+    w = tmp_path / "slow-tool.toml"
+    w.write_text(
+        AGENT.format(endpoint="chat", rate=4, jct=60000, jobs=2, depth=4, fanout=1, cap=0).replace(
+            'tool_ms = { dist = "uniform", min = 50, max = 500 }', "tool_ms = 10000000"
+        )
+    )
+    spec = api.load_workload(str(w), duration=1.0)
+    t = time.monotonic()
+    r = api.run(spec, engine=EngineConfig(fixed_step_ms=5), result_dir=str(tmp_path))
+    assert time.monotonic() - t < 60
+    s = r.summary
+    assert s["jobs"]["started"] >= 1 and s["jobs"]["completed"] == 0
+    unsent = [x for x in r.records() if x.status == "cancelled"]
+    # each job's step after the tool was due 1,000 s (tool_ms's ceiling) after its parent, past the run's 1 s;
+    # the final call waits on it, and, as after a failed call, is never sent
+    assert len(unsent) == s["jobs"]["started"] and all("--duration" in x.error for x in unsent)
+    assert all(x.sent_at is None and x.node == 2 for x in unsent)

@@ -244,6 +244,12 @@ class StreamState:
         return self.record(spec, scheduled_at, sent_at, finished_at, status, http_status, error, None, origin, retries)
 
 
+def unsent_record(spec: RequestSpec, scheduled_at: float, at: float, why: str) -> RequestRecord:
+    """The record of a request the run decided not to send (an agent call due after --duration): kept,
+    so that its job reads as not completed rather than as a shorter graph that finished."""
+    return StreamState(None, 0.0).record(spec, scheduled_at, None, at, "cancelled", None, why)
+
+
 class Finished:
     """A finished stream whose record is built later: its status and send time now (the dispatcher's
     counters), the record when the loop is idle (runner/dispatch.py flushes in batches), so that a wave

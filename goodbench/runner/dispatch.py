@@ -10,10 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..client.stream import unsent_record
 from ..errors import RunDirError
 from ..metrics import RequestMetrics
 from ..records import RequestRecord, RequestSpec
 from ..workloads.sessions import turn_request
+
+UNSENT_AFTER_DURATION = "not sent: due after the run's --duration ended (its parents' tool or think time ran past it)"
 
 FLUSH_S = 0.01  # how often finished records are considered for writing
 FLUSH_SLICE_S = 0.001  # the most time one write of finished records may hold the loop
@@ -93,6 +96,13 @@ class Dispatch:
         self.track = opts.stop_when_saturated
         self.inflight: dict[str, tuple[float, int]] = {}
         self.service: list[tuple[float, float]] = []
+
+    def _keep_unsent(self, rec: RequestRecord) -> None:
+        """A request decided against (never sent) is kept as failed, written with the others."""
+        if self.write_error is None:
+            self.unwritten.append(rec)
+        self.p.done += 1
+        self.p.failed += 1
 
     async def _one(self, spec: RequestSpec, scheduled_at: float, on_text=None):
         """One request; its record goes to the sink in the next batch (flush). Without on_text the
@@ -334,6 +344,11 @@ class Dispatch:
                 done[node.index].set_result(False)
                 return
             scheduled = job.arrival_s if not node.parents else clock() - t0 + node.delay_s
+            if plan.duration_s is not None and scheduled > plan.duration_s:  # a tool that never returns
+                spec = node_request(plan.spec, job, node.index, plan.tok, replies, tokens)
+                self._keep_unsent(unsent_record(spec, scheduled, clock() - t0, UNSENT_AFTER_DURATION))
+                done[node.index].set_result(False)
+                return
             if node.parents and node.delay_s > 0:
                 await asyncio.sleep(node.delay_s)
             spec = node_request(plan.spec, job, node.index, plan.tok, replies, tokens)
