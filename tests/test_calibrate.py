@@ -547,3 +547,45 @@ def test_calibrate_says_when_the_runs_cannot_tell_async_scheduling(tmp_path):
     assert cal.scheduling.startswith("async scheduling off (the runs cannot tell; assumed"), cal.scheduling
     assert not cal.profile.engine["async_scheduling"]
     assert any("calibrate again with --async-scheduling" in n for n in cal.notes), cal.notes
+
+
+def test_a_record_far_after_the_rest_of_its_run_does_not_hang_the_fit(tmp_path):
+    """Issue 42's probe: one record 1e9 s after the rest ran calibrate for > 150 s (the replayed engine
+    counted its decode steps toward that horizon one at a time). Held to the same fit on the run as it
+    was, with a margin for a loaded machine."""
+    import shutil
+    import signal
+    import time
+
+    run = gb.simulate(
+        gb.load_workload(
+            None, dataset_name="random", random_input_len=200, random_output_len=40, num_prompts=30, request_rate=4
+        ),
+        gb.EngineConfig(),
+        result_dir=str(tmp_path),
+        run_id="as-run",
+    )
+    far = tmp_path / "far"
+    shutil.copytree(run.dir, far, ignore=shutil.ignore_patterns("columns"))
+    rows = [json.loads(line) for line in (far / "records.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    for k in ("scheduled_at", "sent_at", "first_token_at", "finished_at"):
+        last[k] += 1e9
+    last["chunk_times"] = [t + 1e9 for t in last["chunk_times"]]
+    (far / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def hung(*_):
+        raise AssertionError("calibrate still fitting after 120 s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        took = []
+        for d in (run.dir, str(far)):
+            t = time.monotonic()
+            gb.calibrate([d], gb.EngineConfig(), out=str(tmp_path / "p.toml"))
+            took.append(time.monotonic() - t)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert took[1] <= 3 * took[0] + 5, took

@@ -204,7 +204,7 @@ class Engine:
         d0 = cost.step_time(0, r, ctx, 0, 0, r)
         delta = cost.step_time(0, r, ctx + r, 0, 0, r) - d0  # exact: linear in decode context
         if horizon != math.inf:
-            k = min(k, steps_before(d0, delta, horizon - now))
+            k = min(k, steps_before(d0, delta, horizon - now, k))
         if cost.step_jitter:
             ends = self._jittered_ends(d0, delta, k, now, horizon)
         else:
@@ -238,14 +238,18 @@ class Engine:
         return ends, finished
 
 
-def steps_before(d0: float, delta: float, h: float) -> int:
+def steps_before(d0: float, delta: float, h: float, most: int | None = None) -> int:
     """How many decode steps start within h seconds, when step s starts at s*d0 + delta*s*(s-1)/2
-    (step time grows by delta per step as contexts lengthen). At least 1."""
+    (step time grows by delta per step as contexts lengthen). At least 1; `most` when at least that
+    many do (a horizon 1e9 s away, a record far from the rest of its run, would count steps one by
+    one at a float's resolution)."""
     if delta > 1e-15:
         b = d0 - delta / 2
         root = (-b + math.sqrt(b * b + 2 * delta * h)) / delta
     else:
         root = h / d0
+    if most is not None and root > most + 1:
+        return most
     kh = max(1, math.ceil(root))
     while kh > 1 and (kh - 1) * d0 + delta * (kh - 1) * (kh - 2) / 2 >= h:
         kh -= 1
