@@ -8,8 +8,10 @@ import time
 import pytest
 from faultserver import fault_server
 
+from goodbench.client import conn as conn_mod
 from goodbench.client.aiohttp_client import AiohttpClient
 from goodbench.client.config import ClientConfig
+from goodbench.client.conn import KERNEL_STAMPS
 from goodbench.client.lean import LeanClient
 from goodbench.records import RequestSpec
 
@@ -240,3 +242,29 @@ def test_the_lean_clients_send_stamp_is_taken_before_the_write(monkeypatch):
     assert [r.status for r in recs] == ["ok"] * 3 and len(writes) == 3
     assert all(t0 + r.sent_at <= w for r, w in zip(recs, writes)), (recs, writes)
     assert all(r.first_token_at >= r.sent_at for r in recs)
+
+
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps are Linux's")
+def test_a_kernel_that_refuses_receive_stamps_falls_back_to_the_loops_clock(monkeypatch):
+    """Issue 42's probe: where setsockopt(SO_TIMESTAMPNS) fails ("Protocol not available"), 0 of 40
+    requests were sent ("cannot connect"). An option number no kernel has fails the same way here."""
+    monkeypatch.setattr(conn_mod, "SO_TIMESTAMPNS", 12345)
+
+    async def go():
+        server, base, _ = await fault_server(None)
+        cfg = ClientConfig(base_url=base, model="m", timeout_s=10, idle_timeout_s=5, client="lean")
+        try:
+            async with LeanClient(cfg, time.monotonic(), None) as c:
+                assert c.kernel  # asked for, as on any Linux host
+                await c.prewarm(2)
+                recs = [await c.send(RequestSpec(f"r{i}", "c", "ok", 3, 8), 0.0) for i in range(3)]
+                return recs, c.kernel, c.meter.state(3, 0)
+        finally:
+            server.close()
+
+    recs, kernel, lag = asyncio.run(go())
+    assert [r.status for r in recs] == ["ok"] * 3 and all(r.first_token_at is not None for r in recs)
+    assert not kernel and lag["kernel_reads"] == 0
+    from goodbench.client.lag import client_lag
+
+    assert client_lag([lag])["stamps"] == "user"  # what summary.json and the console then say

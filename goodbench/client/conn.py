@@ -32,6 +32,10 @@ _KEPT_HEADERS = frozenset((b"location", b"content-encoding"))
 SUSPECT_LAG_S = 0.002
 
 
+class StampsRefused(OSError):
+    """SO_TIMESTAMPNS refused on a new socket: the client reads with the loop's clock instead."""
+
+
 def _numeric(host: str, port: int) -> tuple[int, tuple] | None:
     """(family, address) of an IP literal host, without a resolver round trip; None for a name."""
     host = host[1:-1] if host[:1] == "[" and host[-1:] == "]" else host
@@ -263,7 +267,10 @@ class KernelConn(Conn):
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                except OSError as e:  # a kernel (or sandbox) without receive stamps: not a failed connect
+                    raise StampsRefused(e.errno, f"the kernel refuses receive stamps: {e.strerror or e}") from None
                 await loop.sock_connect(sock, addr)
             except OSError as e:
                 sock.close()

@@ -30,7 +30,7 @@ from ..pacing import TurnPacer
 from ..records import RequestRecord, RequestSpec
 from ..version import __version__
 from .config import ClientConfig, request_body, secret_free
-from .conn import KERNEL_STAMPS, Conn, Exchange, KernelConn, rx_stamps_ready
+from .conn import KERNEL_STAMPS, Conn, Exchange, KernelConn, StampsRefused, rx_stamps_ready
 from .lag import LagMeter, realtime_offset
 from .stream import Finished, local_count_due, record_off_loop
 from .unary import new_state
@@ -101,7 +101,8 @@ class LeanClient:
 
     # ---------------------------------------------------------------- pool
     async def _connect(self) -> Conn:
-        if self.kernel:
+        kernel = self.kernel
+        if kernel:
             coro = KernelConn.open(self, self.host, self.port)
         else:
             coro = asyncio.get_running_loop().create_connection(
@@ -111,7 +112,10 @@ class LeanClient:
             conn = await asyncio.wait_for(coro, CONNECT_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise OSError(f"no connection within {CONNECT_TIMEOUT_S:g}s") from None
-        return conn if self.kernel else conn[1]
+        except StampsRefused:
+            self.kernel = False  # every connection from now on is stamped by the loop (client_lag says so)
+            return await self._connect()
+        return conn if kernel else conn[1]
 
     async def acquire(self) -> Conn:
         """The most recently used idle connection still inside the keep-alive limit, or a new one."""
