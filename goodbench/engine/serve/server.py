@@ -28,12 +28,13 @@ from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
 from ..costmodel import CostModel
 from ..kvcache import Seq, block_hashes
-from .apishapes import model_card, parse_api, pool_inputs, pool_response
+from .apishapes import model_card, parse_api, pool_body, pool_prepare
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
 from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
 from .steploop import EngineLoop, render_metrics
 
 TOKENIZE_INLINE_CHARS = 4000  # longer prompts are tokenized in a thread
+POOL_YIELD = 256  # sequences of one embeddings / rerank request submitted between two turns of the loop
 
 
 def _err(status: int, message: str, typ: str = "BadRequestError", param: str | None = None) -> web.Response:
@@ -358,12 +359,12 @@ class EngineServer:
         if self.failed is not None:
             return _err(503, f"the engine loop stopped: {self.failed}", "ServiceUnavailableError")
         await self._intake.turn()
+        bs = self.cfg.block_size if self.cfg.enable_prefix_caching else None
         try:
-            try:
-                body = await request.json()
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                raise BadRequest("request body is not valid JSON (or nested too deeply)") from None
-            items = pool_inputs(body, api, (self.model_name, "default"))
+            raw = await request.read()
+            items, prepared = await asyncio.to_thread(
+                pool_prepare, raw, api, (self.model_name, "default"), self.tok, bs
+            )
         except BadRequest as e:
             return _err(400, e.args[0], param=e.param)
         req = Parsed(
@@ -372,14 +373,15 @@ class EngineServer:
         )  # fmt: skip
         loop, seqs = asyncio.get_running_loop(), []
         try:
-            for x in items:
-                ids = tuple(x) if isinstance(x, list) else self.tok.encode(x)
+            for k, (ids, hashes) in enumerate(prepared):
+                if k and k % POOL_YIELD == 0:
+                    await asyncio.sleep(0)  # other streams' tokens go out between batches of submissions
                 st = Stream(arrived, loop.create_future())
                 st.fmt = _POOLED
-                hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
                 seqs.append(Seq(next(self.ids), len(ids) + 1, 1, arrival=arrived, hashes=hashes, payload=st))
                 self._submit(seqs[-1], req)
-            await asyncio.gather(*(s.payload.finished for s in seqs))
+            for s in seqs:  # one at a time: gathering 100k futures holds the loop while it wraps them all
+                await s.payload.finished
         except RequestTooLong as e:
             return _err(
                 400, f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}", param="input"
@@ -388,7 +390,15 @@ class EngineServer:
             for s in seqs:
                 self._release(s)
         n_prompt = sum(s.prompt_len for s in seqs)
-        return web.json_response(pool_response(api, seqs[0].id, int(time.time()), self.model_name, items, n_prompt))
+        args = (api, seqs[0].id, int(time.time()), self.model_name, items, n_prompt)
+        pieces = await asyncio.to_thread(pool_body, *args)
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.content_length = sum(map(len, pieces))
+        await resp.prepare(request)
+        for piece in pieces:  # a piece at a time: a 72 MB body written at once held the loop ~0.5 s
+            await resp.write(piece)
+        await resp.write_eof()
+        return resp
 
     def _submit(self, seq: Seq, req: Parsed) -> None:
         """Hand a validated request to an engine instance (one here; a router's choice in a cluster)."""
