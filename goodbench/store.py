@@ -161,6 +161,15 @@ def _json_text(obj) -> str:
     return json.dumps(json_safe(obj), indent=2, default=str, allow_nan=False) + "\n"
 
 
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_CREATE_MODE = _umask_mode()  # read once at import: os.umask is process-wide, not for every write
+
+
 def write_atomic(path: str, text: str) -> None:
     """text to path through an exclusively created temporary file beside it, renamed over path; on any
     failure the temporary file is removed and the OSError raised."""
@@ -170,6 +179,8 @@ def write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            if hasattr(os, "fchmod"):  # mkstemp makes 0600: as open() would make it, beside records.jsonl
+                os.fchmod(f.fileno(), _CREATE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

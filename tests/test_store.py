@@ -281,3 +281,18 @@ def test_history_html_out_that_cannot_be_written_is_one_clear_error_and_leaves_n
     with pytest.raises(RunDirError, match="No space left on device"):
         write_dashboard(str(tmp_path / "d"), [], {})
     assert os.listdir(tmp_path / "d") == [] and os.listdir(tmp_path / "ro") == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fchmod"), reason="POSIX modes")
+def test_json_files_of_a_run_have_the_mode_its_records_have(tmp_path):
+    """Issue 42's probe: run.json and summary.json came out 0600 (the temporary file's) beside a 0644
+    records.jsonl, so a teammate could read the records and not the run they belong to."""
+    import stat
+
+    import goodbench as gb
+
+    r = gb.simulate(gb.load_workload(None, dataset_name="random", num_prompts=3), result_dir=str(tmp_path))
+    mode = {
+        n: stat.S_IMODE(os.stat(os.path.join(r.dir, n)).st_mode) for n in ("records.jsonl", "run.json", "summary.json")
+    }
+    assert len(set(mode.values())) == 1, mode
