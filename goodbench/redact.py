@@ -12,6 +12,15 @@ _AUTH = re.compile(r"(?i)\b(bearer|basic|token)(\s+|=|:\s*)[A-Za-z0-9._~+/=:-]{6
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s:]+(:[^/@\s]*)?@")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+
+
+def visible(text: str) -> str:
+    """text with its control characters written out (ESC as \\x1b): a server's or a file's string on a
+    terminal must not clear the screen or set the clipboard (OSC 52)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if _CONTROL.search(text) else text
+
+
 def scrub(text: str | None, secrets=()) -> str | None:
     """text with every known secret (an API key: at least 4 characters), any bearer/basic credential and
         any URL user:password replaced by [redacted]. Runs on error texts and the server's self-description
@@ -24,7 +33,7 @@ def scrub(text: str | None, secrets=()) -> str | None:
     text = _AUTH.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
     if "@" in text:
         text = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
-    return text
+    return visible(text)
 
 
 def scrub_url(url: str | None) -> str | None:

@@ -155,3 +155,18 @@ def test_a_base_url_with_user_password_and_a_key_is_one_clear_error(tmp_path, se
     )  # fmt: skip
     assert r.returncode == 2 and "carries user:password and an API key is set" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and "pw@" not in r.stderr and "sk-probe" not in r.stderr
+
+
+def test_terminal_escapes_from_a_server_never_reach_the_terminal(capsys):
+    """Issue 42's probe: a model id or an error text with ESC sequences (clear screen, OSC 52 clipboard)
+    was printed raw. A listed id with control characters is no name to send or print; error texts and
+    the server's self-description are written out (ESC as \\x1b); labels with them are refused."""
+    from goodbench.errors import UsageError
+    from goodbench.history.provenance import parse_labels
+    from goodbench.redact import scrub
+
+    evil = Target(models=("m\x1b[2J\x1b]52;c;ZXZpbA==\x07", "plain"))
+    assert _pre(evil.url, model="") == ("plain", [])
+    assert scrub("boom \x1b[2J\x9b") == "boom \\x1b[2J\\x9b"
+    with pytest.raises(UsageError, match="control characters"):
+        parse_labels(["gpu=h100\x1b]52;c;ZXZpbA==\x07"])

@@ -14,6 +14,7 @@ import aiohttp
 
 from ..errors import TargetError
 from ..records import RequestSpec
+from ..redact import visible
 from .config import ClientConfig, model_from_listing, not_a_stream, request_body, wanted_body
 
 PREFLIGHT_S = 2.0  # the whole preflight: /v1/models and one tiny request
@@ -58,10 +59,13 @@ async def probe_metrics(base_url: str) -> bool:
 
 
 def _served(data) -> list[str]:
-    """Every model id of a /v1/models reply (none when it is not shaped like OpenAI's)."""
+    """Every model id of a /v1/models reply (none when it is not shaped like OpenAI's). An id with
+    control characters is no name to print or send (ESC sequences would clear a terminal or set its
+    clipboard): skipped."""
     items = data.get("data") if isinstance(data, dict) else None
     items = items if isinstance(items, list) else []
-    return [m["id"] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
+    ids = [m["id"] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
+    return [i for i in ids if visible(i) == i]
 
 
 async def _models(s: aiohttp.ClientSession, base: str, model: str | None, timeout: float) -> tuple[str, list[str]]:

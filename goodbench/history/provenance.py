@@ -10,6 +10,7 @@ import os
 import re
 
 from ..errors import UsageError
+from ..redact import visible
 
 LABELS_ENV = "GOODBENCH_LABELS"  # "k=v,k2=v2": labels on every run started under it
 
@@ -69,6 +70,8 @@ def parse_labels(items, where: str = "--label") -> dict[str, str]:
                 )
             if len(value) > MAX_LABEL_VALUE:
                 raise UsageError(f"{where} {key}: the value is longer than {MAX_LABEL_VALUE} characters")
+            if visible(value) != value:  # printed by history list and the console as it is
+                raise UsageError(f"{where} {key}: the value has control characters ({visible(value)!r})")
             out[key] = value
     return out
 
