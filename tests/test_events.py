@@ -158,3 +158,15 @@ def test_named_events_split_or_merged_across_reads_parse_alike(size):
     for i in range(0, len(RESPONSES), size):
         got += p.feed(RESPONSES[i : i + size])
     assert got == whole and len(got) == 11
+
+
+def test_a_one_body_api_answered_with_an_event_stream_says_what_was_expected():
+    """Issue 42's probe: "expected text/event-stream, got text/event-stream" for a unary endpoint."""
+    from goodbench.client.config import describe_reply
+
+    status, why = describe_reply(200, "text/event-stream", b"data: {}\n\n", unary=True)
+    assert status == "bad_stream" and why.startswith("expected application/json, got text/event-stream")
+    assert "--endpoint-type" in why
+    assert describe_reply(200, "application/json", b"{}")[1].startswith(
+        "expected text/event-stream, got application/json"
+    )

@@ -216,7 +216,9 @@ class AiohttpClient:
             ctype = h.get("Content-Type", "")
             if resp.status >= 300 or not wanted_body(ctype, st.unary) or h.get("Content-Encoding"):
                 raw = await resp.content.read(ERROR_BODY_LIMIT * 4)
-                st.fail(*describe_reply(resp.status, ctype, raw, h.get("Location"), h.get("Content-Encoding")))
+                st.fail(
+                    *describe_reply(resp.status, ctype, raw, h.get("Location"), h.get("Content-Encoding"), st.unary)
+                )
                 return
             await _read_stream(resp.content, st)
             if not st.done:

@@ -166,7 +166,9 @@ def wanted_body(ctype: str | None, unary: bool) -> bool:
     return is_event_stream(ctype)
 
 
-def describe_reply(status: int, ctype: str | None, body: bytes, location=None, encoding=None) -> tuple[str, str]:
+def describe_reply(
+    status: int, ctype: str | None, body: bytes, location=None, encoding=None, unary: bool = False
+) -> tuple[str, str]:
     """(record status, error) for a reply that is not a 200 event stream: an HTTP error with its body's
     start, a redirect (never followed: the API key stays with the base URL), a compressed body (goodbench
     asks for none), or a 200 that is not a stream."""
@@ -184,7 +186,7 @@ def describe_reply(status: int, ctype: str | None, body: bytes, location=None, e
             f"the server sent a {enc}-compressed body though goodbench asks for none (Accept-Encoding: "
             "identity): is a proxy compressing it?"
         )
-    return "bad_stream", not_a_stream(ctype or "", body)
+    return "bad_stream", not_a_stream(ctype or "", body, unary)
 
 
 def secret_free(error: str | None, cfg: ClientConfig) -> str | None:
@@ -201,17 +203,23 @@ def model_from_listing(data) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def not_a_stream(ctype: str, body: bytes) -> str:
-    """The error for a 200 that is not an event stream: what the server sent instead, and the likely cause."""
+def not_a_stream(ctype: str, body: bytes, unary: bool = False) -> str:
+    """The error for a 200 that is not what was asked for (an event stream; JSON from a one-body API,
+    unary): what the server sent instead, and the likely cause."""
     text = body.decode("utf-8", "replace")[:200].strip()
     why = (
         "an HTML page: is the base URL the API server's?"
         if "html" in ctype or text.lower().startswith("<")
+        else "an event stream to a one-body API: is --endpoint-type right for this endpoint?"
+        if unary and is_event_stream(ctype)
         else "a non-streaming body: does the server ignore stream=true?"
-        if "json" in ctype
+        if "json" in ctype and not unary
         else "not an event stream"
+        if not unary
+        else "not JSON"
     )
-    return f"expected text/event-stream, got {ctype or 'no content type'} ({why}): {text}"
+    wanted = "application/json" if unary else "text/event-stream"
+    return f"expected {wanted}, got {ctype or 'no content type'} ({why}): {text}"
 
 
 # what a pasted endpoint URL may end with: every API's path (client/apis.py, the one list), longest

@@ -219,7 +219,7 @@ class Conn(asyncio.Protocol):
         """A reply that is not an event stream ended: its status and body become the record's error."""
         kept = ex.kept or {}
         status, why = describe_reply(
-            ex.status, ex.ctype, b"".join(ex.body), kept.get(b"location"), kept.get(b"content-encoding")
+            ex.status, ex.ctype, b"".join(ex.body), kept.get(b"location"), kept.get(b"content-encoding"), ex.st.unary
         )
         ex.st.fail(status, why)
 

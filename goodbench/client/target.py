@@ -113,7 +113,7 @@ async def _tiny(s: aiohttp.ClientSession, cfg: ClientConfig, timeout: float) -> 
                 raise TargetError(f"POST {cfg.url} answered HTTP {r.status}{hint}: {text}")
             ctype = r.headers.get("Content-Type", "")
             if not wanted_body(ctype, cfg.unary):
-                raise TargetError(f"POST {cfg.url}: {not_a_stream(ctype, await r.content.read(300))}")
+                raise TargetError(f"POST {cfg.url}: {not_a_stream(ctype, await r.content.read(300), cfg.unary)}")
             return []
     except (aiohttp.ClientError, asyncio.TimeoutError) as e:
         return [f"the test request to {cfg.url} got no answer within {timeout:.1f} s ({type(e).__name__}): going on"]

@@ -454,7 +454,12 @@ class GoodputUser(User):
                     raw = b"".join(_upto(resp.iter_raw(), 2000))
                     st.fail(
                         *describe_reply(
-                            resp.status_code, h.get("content-type"), raw, h.get("location"), h.get("content-encoding")
+                            resp.status_code,
+                            h.get("content-type"),
+                            raw,
+                            h.get("location"),
+                            h.get("content-encoding"),
+                            st.unary,
                         )
                     )
                 else:
