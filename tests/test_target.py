@@ -170,3 +170,26 @@ def test_terminal_escapes_from_a_server_never_reach_the_terminal(capsys):
     assert scrub("boom \x1b[2J\x9b") == "boom \\x1b[2J\\x9b"
     with pytest.raises(UsageError, match="control characters"):
         parse_labels(["gpu=h100\x1b]52;c;ZXZpbA==\x07"])
+
+
+def test_the_preflight_follows_no_redirect_and_says_where_it_pointed():
+    """Issue 42's probe: the preflight followed a redirect to another host without saying so (the run's
+    own requests never follow one: the API key stays with the base URL)."""
+    from aiohttp.test_utils import TestServer
+
+    async def go():
+        app = web.Application()
+
+        async def moved(request):
+            raise web.HTTPTemporaryRedirect("http://elsewhere.invalid:9/v1/models")
+
+        app.router.add_get("/v1/models", moved)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        try:
+            await preflight(ClientConfig(base_url=f"http://127.0.0.1:{server.port}", model="", api_key="sk-secret-1"))
+        finally:
+            await server.close()
+
+    with pytest.raises(TargetError, match=r"HTTP 307, a redirect to http://elsewhere.invalid:9/v1/models.*--base-url"):
+        asyncio.run(go())

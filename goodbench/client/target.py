@@ -24,7 +24,7 @@ async def check_reachable(base_url: str) -> str | None:
     """None when something answers HTTP at base_url; else the reason, for a one-line error."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s:
-            async with s.get(base_url.rstrip("/") + "/v1/models") as r:
+            async with s.get(base_url.rstrip("/") + "/v1/models", allow_redirects=False) as r:
                 await r.read()
                 return None
     except aiohttp.InvalidURL:
@@ -40,8 +40,8 @@ async def resolve_model(base_url: str, api_key: str | None) -> str:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), headers=headers) as s:
-            async with s.get(base_url.rstrip("/") + "/v1/models") as r:
-                if r.status != 200:
+            async with s.get(base_url.rstrip("/") + "/v1/models", allow_redirects=False) as r:
+                if r.status != 200:  # a redirect is not followed: the key stays with the base URL
                     return "default"
                 return model_from_listing(await r.json(content_type=None)) or "default"
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, RecursionError):
@@ -52,10 +52,21 @@ async def probe_metrics(base_url: str) -> bool:
     """Whether base_url/metrics serves Prometheus text (then the run scrapes it every second)."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
-            async with s.get(base_url.rstrip("/") + "/metrics") as r:
+            async with s.get(base_url.rstrip("/") + "/metrics", allow_redirects=False) as r:
                 return r.status == 200 and "# TYPE" in (await r.text())[:20000]
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
         return False
+
+
+def _no_redirect(url: str, r) -> None:
+    """A redirect is refused before the run, as the run's own requests would be (the preflight followed
+    one to another host without a word, the API key with it)."""
+    if 300 <= r.status < 400:
+        where = r.headers.get("Location") or "(no Location header)"
+        raise TargetError(
+            f"{url} answered HTTP {r.status}, a redirect to {where}: goodbench follows no redirect (the API key "
+            "stays with the base URL); give the final URL as --base-url"
+        )
 
 
 def _served(data) -> list[str]:
@@ -73,7 +84,8 @@ async def _models(s: aiohttp.ClientSession, base: str, model: str | None, timeou
     the server does not list is refused with the names it does."""
     url = base + "/v1/models"
     try:
-        async with s.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+        async with s.get(url, timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False) as r:
+            _no_redirect(url, r)
             if r.status in (401, 403):
                 raise TargetError(f"{url} answered HTTP {r.status}: the server wants an API key (--api-key-env VAR)")
             body = await r.content.read(1 << 20) if r.status == 200 else b""
@@ -99,7 +111,8 @@ async def _tiny(s: aiohttp.ClientSession, cfg: ClientConfig, timeout: float) -> 
     """One request of one output token to the endpoint: its status and content type, not its answer."""
     body = request_body(cfg, RequestSpec("preflight", "preflight", "Hi", 1, 1))
     try:
-        async with s.post(cfg.url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+        async with s.post(cfg.url, json=body, timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False) as r:
+            _no_redirect(cfg.url, r)
             if r.status == 404:
                 if cfg.api in ("chat", "completions"):  # most servers speak the other one
                     other = "/v1/completions" if cfg.is_chat else "/v1/chat/completions"
