@@ -589,3 +589,13 @@ def test_a_record_far_after_the_rest_of_its_run_does_not_hang_the_fit(tmp_path):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert took[1] <= 3 * took[0] + 5, took
+
+
+def test_runs_of_two_servers_are_not_fitted_into_one_profile(tmp_path):
+    """Issue 42's probe: runs of two servers mixed gave a profile at +-1011% expected error, exit 0."""
+    wl = gb.load_workload(None, dataset_name="random", random_input_len=100, random_output_len=20, num_prompts=8)
+    a = gb.simulate(wl, gb.EngineConfig(gpu="h100-sxm"), result_dir=str(tmp_path), run_id="h100")
+    b = gb.simulate(wl, gb.EngineConfig(gpu="l40s"), result_dir=str(tmp_path), run_id="l40s")
+    with pytest.raises(InputError, match=r"come from 2 different servers .*h100-sxm x1.*l40s x1.*apart") as e:
+        gb.calibrate([a.dir, b.dir], gb.EngineConfig(), out=str(tmp_path / "p.toml"))
+    assert not (tmp_path / "p.toml").exists() and "h100" in str(e.value)

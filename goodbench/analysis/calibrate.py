@@ -35,7 +35,7 @@ from ..engine.virtual.clock import ClockFollower, derivatives, step_wait, times_
 from ..engine.virtual.instance import run_instance
 from ..errors import InputError
 from ..workloads.plan import Plan
-from .calrun import MIN_GAPS, RunData, decode_gaps, errors, held_out_errors, load_run, observed_stats
+from .calrun import MIN_GAPS, RunData, decode_gaps, errors, held_out_errors, load_run, observed_stats, one_server
 
 HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
 # pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
@@ -412,6 +412,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     """Fit a profile to the runs; with two or more, each run is also predicted by a fit without it.
     The profile's ttft_pct, itl_pct and tpot_pct are those predictions' errors (held_out_errors), and its
     step_time_pct the larger of ITL's and TPOT's (what a step's time is off by)."""
+    one_server(paths)
     runs = [load_run(p) for p in paths]
     say = on_stage or (lambda text: None)
     both = " (with and without async scheduling)" if base.async_scheduling is None else ""

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..history.identity import gpu_of, server_of
 from ..prometheus import delta
 from ..records import RequestSpec
-from ..store import load, load_server_metrics
+from ..store import load, load_meta, load_server_metrics
 
 MIN_GAPS = 10  # a batch size with fewer decode-only gaps than this is not a target
 MAX_BATCH_BIN = 32  # decode-only gaps with more requests decoding share one bin
@@ -190,3 +191,22 @@ def held_out_errors(rows: list[dict]) -> tuple[dict, str]:
         else "in sample: the one run it was fitted to (calibrate on two or more runs for a held-out figure)"
     )
     return pct, basis
+
+
+def one_server(paths: list[str]) -> None:
+    """InputError when the runs were served by different servers (kind and version, model, GPUs): one
+    profile fitted to two servers' runs fits neither (a probe mixed two and got a profile at +-1011%
+    expected error, written with exit 0)."""
+    if len(paths) < 2:
+        return
+    by: dict[tuple, list[str]] = {}
+    for p in paths:
+        meta = load_meta(p).to_dict()
+        kind, version = server_of(meta)
+        sig = (kind, version or "?", str((meta.get("target") or {}).get("model") or "?"), gpu_of(meta) or "?")
+        by.setdefault(sig, []).append(p)
+    if len(by) > 1:
+        said = "; ".join(f"{k} {v}, model {m}, GPUs {g}: {', '.join(ps)}" for (k, v, m, g), ps in by.items())
+        raise InputError(
+            f"these runs come from {len(by)} different servers ({said}): calibrate each server's runs apart"
+        )
