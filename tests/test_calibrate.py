@@ -599,3 +599,15 @@ def test_runs_of_two_servers_are_not_fitted_into_one_profile(tmp_path):
     with pytest.raises(InputError, match=r"come from 2 different servers .*h100-sxm x1.*l40s x1.*apart") as e:
         gb.calibrate([a.dir, b.dir], gb.EngineConfig(), out=str(tmp_path / "p.toml"))
     assert not (tmp_path / "p.toml").exists() and "h100" in str(e.value)
+
+
+def test_a_kv_capacity_out_of_range_names_the_server_not_a_flag(tmp_path):
+    """Issue 42's probe: a server reporting 1e12 KV blocks read "--num-gpu-blocks must be <= 1e9", a flag
+    the user never gave."""
+    wl = gb.load_workload(None, dataset_name="random", random_input_len=100, random_output_len=20, num_prompts=8)
+    run = gb.simulate(wl, gb.EngineConfig(), result_dir=str(tmp_path), run_id="r")
+    key = 'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000000000000"}'
+    rows = [{"t": t, "metrics": {key: 1.0}} for t in (0.0, 1.0)]
+    (tmp_path / "r" / "server_metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match=r"server's vllm:cache_config_info says num_gpu_blocks must be <= 1e\+09"):
+        gb.calibrate([run.dir], gb.EngineConfig(), out=str(tmp_path / "p.toml"))

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..history.identity import gpu_of, server_of
+from ..limits import problem
 from ..prometheus import delta
 from ..records import RequestSpec
 from ..store import load, load_meta, load_server_metrics
@@ -90,16 +91,23 @@ class RunData:
     steps: np.ndarray | None = None  # decode_steps: what the steps' scatter is measured on (engine/jitter.py)
 
 
-def _cache_info(rows: list[dict]) -> dict:
+def _cache_info(rows: list[dict], path: str) -> dict:
+    """The KV capacity the server reported (vllm:cache_config_info), inside the limits its flags have:
+    a value out of range is named with where it came from, not as a flag the user never gave."""
     for r in rows:
         for key in r.get("metrics") or {}:
             if key.startswith("vllm:cache_config_info{"):
                 labels = dict(re.findall(r'(\w+)="([^"]*)"', key))
                 if labels.get("num_gpu_blocks", "").isdigit():
-                    return {
+                    kv = {
                         "num_gpu_blocks": int(labels["num_gpu_blocks"]),
                         "block_size": int(labels.get("block_size") or 16),
                     }
+                    for k, v in kv.items():
+                        why = problem(k, v)
+                        if why is not None:
+                            raise InputError(f"{path}: the server's vllm:cache_config_info says {k} {why}")
+                    return kv
     return {}
 
 
@@ -153,7 +161,7 @@ def load_run(path: str) -> RunData:
         tpot,
         float(np.nanmedian(gaps)),
         engine_s,
-        _cache_info(rows),
+        _cache_info(rows, path),
         gap_medians(steps[:, 0], batch_bin(steps[:, 1])),
         float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
         " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
