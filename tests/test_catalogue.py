@@ -5,6 +5,7 @@ import os
 import shutil
 import sqlite3
 
+import pytest
 from histruns import write_run
 
 from goodbench.history.catalogue import Catalogue, default_path
@@ -101,3 +102,69 @@ def test_a_catalogue_from_before_the_loop_column_is_migrated_and_read_again(tmp_
     with Catalogue(db) as cat:
         res = index_dirs(cat, [str(tmp_path)])
         assert res.indexed == 1 and cat.con.execute("SELECT identity FROM runs").fetchone()[0] == _row(d)["identity"]
+
+
+def _catalogue_of_three(tmp_path):
+    import goodbench as gb
+
+    for i in range(3):
+        write_run(str(tmp_path / "res"), f"r{i}", i, {"goodput": 4.0 + i, "ttft_p99": 100.0})
+    db, _ = gb.index_history([str(tmp_path / "res")], str(tmp_path / "h.sqlite"))
+    return db
+
+
+def test_a_damaged_catalogue_is_one_line_from_every_command(tmp_path, capsys):
+    """Issue 42's probe: a catalogue with damaged pages ended list, trend, html and gate --history in
+    tracebacks (only opening it was guarded). Each is now one line naming it, exit 2."""
+    from goodbench.cli import main
+
+    db = _catalogue_of_three(tmp_path)
+    with open(db, "r+b") as f:  # the first page's header kept, every other page overwritten
+        f.seek(4096)
+        f.write(b"\xa5" * (os.path.getsize(db) - 4096))
+    for argv in (
+        ["history", "list", "--history-db", db],
+        ["history", "trend", "--metric", "goodput", "--history-db", db],
+        ["history", "html", "--history-db", db, "--out", str(tmp_path / "dash")],
+        ["history", "index", str(tmp_path / "res"), "--history-db", db],
+    ):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err and err.count("\n") == 1, (argv, err)
+        assert "history catalogue" in err and db in err, (argv, err)
+
+
+def test_a_foreign_sqlite_file_is_refused_and_left_as_it_was(tmp_path, capsys):
+    """A --history-db pointing at another program's database had goodbench's tables added to it."""
+    from goodbench.cli import main
+
+    other = tmp_path / "app.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    for argv in (
+        ["history", "list", "--history-db", str(other)],
+        ["history", "index", str(tmp_path), "--history-db", str(other)],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "is not a goodbench history catalogue" in err and "users" in err, err
+    assert other.read_bytes() == before
+
+
+def test_a_catalogue_read_where_nothing_can_be_written_is_read(tmp_path):
+    """A valid catalogue on a read-only mount was called unreadable ("delete it"). Read-only opens
+    (list, trend, the dashboard) read it, immutable, without WAL's shared-memory file."""
+    import goodbench as gb
+
+    db = _catalogue_of_three(tmp_path)
+    ro = Catalogue(db, readonly=True)
+    try:
+        assert ro.count() == 3
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            ro.con.execute("DELETE FROM runs")
+    finally:
+        ro.close()
+    assert len(gb.history_runs(db=db)) == 3

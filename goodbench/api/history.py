@@ -4,7 +4,9 @@ the dashboard page."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from dataclasses import dataclass, field
 
 from ..errors import InputError, UsageError
@@ -47,17 +49,28 @@ def catalogue_path(db: str | None = None) -> str:
     return db or cat_mod.default_path()
 
 
-def _open(path: str, must_exist: bool = True) -> cat_mod.Catalogue:
+@contextlib.contextmanager
+def _open(path: str, must_exist: bool = True, readonly: bool = False):
+    """The catalogue at path, open for the with-block; whatever SQLite says of it there (a file of
+    something else, damaged pages, a read-only mount) is one InputError naming it, never a traceback."""
     if must_exist and not os.path.exists(path):
         raise InputError(
             f"no history catalogue at {path}: runs index themselves as they finish, or build it from "
             "results directories with `goodbench history index DIR`"
         )
     try:
-        return cat_mod.Catalogue(path)
-    except Exception as e:  # sqlite3.DatabaseError: not a catalogue, or corrupt
+        with cat_mod.Catalogue(path, readonly=readonly) as cat:
+            yield cat
+    except cat_mod.ForeignFile as e:
+        raise InputError(f"{path} is not a goodbench history catalogue: {e}; give another --history-db") from None
+    except sqlite3.OperationalError as e:
+        if "readonly" in str(e) or "read-only" in str(e) or "unable to open" in str(e):
+            raise InputError(f"the history catalogue {path} cannot be written here ({e})") from None
+        raise InputError(f"the history catalogue {path} cannot be read: {e}") from None
+    except sqlite3.DatabaseError as e:  # damaged pages, not a database
         raise InputError(
-            f"{path} is not a readable history catalogue ({e}); delete it and run `goodbench history index`"
+            f"{path} is not a readable history catalogue ({e}); delete it and run `goodbench history index DIR` "
+            "(the run directories are the source of truth: nothing is lost)"
         ) from None
 
 
@@ -86,7 +99,7 @@ def index_history(
 
 def history_runs(filters: Filters | None = None, db: str | None = None, limit: int | None = 50) -> list[dict]:
     """The catalogue's runs matching the filters, newest first."""
-    with _open(catalogue_path(db)) as cat:
+    with _open(catalogue_path(db), readonly=True) as cat:
         return list_runs(cat, filters or Filters(), limit)
 
 
@@ -101,7 +114,7 @@ def history_trend(
     """metric over time for each identity among the matching runs, with its change points."""
     _check_metric(metric)
     unit, better = metric_info(metric)
-    with _open(catalogue_path(db)) as cat:
+    with _open(catalogue_path(db), readonly=True) as cat:
         found = series(cat, metric, filters or Filters(), last)
     return [Trend(s, detect(s.values, better), unit, better) for s in found]
 
@@ -166,7 +179,7 @@ def history_dashboard(
 
     for m in metrics:
         _check_metric(m)
-    with _open(catalogue_path(db)) as cat:
+    with _open(catalogue_path(db), readonly=True) as cat:
         runs = list_runs(cat, filters or Filters(), limit, metrics=tuple(metrics))
         keep = {r["dir"] for r in runs}
         trends = {}

@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 
 DB_ENV = "GOODBENCH_HISTORY_DB"  # a catalogue path for every run and history command
 OFF_ENV = "GOODBENCH_HISTORY"  # 0 / off / false / no: runs do not index themselves
@@ -68,6 +69,37 @@ def default_path(env=None) -> str:
     return os.path.join(data, "goodbench", "history.sqlite")
 
 
+OWN_TABLES = frozenset(("runs", "metrics", "labels"))
+
+
+class ForeignFile(sqlite3.DatabaseError):
+    """An SQLite file that is not a goodbench catalogue (its tables are someone else's), or one written by
+    a newer goodbench: never altered."""
+
+
+def _connect(path: str, readonly: bool) -> sqlite3.Connection:
+    """Read-only: a catalogue on a read-only mount opens (immutable: WAL's shared-memory file cannot be
+    made there); writable: as always."""
+    if not readonly:
+        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    uri = "file:" + urllib.parse.quote(path)
+    con = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        con.execute("PRAGMA user_version").fetchone()
+        return con
+    except sqlite3.OperationalError:  # "unable to open database file": no -shm beside it on this mount
+        con.close()
+        return sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None)
+
+
+def _check_schema(con: sqlite3.Connection, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise ForeignFile(f"written by a newer goodbench (schema {version}; this one reads {SCHEMA_VERSION})")
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables - OWN_TABLES and not tables & OWN_TABLES or version == 0 and tables - OWN_TABLES:
+        raise ForeignFile(f"an SQLite file of something else (tables {', '.join(sorted(tables)[:5])})")
+
+
 class Catalogue:
     """An open catalogue. Paths are stored relative to the catalogue's directory when the run lies
     under it (so a results directory moved with its catalogue still resolves), else absolute."""
@@ -77,12 +109,20 @@ class Catalogue:
         self.root = os.path.dirname(self.path)
         if readonly and not os.path.exists(self.path):
             raise FileNotFoundError(self.path)
-        os.makedirs(self.root, exist_ok=True)
-        self.con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        if not readonly:
+            os.makedirs(self.root, exist_ok=True)
+        self.con = _connect(self.path, readonly)
         self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         self.con.execute("PRAGMA foreign_keys = ON")
-        if not readonly or self.con.execute("PRAGMA user_version").fetchone()[0] not in (0, SCHEMA_VERSION):
-            self._migrate()  # an older catalogue read gets its new columns (empty until indexed again)
+        version = self.con.execute("PRAGMA user_version").fetchone()[0]
+        _check_schema(self.con, version)
+        if readonly and version not in (0, SCHEMA_VERSION):  # an older catalogue, read: migrated first
+            self.con.close()
+            self.con, readonly = _connect(self.path, False), False
+            self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self.con.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            self._migrate()  # an older catalogue gets its new columns (empty until indexed again)
 
     def _migrate(self) -> None:
         version = self.con.execute("PRAGMA user_version").fetchone()[0]
