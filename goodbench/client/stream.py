@@ -119,9 +119,13 @@ class StreamState:
         n = len(self.times)
         toks = self.toks
         if n and min(toks) == 0:  # no per-chunk usage
-            toks = (
-                array("i", [max(1, k) for k in tok.count_batch(self.texts)]) if tok is not None else array("i", [1] * n)
-            )
+            if self.usage_ct == n or tok is None:
+                # n chunks and n tokens: one each, as every content chunk carries one at least. The common
+                # case (usage at the end of one-token chunks) skips the tokenizer, which a wave of 512
+                # streams ending together otherwise ran 512 times on the event loop
+                toks = array("i", [1] * n)
+            else:
+                toks = array("i", [max(1, k) for k in tok.count_batch(self.texts)])
         if self.usage_ct is not None:
             return toks, int(self.usage_ct), "usage"
         if tok is not None and self.texts:
