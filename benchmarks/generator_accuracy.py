@@ -8,7 +8,8 @@ plain TCP; `lean-loop`, the same client stamping reads with the event loop's clo
 baseline; `main`, the lean client of another checkout, --main-tree, run in a child process), case by
 case, so they are measured side by side on the same machine state. The `s512`/`s1000` cases are the
 hard one: every stream's chunk is due at the same instant (--sync-tick, as a real engine's decode step
-emits them) and the closed loop's users finish and start together, in waves (4 and 3 requests each).
+emits them) and the closed loop's users finish and start together, in waves (4 and 3 requests each);
+`d512`/`d1000` the same waves on the stub's per-stream deadlines (no --sync-tick) with a 200 ms TTFT.
 Per case and client we print TTFT and ITL p50/p99 minus the server's, the arrival rate the server saw
 against the rate asked for, schedule lag p99, whether the run is valid, and the client's CPU use; then
 the client's CPU per request and per chunk (a least-squares fit of CPU seconds = a x requests + b x
@@ -95,8 +96,13 @@ CASES = {  # name: (kind, streams or rate, output tokens)
     "p500s": ("poisson", 500, 2),
     "s512": ("sync", 512, 128),  # synchronized ticks, closed loop in waves: 4 requests per user
     "s1000": ("sync", 1000, 128),  # 3 requests per user
+    # issue 42: the same closed-loop waves on the stub's per-stream deadlines (chunk k at the request's
+    # arrival + TTFT + k x ITL: streams tick at nearly, not exactly, the same instants), with a 200 ms TTFT
+    "d512": ("waves", 512, 128),
+    "d1000": ("waves", 1000, 128),
 }
-WAVES = {"s512": 4, "s1000": 3}
+WAVES = {"s512": 4, "s1000": 3, "d512": 4, "d1000": 3}
+CASE_TTFT_MS = {"d512": 200.0, "d1000": 200.0}  # the case's own TTFT, whatever --ttft-ms says
 
 
 def free_port() -> int:
@@ -153,12 +159,13 @@ def run_case(name: str, seconds: float, itl_ms: float, ttft_ms: float, client: s
     if client == "main":
         return _in_child(name, seconds, itl_ms, ttft_ms)
     kind, n, out_tokens = CASES[name]
+    ttft_ms = CASE_TTFT_MS.get(name, ttft_ms)
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="gb-acc-")
     log = os.path.join(tmp, "truth.bin")
     stub = start_stub(port, log, itl_ms, ttft_ms, stall_every=50, stall_ms=100, sync=kind == "sync")
     try:
-        if kind == "sync":
+        if kind in ("sync", "waves"):
             arr, count, offs, kind = ArrivalSpec("closed", concurrency=n), n * WAVES[name], None, "closed"
             seconds = None
         elif kind == "closed":
