@@ -1,6 +1,7 @@
 """End to end through the `goodbench` command, as a user runs it (subprocesses, loopback only)."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -187,8 +188,13 @@ def test_run_starts_the_reference_engine_and_records_everything(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir, s = load_summary(tmp_path)
-    assert s["requests"]["completed"] == 30 and s["slo_attainment"] == 1.0
-    assert s["tpot_ms"]["p50"] == pytest.approx(5.0, abs=1.0)  # the engine's 5 ms steps, seen over HTTP
+    assert s["requests"]["completed"] == 30
+    behind = (s.get("engine_lateness") or {}).get("behind")
+    if behind:  # a host that starved the engine (a CPU-bound vLLM server beside it: attainment 6.7%) says so
+        assert not s["valid"] and any("fell behind" in w for w in s["warnings"]), s["warnings"]
+    else:
+        assert s["slo_attainment"] == 1.0
+        assert s["tpot_ms"]["p50"] == pytest.approx(5.0, abs=1.0)  # the engine's 5 ms steps, seen over HTTP
     meta = read_json(os.path.join(run_dir, "run.json"))
     assert meta["engine"]["model"] == "llama-3.1-8b" and meta["target"]["base_url"].startswith("http://127.0.0.1:")
     assert os.path.exists(os.path.join(run_dir, "engine.log"))
@@ -197,7 +203,7 @@ def test_run_starts_the_reference_engine_and_records_everything(tmp_path):
     # but for the wait for the 5 ms step in progress at an arrival (as vLLM, it takes requests in between steps)
     st = s["server_timing"]
     assert st["ttft_ms"]["n"] == st["queue_ms"]["n"] == st["prefill_ms"]["n"] == st["client_ttft_ms"]["n"] == 30
-    assert st["window_s"][0] < 0 and 0.0 <= st["other_ms"] <= 5.5
+    assert st["window_s"][0] < 0 and 0.0 <= st["other_ms"] <= (5.5 if not behind else math.inf)
     assert st["prefill_ms"]["mean"] >= 4.0  # at least one 5 ms step from first scheduled to first token
     recs = read_lines(os.path.join(run_dir, "records.jsonl"))
     assert all(len(x["chunk_times"]) == 16 and x["output_tokens_source"] == "usage" for x in recs)
@@ -371,22 +377,23 @@ def test_killed_run_keeps_every_finished_request(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    # killed once ten records are on disk (counted, not waited for on the clock: a starved host wrote six in
+    # the second a fixed sleep gave it); every record written by then must survive, whole
     deadline = time.monotonic() + 60
-    recs_path = None
-    while time.monotonic() < deadline:
+    recs_path, seen = None, 0
+    while time.monotonic() < deadline and seen < 10:
         d = tmp_path / "r"
         runs = os.listdir(d) if d.exists() else []
-        if runs and (d / runs[0] / "records.jsonl").exists() and (d / runs[0] / "records.jsonl").stat().st_size > 2000:
+        if runs and (d / runs[0] / "records.jsonl").exists():
             recs_path = d / runs[0] / "records.jsonl"
-            break
-        time.sleep(0.2)
-    time.sleep(1.0)
+            seen = read(recs_path).count("\n")
+        time.sleep(0.1)
     p.kill()  # SIGKILL: no handler runs
     p.wait(30)
-    assert recs_path is not None
+    assert recs_path is not None and seen >= 10, seen
     lines = read(recs_path).splitlines()
     recs = [json.loads(x) for x in lines]  # every line is a whole record
-    assert len(recs) >= 10 and all(x["status"] == "ok" for x in recs)
+    assert len(recs) >= seen and all(x["status"] == "ok" for x in recs)
 
 
 def test_simulate_disaggregated_with_cost(tmp_path):
