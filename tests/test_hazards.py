@@ -238,6 +238,39 @@ def test_generator_lag_names_the_likely_cause():
     assert "Use --workers N" in texts(hz.generator_lag(with_lag(late, LOOP)))
 
 
+def test_a_late_loop_is_blamed_on_what_the_run_saw_hold_it():
+    """Issue 42: at 512 streams the warning blamed "other processes on the client's core" when there were
+    none. It now reads the run's evidence: the cyclic GC's longest pause, and how often the OS took the
+    core from the client."""
+    late = evidence(steady(lag=0.05))
+    starved = LOOP | {"loop_busy_pct": 30.0, "loop_lag_p99_ms": 40.0}
+    gc_held = starved | {"gc_pause_max_ms": 35.0, "gc_pause_total_ms": 400.0, "preempted_per_s": 2.0}
+    assert "the client's own garbage collector" in texts(hz.generator_lag(with_lag(late, gc_held)))
+    alone = starved | {"gc_pause_max_ms": 3.0, "preempted_per_s": 2.0}
+    text = texts(hz.generator_lag(with_lag(late, alone)))
+    assert "the client itself" in text and "2.0 times a second" in text and "other processes" not in text
+    shared = starved | {"gc_pause_max_ms": 3.0, "preempted_per_s": 450.0}
+    assert "other processes on the client's core" in texts(hz.generator_lag(with_lag(late, shared)))
+
+
+def test_the_lag_meter_keeps_gc_pauses_and_preemptions():
+    import gc
+
+    from goodbench.client.lag import LagMeter, client_lag
+
+    m = LagMeter()
+    m.start()
+    junk = [[i] for i in range(200_000)]
+    gc.collect()
+    m.stop()
+    del junk
+    st = m.state(1, 1)
+    assert st["gc_pause_max_s"] > 0 and st["gc_pause_total_s"] >= st["gc_pause_max_s"] and st["preempted"] >= 0
+    cl = client_lag([st])
+    assert cl["gc_pause_max_ms"] > 0 and cl["preempted_per_s"] is not None
+    assert m._gc not in gc.callbacks  # removed at the end of the run
+
+
 def test_engine_behind_invalidates_a_run_that_started_its_engine():
     behind = {"behind": True, "late_p99_ms": 76.0, "late_mean_ms": 1.3, "late_total_s": 13.7, "steps": 10507}
     (h,) = hz.engine_behind(with_lag(evidence(steady()), engine=behind | {"started_by_run": True}))

@@ -15,10 +15,16 @@ and several worker processes' histograms add up. Pure but for the probe (asyncio
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from array import array
 
 import numpy as np
+
+try:
+    import resource  # POSIX: involuntary context switches
+except ImportError:  # pragma: no cover - Windows
+    resource = None
 
 FINE_S, FINE_BINS = 1e-5, 1000  # 10 us bins up to 10 ms
 COARSE_S, COARSE_BINS = 1e-3, 1000  # then 1 ms bins up to 1 s (and one bin beyond)
@@ -122,6 +128,13 @@ async def loop_probe(meter: LagMeter, period_s: float = PROBE_S) -> None:
             meter.fold()
 
 
+def _preemptions() -> int:
+    """The process's involuntary context switches so far (0 where the platform does not count them)."""
+    if resource is None:
+        return 0
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
+
+
 class LagMeter:
     """One event loop's client-lag evidence: read lags (kernel stamp to read), loop lags (the probe),
     its CPU time and wall time, and the requests and chunks it handled."""
@@ -133,12 +146,29 @@ class LagMeter:
         self.user_reads = 0
         self.cpu0 = self.wall0 = 0.0
         self.cpu = self.wall = 0.0
+        self.preempted0 = self.preempted = 0  # involuntary context switches: another task took the core
+        self.gc_max = self.gc_total = 0.0  # the cyclic GC's pauses (s): the client holding its own loop
+        self._gc_at = 0.0
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_at = time.monotonic()
+        elif self._gc_at:
+            d = time.monotonic() - self._gc_at
+            self.gc_total += d
+            self.gc_max = max(self.gc_max, d)
 
     def start(self) -> None:
         self.cpu0, self.wall0 = time.process_time(), time.monotonic()
+        self.preempted0 = _preemptions()
+        if self._gc not in gc.callbacks:
+            gc.callbacks.append(self._gc)
 
     def stop(self) -> None:
         self.cpu, self.wall = time.process_time() - self.cpu0, time.monotonic() - self.wall0
+        self.preempted = _preemptions() - self.preempted0
+        if self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
 
     def fold(self) -> None:
         """Bin the raw read lags (the probe does it now and then; the state at the end)."""
@@ -155,6 +185,9 @@ class LagMeter:
             "user_reads": self.user_reads,
             "cpu_s": self.cpu,
             "wall_s": self.wall,
+            "preempted": self.preempted,
+            "gc_pause_max_s": self.gc_max,
+            "gc_pause_total_s": self.gc_total,
             "requests": requests,
             "chunks": chunks,
         }
@@ -211,4 +244,9 @@ def client_lag(states: list[dict]) -> dict | None:
         "chunks_per_request": round(chunks / reqs, 1) if reqs else None,
         "stamp_error_p50_ms": _stamp_error(stamps, merged, loop, chunks, 0.5),
         "stamp_error_p99_ms": _stamp_error(stamps, merged, loop, chunks, 0.99),
+        # what held the loop: another task taking the core (preemptions per second of the run), or the
+        # client itself (its cyclic GC's longest pause); older states lack them
+        "preempted_per_s": round(sum(s.get("preempted", 0) for s in states) / wall, 1) if wall > 0 else None,
+        "gc_pause_max_ms": round(max(s.get("gc_pause_max_s", 0.0) for s in states) * 1000, 3),
+        "gc_pause_total_ms": round(sum(s.get("gc_pause_total_s", 0.0) for s in states) * 1000, 3),
     }

@@ -21,6 +21,8 @@ CLIENT_LAG_WARN = 0.05  # the client's stamp error p99 as a share of a percentil
 CLIENT_LAG_INVALID = 0.20  # ... and that makes the run invalid
 CLIENT_LAG_MIN_MS = 0.5  # stamp errors below this move nothing worth a word
 BUSY_PCT = 50.0  # a load-generator process this busy is the likely cause of its own lag (bursts queue)
+GC_SHARE = 0.5  # a GC pause this share of the loop lag's p99 or more: the collector held the loop
+PREEMPT_PER_S = 20.0  # fewer involuntary switches a second than this: no other task competed for the core
 WORKER_BUSY = 0.6  # the share of a core each worker should need (headroom for bursts)
 
 
@@ -90,11 +92,29 @@ def lag_cause(e: Evidence) -> str:
         )
     loop99 = cl.get("loop_lag_p99_ms")
     if busy is not None and loop99 is not None and loop99 > e.lag_limit_ms:
-        return (
-            f"Likely cause: other processes on the client's core (its loop woke {loop99:.0f} ms late at p99 "
-            f"while using only {busy:.0f}% of it): give the client a quiet core, or use --workers N."
-        )
+        return _held_by(cl, loop99, busy)
     return "Use --workers N, a quieter host, or a lower rate."
+
+
+def _held_by(cl: dict, loop99: float, busy: float) -> str:
+    """A loop that woke late while its process was not busy: held by its own garbage collector, by
+    another task on its core (the OS preempted it often), or by itself, as the run's evidence says.
+    Runs from before the evidence was kept say "other processes", as they always did."""
+    late = f"its loop woke {loop99:.0f} ms late at p99 while using only {busy:.0f}% of its core"
+    gc_max, rate = cl.get("gc_pause_max_ms"), cl.get("preempted_per_s")
+    if gc_max is not None and gc_max >= GC_SHARE * loop99:
+        return (
+            f"Likely cause: the client's own garbage collector ({late}; its longest collection held the loop "
+            f"{gc_max:.0f} ms, {cl.get('gc_pause_total_ms') or 0:.0f} ms in all): fewer streams per process "
+            "(--workers N)."
+        )
+    if rate is not None and rate < PREEMPT_PER_S:
+        return (
+            f"Likely cause: the client itself ({late}, and the OS took its core from it only {rate:.1f} times a "
+            "second: no other process held it): fewer streams per process (--workers N)."
+        )
+    seen = f", preempted {rate:.0f} times a second" if rate is not None else ""
+    return f"Likely cause: other processes on the client's core ({late}{seen}): give the client a quiet core, or use --workers N."
 
 
 def client_lag(e: Evidence) -> list[Hazard]:
