@@ -452,16 +452,8 @@ class GoodputUser(User):
                 h, ok = resp.headers, resp.status_code < 300
                 if not ok or not wanted_body(resp.headers.get("content-type"), st.unary) or h.get("content-encoding"):
                     raw = b"".join(_upto(resp.iter_raw(), 2000))
-                    st.fail(
-                        *describe_reply(
-                            resp.status_code,
-                            h.get("content-type"),
-                            raw,
-                            h.get("location"),
-                            h.get("content-encoding"),
-                            st.unary,
-                        )
-                    )
+                    said = (h.get("content-type"), raw, h.get("location"), h.get("content-encoding"), st.unary)
+                    st.fail(*describe_reply(resp.status_code, *said))
                 else:
                     for data in resp.iter_raw():
                         st.on_data(data)
