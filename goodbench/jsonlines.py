@@ -19,5 +19,17 @@ def json_lines(lines: Iterable[str], where: str) -> Iterator[tuple[int, object]]
             yield i, json.loads(line)
         except ValueError as e:
             raise InputError(f"{where}:{i}: not JSON: {e}") from None
-        except RecursionError:  # a value nested thousands deep: no trace row is
-            raise InputError(f"{where}:{i}: JSON nested too deep to be a trace row") from None
+        except RecursionError:  # a value nested thousands deep: no row of an input file is
+            raise InputError(f"{where}:{i}: JSON nested too deep to be a row of this file") from None
+
+
+def read_text(path: str, what: str, hint: str) -> str:
+    """A user's input file as text: InputError naming it when it cannot be read (what: "the trace") or is
+    not UTF-8 (hint: what such a file is)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read {what}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start}): {hint}") from None

@@ -79,25 +79,29 @@ class ForeignFile(sqlite3.DatabaseError):
 
 def _connect(path: str, readonly: bool) -> sqlite3.Connection:
     """Read-only: a catalogue on a read-only mount opens (immutable: WAL's shared-memory file cannot be
-    made there); writable: as always."""
+    made there); writable: as always. Either way with the busy timeout and foreign keys on."""
     if not readonly:
-        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    uri = "file:" + urllib.parse.quote(path)
-    con = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    try:
-        con.execute("PRAGMA user_version").fetchone()
-        return con
-    except sqlite3.OperationalError:  # "unable to open database file": no -shm beside it on this mount
-        con.close()
-        return sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None)
+        con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    else:
+        uri = "file:" + urllib.parse.quote(path)
+        con = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            con.execute("PRAGMA user_version").fetchone()
+        except sqlite3.OperationalError:  # "unable to open database file": no -shm beside it on this mount
+            con.close()
+            con = sqlite3.connect(uri + "?immutable=1", uri=True, isolation_level=None)
+    con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    con.execute("PRAGMA foreign_keys = ON")
+    return con
 
 
 def _check_schema(con: sqlite3.Connection, version: int) -> None:
     if version > SCHEMA_VERSION:
         raise ForeignFile(f"written by a newer goodbench (schema {version}; this one reads {SCHEMA_VERSION})")
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if tables - OWN_TABLES and not tables & OWN_TABLES or version == 0 and tables - OWN_TABLES:
-        raise ForeignFile(f"an SQLite file of something else (tables {', '.join(sorted(tables)[:5])})")
+    others = {t for t in tables if not t.startswith("sqlite_")} - OWN_TABLES  # sqlite_stat1 & co. are SQLite's
+    if others and (version == 0 or not tables & OWN_TABLES):  # ours are versioned, or hold only our tables
+        raise ForeignFile(f"an SQLite file of something else (tables {', '.join(sorted(others)[:5])})")
 
 
 class Catalogue:
@@ -112,15 +116,11 @@ class Catalogue:
         if not readonly:
             os.makedirs(self.root, exist_ok=True)
         self.con = _connect(self.path, readonly)
-        self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        self.con.execute("PRAGMA foreign_keys = ON")
         version = self.con.execute("PRAGMA user_version").fetchone()[0]
         _check_schema(self.con, version)
         if readonly and version not in (0, SCHEMA_VERSION):  # an older catalogue, read: migrated first
             self.con.close()
             self.con, readonly = _connect(self.path, False), False
-            self.con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            self.con.execute("PRAGMA foreign_keys = ON")
         if not readonly:
             self._migrate()  # an older catalogue gets its new columns (empty until indexed again)
 

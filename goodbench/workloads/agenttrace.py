@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 
 from ..errors import InputError
-from ..jsonlines import json_lines
+from ..jsonlines import json_lines, read_text
 from ..limits import MAX_TOKENS, problem
 from .agent import Job, Node
 
@@ -94,13 +94,7 @@ def _finish(name: str, arrival: float, calls: list[dict]) -> Job:
 
 
 def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except UnicodeDecodeError as e:
-        raise InputError(f"agent trace {path}: not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise InputError(f"agent trace {path}: {e.strerror or e}") from None
+    return read_text(path, "the agent trace", "an agent trace is JSON lines or JSON")
 
 
 def read_goodbench(path: str) -> tuple[list[Job], bool]:

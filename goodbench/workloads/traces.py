@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..errors import InputError, UsageError, warn
-from ..jsonlines import json_lines
+from ..jsonlines import json_lines, read_text
 from ..limits import MAX_SECONDS, MAX_TOKENS
 from ..records import RequestSpec
 from .spec import TRACE_FORMATS
@@ -137,13 +137,7 @@ def _csv(text: str, path: str, fmt: str) -> list[TraceRow]:
 
 def read_trace(path: str, fmt: str | None = None) -> list[TraceRow]:
     """The trace's rows with times in seconds from its first row, sorted by time."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read the trace: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text (byte {e.start}): a trace is JSON lines or CSV") from None
+    text = read_text(path, "the trace", "a trace is JSON lines or CSV")
     if not text.strip():
         raise InputError(f"{path}: the trace is empty")
     fmt = fmt or sniff(path, text.lstrip().splitlines()[0])

@@ -13,7 +13,17 @@ import json
 import numpy as np
 
 from ..kvcache import block_hashes
-from .openai_api import REASONING_FIELD, BadRequest, Parsed, _bool, _int, _message_text, check_body, tool_call_name
+from .openai_api import (
+    REASONING_FIELD,
+    BadRequest,
+    Parsed,
+    _bool,
+    _int,
+    _message_text,
+    check_body,
+    json_body,
+    tool_call_name,
+)
 
 UNIT_BLOCK = 512  # stand-in vectors computed per block (apishapes._units)
 EMBED_DIM = 64  # the reference engine's vectors: a stand-in, deterministic per text
@@ -180,11 +190,7 @@ def pool_prepare(raw: bytes, api: str, names: tuple, tok, block_size: int | None
     """(items, [(token ids, block hashes)]) of an embeddings / rerank / score body: what the server runs
     in a worker thread, so that parsing and tokenising 100k items does not hold the event loop (every
     other stream's tokens waited 2.4-3.8 s behind one such request). BadRequest for a bad body."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise BadRequest("request body is not valid JSON (or nested too deeply)") from None
-    items = pool_inputs(body, api, names)
+    items = pool_inputs(json_body(raw), api, names)
     out = []
     for x in items:
         ids = tuple(x) if isinstance(x, list) else tuple(tok.encode(x))

@@ -38,6 +38,14 @@ class Parsed:
     tool: str | None = None  # the function the reply calls (tools offered and a call required)
 
 
+def json_body(raw: bytes):
+    """A request body as JSON; BadRequest for one that is not (or is nested beyond any use)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise BadRequest("request body is not valid JSON (or nested too deeply)") from None
+
+
 def _bool(body: dict, key: str, default: bool = False) -> bool:
     v = body.get(key, default)
     if v is None:

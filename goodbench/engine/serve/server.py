@@ -30,7 +30,7 @@ from ..costmodel import CostModel
 from ..kvcache import Seq, block_hashes
 from .apishapes import model_card, parse_api, pool_body, pool_prepare
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
-from .openai_api import BadRequest, Formatter, Parsed, error_event, parse_request
+from .openai_api import BadRequest, Formatter, Parsed, error_event, json_body, parse_request
 from .steploop import EngineLoop, render_metrics
 
 TOKENIZE_INLINE_CHARS = 4000  # longer prompts are tokenized in a thread
@@ -264,10 +264,7 @@ class EngineServer:
     async def _prepare(self, request: web.Request, api: str) -> tuple[Parsed, tuple, int, int]:
         """The validated request, its token ids, prompt length and output cap: everything is checked
         here, before the request reaches the engine."""
-        try:
-            body = await request.json()
-        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested beyond any use
-            raise BadRequest("request body is not valid JSON (or nested too deeply)") from None
+        body = json_body(await request.read())
         names = (self.model_name, "default")
         req = (
             parse_request(body, api == "chat", names) if api in ("chat", "completions") else parse_api(body, api, names)
