@@ -19,7 +19,8 @@ import statistics
 from collections import defaultdict
 
 from goodbench.engine.costmodel import SHIPPED, fp8_scale
-from goodbench.engine.hardware import get_gpu, get_model
+from goodbench.engine.hardware import get_gpu
+from goodbench.engine.models import get_model
 from goodbench.engine.opmodel import (
     PROFILED_TIER,
     curve_bandwidth,

@@ -16,7 +16,8 @@ from gpu_operators_compare import layer_gemms, measured  # this directory (the s
 
 import goodbench.engine.opdata as opdata
 import goodbench.engine.opmodel as opmodel
-from goodbench.engine.hardware import get_gpu, get_model
+from goodbench.engine.hardware import get_gpu
+from goodbench.engine.models import get_model
 from goodbench.engine.opderive import N_GRID, gemm_curve
 
 

@@ -114,6 +114,7 @@ LIMITS = {
     "adaptive_chunk_target_ms": Limit(0, MAX_STEP_MS, lo_open=True),
     "adaptive_chunk_floor": TOKENS,
     "step_overhead_ms": Limit(0, MAX_STEP_MS),
+    "expert_skew": Limit(0, 4),
     "fixed_step_ms": Limit(MIN_STEP_MS, MAX_STEP_MS),
     # a calibration profile's [terms] (seconds per step, token, request...; none may make one step
     # alone longer than MAX_STEP_MS) and [profile] error percentages

@@ -3,7 +3,8 @@ import pytest
 from goodbench.api.enginefiles import resolve_engine
 from goodbench.engine.config import EngineConfig
 from goodbench.engine.costmodel import CostModel, explain
-from goodbench.engine.hardware import GIB, GPUS, MODELS, get_model
+from goodbench.engine.hardware import GIB, GPUS
+from goodbench.engine.models import MODELS, get_model
 from goodbench.engine.uncertainty import REGIME_ERROR
 from goodbench.errors import InputError, UsageError as ConfigError
 

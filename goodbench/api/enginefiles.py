@@ -15,7 +15,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..engine.config import EngineConfig, EngineFiles
-from ..engine.hardware import Model, is_model_file, model_from_toml
+from ..engine.models import Model, is_model_file, model_from_toml
 from ..engine.profile import Profile, profile_from_toml
 from ..errors import InputError
 

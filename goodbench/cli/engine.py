@@ -103,7 +103,7 @@ def cmd_gpus(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from ..engine.hardware import MODELS
+    from ..engine.models import MODELS
     from ..report.tables import models_table
 
     console().print(models_table(MODELS.values()))

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, fields, replace
 
 from ..errors import UsageError
 from ..limits import check
-from .hardware import GIB, GPUS, Model, get_gpu, get_model, is_model_file
+from .hardware import GIB, GPUS, get_gpu
 from .knobs import knob, to_argv
+from .models import Model, get_model, is_model_file
 from .profile import SERVER_KEYS, Profile, contradiction, server
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
@@ -81,6 +82,14 @@ class EngineConfig:
     dtype: str = knob(DefaultStr("bf16"), "weights and compute", ("bf16", "fp8"))
     kv_cache_dtype: str = knob(DefaultStr("auto"), "KV cache (auto = bf16)", ("auto", "bf16", "fp8"))
     tensor_parallel_size: int = knob(DefaultInt(1), "GPUs per replica", flags=("--tensor-parallel-size", "-tp"))
+    enable_expert_parallel: bool = knob(
+        False, "MoE models: whole experts per GPU (vLLM's --enable-expert-parallel) instead of each expert TP-sharded"
+    )
+    expert_skew: float = knob(
+        0.0,
+        "MoE routing skew: expert i chosen in proportion to (i+1)^-skew (0 = balanced; measured routing is rarely "
+        "balanced: AIConfigurator collects 1.01 and 1.2)",
+    )
     max_num_batched_tokens: int | None = knob(
         None, "token budget per step, the chunk size (default 8192 on >= 70 GiB non-A100 GPUs, else 2048)"
     )
@@ -150,12 +159,11 @@ class EngineConfig:
         """Per-GPU memory budget in bytes: what the KV blocks are derived from."""
         gpu, model = get_gpu(self.gpu), self.shape()
         tp = self.tensor_parallel_size
-        wbytes = 1.0 if self.dtype == "fp8" else 2.0
-        weights = model.params_total * wbytes / tp
+        weights = model.weight_bytes(self.dtype) / tp  # TP-sharded, or whole experts per rank (EP): the same share
         budget = self.max_num_batched_tokens or 8192
         seqs = self.max_num_seqs or 256
         # activations of the profiling pass (hidden + qkv + gate/up per token) and sampler logits
-        act = budget * (4 * model.hidden + 2 * model.ffn / tp) * 2 + seqs * model.vocab * 4 / tp
+        act = budget * (4 * model.hidden + 2 * model.active_ffn / tp) * 2 + seqs * model.vocab * 4 / tp
         usable = gpu.mem_gib * GIB * self.gpu_memory_utilization
         return {
             "usable": usable,
@@ -166,11 +174,10 @@ class EngineConfig:
         }
 
     def kv_bytes_per_token(self) -> float:
-        """Per GPU: KV heads split over TP ranks (replicated when fewer heads than ranks)."""
-        model = self.shape()
+        """Per GPU: KV heads split over TP ranks (replicated when fewer heads than ranks; MLA's latent on every
+        rank); sliding-window layers keep a window per request, not a slot per token (Model.kv_layers)."""
         kvb = 1.0 if self.kv_cache_dtype == "fp8" else 2.0
-        heads = max(1, model.kv_heads // self.tensor_parallel_size)
-        return 2 * model.layers * heads * model.head_dim * kvb
+        return self.shape().kv_bytes_per_token(kvb, self.tensor_parallel_size)
 
     def _check_knobs(self, gpu, model) -> None:
         """Knobs that are wrong whatever else is set (UsageError naming the problem); every number in
@@ -188,6 +195,11 @@ class EngineConfig:
         tp = self.tensor_parallel_size
         if tp < 1 or model.heads % tp:
             raise UsageError(f"tensor_parallel_size {tp} must divide the model's {model.heads} attention heads")
+        if self.enable_expert_parallel and (model.moe is None or tp < 2 or model.moe.experts % tp):
+            raise UsageError(
+                f"--enable-expert-parallel needs a MoE model whose experts divide over tp ({model.name}: "
+                f"{model.moe.experts if model.moe else 'no'} experts, tp {tp})"
+            )
         if not 0 < self.gpu_memory_utilization <= 1:
             raise UsageError("gpu_memory_utilization must be in (0, 1]")
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):

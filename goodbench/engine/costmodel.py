@@ -25,9 +25,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import jitter
+from .attnterms import attention_terms
 from .config import EngineConfig
 from .frontend import FrontEnd
 from .hardware import get_gpu
+from .moe import moe_table, routing, spread
 from .opmodel import (
     allreduce_time,
     elementwise_time,
@@ -109,6 +111,9 @@ class CostModel:
     decode_request_s: float  # per decoding request (all layers)
     pf_flops_s: float  # per unit of prefill attention work (sum n (p + (n + 1) / 2))
     pf_ctx_s: float  # per prefill context token read
+    pf_up_s: float = (
+        0.0  # per prefill context token, every chunk: MLA's up-projection of the latent (engine/attnterms.py)
+    )
     basis: str = ""
     fixed_step_s: float | None = None  # tests: every step takes exactly this long
     units: dict | None = None  # a tier model's per-unit terms: what each StepConstants term multiplies
@@ -117,6 +122,8 @@ class CostModel:
     frontend_token_s: float = 0.0  # ... and per prompt token (profiles)
     step_jitter: tuple = ()  # profiles: percentiles of a step's time over its model time (engine/jitter.py)
     profile: dict | None = None  # from a calibration profile: {path, step_time_pct} (engine/uncertainty.py)
+    experts: np.ndarray | None = None  # MoE: the routed experts' share of `linear`, index N (explain's breakdown)
+    moe: dict | None = None  # MoE: {format, borrowed}: how the experts were priced (engine/uncertainty.py)
     _tok: list = field(default=None, init=False, repr=False, compare=False)
     _row: list = field(default=None, init=False, repr=False, compare=False)
 
@@ -156,6 +163,7 @@ class CostModel:
         return replace(
             self,
             linear=self.linear * f,
+            experts=None if self.experts is None else self.experts * f,
             comm=self.comm * f,
             head=self.head * f,
             step_s=self.step_s * f,
@@ -164,6 +172,7 @@ class CostModel:
             decode_request_s=self.decode_request_s * f,
             pf_flops_s=self.pf_flops_s * f,
             pf_ctx_s=self.pf_ctx_s * f,
+            pf_up_s=self.pf_up_s * f,
             fixed_step_s=None if self.fixed_step_s is None else self.fixed_step_s * f,
         )
 
@@ -176,11 +185,15 @@ class CostModel:
         lin, comm = self._tokens(n)
         attn_pf = np.where(
             np.asarray(prefill_tokens) > 0,
-            np.maximum(self.pf_flops_s * np.asarray(prefill_attn), self.pf_ctx_s * np.asarray(prefill_ctx)),
+            np.maximum(self.pf_flops_s * np.asarray(prefill_attn), self.pf_ctx_s * np.asarray(prefill_ctx))
+            + self.pf_up_s * np.asarray(prefill_ctx),
             0.0,
         )
-        return {
-            "linear": lin,
+        out = {"linear": lin}
+        if self.experts is not None:
+            out["moe_experts"] = _ext(self.experts, n)
+            out["linear"] = lin - out["moe_experts"]
+        return out | {
             "lm_head": _ext(self.head, num_seqs),
             "attention_prefill": attn_pf,
             "attention_decode": self.ctx_s * np.asarray(decode_ctx) + self.decode_request_s * np.asarray(decode_tokens),
@@ -208,7 +221,7 @@ class CostModel:
         t += row[seqs] if seqs < len(row) else float(_ext(self.head, seqs)) + self.request_s * seqs
         if pt:
             a, b = self.pf_flops_s * pattn, self.pf_ctx_s * pctx
-            t += a if a > b else b
+            t += (a if a > b else b) + self.pf_up_s * pctx
         return t + self.ctx_s * dctx + self.decode_request_s * dt + self.step_s
 
     def batch_time(self, batch) -> float:
@@ -233,13 +246,13 @@ class CostModel:
             if self.pf_flops_s * batch.prefill_attn >= self.pf_ctx_s * batch.prefill_ctx:
                 pf = u["pf"] * batch.prefill_attn
             else:
-                kv_pf = u["kv"] * batch.prefill_ctx
+                kv_pf = u["kv_pf"] * batch.prefill_ctx
         n = pt + dt
         i = min(n, len(u["fp8_mem"]) - 1)
         mem, hbm = u["fp8_mem"][i], u["hbm"]
         tp = u["tp"] if n else 0.0
         nvl = u["nvlink"]
-        kv = u["kv"] * batch.decode_ctx + kv_pf
+        kv = u["kv"] * batch.decode_ctx + kv_pf + u["window"] * dt
         pcie = float(_ext(u["pcie_bw"], n))
         return np.array(
             [
@@ -304,6 +317,17 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
     )
 
 
+def _tp_comm(n, layers: int, hidden: int, gpu, tp: int, k: StepConstants) -> tuple[np.ndarray, np.ndarray]:
+    """TP's two all-reduces per layer and its per-layer term over n tokens, and d/d(tp_pcie_bw) (PCIe tiers)."""
+    comm, pcie_bw = np.zeros_like(n), np.zeros_like(n)
+    if tp > 1:
+        extra = k.tp_layer_s if fast_fabric(gpu) else k.tp_layer_pcie_s
+        comm = layers * (2 * allreduce_time(n * hidden * 2, gpu, tp, k.tp_pcie_bw) + extra)
+        if not fast_fabric(gpu):
+            pcie_bw = layers * 2 * pcie_ring_bytes_s(n * hidden * 2, gpu, tp)
+    return comm, pcie_bw
+
+
 def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     """The tier's measured operator curves for the model shape, with the fitted constants k."""
     gpu, m = get_gpu(cfg.gpu), cfg.shape()
@@ -312,19 +336,19 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     bf16_peak = gpu.bf16_tflops * 1e12  # the LM head and attention stay BF16
     n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
     params = m.params_per_layer / tp
-    fp8_mem, fp8_compute, pcie_bw = np.zeros_like(n), np.zeros_like(n), np.zeros_like(n)
+    fp8_mem, fp8_compute = np.zeros_like(n), np.zeros_like(n)
     side = (n, params, peak, bw, wbytes, fam)
     scale = fp8_scale(gpu, k) if fp8 else (1.0, 1.0)
     gemm = gemm_time(*side, scale=scale, ridge_bw=ridge_bw)
     if fp8:
         fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, scale, ridge_bw))
-    linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.ffn / tp, bw, fam))
-    comm = np.zeros_like(n)
-    if tp > 1:
-        extra = k.tp_layer_s if fast_fabric(gpu) else k.tp_layer_pcie_s
-        comm = m.layers * (2 * allreduce_time(n * m.hidden * 2, gpu, tp, k.tp_pcie_bw) + extra)
-        if not fast_fabric(gpu):
-            pcie_bw = m.layers * 2 * pcie_ring_bytes_s(n * m.hidden * 2, gpu, tp)
+    linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.active_ffn / tp, bw, fam))
+    experts, moe, how = "", None, None
+    if m.moe is not None:  # the routed experts: only those the step's tokens touch are read (engine/moe.py)
+        moe, experts, how = moe_table(n, m, gpu, cfg.dtype, tp, cfg.enable_expert_parallel, cfg.expert_skew)
+        moe[0] = 0.0
+        linear = linear + moe
+    comm, pcie_bw = _tp_comm(n, m.layers, m.hidden, gpu, tp, k)
     for table in (linear, comm, fp8_mem, fp8_compute, pcie_bw):
         table[0] = 0.0
     rows = np.arange(cfg.max_num_seqs + 2, dtype=float)
@@ -333,24 +357,31 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     kv_tok = cfg.kv_bytes_per_token()
     per_request = m.layers * request_scale(gpu)  # decode's per-request time per unit of attn_request_s
     dtype = f"{cfg.dtype}{' (fp8 KV)' if cfg.kv_cache_dtype == 'fp8' else ''}"
+    att = attention_terms(m, tp, bf16_peak, bw, 1.0 if cfg.kv_cache_dtype == "fp8" else 2.0)
     return CostModel(
         linear=linear,
         comm=comm,
         head=head,
         step_s=k.step_s,
         request_s=k.request_s,
-        ctx_s=k.kv_read * kv_tok / bw,
-        decode_request_s=k.attn_request_s * per_request,
-        pf_flops_s=k.prefill_attn * 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,
+        ctx_s=k.kv_read * att["ctx"],
+        decode_request_s=k.attn_request_s * per_request + k.kv_read * att["window"],
+        pf_flops_s=k.prefill_attn * att["pf"],
         pf_ctx_s=k.kv_read * kv_tok / bw,
+        pf_up_s=att["up"],
+        experts=moe,
+        moe=how,
         frontend_s=k.frontend_s,
-        basis=f"{gpu.name} {m.name} tp{tp} {dtype}: Vidur operator curves, public-data constants",
+        basis=f"{gpu.name} {m.name} tp{tp} {dtype}: Vidur operator curves, public-data constants"
+        + (f"; {experts}" if experts else ""),
         units={
-            "kv": kv_tok / bw,
+            "kv": att["ctx"],
+            "kv_pf": kv_tok / bw,
             "per_request": per_request,
+            "window": att["window"],
             "tp": m.layers if tp > 1 else 0.0,
             "nvlink": 1.0 if fast_fabric(gpu) else 0.0,
-            "pf": 4 * (m.heads // tp) * m.head_dim * m.layers / bf16_peak,
+            "pf": att["pf"],
             "fp8_mem": fp8_mem,  # d/d(the weight-read term this tier pays: fp8_scale)
             "hbm": 1.0 if gpu.hbm else 0.0,
             "fp8_compute": fp8_compute,
@@ -369,6 +400,15 @@ def _roofline(cfg: EngineConfig, n: int) -> float | None:
     return max(2 * n * params / peak, wbytes * params / bw)
 
 
+def _touched(cfg: EngineConfig, n: int) -> dict | None:
+    """A MoE step's expected distinct experts per layer, of how many (None: a dense model or a profile)."""
+    m = None if cfg.calibration else cfg.shape().moe
+    if m is None:
+        return None
+    q = routing(m.experts, m.top_k, cfg.expert_skew)
+    return {"touched": float(spread([n], q)[0].sum()), "experts": m.experts, "top_k": m.top_k}
+
+
 def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tuple[int, int]]) -> dict:
     """Breakdown for `goodbench engine explain`: prefill chunks (new tokens, prior context) and
     decode groups (count, context length)."""
@@ -383,6 +423,7 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
     roof = _roofline(cfg, pt + dt)
     total = sum(b.values())
     stats = {"busy_s": total, "mean_batch": seqs, "prefill_share": 1.0 if pt else 0.0, "profile": cm.profile}
+    stats |= {"moe": cm.moe} if cm.moe else {}
     tier = {"gpu": cfg.gpu, "tensor_parallel_size": cfg.tensor_parallel_size}
     return {
         "breakdown_s": b,
@@ -393,6 +434,7 @@ def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tup
         "num_seqs": seqs,
         "linear_vs_roofline": roof / b["linear"] if roof and b["linear"] else None,
         "one_token_linear_s": float(cm.linear[1]),
+        "experts_touched": _touched(cfg, pt + dt),
         "frontend_s": cm.frontend_s,
         "frontend_flight_s": cm.frontend_flight_s,
         "frontend_token_s": cm.frontend_token_s,

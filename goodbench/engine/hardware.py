@@ -7,10 +7,9 @@ Sources, per entry below: llm-analysis gpu_configs (github.com/cli99/llm-analysi
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from ..errors import InputError, UsageError
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -24,6 +23,9 @@ class GPU:
     interconnect_gbs: float  # per-GPU all-reduce bus bandwidth, GB/s (NVLink or PCIe)
     nvlink: bool
     source: str
+    fp4_tflops: float | None = None  # dense FP4 (NVFP4 / MXFP4) tensor cores; None = none
+    tdp_w: float | None = None  # board power limit (the energy model's ceiling)
+    arch: str = ""  # ampere, ada, hopper, blackwell, blackwell-gddr, cdna3, cdna4: which measured MoE kernels apply
 
     @property
     def bandwidth(self) -> float:
@@ -36,205 +38,59 @@ class GPU:
         return self.bf16_tflops * 1e12 / self.bandwidth
 
 
+AIC = "AIConfigurator (ai-dynamo/aiconfigurator@095f58a) systems/{}.yaml"
+# name, BF16, FP8, FP4 TFLOPS (dense), memory GiB, TB/s, HBM, all-reduce GB/s, NVLink, TDP W, arch, source
+_TIERS = (
+    ("h100-sxm", 989, 1979, None, 80, 3.35, True, 450, True, 700, "hopper",
+     "llm-analysis h100-sxm-80gb.json (989 TFLOPS, 3350 GB/s, 450 GB/s intra-node); Lightning 'h100 sxm' 989.4; "
+     "NVIDIA datasheet 700 W"),
+    ("h100-pcie", 756, 1513, None, 80, 2.0, True, 64, False, 350, "hopper",
+     "llm-analysis h100-pcie-80gb.json (756, 2000 GB/s); Lightning 'h100 pcie' 756; PCIe5 x16 ~64 GB/s/dir; 350 W"),
+    ("h200", 989, 1979, None, 141, 4.8, True, 450, True, 700, "hopper",
+     "NVIDIA H200 datasheet: same compute as H100 SXM, 141 GB HBM3e at 4.8 TB/s, 700 W"),
+    ("h20", 148, 296, None, 96, 4.0, True, 450, True, 400, "hopper",
+     "H20 (96 GB HBM3; a 141 GB H20-3e exists): 148 dense BF16, 296 FP8, 4.0 TB/s, NVLink4 900 GB/s bidir, 400 W "
+     "(willitrunai.com h20-96gb; no NVIDIA datasheet in public)"),
+    ("a100-80g-sxm", 312, None, None, 80, 2.039, True, 300, True, 400, "ampere",
+     "llm-analysis a100-sxm-80gb; LLM-Viewer A100_80G (2039e9 B/s, 312e12); 400 W"),
+    ("a100-80g-pcie", 312, None, None, 80, 1.935, True, 32, False, 300, "ampere",
+     "llm-analysis a100-pcie-80gb.json (312, 1935 GB/s); PCIe4 x16 ~32 GB/s/dir; 300 W"),
+    ("a100-40g", 312, None, None, 40, 1.555, True, 300, True, 400, "ampere", "LLM-Viewer A100_40G (1555e9 B/s); 400 W"),
+    ("l40s", 362, 733, None, 48, 0.864, False, 32, False, 350, "ada",
+     "Lightning 'l40s' 362.05 (nvidia.com/en-us/data-center/l40s); 864 GB/s GDDR6; PCIe4, no NVLink; 350 W"),
+    ("a10g", 70, None, None, 24, 0.6, False, 32, False, 300, "ampere",
+     "llm-analysis a10g-pcie-24gb.json (70 TFLOPS, 600 GB/s); UNVERIFIED tensor rate (A10 is 125) and power"),
+    ("l4", 121, 242.5, None, 24, 0.3, False, 32, False, 72, "ada",
+     "Lightning 'l4' 121 (L4 datasheet); 300 GB/s GDDR6; 72 W"),
+    ("rtx-6000-ada", 364, 728, None, 48, 0.96, False, 32, False, 300, "ada",
+     "Ada whitepaper values (UNVERIFIED here): ~364 dense BF16 with FP32 accumulate, 960 GB/s; 300 W"),
+    ("rtx-pro-6000", 467.8, 935.6, 1871, 95.6, 1.792, False, 64, False, 600, "blackwell-gddr",
+     AIC.format("rtx_pro_6000_server") + ": RTX PRO 6000 Blackwell Server Edition, rates at 2,430 MHz, 97,887 MiB "
+     "GDDR7 at 1.792 TB/s, no NVLink (PCIe5 64 GB/s/dir), 600 W"),
+    ("b200", 2250, 4500, 9000, 180, 7.7, True, 900, True, 1000, "blackwell",
+     "glennklockwood.com B200 (HGX: 2250 dense BF16); NVIDIA HGX B200 table 180 GB, 7.7 TB/s (62 TB/s over 8 GPUs; "
+     "DGX B200's page says 64, i.e. 8.0: the HGX figure is used, as in " + AIC.format("b200_sxm") + "); NVLink5 "
+     "1.8 TB/s bidir; 1,000 W"),
+    ("b300", 2250, 4500, 14000, 268.6, 7.75, True, 900, True, 1100, "blackwell",
+     AIC.format("b300_sxm") + ": HGX B300, 275,040 MiB HBM3e, 7.75 TB/s (62 TB/s / 8), FP4 14 PF dense (other "
+     "sources 13.1-15), 1,100 W (1,400 W is GB300's); NVLink5"),
+    ("gb200", 2500, 5000, 10000, 185.0, 8.0, True, 900, True, 1200, "blackwell",
+     AIC.format("gb200") + ": per GPU of a GB200 NVL72 (a 72-GPU NVLink domain), 189,471 MiB, 8 TB/s, 1,200 W"),
+    ("gb300", 2500, 5000, 15000, 277.5, 8.0, True, 900, True, 1400, "blackwell",
+     AIC.format("gb300") + ": per GPU of a GB300 NVL72, 284,208 MiB, 8 TB/s, FP4 15 PF dense (1.1 EF / 72), 1,400 W"),
+    ("mi300x", 1307, 2615, None, 192, 5.3, True, 448, False, 750, "cdna3",
+     "AMD MI300X datasheet (1307 dense FP16/BF16, 5.3 TB/s, 192 GB, 750 W); Infinity Fabric 7x64 GB/s/dir"),
+    ("mi325x", 1307, 2615, None, 256, 6.0, True, 448, False, 1000, "cdna3",
+     "AMD MI325X datasheet (1.3 PF FP16, 2.6 PF FP8 dense, 256 GB HBM3E at 6 TB/s, 1,000 W; CDNA3: no FP4); "
+     "Infinity Fabric as MI300X"),
+    ("mi355x", 2500, 5000, 10000, 288, 8.0, True, 537, False, 1400, "cdna4",
+     "AMD MI355X (amd.com: 2.5 PF FP16, 5 PF FP8, 10 PF MXFP4 dense; 288 GB HBM3E at 8 TB/s; 1,400 W TBP, Hot "
+     "Chips 2025); Infinity Fabric 7x76.8 GB/s/dir (1,075 GB/s aggregate, UNVERIFIED)"),
+)  # fmt: skip
+
 GPUS: dict[str, GPU] = {
-    g.name: g
-    for g in (
-        GPU(
-            "h100-sxm",
-            989,
-            1979,
-            80,
-            3.35,
-            True,
-            450,
-            True,
-            "llm-analysis h100-sxm-80gb.json (989 TFLOPS, 3350 GB/s, 450 GB/s intra-node); Lightning 'h100 sxm' 989.4",
-        ),
-        GPU(
-            "h100-pcie",
-            756,
-            1513,
-            80,
-            2.0,
-            True,
-            64,
-            False,
-            "llm-analysis h100-pcie-80gb.json (756, 2000 GB/s); Lightning 'h100 pcie' 756; PCIe5 x16 ~64 GB/s/dir",
-        ),
-        GPU(
-            "h200",
-            989,
-            1979,
-            141,
-            4.8,
-            True,
-            450,
-            True,
-            "NVIDIA H200 datasheet: same compute as H100 SXM, 141 GB HBM3e at 4.8 TB/s",
-        ),
-        GPU(
-            "a100-80g-sxm",
-            312,
-            None,
-            80,
-            2.039,
-            True,
-            300,
-            True,
-            "llm-analysis a100-sxm-80gb; LLM-Viewer A100_80G (2039e9 B/s, 312e12)",
-        ),
-        GPU(
-            "a100-80g-pcie",
-            312,
-            None,
-            80,
-            1.935,
-            True,
-            32,
-            False,
-            "llm-analysis a100-pcie-80gb.json (312, 1935 GB/s); PCIe4 x16 ~32 GB/s/dir",
-        ),
-        GPU("a100-40g", 312, None, 40, 1.555, True, 300, True, "LLM-Viewer A100_40G (1555e9 B/s)"),
-        GPU(
-            "l40s",
-            362,
-            733,
-            48,
-            0.864,
-            False,
-            32,
-            False,
-            "Lightning 'l40s' 362.05 (nvidia.com/en-us/data-center/l40s); 864 GB/s GDDR6; PCIe4, no NVLink",
-        ),
-        GPU(
-            "a10g",
-            70,
-            None,
-            24,
-            0.6,
-            False,
-            32,
-            False,
-            "llm-analysis a10g-pcie-24gb.json (70 TFLOPS, 600 GB/s); UNVERIFIED tensor rate (A10 is 125)",
-        ),
-        GPU("l4", 121, 242.5, 24, 0.3, False, 32, False, "Lightning 'l4' 121 (L4 datasheet); 300 GB/s GDDR6"),
-        GPU(
-            "rtx-6000-ada",
-            364,
-            728,
-            48,
-            0.96,
-            False,
-            32,
-            False,
-            "Ada whitepaper values (UNVERIFIED here): ~364 dense BF16 with FP32 accumulate, 960 GB/s",
-        ),
-        GPU(
-            "b200",
-            2250,
-            4500,
-            180,
-            7.7,
-            True,
-            900,
-            True,
-            "glennklockwood.com B200 (HGX: 2250 dense BF16); NVIDIA table 180 GB, 7.7 TB/s; NVLink5 1.8 TB/s bidir",
-        ),
-        GPU(
-            "mi300x",
-            1307,
-            2615,
-            192,
-            5.3,
-            True,
-            448,
-            False,
-            "AMD MI300X datasheet (1307 dense FP16/BF16, 5.3 TB/s, 192 GB); Infinity Fabric 7x128 GB/s",
-        ),
-    )
-}
-
-
-@dataclass(frozen=True)
-class Model:
-    name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    ffn: int
-    vocab: int
-    tied_embeddings: bool = False
-    max_position: int = 131072
-    source: str = ""
-
-    @property
-    def params_per_layer(self) -> int:
-        """Matmul weights of one decoder layer (norms are negligible)."""
-        attn = self.hidden * (self.heads + 2 * self.kv_heads) * self.head_dim + self.heads * self.head_dim * self.hidden
-        return attn + 3 * self.hidden * self.ffn
-
-    @property
-    def params_total(self) -> int:
-        emb = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
-        return self.layers * self.params_per_layer + emb
-
-    def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
-        return 2 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
-
-
-MODELS: dict[str, Model] = {
-    m.name: m
-    for m in (
-        Model(
-            "llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, False, 131072, "meta-llama/Llama-3.1-8B config.json"
-        ),
-        Model(
-            "llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256, False, 131072, "meta-llama/Llama-3.1-70B config.json"
-        ),
-        Model(
-            "llama-3.2-1b",
-            16,
-            2048,
-            32,
-            8,
-            64,
-            8192,
-            128256,
-            True,
-            131072,
-            "meta-llama/Llama-3.2-1B config.json (tied embeddings)",
-        ),
-        Model(
-            "llama-3.2-3b",
-            28,
-            3072,
-            24,
-            8,
-            128,
-            8192,
-            128256,
-            True,
-            131072,
-            "meta-llama/Llama-3.2-3B config.json (tied embeddings)",
-        ),
-        Model("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, False, 40960, "Qwen/Qwen3-8B config.json"),
-        Model("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 32768, "Qwen/Qwen2.5-7B-Instruct config.json"),
-        Model(
-            "mistral-7b",
-            32,
-            4096,
-            32,
-            8,
-            128,
-            14336,
-            32768,
-            False,
-            32768,
-            "mistralai/Mistral-7B-Instruct-v0.3 config.json",
-        ),
-    )
+    n: GPU(n, bf, f8, mem, bw, hbm, ic, nvl, src, fp4_tflops=f4, tdp_w=tdp, arch=arch)
+    for n, bf, f8, f4, mem, bw, hbm, ic, nvl, tdp, arch, src in _TIERS
 }
 
 
@@ -243,47 +99,6 @@ def get_gpu(name: str) -> GPU:
         return GPUS[name.lower()]
     except KeyError:
         raise UsageError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
-
-
-def model_from_toml(d: dict, path: str) -> Model:
-    """A custom model from a model file's TOML table (read at the edge: api/enginefiles.py): name, layers,
-    hidden, heads, kv_heads, head_dim (default hidden/heads), ffn, vocab, tied_embeddings, max_position."""
-    need = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
-    for k in need:
-        if not isinstance(d.get(k), int) or d[k] <= 0:
-            raise InputError(f"{path}: {k}: required positive integer")
-    return Model(
-        name=str(d.get("name", os.path.splitext(os.path.basename(path))[0])),
-        layers=d["layers"],
-        hidden=d["hidden"],
-        heads=d["heads"],
-        kv_heads=d["kv_heads"],
-        head_dim=int(d.get("head_dim", d["hidden"] // d["heads"])),
-        ffn=d["ffn"],
-        vocab=d["vocab"],
-        tied_embeddings=bool(d.get("tied_embeddings", False)),
-        max_position=int(d.get("max_position", 131072)),
-        source=path,
-    )
-
-
-def is_model_file(name: str) -> bool:
-    """A model named by its file (a .toml shape) rather than by a name in MODELS."""
-    return name.endswith(".toml")
-
-
-def get_model(name: str) -> Model:
-    """A built-in model shape by name. A model file is read once at the edge and carried by the config
-    (EngineConfig.shape()), never read here."""
-    if is_model_file(name):
-        raise UsageError(
-            f"model file {name}: the engine reads no files; pass the config through goodbench's API (gb.simulate, "
-            "gb.run, ...; goodbench.api.enginefiles.with_files), which reads it once"
-        )
-    try:
-        return MODELS[name.lower()]
-    except KeyError:
-        raise UsageError(f"unknown model {name!r}; known: {', '.join(MODELS)} (or a .toml model file)") from None
 
 
 GIB = 1024**3

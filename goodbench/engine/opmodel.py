@@ -28,7 +28,20 @@ import numpy as np
 from .hardware import GPU, get_gpu
 from .opdata import COLLECTIVES, ELEMENTWISE, GEMM
 
-FAMILY_ASSUMED = ("b200", "mi300x", "rtx-6000-ada", "l4", "a10g")  # no profiled GPU of the same kind
+FAMILY_ASSUMED = (
+    "b200",
+    "b300",
+    "gb200",
+    "gb300",
+    "mi300x",
+    "mi325x",
+    "mi355x",
+    "h20",
+    "rtx-6000-ada",
+    "rtx-pro-6000",
+    "l4",
+    "a10g",
+)  # no profiled GPU of the same kind
 
 
 def family(gpu: GPU) -> str:

@@ -6,6 +6,7 @@ profile's own error on the runs it was fitted to. Pure."""
 from __future__ import annotations
 
 from .hardware import get_gpu
+from .moe import KERNEL_HELD_OUT, KERNEL_WORST
 
 REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-heavy", "TP > 1")
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
@@ -90,6 +91,8 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
         f"at least the worst out-of-sample error on calibrated tiers in {' + '.join(regs)}"
         + _below_fitted_bandwidth(blind)
     )
+    if stats.get("moe"):
+        pct, basis = _moe(stats["moe"], pct, basis)
     ttft = max(TTFT_ERROR["all" if blind else "calibrated"] * 100, pct)  # a TTFT is made of steps too
     ttft_basis = (
         f"public vLLM TTFTs, out of sample, median |error| {'over every point' if blind else 'on calibrated tiers'}; "
@@ -102,6 +105,20 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
         "ttft_pct": round(ttft, 1),
         "ttft_basis": ttft_basis,
     }
+
+
+def _moe(moe: dict, pct: float, basis: str) -> tuple[float, str]:
+    """A MoE model's steps: its routed experts are priced by fused-MoE kernels fitted to AIConfigurator's
+    measured vLLM latencies (engine/moe.py), whose error on held-out rows bounds how sure a step can be;
+    on a tier with no measured MoE kernel of its format the efficiencies are borrowed and the worst applies."""
+    borrowed = moe.get("borrowed")
+    err = (KERNEL_WORST if borrowed else KERNEL_HELD_OUT) * 100
+    how = (
+        f"borrowed efficiencies: no measured {moe['format']} MoE kernel on this tier ({borrowed}'s used)"
+        if borrowed
+        else f"{moe['format']} MoE kernels held out of their fit: median |error| {KERNEL_HELD_OUT:.0%}"
+    )
+    return max(pct, err), f"{basis}; routed experts: {how} (benchmarks/moe_kernels.py)"
 
 
 def statements(u: dict | None) -> list[tuple[str, float, str]]:

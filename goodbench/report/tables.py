@@ -369,6 +369,7 @@ def models_table(models) -> Table:
         "vocab",
         "params (B)",
         "KV KiB/token",
+        "kind",
     ):
         t.add_column(c, justify="right" if c != "model" else "left")
     for m in models:
@@ -383,6 +384,7 @@ def models_table(models) -> Table:
             str(m.vocab),
             f"{m.params_total / 1e9:.2f}",
             f"{m.kv_bytes_per_token() / 1024:g}",
+            m.describe(),
         )
     return t
 
@@ -414,6 +416,12 @@ def explain_lines(cfg, r: dict) -> list[str]:
     ]
     if r.get("step_jitter"):
         out.insert(2, scatter_line(r["step_jitter"]))
+    if r.get("experts_touched"):
+        e = r["experts_touched"]
+        out.append(
+            f"  experts touched per MoE layer: {e['touched']:.1f} of {e['experts']} (top-{e['top_k']} of "
+            f"{r['tokens']} tokens); a MoE step is set by these, not by the active parameters"
+        )
     for what, pct, basis in statements(r.get("uncertainty")):
         label = "expected error" if what == "step times" else f"expected {what} error"
         out.append(f"  {label} ±{pct:.0f}% [dim]({basis})[/]")

@@ -219,28 +219,33 @@ class ClusterSim:
         xs = sorted(self.transfers)
         busy = sum(s.busy_s for s in st)
         prof = next((x.engine.cost.profile for x in self.insts if x.engine.cost.profile), None)
-        return ({"profile": dict(prof)} if prof else {}) | {
-            "busy_s": busy,
-            "mean_batch": sum(s.busy_seqs_s for s in st) / (busy or 1.0),
-            "prefill_share": sum(s.prefill_busy_s for s in st) / (busy or 1.0),
-            "instances": [
-                {
-                    "role": x.role,
-                    "gpu": x.engine.cfg.gpu,
-                    "tp": x.engine.cfg.tensor_parallel_size,
-                    "requests": x.routed,
-                    "steps": x.engine.stats.steps,
-                    "busy_s": x.engine.stats.busy_s,
-                }
-                for x in self.insts
-            ],
-            "steps": sum(s.steps for s in st),
-            "preemptions": sum(s.preemptions for s in st),
-            "max_step_tokens": max(s.max_step_tokens for s in st),
-            "prefix_cache_queries": sum(x.engine.kv.queries for x in self.insts),
-            "prefix_cache_hits": sum(x.engine.kv.hits for x in self.insts),
-            "router": self.spec.router,
-            "kv_link": self.xfer.link.name if self.back else None,
-            "kv_transfer_ms_p50": xs[len(xs) // 2] * 1000 if xs else None,
-            "kv_transfer_ms_max": xs[-1] * 1000 if xs else None,
-        }
+        moe = next((x.engine.cost.moe for x in self.insts if x.engine.cost.moe), None)
+        return (
+            ({"profile": dict(prof)} if prof else {})
+            | ({"moe": dict(moe)} if moe else {})
+            | {
+                "busy_s": busy,
+                "mean_batch": sum(s.busy_seqs_s for s in st) / (busy or 1.0),
+                "prefill_share": sum(s.prefill_busy_s for s in st) / (busy or 1.0),
+                "instances": [
+                    {
+                        "role": x.role,
+                        "gpu": x.engine.cfg.gpu,
+                        "tp": x.engine.cfg.tensor_parallel_size,
+                        "requests": x.routed,
+                        "steps": x.engine.stats.steps,
+                        "busy_s": x.engine.stats.busy_s,
+                    }
+                    for x in self.insts
+                ],
+                "steps": sum(s.steps for s in st),
+                "preemptions": sum(s.preemptions for s in st),
+                "max_step_tokens": max(s.max_step_tokens for s in st),
+                "prefix_cache_queries": sum(x.engine.kv.queries for x in self.insts),
+                "prefix_cache_hits": sum(x.engine.kv.hits for x in self.insts),
+                "router": self.spec.router,
+                "kv_link": self.xfer.link.name if self.back else None,
+                "kv_transfer_ms_p50": xs[len(xs) // 2] * 1000 if xs else None,
+                "kv_transfer_ms_max": xs[-1] * 1000 if xs else None,
+            }
+        )

@@ -169,4 +169,6 @@ def instance_stats(engine: Engine) -> dict:
     }
     if engine.cost.profile:
         out["profile"] = dict(engine.cost.profile)
+    if engine.cost.moe:
+        out["moe"] = dict(engine.cost.moe)
     return out
