@@ -151,6 +151,8 @@ def main() -> None:
         f"\npooled median |error|: fit {err[d.role == 'fit'].abs().median():.1%}, "
         f"held out {err[d.role == 'check'].abs().median():.1%} ({(d.role == 'check').sum()} rows)"
     )
+    t = table(d, err)["median"].drop(columns="fit")
+    print(f"worst held-out median |error| (one architecture, format and row set): {np.nanmax(t.to_numpy()):.1%}")
     print("\nKERNELS = {")
     for (arch, fmt), k in sorted(ks.items()):
         print(f'    ("{arch}", "{fmt}"): Kernel({k.t0_s:.4g}, {k.e_bw:.4g}, {k.e_c:.4g}, {k.block}, "{k.fit}"),')

@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--rate", type=float, default=8.0)
     ap.add_argument("--gpu", default="h100-sxm")
-    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--engine-model", "--model", dest="model", default="llama-3.1-8b")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     os.environ["GOODBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="gb-cache-")  # a cold cache first

@@ -7,6 +7,7 @@ refused (EngineConfig.check_server), the same for the library as for the command
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import replace
 
 try:
@@ -15,6 +16,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from ..engine.config import EngineConfig, EngineFiles
+from ..engine.hfconfig import model_from_hf
 from ..engine.models import Model, is_model_file, model_from_toml
 from ..engine.profile import Profile, profile_from_toml
 from ..errors import InputError
@@ -39,8 +41,20 @@ def load_profile(path: str) -> Profile:
 
 
 def load_model_file(path: str) -> Model:
-    """A model shape from a TOML file (hardware.model_from_toml says what it holds)."""
-    return model_from_toml(read_toml(path, "model file"), path)
+    """A model shape from a TOML file (models.model_from_toml says what it holds) or a Hugging Face config.json
+    (engine/hfconfig.py: the standard keys of the families it reads)."""
+    if not path.endswith(".json"):
+        return model_from_toml(read_toml(path, "model file"), path)
+    try:
+        with open(path, "rb") as f:
+            d = json.loads(f.read())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read model config: {e.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not a JSON config.json: {e}") from None
+    if not isinstance(d, dict):
+        raise InputError(f"{path}: not a config.json (a JSON object of the model's keys)")
+    return model_from_hf(d, path)
 
 
 def load_price_file(path: str) -> dict[str, float]:

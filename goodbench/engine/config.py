@@ -79,7 +79,11 @@ class EngineConfig:
         "the engine's model shape: see `goodbench engine models`, or a .toml file (--model is the served model name)",
         flags=("--engine-model",),
     )
-    dtype: str = knob(DefaultStr("bf16"), "weights and compute", ("bf16", "fp8"))
+    dtype: str = knob(
+        DefaultStr("bf16"),
+        "weights and compute (default: the model's checkpoint's, e.g. fp8 for deepseek-v3)",
+        ("bf16", "fp8"),
+    )
     kv_cache_dtype: str = knob(DefaultStr("auto"), "KV cache (auto = bf16)", ("auto", "bf16", "fp8"))
     tensor_parallel_size: int = knob(DefaultInt(1), "GPUs per replica", flags=("--tensor-parallel-size", "-tp"))
     enable_expert_parallel: bool = knob(
@@ -278,6 +282,8 @@ class EngineConfig:
 
     def _resolve(self, served: dict) -> EngineConfig:
         gpu, model = get_gpu(self.gpu), self.shape()
+        if not user_set(self.dtype) and model.dtype != self.dtype:  # the checkpoint's own (DeepSeek-V3: FP8)
+            self = replace(self, dtype=DefaultStr(model.dtype))
         self._check_knobs(gpu, model)
         big = gpu.mem_gib >= 70 and not gpu.name.startswith("a100")
         seqs = self.max_num_seqs or served.get("max_num_seqs") or (1024 if big else 256)

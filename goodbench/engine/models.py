@@ -80,6 +80,7 @@ class Model:
     mla: MLA | None = None
     sliding_window: int = 0  # tokens a sliding-window layer attends to
     sliding_layers: int = 0  # how many layers are sliding-window ones (gpt-oss: every other)
+    dtype: str = "bf16"  # the checkpoint's dense weights (DeepSeek-V3 ships FP8): --dtype's default for it
 
     @property
     def moe_layers(self) -> int:
@@ -203,7 +204,7 @@ DEEPSEEK_V3 = Model(
     "deepseek-v3", 61, 7168, 128, 128, 128, 18432, 129280, False, 163840,
     "deepseek-ai/DeepSeek-V3 config.json (R1 shares it; FP8 128-block weights as shipped)",
     moe=MoE(256, 8, 2048, shared_ffn=2048, dense_layers=3, groups=8, topk_groups=4, expert_format="fp8-block"),
-    mla=MLA(kv_lora_rank=512, q_lora_rank=1536, rope_dim=64, nope_dim=128, v_dim=128),
+    mla=MLA(kv_lora_rank=512, q_lora_rank=1536, rope_dim=64, nope_dim=128, v_dim=128), dtype="fp8",
 )  # fmt: skip
 
 MODELS: dict[str, Model] = {

@@ -1,0 +1,142 @@
+"""A model shape from its Hugging Face config.json (read at the edge: api/enginefiles.py), so a new model needs
+no code. Pure. The standard keys of the Llama, Mistral, Qwen2/Qwen3 (dense and MoE), gpt-oss and DeepSeek-V2/V3
+families; anything else is refused with one line naming the key, never guessed."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import InputError
+from .models import MLA, Model, MoE
+
+DENSE = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+MOE = ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM", "DeepseekV2ForCausalLM")
+MOE += ("DeepseekV3ForCausalLM", "MixtralForCausalLM")
+KNOWN = "Llama, Mistral, Mixtral, Qwen2/Qwen3 (dense and MoE), gpt-oss, DeepSeek-V2/V3"
+
+
+class _Keys:
+    """The config's keys, each read with the file and key named in any error."""
+
+    def __init__(self, d: dict, path: str):
+        self.d, self.path = d, path
+
+    def int(self, key: str, default: int | None = None, lo: int = 1) -> int:
+        v = self.d.get(key, default)
+        if v is None and default is None:
+            raise InputError(f"{self.path}: {key}: required (a positive integer) for this architecture")
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise InputError(f"{self.path}: {key}: {v!r} is not an integer >= {lo}")
+        return v
+
+    def refuse(self, key: str, why: str) -> None:
+        raise InputError(
+            f"{self.path}: {key}: {why}; goodbench's engine cannot price it (describe the model in a .toml)"
+        )
+
+
+def expert_format(q: dict | None, k: _Keys) -> str:
+    """The experts' weight format from quantization_config (none: BF16)."""
+    if not q:
+        return "bf16"
+    method = str(q.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "fp8":
+        return "fp8-block" if q.get("weight_block_size") else "fp8"
+    if method in ("awq", "gptq") and q.get("bits", 4) == 4:
+        return "int4"
+    algo = str(q.get("quant_algo", q.get("format", ""))).lower()
+    if method in ("modelopt", "compressed-tensors") and "nvfp4" in algo:
+        return "nvfp4"
+    k.refuse("quantization_config.quant_method", f"{method or 'missing'} is not a format it knows")
+    return ""
+
+
+def _attention(d: dict, k: _Keys, heads: int) -> tuple[int, int, MLA | None]:
+    """(kv_heads, head_dim, MLA or None)."""
+    if "kv_lora_rank" in d:
+        mla = MLA(
+            kv_lora_rank=k.int("kv_lora_rank"),
+            q_lora_rank=k.int("q_lora_rank", 0, lo=0) if d.get("q_lora_rank") is not None else 0,
+            rope_dim=k.int("qk_rope_head_dim"),
+            nope_dim=k.int("qk_nope_head_dim"),
+            v_dim=k.int("v_head_dim"),
+        )
+        return heads, mla.nope_dim + mla.rope_dim, mla
+    hd = d.get("head_dim") or k.int("hidden_size") // heads
+    return k.int("num_key_value_heads", heads), int(hd), None
+
+
+def _sliding(d: dict, k: _Keys, arch: str, layers: int) -> tuple[int, int]:
+    """(window, sliding layers): gpt-oss's layer_types; a sliding window over every layer is refused."""
+    types = d.get("layer_types")
+    if arch == "GptOssForCausalLM" and isinstance(types, list):
+        n = sum(1 for t in types if t == "sliding_attention")
+        return (k.int("sliding_window") if n else 0), n
+    if d.get("use_sliding_window") or (arch.startswith(("Mistral", "Mixtral")) and d.get("sliding_window")):
+        k.refuse("sliding_window", "a window on every layer")
+    return 0, 0
+
+
+def _moe(d: dict, k: _Keys, arch: str, layers: int) -> MoE:
+    fmt = expert_format(d.get("quantization_config"), k)
+    if arch in ("GptOssForCausalLM", "MixtralForCausalLM"):
+        experts = k.int("num_local_experts")
+        top = k.int("num_experts_per_tok", d.get("experts_per_token"))
+        return MoE(experts, top, k.int("intermediate_size"), expert_format=fmt)
+    if arch.startswith("Deepseek"):
+        shared = k.int("n_shared_experts", 0, lo=0) * k.int("moe_intermediate_size")
+        return MoE(
+            k.int("n_routed_experts"),
+            k.int("num_experts_per_tok"),
+            k.int("moe_intermediate_size"),
+            shared_ffn=shared,
+            dense_layers=k.int("first_k_dense_replace", 0, lo=0),
+            groups=k.int("n_group", 1),
+            topk_groups=k.int("topk_group", 1),
+            expert_format=fmt,
+        )
+    if d.get("mlp_only_layers") or k.int("decoder_sparse_step", 1) != 1:
+        k.refuse("mlp_only_layers", "dense layers between MoE layers")
+    return MoE(
+        k.int("num_experts"),
+        k.int("num_experts_per_tok"),
+        k.int("moe_intermediate_size"),
+        shared_ffn=k.int("shared_expert_intermediate_size", 0, lo=0),
+        expert_format=fmt,
+    )
+
+
+def model_from_hf(d: dict, path: str) -> Model:
+    """A Model from a Hugging Face config.json's dict; InputError naming the key it cannot use."""
+    k = _Keys(d, path)
+    archs = d.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else None
+    if arch not in DENSE + MOE:
+        raise InputError(f"{path}: architectures: {arch!r} is not a family goodbench reads ({KNOWN}); use a .toml")
+    layers, heads = k.int("num_hidden_layers"), k.int("num_attention_heads")
+    kv_heads, head_dim, mla = _attention(d, k, heads)
+    moe = _moe(d, k, arch, layers) if arch in MOE else None
+    window, sliding = _sliding(d, k, arch, layers)
+    needs_ffn = moe is None or moe.dense_layers > 0
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = os.path.basename(os.path.dirname(os.path.abspath(path))) if stem == "config" else stem
+    return Model(
+        name=str(d.get("_name_or_path") or name).rstrip("/").split("/")[-1].lower(),
+        layers=layers,
+        hidden=k.int("hidden_size"),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        ffn=k.int("intermediate_size") if needs_ffn else 0,
+        vocab=k.int("vocab_size"),
+        tied_embeddings=bool(d.get("tie_word_embeddings", False)),
+        max_position=k.int("max_position_embeddings", 131072),
+        source=f"{path} ({arch})",
+        moe=moe,
+        mla=mla,
+        sliding_window=window,
+        sliding_layers=sliding,
+        dtype="fp8" if str((d.get("quantization_config") or {}).get("quant_method", "")).lower() == "fp8" else "bf16",
+    )
