@@ -206,7 +206,8 @@ class CostModel:
             if np.ndim(decode_ctx) == 0:
                 return self.fixed_step_s
             return np.full(np.shape(decode_ctx), self.fixed_step_s)
-        if np.ndim(decode_ctx) == 0 and np.ndim(num_seqs) == 0:
+        plain = (int, float)  # the simulator's hot path passes plain numbers: no numpy call per step
+        if type(decode_ctx) in plain and type(num_seqs) in plain or np.ndim(decode_ctx) == 0 == np.ndim(num_seqs):
             return self._scalar(prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs)
         total = sum(
             self.breakdown(prefill_tokens, decode_tokens, decode_ctx, prefill_attn, prefill_ctx, num_seqs).values()

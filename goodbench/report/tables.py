@@ -332,16 +332,20 @@ def workloads_table(catalogue) -> Table:
 # ----------------------------------------------------------------------------------------------- engine
 def gpus_table(gpus) -> Table:
     t = Table(title="GPU tiers (dense tensor-core figures)")
-    for c in ("gpu", "BF16 TFLOPS", "FP8 TFLOPS", "memory GiB", "bandwidth TB/s", "interconnect GB/s", "source"):
+    cols = ("gpu", "arch", "BF16 TFLOPS", "FP8 TFLOPS", "FP4 TFLOPS", "memory GiB", "bandwidth TB/s")
+    for c in cols + ("interconnect GB/s", "TDP W", "source"):
         t.add_column(c, overflow="fold")
     for g in gpus:
         t.add_row(
             g.name,
+            g.arch,
             f"{g.bf16_tflops:g}",
             "-" if g.fp8_tflops is None else f"{g.fp8_tflops:g}",
+            "-" if g.fp4_tflops is None else f"{g.fp4_tflops:g}",
             f"{g.mem_gib:g}",
             f"{g.mem_bw_tbs:g}",
             f"{g.interconnect_gbs:g}{' NVLink' if g.nvlink else ''}",
+            "-" if g.tdp_w is None else f"{g.tdp_w:g}",
             g.source,
         )
     return t
