@@ -1,6 +1,7 @@
 """Mixture-of-Experts in the engine: shapes (built-in and from a Hugging Face config.json), the routed experts'
 cost by touched experts, MLA's and sliding windows' KV, expert parallelism, the kernel fit's held-out error."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -185,3 +186,35 @@ def test_decode_stays_linear_in_context_for_moe():
     cm = CostModel.for_config(resolve_engine(EngineConfig(model="gpt-oss-120b", gpu="h200")))
     t = [cm.step_time(0, 16, ctx, 0, 0, 16) for ctx in (16_000, 32_000, 48_000)]
     assert np.diff(t)[0] == pytest.approx(np.diff(t)[1])
+
+
+def test_public_moe_check_recomputes_the_documented_errors():
+    """benchmarks/moe_e2e.py: the out-of-sample figures docs/engine.md quotes (a drift guard: a change to the
+    engine that moves them must update the docs with them)."""
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "moe_e2e.py")], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr
+    pooled = {
+        line.split()[0]: float(line.split("pooled ")[1].split("%")[0])
+        for line in r.stdout.splitlines()
+        if " pooled " in line
+    }
+    assert pooled == pytest.approx({"TPOT": 29.9, "TTFT": 83.8, "throughput": 33.2}, abs=0.15)
+    with open(os.path.join(ROOT, "docs", "engine.md"), encoding="utf-8") as f:
+        doc = f.read()
+    assert "TPOT 29.9 % (n = 15), TTFT 83.8 % (n = 4), throughput 33.2 % (n = 11)" in doc
+
+
+def test_gpu_moe_benchmark_skips_without_a_gpu_and_compares_a_file(tmp_path):
+    script = os.path.join(ROOT, "benchmarks", "gpu_moe.py")
+    if importlib.util.find_spec("torch") is None:  # with torch (and maybe a GPU) it would measure for minutes
+        r = subprocess.run([sys.executable, script, "--out", str(tmp_path / "x.csv")], capture_output=True, text=True)
+        assert r.returncode == 0 and "nothing measured" in r.stdout
+    f = tmp_path / "m.csv"
+    rows = ["model,tokens,touched,seconds,spread,kernel"]
+    rows += [f"gpt-oss-120b,{n},{t},{s},0.01,grouped_mm" for n, t, s in ((1, 4, 1e-4), (64, 111, 9e-4))]
+    f.write_text("\n".join(rows) + "\n")
+    r = subprocess.run([sys.executable, script, "--compare", str(f), "--gpu", "h200"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "111 /  111.2" in r.stdout and "measured x  9.00" in r.stdout
