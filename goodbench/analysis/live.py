@@ -99,6 +99,7 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
     row.update(stall_row(load(rd.dir)))
     row.update(verdict_row(summary, s.target))
     row.update(config_row(cfg, rd.dir))
+    row["gpus"] = cfg.tensor_parallel_size  # one server per cell (the frontier's per-GPU figures)
     if rd.meta.interrupted:
         issued = summary["requests"]["issued"]
         row["error"] = f"interrupted after {issued} of {len(s.plan.requests)} requests (not ranked)"

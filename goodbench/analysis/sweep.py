@@ -120,8 +120,6 @@ def setup(
     target: float = TARGET_ATTAINMENT,
 ) -> SweepSetup:
     require_slo(spec)
-    if plan.closed:
-        raise UsageError("sweeps need open-loop arrivals (a rate), not --concurrency")
     out = os.path.join(result_dir, sweep_id)
     if os.path.exists(out):
         raise RunDirError(f"{out} exists; choose another --sweep-id")
@@ -170,12 +168,16 @@ def summary_row(s: dict) -> dict:
         "itl_p50_ms": s["itl_ms"]["p50"],
         "itl_p99_ms": s["itl_ms"]["p99"],
         "itl_p99_over_p50": s["itl_p99_over_p50"],
+        "tpot_p50_ms": s["tpot_ms"]["p50"],
         "tpot_p99_ms": s["tpot_ms"]["p99"],
         "request_throughput": s["request_throughput"],
         "output_throughput": s["output_throughput"],
         "goodput": s["goodput"],
         "slo_attainment": s["slo_attainment"],
         "issued": n,
+        "tok_s_per_user": s.get("tok_s_per_user"),  # the frontier's axes (metrics/frontier.py)
+        "output_tok_s_per_gpu": s.get("output_tok_s_per_gpu"),
+        "good_output_tok_s_per_gpu": s.get("good_output_tok_s_per_gpu"),
     }
     if s.get("slo_attainment") is not None:
         row["attainment_lo"], row["attainment_hi"] = wilson(k, n)

@@ -134,7 +134,14 @@ def min_gpus(s, *, target: float = TARGET_ATTAINMENT, max_replicas: int = 16, on
     rate reaches target, with their cost (analysis.capacity; writes min_gpus.json)."""
     from ..analysis.capacity import min_gpus as search
 
+    _open_loop(s, "--min-gpus")
     return search(s, target, max_replicas, on_probe)
+
+
+def _open_loop(s, what: str) -> None:
+    """A search over rates or replicas at the workload's rate needs open-loop arrivals."""
+    if s.plan.closed:
+        raise UsageError(f"{what} needs open-loop arrivals (a rate), not --concurrency")
 
 
 def max_rate(
@@ -157,6 +164,7 @@ def max_rate(
     from ..analysis.backends import Simulated
     from ..analysis.maxrate import search_max_rates
 
+    _open_loop(s, "--find-max-rate")
     results = search_max_rates(
         s, backend or Simulated(), target, max_probes, on_start=on_start, on_probe=on_probe, on_result=on_result
     )
@@ -230,3 +238,68 @@ def check_advice(
     else:
         spec = check_workload(a, ttft_slo_ms, tpot_slo_ms, num_prompts, request_rate)
     return settle(a, check(a, with_files(engine), spec, tokmod.load(tokenizer, lazy=True), jobs))
+
+
+@dataclass
+class FrontierOutcome:
+    """A sweep over loads: each load's sweep, the frontier rows (frontier.csv), its caption and pareto.png."""
+
+    dir: str
+    rows: list[dict]
+    caption: str
+    plot: str | None
+    sweeps: list[SweepOutcome]
+    wall_s: float
+
+
+def frontier(
+    kind: str,
+    loads: list[tuple[float, object]],
+    gpus: list[str],
+    params: dict,
+    *,
+    backend=None,
+    plots: bool = True,
+    result_dir: str = "results",
+    sweep_id: str | None = None,
+    on_load=None,
+    **prepare,
+) -> FrontierOutcome:
+    """The frontier view: the same grid at each load (kind "concurrency" or "rate"; loads: (value, workload with
+    that load)), each a sweep under <sweep>/load-<c4|r2>/, then frontier.csv, frontier.json and pareto.png at the
+    top (analysis/frontier.py). prepare: prepare_sweep's other arguments (engine, tokenizer, prices, ...)."""
+    import os
+
+    from ..analysis.frontier import frontier_rows, load_label, mark, tpot_floor, write_frontier
+    from ..report.frontierfig import frontier_caption
+
+    t = time.perf_counter()
+    root = os.path.join(result_dir, sweep_id or new_run_id("sweep"))
+    setups = [
+        (
+            value,
+            prepare_sweep(spec, gpus, params, result_dir=root, sweep_id=f"load-{load_label(kind, value)}", **prepare),
+        )
+        for value, spec in loads
+    ]  # every load's grid checked before any cell runs
+    outs, rows = [], []
+    for value, s in setups:
+        if on_load:
+            on_load(load_label(kind, value), len(s.cells))
+        out = sweep(s, backend, plots=plots)
+        outs.append(out)
+        rows += frontier_rows(kind, value, out.rows)
+    mark(rows)
+    slo = setups[0][1].slo
+    text = frontier_caption(rows, tpot_floor(slo))
+    write_frontier(rows, root, {"kind": kind, "loads": [v for v, _ in loads], "slo": slo, "caption": text})
+    plot = None
+    if plots:
+        try:
+            from ..report.frontierfig import pareto_plot
+
+            name = setups[0][1].spec.name
+            plot = pareto_plot(rows, tpot_floor(slo), text, root, f"{name}: throughput per GPU vs interactivity")
+        except ImportError:
+            plot = None
+    return FrontierOutcome(root, rows, text, plot, outs, time.perf_counter() - t)

@@ -53,7 +53,19 @@ def add_parser(sub) -> None:
     _add_grid_args(p)
     _add_backend_args(p)
     add_label_args(p)
+    _load_lists(p)
     p.set_defaults(fn=cmd_sweep)
+
+
+def _load_lists(p) -> None:
+    """In sweep, --concurrency and --request-rate take lists: a load axis, and the frontier view."""
+    for action in p._actions:  # the shared workload flags, retyped here only (each value is checked on parsing)
+        if "--concurrency" in action.option_strings:
+            action.type, action.dest = str, "concurrency_axis"
+            action.help = "closed loop with N users; a list (1,4,16,64) sweeps the load: frontier.csv, pareto.png"
+        if "--request-rate" in action.option_strings:
+            action.dest = "request_rate_axis"
+            action.help += "; a list (1,2,4,8) sweeps the load: frontier.csv, pareto.png"
 
 
 def _add_grid_args(p) -> None:
@@ -124,9 +136,16 @@ def _scales(text: str | None) -> list[float]:
 
 def cmd_sweep(args) -> int:
     from .. import api
+    from ..analysis.frontier import parse_loads
     from ..analysis.grid import parse_params
 
     con = console()
+    conc = parse_loads(args.concurrency_axis, "concurrency")
+    rates = parse_loads(args.request_rate_axis, "request-rate")
+    args.concurrency = int(conc[0]) if len(conc) == 1 else None
+    args.request_rate = args.request_rate_axis if len(rates) == 1 else None
+    if len(conc) > 1 or len(rates) > 1:
+        return _frontier(args, con, "concurrency" if len(conc) > 1 else "rate", conc if len(conc) > 1 else rates)
     spec, scales = workload(args), _scales(args.slo_scales)
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()] if args.gpu else []  # []: the engine's GPU
     with Stages(con, quiet=args.quiet) as stages:
@@ -204,6 +223,41 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     failed = [r for r in out.rows if r.get("error")]
     for r in failed:
         con.print(f"  [red]✗ {r['cell']}: {r['error'][:300]}[/]")
+    return EXIT_GATE if failed else EXIT_OK
+
+
+def _frontier(args, con, kind: str, values: list[float]) -> int:
+    """`sweep --concurrency 1,4,16` (or --request-rate A,B,C): the grid at each load, then the frontier."""
+    import copy
+
+    from .. import api
+    from ..analysis.grid import parse_params
+    from ..errors import UsageError
+    from ..report.tables import frontier_table
+    from ..report.width import print_wide
+
+    if args.find_max_rate or args.min_gpus or args.slo_scales:
+        raise UsageError("a load axis (a list of --concurrency or --request-rate) does not combine with "
+                         "--find-max-rate, --min-gpus or --slo-scales")  # fmt: skip
+    loads = []
+    for v in values:
+        a = copy.copy(args)
+        a.concurrency, a.request_rate = (int(v), None) if kind == "concurrency" else (None, f"{v:g}")
+        loads.append((v, workload(a)))
+    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()] if args.gpu else []
+    with Stages(con, quiet=args.quiet) as st:
+        out = api.frontier(
+            kind, loads, gpus, parse_params(args.param or []), backend=_backend(args), plots=not args.no_plots,
+            result_dir=args.result_dir, sweep_id=args.sweep_id, engine=engine_config(args, resolve=False),
+            tokenizer=args.tokenizer, cluster=cluster_spec(args), prices=prices(args), layouts=_layouts(args),
+            labels=run_labels(args), target_attainment=args.target_attainment,
+            on_load=lambda label, n: st(f"load {label}: {n} cells ..."),
+        )  # fmt: skip
+    print_wide(con, frontier_table(out.rows))
+    con.print(f"  {out.caption}")
+    files = "frontier.csv, frontier.json" + (", pareto.png" if out.plot else "") + ", load-*/ (each load's sweep)"
+    con.print(f"  {len(out.rows)} points in {out.wall_s:.1f} s · results: {out.dir} ({files})", style="dim")
+    failed = [r for o in out.sweeps for r in o.rows if r.get("error")]
     return EXIT_GATE if failed else EXIT_OK
 
 

@@ -16,6 +16,7 @@ from ..engine.uncertainty import engine_uncertainty
 from ..records import RunMeta
 from .cost import cost_summary
 from .derived import RequestMetrics, measured_arrays
+from .frontier import frontier_block
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
 from .servertiming import server_timing, step_lateness
@@ -52,6 +53,7 @@ def compose(
             s["engine_lateness"] = engine
     if meta.engine_stats is not None:
         s.update(_simulated(s, meta))
+    s.update(frontier_block(c, s["slo"], meta.gpus, s["duration_s"]))
     if meta.gpus:
         s.update(cost_summary(c, s["slo"], meta.gpus, meta.prices or {}, s))
     return s

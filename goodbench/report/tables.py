@@ -448,3 +448,32 @@ def gate_lines(result) -> list[Text]:
 
 
 # ----------------------------------------------------------------------------------------------- compare
+
+
+def frontier_table(rows: list[dict]) -> Table:
+    """A sweep over loads: each (configuration, load) point, * on the frontier, ** on the good-token frontier."""
+    t = Table(title="frontier: throughput per GPU vs tokens per user (* frontier, ** frontier of good tokens)")
+    for c in (
+        "config",
+        "load",
+        "tok/s per user",
+        "out tok/s/GPU",
+        "good tok/s/GPU",
+        "attain",
+        "TTFT p50",
+        "TPOT p50",
+        "",
+    ):
+        t.add_column(c, justify="left" if c in ("config", "load", "") else "right")
+
+    def num(v, fmt="{:.1f}"):
+        return "-" if v is None else fmt.format(v)
+
+    for r in rows:
+        mark = "**" if r.get("on_good_frontier") else "*" if r.get("on_frontier") else ""
+        t.add_row(
+            r["config"], r["load"], num(r["tok_s_per_user"]), num(r["output_tok_s_per_gpu"], "{:.0f}"),
+            num(r["good_output_tok_s_per_gpu"], "{:.0f}"), num(r["slo_attainment"], "{:.1%}"), num(r["ttft_p50_ms"]),
+            num(r["tpot_p50_ms"], "{:.2f}"), mark,
+        )  # fmt: skip
+    return t

@@ -1,0 +1,94 @@
+"""The frontier of a sweep over loads (`goodbench sweep --concurrency 1,4,16` or `--request-rate 1,2,4`): one row per
+(configuration, load) with throughput per GPU against tokens per user, the non-dominated points of all tokens and
+of good tokens only (requests meeting the SLO, as the one judge counts them), frontier.csv / frontier.json, and
+the caption that says which configuration wins where."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+from ..metrics.frontier import non_dominated
+
+FIELDS = (
+    "config", "gpus", "load", "concurrency_or_rate", "output_tok_s_per_gpu", "tok_s_per_user",
+    "good_output_tok_s_per_gpu", "slo_attainment", "ttft_p50_ms", "tpot_p50_ms", "on_frontier", "on_good_frontier",
+    "run_dir",
+)  # fmt: skip
+
+
+def parse_loads(text: str | None, kind: str) -> list[float]:
+    """`--concurrency 1,4,16` / `--request-rate 1,2,inf` as numbers (one value: a list of one)."""
+    from ..errors import UsageError
+    from ..limits import check
+
+    if text is None:
+        return []
+    try:
+        vals = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--{kind} {text!r}: expected numbers separated by commas, e.g. 1,4,16,64") from None
+    if not vals or any(v <= 0 for v in vals) or (kind == "concurrency" and any(v != int(v) for v in vals)):
+        raise UsageError(f"--{kind} {text!r}: expected positive {'whole ' if kind == 'concurrency' else ''}numbers")
+    if len(set(vals)) != len(vals):
+        raise UsageError(f"--{kind} {text!r}: a load named twice")
+    for v in vals:
+        check(kind.replace("-", "_"), int(v) if kind == "concurrency" else v, f"--{kind}")
+    return vals
+
+
+def load_label(kind: str, value: float) -> str:
+    return f"{'c' if kind == 'concurrency' else 'r'}{value:g}"
+
+
+def frontier_rows(kind: str, value: float, rows: list[dict]) -> list[dict]:
+    """One sweep's cells at one load as frontier rows (failed cells left out)."""
+    out = []
+    for r in rows:
+        if r.get("error") or r.get("output_throughput") is None:
+            continue
+        gpus = r.get("gpus") or 1
+        per_gpu = r.get("output_tok_s_per_gpu")
+        out.append(
+            {
+                "config": r["cell"],
+                "gpus": gpus,
+                "load": load_label(kind, value),
+                "concurrency_or_rate": value,
+                "output_tok_s_per_gpu": per_gpu if per_gpu is not None else r["output_throughput"] / gpus,
+                "tok_s_per_user": r.get("tok_s_per_user"),
+                "good_output_tok_s_per_gpu": r.get("good_output_tok_s_per_gpu"),
+                "slo_attainment": r.get("slo_attainment"),
+                "ttft_p50_ms": r.get("ttft_p50_ms"),
+                "tpot_p50_ms": r.get("tpot_p50_ms"),
+                "run_dir": r.get("run_dir"),
+            }
+        )
+    return out
+
+
+def mark(rows: list[dict]) -> list[dict]:
+    """on_frontier / on_good_frontier: no other row has more tokens per user and more tokens per GPU."""
+    nan = float("nan")
+    x = [r["tok_s_per_user"] if r["tok_s_per_user"] is not None else nan for r in rows]
+    for key, flag in (("output_tok_s_per_gpu", "on_frontier"), ("good_output_tok_s_per_gpu", "on_good_frontier")):
+        y = [r[key] if r[key] is not None else nan for r in rows]
+        for r, on in zip(rows, non_dominated(x, y)):
+            r[flag] = on
+    return rows
+
+
+def tpot_floor(slo: dict | None) -> float | None:
+    """The SLO's interactivity floor in tokens per user: 1000 / its TPOT (ms), when it has one."""
+    t = (slo or {}).get("tpot")
+    return 1000.0 / t if t else None
+
+
+def write_frontier(rows: list[dict], out_dir: str, meta: dict) -> None:
+    with open(os.path.join(out_dir, "frontier.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    with open(os.path.join(out_dir, "frontier.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=2, default=str)

@@ -1,0 +1,73 @@
+"""pareto.png: output tokens/s per GPU against tokens/s per user, one curve per configuration over its loads, the
+frontier of all tokens and of good tokens (requests meeting the SLO), the SLO's interactivity floor, and a caption
+that says which configuration wins where (analysis/frontier.py)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+from .figures import _plt, _save
+from .tables import short
+
+
+def pareto_plot(rows: list[dict], floor: float | None, caption: str, out_dir: str, title: str) -> str | None:
+    pts = [r for r in rows if r.get("tok_s_per_user") is not None and r.get("output_tok_s_per_gpu") is not None]
+    if not pts:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 5.6))
+    for cfg in dict.fromkeys(r["config"] for r in pts):
+        cur = sorted((r for r in pts if r["config"] == cfg), key=lambda r: r["concurrency_or_rate"])
+        ax.plot([r["tok_s_per_user"] for r in cur], [r["output_tok_s_per_gpu"] for r in cur], marker="o", ms=4,
+                lw=1.2, alpha=0.8, label=short(cfg))  # fmt: skip
+        for r in cur:
+            ax.annotate(r["load"], (r["tok_s_per_user"], r["output_tok_s_per_gpu"]), fontsize=6, xytext=(3, 2),
+                        textcoords="offset points", alpha=0.7)  # fmt: skip
+    for key, flag, style, label in (
+        ("output_tok_s_per_gpu", "on_frontier", "-", "frontier (all tokens)"),
+        ("good_output_tok_s_per_gpu", "on_good_frontier", "--", "frontier of good tokens (SLO met)"),
+    ):
+        front = sorted((r for r in pts if r.get(flag) and r.get(key) is not None), key=lambda r: r["tok_s_per_user"])
+        if front:
+            ax.plot([r["tok_s_per_user"] for r in front], [r[key] for r in front], style, color="black", lw=2.2,
+                    label=label, zorder=1)  # fmt: skip
+    if floor:
+        ax.axvline(floor, color="tab:red", ls=":", lw=1.5, label=f"SLO floor: {floor:.0f} tok/s per user (1/TPOT)")
+    ax.set_xlabel("interactivity: tokens/s per user (median 1/TPOT)")
+    ax.set_ylabel("throughput: output tokens/s per GPU")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.text(0.01, 0.01, "\n".join(textwrap.wrap(caption, 118)), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return _save(fig, plt, os.path.join(out_dir, "pareto.png"))
+
+
+def frontier_caption(rows: list[dict], floor: float | None) -> str:
+    """Which configuration wins where on the good-token frontier (along tokens per user), and the best one
+    at the SLO's interactivity floor."""
+    front = sorted((r for r in rows if r.get("on_good_frontier")), key=lambda r: r["tok_s_per_user"])
+    if not front:
+        return "no configuration delivered good tokens: no frontier of good tokens"
+    spans, start = [], None
+    for i, r in enumerate(front):
+        nxt = front[i + 1]["config"] if i + 1 < len(front) else None
+        start = start if start is not None else r["tok_s_per_user"]
+        if nxt != r["config"]:
+            end = r["tok_s_per_user"]
+            where = f"at {end:.0f}" if round(start) == round(end) else f"from {start:.0f} to {end:.0f}"
+            spans.append(f"{short(r['config'])} {where} tok/s per user")
+            start = None
+    text = "most good tokens per GPU: " + "; ".join(spans)
+    if floor:
+        ok = [r for r in rows if r["tok_s_per_user"] is not None and r["tok_s_per_user"] >= floor]
+        if ok:
+            best = max(ok, key=lambda r: r["good_output_tok_s_per_gpu"] or 0)
+            text += (
+                f". At the SLO's floor (>= {floor:.0f} tok/s per user): {short(best['config'])} at {best['load']}, "
+                f"{best['good_output_tok_s_per_gpu'] or 0:.0f} good tok/s per GPU"
+            )
+        else:
+            text += f". No point reaches the SLO's floor of {floor:.0f} tok/s per user"
+    return text
