@@ -90,6 +90,8 @@ def test_sweep_over_concurrency_writes_the_frontier(tmp_path):
     assert meta["kind"] == "concurrency" and "tok/s per user" in meta["caption"]
     assert os.path.getsize(root / "pareto.png") > 10_000
     assert (root / "load-c8" / "sweep.csv").exists()
+    html = (root / "report.html").read_text()
+    assert "Frontier: throughput per GPU against interactivity" in html and 'href="load-c64/report.html"' in html
     summary = json.loads(next((root / "load-c8" / "cells").glob("*/summary.json")).read_text())
     assert summary["tok_s_per_user"] > 0 and summary["output_tok_s_per_gpu"] > 0
 

@@ -250,6 +250,7 @@ class FrontierOutcome:
     plot: str | None
     sweeps: list[SweepOutcome]
     wall_s: float
+    report: str | None = None  # report.html at the top: the caption, pareto.png, every point, each load's report
 
 
 def frontier(
@@ -302,4 +303,6 @@ def frontier(
             plot = pareto_plot(rows, tpot_floor(slo), text, root, f"{name}: throughput per GPU vs interactivity")
         except ImportError:
             plot = None
-    return FrontierOutcome(root, rows, text, plot, outs, time.perf_counter() - t)
+    from ..report.html import frontier_report
+
+    return FrontierOutcome(root, rows, text, plot, outs, time.perf_counter() - t, frontier_report(root))

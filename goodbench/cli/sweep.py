@@ -255,6 +255,7 @@ def _frontier(args, con, kind: str, values: list[float]) -> int:
         )  # fmt: skip
     print_wide(con, frontier_table(out.rows))
     con.print(f"  {out.caption}")
+    con.print(f"  report: {out.report}", style="dim")
     files = "frontier.csv, frontier.json" + (", pareto.png" if out.plot else "") + ", load-*/ (each load's sweep)"
     con.print(f"  {len(out.rows)} points in {out.wall_s:.1f} s · results: {out.dir} ({files})", style="dim")
     failed = [r for o in out.sweeps for r in o.rows if r.get("error")]

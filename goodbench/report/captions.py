@@ -68,6 +68,13 @@ CAPTIONS = {
         "Goodput per GPU for each layout (colocated replicas or prefill:decode splits) of each cell; higher "
         "delivers more requests within the SLO per GPU paid for.",
     ),
+    "pareto.png": (
+        "Frontier: throughput per GPU against interactivity",
+        "Each configuration's curve over the loads swept (labels: c = users, r = req/s): further right is faster "
+        "per user (median 1/TPOT), higher is more output per GPU. The solid black line joins the points no other "
+        "beats on both axes; the dashed one does the same counting only good tokens (requests meeting the SLO). "
+        "Left of the red dotted line every user is slower than the SLO's TPOT allows.",
+    ),
     "max_rate_per_gpu.png": (
         "Max goodput rate per GPU by layout",
         "The highest arrival rate each layout sustains at the target attainment, divided by its GPUs.",

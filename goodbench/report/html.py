@@ -101,6 +101,43 @@ def sweep_report(sweep_dir: str) -> str:
     return out
 
 
+def frontier_report(root: str) -> str:
+    """report.html of a sweep over loads: the caption, pareto.png, every (configuration, load) point and a link to
+    each load's own sweep report; returns its path."""
+    with open(os.path.join(root, "frontier.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    meta, rows = data.get("meta", {}), data.get("rows", [])
+    slo = meta.get("slo") or {}
+    parts = [
+        f"<h1>goodbench frontier {_e(os.path.basename(os.path.abspath(root)))}</h1>",
+        f"<p class=dim>{_e(meta.get('kind'))} {_e(', '.join(f'{v:g}' for v in meta.get('loads', [])))} · SLO "
+        f"{_e(' '.join(f'{k}:{v:g}' for k, v in slo.items()))}</p><p>{_e(meta.get('caption'))}</p>",
+    ]
+    if os.path.exists(os.path.join(root, "pareto.png")):
+        parts.append(_img(os.path.join(root, "pareto.png")))
+    parts.append(
+        "<table><tr><th class=l>configuration</th><th class=l>load</th><th>tok/s per user</th><th>out tok/s/GPU</th>"
+        "<th>good tok/s/GPU</th><th>attainment</th><th>TTFT p50</th><th>TPOT p50</th><th class=l>frontier</th></tr>"
+    )
+    for r in rows:
+        on = "good tokens" if r.get("on_good_frontier") else "all tokens" if r.get("on_frontier") else ""
+        att = "-" if r.get("slo_attainment") is None else f"{r['slo_attainment']:.1%}"
+        parts.append(
+            f"<tr><td class=l>{_e(r['config'])}</td><td class=l>{_e(r['load'])}</td>"
+            f"<td>{_num(r.get('tok_s_per_user'))}</td><td>{_num(r.get('output_tok_s_per_gpu'), '{:,.0f}')}</td>"
+            f"<td>{_num(r.get('good_output_tok_s_per_gpu'), '{:,.0f}')}</td><td>{att}</td>"
+            f"<td>{_num(r.get('ttft_p50_ms'))}</td><td>{_num(r.get('tpot_p50_ms'), '{:.2f}')}</td>"
+            f"<td class=l>{on}</td></tr>"
+        )
+    loads = sorted(d for d in os.listdir(root) if d.startswith("load-"))
+    links = "".join(f'<li><a href="{_e(d)}/report.html">{_e(d)}</a></li>' for d in loads)
+    parts.append(f"</table><h2>Each load's sweep</h2><ul>{links}</ul>")
+    out = os.path.join(root, "report.html")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(_page("goodbench frontier", "".join(parts)))
+    return out
+
+
 def run_report(views, out_dir: str, figures: list[str], target: float | None = None) -> str:
     """report.html for one run, or one combining several (overlaid figures, a side-by-side table): the
     verdict and SLO clauses, latency tables with 95% intervals (overall and per class), HOL attribution,
