@@ -16,7 +16,16 @@ from .history.provenance import provenance, run_labels
 from .history.scan import index_run
 from .metrics.compose import compose
 from .records import RequestRecord, RunMeta, RunResult
-from .store import RunStore, RunTaken, error_samples, load, load_arrays, load_server_metrics, new_run_id
+from .store import (
+    RunStore,
+    RunTaken,
+    error_samples,
+    load,
+    load_arrays,
+    load_gpu_telemetry,
+    load_server_metrics,
+    new_run_id,
+)
 from .workloads import Plan, WorkloadSpec
 
 
@@ -99,7 +108,12 @@ class RunDir:
             if records is not None:
                 if self.store.write_error is not None:
                     records = load(self.dir).records  # what is on disk, not what was meant to be
-                summary = compose(RunResult(self.meta, records), rows=load_server_metrics(self.dir), ci=ci)
+                summary = compose(
+                    RunResult(self.meta, records),
+                    rows=load_server_metrics(self.dir),
+                    ci=ci,
+                    telemetry=load_gpu_telemetry(self.dir) if self.meta.gpu_telemetry else None,
+                )
             else:
                 summary = summarize_dir(self.dir, meta=self.meta, ci=ci)
         try:
@@ -151,6 +165,7 @@ def summarize_dir(
     return compose(
         run,
         rows=load_server_metrics(run_dir),
+        telemetry=load_gpu_telemetry(run_dir) if run.meta.gpu_telemetry else None,
         slo=slo,
         ci=ci,
         prepared=prepared,

@@ -458,6 +458,11 @@ def read_jsonl(path: str, limit: int = 2_000_000) -> list[dict]:
     return rows
 
 
+def load_gpu_telemetry(run_dir: str) -> list[dict]:
+    """gpu_telemetry.jsonl rows ({"t", "source", "metrics"}: runner/telemetry.py), [] when absent."""
+    return [r for r in read_jsonl(os.path.join(run_dir, "gpu_telemetry.jsonl")) if isinstance(r.get("metrics"), dict)]
+
+
 def load_server_metrics(run_dir: str) -> list[dict]:
     """server_metrics.jsonl rows ({"t": run-clock seconds, "metrics": {name: value}}), [] when absent."""
     return [r for r in read_jsonl(os.path.join(run_dir, "server_metrics.jsonl")) if isinstance(r.get("metrics"), dict)]

@@ -290,15 +290,19 @@ def run(
     live=None,
     target_attainment: float = TARGET_ATTAINMENT,
     gate=None,
+    gpu_telemetry: list[str] | None = None,
 ) -> Run:
     """Drive the workload at an OpenAI-compatible server on the real clock. target: a Target, a base
     URL, or None to start the reference engine (`engine`, default EngineConfig()) on a free loopback
     port for the run. labels: {key: value} kept in run.json and the history catalogue. live(progress,
     fn): wraps the timed part for a progress display; fn(on_tick). target_attainment: the attainment
-    run.json records as the pass mark (the console's and `goodbench report`'s)."""
+    run.json records as the pass mark (the console's and `goodbench report`'s). gpu_telemetry: DCGM exporter
+    URLs, "nvml" or "amdsmi": GPU power sampled every second into the summary's energy block (checked first)."""
     from .. import tokenizer as tokmod
     from ..client.lag import client_lag
+    from ..redact import scrub_url
     from ..runner import Progress, RunOptions, run_plan
+    from ..runner.telemetry import check_sources
 
     spec, target = as_workload(workload), _target(target)
     judged = _gate_meta(gate, target_attainment, spec.gate)
@@ -307,6 +311,7 @@ def run(
         raise UsageError("agent jobs run in one load-generator process: leave --workers at 1")
     if run_id:
         RunDir.check_free(result_dir, run_id)
+    gpus = check_sources(list(gpu_telemetry)) if gpu_telemetry else []  # before any server starts
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):
         ccfg = _connect(target, spec, on_stage)
         check_needs(spec, cfg, ccfg.api, "the engine started for this run" if cfg else ccfg.base_url)
@@ -321,7 +326,9 @@ def run(
             scrape_metrics=scrape_metrics,
             slo=spec.slo,
             grace_s=grace_s,
+            gpu_telemetry=tuple(gpus),
         )
+        rd.meta.gpu_telemetry = [scrub_url(g) for g in gpus] or None
         prog = Progress()
 
         def go(on_tick):

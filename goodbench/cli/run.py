@@ -99,6 +99,13 @@ def add_run_args(p) -> None:
         action="store_false",
         help="do not scrape /metrics (default: scrape when the target serves it)",
     )
+    r.add_argument(
+        "--gpu-telemetry",
+        nargs="+",
+        metavar="URL|nvml|amdsmi",
+        help="sample GPU power and energy every second: NVIDIA DCGM exporter URLs (http://host:9400), or this "
+        "host's GPUs through nvml (nvidia-ml-py) or amdsmi; the summary gains an energy block (default: none)",
+    )
     r.add_argument("--result-dir", default="results", help="parent folder of run directories (default results/)")
     r.add_argument("--run-id", help="name of the run directory (default: run-DATE-TIME-PID)")
     r.add_argument("--quiet", action="store_true", help="no live progress")
@@ -212,6 +219,7 @@ def cmd_run(args) -> int:
             on_stage=stages,
             live=_live(con, args.quiet, bool(spec.slo), stages),
             gate=gspec,
+            gpu_telemetry=args.gpu_telemetry,
         )
     print_summary(con, run.summary, run.meta.to_dict(), gspec, run.dir)
     if run.interrupted:
@@ -226,6 +234,7 @@ NOT_UNDER_LOCUST = {
     "tokenizer": "--tokenizer",
     "max_concurrency": "--max-concurrency (locust's --users is its concurrency)",
     "scrape": "--scrape-metrics/--no-scrape-metrics",
+    "gpu_telemetry": "--gpu-telemetry",
 }
 
 

@@ -32,6 +32,12 @@ METRICS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "usd_per_million_output_tokens": (("cost", "usd_per_million_output_tokens"), "$", "lower"),
     "prefix_cache_hit_rate": (("prefix_cache", "hit_rate"), "fraction", "higher"),
     "duration_s": (("duration_s",), "s", "lower"),
+    "tok_s_per_user": (("tok_s_per_user",), "tok/s", "higher"),  # the frontier's axes (metrics/frontier.py)
+    "output_tok_s_per_gpu": (("output_tok_s_per_gpu",), "tok/s", "higher"),
+    "good_output_tok_s_per_gpu": (("good_output_tok_s_per_gpu",), "tok/s", "higher"),
+    "joules_per_good_token": (("energy", "joules_per_good_token"), "J", "lower"),  # live energy (metrics/energy.py)
+    "good_tokens_per_kwh": (("energy", "good_tokens_per_kwh"), "tok/kWh", "higher"),
+    "avg_power_w_per_gpu": (("energy", "avg_power_w_per_gpu"), "W", "lower"),
 }
 for _m in ("ttft", "tpot", "itl", "e2el", "ttfo", "schedule_lag"):
     for _q in ("p50", "p90", "p95", "p99", "mean", "max"):

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from ..engine.uncertainty import engine_uncertainty
 from ..records import RunMeta
-from .cost import cost_summary
+from .cost import cost_summary, delivered_output_tokens
 from .derived import RequestMetrics, measured_arrays
+from .energy import energy_block
 from .frontier import frontier_block
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
@@ -33,11 +34,13 @@ def compose(
     ci: bool = True,
     errors: tuple[str, ...] | None = None,
     prepared: RequestMetrics | None = None,
+    telemetry: list[dict] | None = None,
 ) -> dict:
     """summary.json for a RunResult or RunArrays (its meta says what kind of run it was). rows: the
     server's scraped metrics (server_metrics.jsonl); slo: judge against this SLO instead of the run's;
     ci=False skips intervals, variants and HOL attribution (sweep cells, rate probes); errors: a few
-    failed requests' error texts; prepared: RequestMetrics of the result already built by the caller."""
+    failed requests' error texts; prepared: RequestMetrics of the result already built by the caller;
+    telemetry: gpu_telemetry.jsonl's rows (a run that sampled GPU power: the energy block)."""
     meta: RunMeta = result.meta
     c = prepared if prepared is not None else RequestMetrics(measured_arrays(result))
     rows = list(rows)
@@ -54,9 +57,23 @@ def compose(
     if meta.engine_stats is not None:
         s.update(_simulated(s, meta))
     s.update(frontier_block(c, s["slo"], meta.gpus, s["duration_s"]))
+    if meta.gpu_telemetry:
+        s["energy"] = _energy(c, s["slo"], telemetry or [])
     if meta.gpus:
         s.update(cost_summary(c, s["slo"], meta.gpus, meta.prices or {}, s))
     return s
+
+
+def _energy(c: RequestMetrics, slo: dict | None, telemetry: list[dict]) -> dict:
+    """The energy block over the measured window: the first measured send to the last token."""
+    import numpy as np
+
+    sent, last = c.sent[~np.isnan(c.sent)], c.last[~np.isnan(c.last)]
+    if not sent.size or not last.size:
+        return energy_block([], 0.0, 0.0, 0, 0)
+    ok = c.ok & ~np.isnan(c.first)
+    out = int(c.out[ok].sum())
+    return energy_block(telemetry, float(np.nanmin(sent)), float(last.max()), out, delivered_output_tokens(c, slo))
 
 
 def _simulated(s: dict, meta: RunMeta) -> dict:

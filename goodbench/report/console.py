@@ -285,6 +285,7 @@ def render_summary(
         _server_timing_line(summary.get("server_timing")),
         _client_line(summary.get("client_lag"), summary.get("engine_lateness")),
         uncertainty_line(summary.get("engine_uncertainty")),
+        energy_line(summary.get("energy")),
         _per_class_table(summary.get("per_class") or {}),
     ]
     sess, per_turn = summary.get("sessions"), summary.get("per_turn") or {}
@@ -322,6 +323,29 @@ def render_summary(
     if results_path:
         parts.append(Text(f"  results: {results_path}", style="dim"))
     return Group(*[p for p in parts if p is not None])
+
+
+def energy_line(e: dict | None) -> Text | None:
+    """What the GPUs drew over the measured window (metrics/energy.py); one line saying so when telemetry was
+    asked for and none covered the window, never a number then."""
+    if e is None:
+        return None
+    if e.get("joules") is None:
+        return Text(f"  energy: {e.get('note')}", style="yellow")
+    per_good = e.get("joules_per_good_token")
+    text = (
+        f"  energy: {e['joules']:,.0f} J on {e['gpus']} GPU{'s' if e['gpus'] != 1 else ''} over {e['window_s']:.1f} s, "
+        f"{e['avg_power_w_per_gpu']:.0f} W per GPU · "
+        + (
+            f"{per_good:.3f} J per good token, {e['good_tokens_per_kwh']:,.0f} good tokens per kWh"
+            if per_good
+            else "no good tokens"
+        )  # fmt: skip
+        + f" ({e['source']})"
+    )
+    if e.get("note"):
+        text += f" · {e['note']}"
+    return Text(text)
 
 
 def uncertainty_line(u: dict | None) -> Text | None:

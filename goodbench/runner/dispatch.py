@@ -64,6 +64,7 @@ class RunOptions:
     prewarm: int | None = None
     slo: dict | None = None
     stop_when_saturated: bool = False  # end the run early once the server clearly cannot keep up (rate probes)
+    gpu_telemetry: tuple = ()  # DCGM exporter /metrics URLs, "nvml" or "amdsmi" (runner/telemetry.py), checked
 
 
 async def first_of(*aws) -> None:

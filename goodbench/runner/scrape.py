@@ -41,21 +41,62 @@ async def scrape_loop(
     once more when stopped. baseline (sample_now's, taken before the clock started) is written first,
     at its negative time: counters' deltas over the run need samples before its first request and
     after its last."""
+    await sample_loop([base_url.rstrip("/") + "/metrics"], path, t0, stop, interval, baseline)
+
+
+async def _read(session, src) -> tuple[float, dict | None]:
+    """One source's sample and when it was taken (monotonic, the middle of the request): a /metrics URL fetched
+    and parsed, or a local sampler called (NVML, AMD SMI)."""
+    a = time.monotonic()
+    if callable(src):
+        try:
+            sample = src()
+        except Exception:  # a GPU gone or a driver call failing mid-run: this sample is missing, the run goes on
+            sample = None
+    else:
+        text = await _fetch(session, src)
+        sample = parse_prometheus(text) if text else None
+    return (a + time.monotonic()) / 2, sample
+
+
+async def read_round(sources: list) -> list:
+    """One sample of every source now: [(monotonic time, sample or None)]."""
     import aiohttp
 
-    url = base_url.rstrip("/") + "/metrics"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
+        return await asyncio.gather(*(_read(s, src) for src in sources))
+
+
+async def sample_loop(
+    sources: list,
+    path: str,
+    t0: float,
+    stop: asyncio.Event,
+    interval: float = 1.0,
+    baseline: tuple[float, dict] | None = None,
+    tag: bool = False,
+    first: list | None = None,
+) -> None:
+    """The one sampling loop: every interval (and once more when stopped) each source's sample appended to path
+    as {"t": run-clock s, "metrics": sample} (+ "source": its index with tag: GPU telemetry from several
+    exporters). A source that does not answer leaves no row for that tick. first: read_round's samples taken
+    before the clock started (written first: a window's start needs a sample before it)."""
+    import aiohttp
+
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
             with open(path, "a", encoding="utf-8") as f:
                 if baseline is not None:
                     f.write(json.dumps({"t": round(baseline[0] - t0, 4), "metrics": baseline[1]}) + "\n")
+                ready = first
                 while True:
                     last = stop.is_set()
-                    t = time.monotonic() - t0
-                    text = await _fetch(s, url)
-                    if text:
-                        f.write(json.dumps({"t": round(t, 4), "metrics": parse_prometheus(text)}) + "\n")
-                        f.flush()
+                    got, ready = ready or await asyncio.gather(*(_read(s, src) for src in sources)), None
+                    for i, (at, sample) in enumerate(got):
+                        if sample:
+                            row = {"t": round(at - t0, 6), "metrics": sample} | ({"source": i} if tag else {})
+                            f.write(json.dumps(row) + "\n")
+                    f.flush()
                     if last:
                         break
                     try:

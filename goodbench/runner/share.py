@@ -21,7 +21,8 @@ from ..gcquiet import quiet_gc, watchdog as gc_watchdog
 from ..metrics.saturation import GROWTH, MIN_GROWTH, MIN_SENT, overdue
 from ..workloads import Plan
 from .dispatch import Dispatch, Progress, RunOptions
-from .scrape import sample_now, scrape_loop
+from .scrape import read_round, sample_loop, sample_now, scrape_loop
+from .telemetry import FILE as TELEMETRY_FILE, samplers
 
 CLIENTS = {"lean": LeanClient, "aiohttp": AiohttpClient}
 
@@ -44,6 +45,7 @@ class Share:
     scrape: bool = False
     stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: the parent's PRESS alone
     announce: bool = True  # say on stderr that Ctrl-C was heard (a worker process leaves it to its parent)
+    lead: bool = True  # the share that samples GPU telemetry (the first worker's, with --workers)
 
 
 async def _ticker(d: Dispatch, on_tick) -> None:
@@ -102,6 +104,8 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     if sh.plan.sessions:
         d.prepare_sessions(sh.plan)
     baseline = await _baseline(sh)
+    gpus = samplers(sh.opts.gpu_telemetry) if sh.lead and sh.opts.gpu_telemetry else []
+    gpus_first = await read_round(gpus) if gpus else None  # a sample before the first request
     # the clock starts after set-up: schedule offsets are relative to this instant
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
     client.t0 = sh.progress.t0 = t0
@@ -113,6 +117,13 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             )
         )
         if sh.scrape
+        else None
+    )
+    telemetry = (
+        asyncio.ensure_future(
+            sample_loop(gpus, os.path.join(sh.sink.dir, TELEMETRY_FILE), t0, scrape_stop, tag=True, first=gpus_first)
+        )
+        if gpus
         else None
     )
     ticker = asyncio.ensure_future(_ticker(d, sh.on_tick))
@@ -147,8 +158,9 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             pass
         sh.progress.lag_states.append(meter.state(client.finished, client.chunks))
         scrape_stop.set()
-        if scraper:
-            await asyncio.wait([scraper], timeout=3)
+        side = [t for t in (scraper, telemetry) if t]
+        if side:
+            await asyncio.wait(side, timeout=3)
 
 
 def stop_notice(press: int, in_flight: int, grace_s: float) -> str:

@@ -63,7 +63,11 @@ def _shares(plan: Plan, cfg: ClientConfig, opts: RunOptions, t0: float, scrape: 
             users = plan.arrival.concurrency // w + (1 if k < plan.arrival.concurrency % w else 0)
             if users == 0:
                 continue
-        out.append(Share(plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0, announce=False))
+        out.append(
+            Share(
+                plan, idx, users, cfg, None, None, wopts, t0=t0, scrape=scrape and k == 0, announce=False, lead=k == 0
+            )
+        )
     return out
 
 

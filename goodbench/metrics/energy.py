@@ -1,0 +1,96 @@
+"""The summary's `energy` block of a live run, from GPU telemetry sampled every second (gpu_telemetry.jsonl: rows
+{"t": run-clock s, "source": i, "metrics": Prometheus sample}, NVIDIA DCGM exporter names; NVML and AMD SMI are
+sampled into the same names). Pure.
+
+Energy is the energy counter's rise over the measured window (the first measured send to the last token),
+each GPU's counter read between samples linearly; across a reset (a counter that falls: the exporter or the
+driver restarted) the interval's power is integrated; a GPU whose exporter gives only power has it integrated (trapezoids).
+A GPU's samples that stop (the GPU or its exporter gone) cover only part of the window: the block says how much
+(covered_share), and never extrapolates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"  # mJ since the driver loaded
+POWER = "DCGM_FI_DEV_POWER_USAGE"  # W
+KWH = 3.6e6  # J
+
+
+def gpu_series(rows: list[dict]) -> dict[str, dict]:
+    """{gpu key: {"t": [...], "energy_j": [... or None], "power_w": [... or None]}} (key: source and labels)."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        t, sample = r.get("t"), r.get("metrics")
+        if not isinstance(t, (int, float)) or not isinstance(sample, dict):
+            continue
+        seen: dict[str, dict] = {}
+        for key, v in sample.items():
+            name, _, labels = key.partition("{")
+            if name in (ENERGY, POWER):
+                seen.setdefault(f"{r.get('source', 0)}:{{{labels}", {})[name] = v
+        for gpu, vals in seen.items():
+            s = out.setdefault(gpu, {"t": [], "energy_j": [], "power_w": []})
+            s["t"].append(float(t))
+            s["energy_j"].append(vals[ENERGY] / 1000 if ENERGY in vals else None)
+            s["power_w"].append(vals.get(POWER))
+    return out
+
+
+def _cumulative(t: list[float], e: list[float], p: list) -> np.ndarray:
+    """A counter's running rise. A fall is a reset: that interval's energy is its power integrated where the
+    samples have power, else the counter's new value (what it counted since the reset)."""
+    out = [0.0]
+    for i in range(1, len(e)):
+        if e[i] >= e[i - 1]:
+            inc = e[i] - e[i - 1]
+        elif p[i] is not None and p[i - 1] is not None:
+            inc = (p[i] + p[i - 1]) / 2 * (t[i] - t[i - 1])
+        else:
+            inc = e[i]
+        out.append(out[-1] + inc)
+    return np.asarray(out)
+
+
+def window_energy(t: list[float], energy_j: list, power_w: list, start: float, end: float) -> dict | None:
+    """Joules one GPU used over [start, end] and how much of the window its samples cover (None: none do)."""
+    lo, hi = max(start, t[0]), min(end, t[-1])
+    if hi <= lo or len(t) < 2:
+        return None
+    ts = np.asarray(t)
+    if all(e is not None for e in energy_j):
+        c = _cumulative(t, energy_j, power_w)
+        joules, how = float(np.interp(hi, ts, c) - np.interp(lo, ts, c)), "energy counter"
+    elif all(p is not None for p in power_w):
+        grid = np.concatenate(([lo], ts[(ts > lo) & (ts < hi)], [hi]))
+        joules, how = float(np.trapezoid(np.interp(grid, ts, power_w), grid)), "power integrated"
+    else:
+        return None
+    return {"joules": joules, "covered_share": (hi - lo) / (end - start), "source": how}
+
+
+def energy_block(rows: list[dict], start: float, end: float, output_tokens: int, good_tokens: int) -> dict:
+    """summary.json's `energy` for telemetry rows over the measured window [start, end] (run clock)."""
+    per = {}
+    for gpu, s in gpu_series(rows).items():
+        w = window_energy(s["t"], s["energy_j"], s["power_w"], start, end)
+        if w is not None:
+            per[gpu] = w | {"avg_power_w": w["joules"] / ((end - start) * w["covered_share"])}
+    if not per or end <= start:
+        return {"joules": None, "note": "no GPU telemetry covered the measured window: no energy figure"}
+    joules = sum(w["joules"] for w in per.values())
+    covered = min(w["covered_share"] for w in per.values())
+    sources = sorted({w["source"] for w in per.values()})
+    return {
+        "joules": joules,
+        "gpus": len(per),
+        "window_s": end - start,
+        "avg_power_w_per_gpu": sum(w["avg_power_w"] for w in per.values()) / len(per),
+        "joules_per_output_token": joules / output_tokens if output_tokens else None,
+        "joules_per_good_token": joules / good_tokens if good_tokens else None,
+        "good_tokens_per_kwh": good_tokens / (joules / KWH) if joules > 0 else None,
+        "source": " + ".join(sources),
+        "covered_share": covered,
+        "per_gpu": per,
+        "note": None if covered >= 0.999 else f"telemetry covered {covered:.0%} of the window on at least one GPU",
+    }
