@@ -321,12 +321,7 @@ def run(
         rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged)
         logs["dir"] = rd.dir
         opts = RunOptions(
-            max_concurrency=max_concurrency,
-            workers=max(1, workers),
-            scrape_metrics=scrape_metrics,
-            slo=spec.slo,
-            grace_s=grace_s,
-            gpu_telemetry=tuple(gpus),
+            max_concurrency, max(1, workers), grace_s, scrape_metrics, slo=spec.slo, gpu_telemetry=tuple(gpus)
         )
         rd.meta.gpu_telemetry = [scrub_url(g) for g in gpus] or None
         prog = Progress()

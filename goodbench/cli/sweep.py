@@ -62,7 +62,10 @@ def _load_lists(p) -> None:
     for action in p._actions:  # the shared workload flags, retyped here only (each value is checked on parsing)
         if "--concurrency" in action.option_strings:
             action.type, action.dest = str, "concurrency_axis"
-            action.help = "closed loop with N users; a list (1,4,16,64) sweeps the load: frontier.csv, pareto.png"
+            action.help = (
+                "closed loop with N users; a list (1,4,16,64) sweeps the load: frontier.csv, pareto.png "
+                "(default: open loop at --request-rate)"
+            )
         if "--request-rate" in action.option_strings:
             action.dest = "request_rate_axis"
             action.help += "; a list (1,2,4,8) sweeps the load: frontier.csv, pareto.png"

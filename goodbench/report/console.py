@@ -288,21 +288,7 @@ def render_summary(
         energy_line(summary.get("energy")),
         _per_class_table(summary.get("per_class") or {}),
     ]
-    sess, per_turn = summary.get("sessions"), summary.get("per_turn") or {}
-    if sess:
-        line = (
-            f"  sessions: {sess['completed']}/{sess['started']} completed, {sess['turns_per_session']:.1f} turns each"
-        )
-        if sess.get("attainment") is not None:
-            line += f", every turn met the SLO in {sess['attainment']:.1%} · session goodput {sess['goodput']:.2f}/s"
-        parts.append(Text(line))
-        parts.append(
-            Text(
-                "  TTFT p50 by turn: "
-                + " · ".join(f"{k}: {_ms(b['ttft_ms']['p50'])} ms" for k, b in list(per_turn.items())[:12]),
-                style="dim",
-            )
-        )
+    parts += _sessions_lines(summary)
     parts += [Text(x) for x in job_text(summary)]
     parts.append(prefix_line(summary.get("prefix_cache")))
     lanes = summary.get("per_priority") or {}
@@ -323,6 +309,18 @@ def render_summary(
     if results_path:
         parts.append(Text(f"  results: {results_path}", style="dim"))
     return Group(*[p for p in parts if p is not None])
+
+
+def _sessions_lines(summary: dict) -> list[Text]:
+    """Multi-turn sessions: how many completed, their attainment, TTFT by turn."""
+    sess, per_turn = summary.get("sessions"), summary.get("per_turn") or {}
+    if not sess:
+        return []
+    line = f"  sessions: {sess['completed']}/{sess['started']} completed, {sess['turns_per_session']:.1f} turns each"
+    if sess.get("attainment") is not None:
+        line += f", every turn met the SLO in {sess['attainment']:.1%} · session goodput {sess['goodput']:.2f}/s"
+    by_turn = " · ".join(f"{k}: {_ms(b['ttft_ms']['p50'])} ms" for k, b in list(per_turn.items())[:12])
+    return [Text(line), Text("  TTFT p50 by turn: " + by_turn, style="dim")]
 
 
 def energy_line(e: dict | None) -> Text | None:

@@ -98,6 +98,19 @@ async def _baseline(sh: Share):
         return None
 
 
+def _samplers(sh: Share, t0: float, stop: asyncio.Event, baseline, gpus: list, gpus_first) -> list:
+    """The run's side samplers, started: the server's /metrics (server_metrics.jsonl) and GPU telemetry
+    (gpu_telemetry.jsonl), both through runner/scrape.py's one loop."""
+    out = []
+    if sh.scrape:
+        path = os.path.join(sh.sink.dir, "server_metrics.jsonl")
+        out.append(asyncio.ensure_future(scrape_loop(sh.cfg.base_url, path, t0, stop, baseline=baseline)))
+    if gpus:
+        path = os.path.join(sh.sink.dir, TELEMETRY_FILE)
+        out.append(asyncio.ensure_future(sample_loop(gpus, path, t0, stop, tag=True, first=gpus_first)))
+    return out
+
+
 async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     """The timed part of a run: set the clock origin, dispatch, drain. True if interrupted."""
     gc_dog = asyncio.ensure_future(gc_watchdog())
@@ -110,22 +123,7 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
     client.t0 = sh.progress.t0 = t0
     scrape_stop = asyncio.Event()
-    scraper = (
-        asyncio.ensure_future(
-            scrape_loop(
-                sh.cfg.base_url, os.path.join(sh.sink.dir, "server_metrics.jsonl"), t0, scrape_stop, baseline=baseline
-            )
-        )
-        if sh.scrape
-        else None
-    )
-    telemetry = (
-        asyncio.ensure_future(
-            sample_loop(gpus, os.path.join(sh.sink.dir, TELEMETRY_FILE), t0, scrape_stop, tag=True, first=gpus_first)
-        )
-        if gpus
-        else None
-    )
+    side = _samplers(sh, t0, scrape_stop, baseline, gpus, gpus_first)
     ticker = asyncio.ensure_future(_ticker(d, sh.on_tick))
     watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
     meter = client.meter
@@ -158,7 +156,6 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
             pass
         sh.progress.lag_states.append(meter.state(client.finished, client.chunks))
         scrape_stop.set()
-        side = [t for t in (scraper, telemetry) if t]
         if side:
             await asyncio.wait(side, timeout=3)
 
