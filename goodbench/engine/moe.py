@@ -43,7 +43,7 @@ PRIOR = Kernel(40e-6, 0.6, 0.5)
 # TP > 1, EP > 1, power-law routing), pooled, and the worst (arch, format, row set) median; tests recompute it
 KERNEL_HELD_OUT = 0.192
 KERNEL_WORST = 0.379
-# (arch, format) -> Kernel; benchmarks/moe_kernels.py --write prints this table from the measured data
+# (arch, format) -> Kernel; `python benchmarks/moe_kernels.py` refits and prints this table from the measured data
 KERNELS: dict[tuple[str, str], Kernel] = {  # fmt: skip
     ("ada", "bf16"): Kernel(0, 0.8364, 0.3979, 64, "AIConfigurator vLLM fused MoE on l40s (15 rows)"),
     ("ada", "fp8"): Kernel(0, 0.8791, 0.2491, 64, "AIConfigurator vLLM fused MoE on l40s (15 rows)"),

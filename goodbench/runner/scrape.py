@@ -21,12 +21,8 @@ async def _fetch(session, url: str) -> str:
 
 async def sample_now(base_url: str) -> tuple[float, dict] | None:
     """One sample (its monotonic time, the parsed metrics), or None: the counters before a run starts."""
-    import aiohttp
-
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
-        at = time.monotonic()
-        text = await _fetch(s, base_url.rstrip("/") + "/metrics")
-    return (at, parse_prometheus(text)) if text else None
+    at, sample = (await read_round([base_url.rstrip("/") + "/metrics"]))[0]
+    return (at, sample) if sample else None
 
 
 async def scrape_loop(
