@@ -94,6 +94,18 @@ def test_sweep_over_concurrency_writes_the_frontier(tmp_path):
     assert "Frontier: throughput per GPU against interactivity" in html and 'href="load-c64/report.html"' in html
     summary = json.loads(next((root / "load-c8" / "cells").glob("*/summary.json")).read_text())
     assert summary["tok_s_per_user"] > 0 and summary["output_tok_s_per_gpu"] > 0
+    # the same points from the history catalogue: the same frontier
+    db = str(tmp_path / "h.db")
+    assert _gb(["history", "index", str(root), "--history-db", db], tmp_path).returncode == 0
+    r = _gb(["history", "frontier", "--history-db", db, "--out", str(tmp_path / "hf")], tmp_path)
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "hf" / "frontier.csv") as f:
+        again = list(csv.DictReader(f))
+    key = lambda r: (r["config"].split(" ")[0], float(r["tok_s_per_user"]))  # noqa: E731
+    assert sorted(key(r) for r in again if r["on_frontier"] == "True") == sorted(
+        key(r) for r in rows if r["on_frontier"] == "True"
+    )
+    assert (tmp_path / "hf" / "pareto.png").exists()
 
 
 def test_a_load_axis_with_a_rate_search_is_refused_before_any_cell(tmp_path):

@@ -92,3 +92,50 @@ def write_frontier(rows: list[dict], out_dir: str, meta: dict) -> None:
         w.writerows(rows)
     with open(os.path.join(out_dir, "frontier.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2, default=str)
+
+
+FRONTIER_METRICS = ("tok_s_per_user", "output_tok_s_per_gpu", "good_output_tok_s_per_gpu", "slo_attainment")
+FRONTIER_METRICS += ("ttft_p50", "tpot_p50")
+_LOAD_KEYS = ("num_requests", "warmup_requests")  # knobs that say how hard, not what, a run drove
+
+
+def history_rows(runs: list[dict]) -> list[dict]:
+    """Catalogued runs (history list_runs rows with FRONTIER_METRICS) as frontier rows: a configuration is
+    what the run served (GPU, server, model, workload, the knobs that are not its load), labelled by the knobs
+    that tell it from the others; its load is the run's arrival (users or rate). Runs without the axes are
+    left out."""
+    pts = []
+    for r in runs:
+        m = r.get("metrics") or {}
+        if m.get("tok_s_per_user") is None or m.get("output_tok_s_per_gpu") is None:
+            continue
+        try:
+            knobs = json.loads(r.get("knobs") or "{}")
+        except ValueError:
+            knobs = {}
+        arrival = {k: v for k, v in knobs.items() if k.startswith("arrival.")}
+        what = {k: v for k, v in knobs.items() if not k.startswith("arrival.") and k not in _LOAD_KEYS}
+        closed = arrival.get("arrival.kind") == "closed"
+        load = arrival.get("arrival.concurrency") if closed else arrival.get("arrival.rate")
+        base = " · ".join(str(x) for x in (r.get("gpu"), r.get("model"), r.get("server"), r.get("workload")) if x)
+        pts.append((base, what, r, m, load))
+    differ = sorted({k for _, w, *_ in pts for k in w if len({json.dumps(p[1].get(k)) for p in pts}) > 1})
+    out = []
+    for base, what, r, m, load in pts:
+        apart = ", ".join(f"{k}={what.get(k, 'default')}" for k in differ if k != "gpu")
+        out.append(
+            {
+                "config": base + (f" · {apart}" if apart else ""),
+                "gpus": None,
+                "load": r.get("label") or "",
+                "concurrency_or_rate": load if isinstance(load, (int, float)) else 0,
+                "output_tok_s_per_gpu": m["output_tok_s_per_gpu"],
+                "tok_s_per_user": m["tok_s_per_user"],
+                "good_output_tok_s_per_gpu": m.get("good_output_tok_s_per_gpu"),
+                "slo_attainment": m.get("slo_attainment"),
+                "ttft_p50_ms": m.get("ttft_p50"),
+                "tpot_p50_ms": m.get("tpot_p50"),
+                "run_dir": r.get("dir"),
+            }
+        )
+    return mark(out)

@@ -190,3 +190,45 @@ def history_dashboard(
                 s.points = [p for p in s.points if p.path in keep]
             trends[m] = [Trend(s, detect(s.values, better), unit, better) for s in found]
     return write_dashboard(out_dir, runs, trends)
+
+
+def history_frontier(out_dir: str, filters: Filters | None = None, db: str | None = None, limit: int = 5000):
+    """The frontier of a set of catalogued runs (analysis/frontier.history_rows): frontier.csv, frontier.json,
+    pareto.png and report.html in out_dir; a FrontierOutcome (no sweeps of its own)."""
+    import os
+    import time
+
+    from ..analysis.frontier import FRONTIER_METRICS, history_rows, tpot_floor, write_frontier
+    from ..report.frontierfig import frontier_caption, pareto_plot
+    from ..report.html import frontier_report
+    from .sweeps import FrontierOutcome
+
+    t = time.perf_counter()
+    with _open(catalogue_path(db), readonly=True) as cat:
+        runs = list_runs(cat, filters or Filters(), limit, metrics=FRONTIER_METRICS)
+    rows = history_rows(runs)
+    if not rows:
+        raise UsageError("no catalogued run matching these filters has the frontier's numbers (tok_s_per_user and "
+                         "output_tok_s_per_gpu: simulated runs and sweep cells from this version on)")  # fmt: skip
+    slos = {r.get("slo") for r in runs if r.get("slo") not in (None, "", "none")}
+    slo = _one_slo(slos)
+    os.makedirs(out_dir, exist_ok=True)
+    text = frontier_caption(rows, tpot_floor(slo))
+    write_frontier(rows, out_dir, {"kind": "history", "loads": [], "slo": slo, "caption": text, "runs": len(rows)})
+    try:
+        plot = pareto_plot(rows, tpot_floor(slo), text, out_dir, "catalogued runs: throughput per GPU vs interactivity")
+    except ImportError:
+        plot = None
+    return FrontierOutcome(out_dir, rows, text, plot, [], time.perf_counter() - t, frontier_report(out_dir))
+
+
+def _one_slo(slos: set) -> dict | None:
+    """The runs' SLO when they share one (its TPOT draws the floor); None when they differ or have none."""
+    from ..records import parse_slo
+
+    if len(slos) != 1:
+        return None
+    try:
+        return parse_slo(str(next(iter(slos))).split())
+    except UsageError:
+        return None

@@ -1,5 +1,5 @@
-"""`goodbench history index | list | trend | html`: every run in a catalogue, a metric over time with its
-change points, the dashboard page (docs/history.md)."""
+"""`goodbench history index | list | trend | html | frontier`: every run in a catalogue, a metric over time with its
+change points, the dashboard page, the frontier of a set of runs (docs/history.md)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,17 @@ def add_parsers(sub) -> None:
     _add_filters(ht)
     ht.add_argument("--limit", type=int, default=5000, help="newest runs on the page (default 5000)")
     ht.set_defaults(fn=cmd_html)
+    fr = hsub.add_parser(
+        "frontier",
+        help="the frontier of a set of runs: output tok/s per GPU against tok/s per user, pareto.png",
+        description="One point per catalogued run (simulated runs and sweep cells carry the numbers); a "
+        "configuration's runs at different loads make its curve. Writes frontier.csv, frontier.json, pareto.png "
+        "and report.html (docs/sweeps.md).",
+    )
+    fr.add_argument("--out", required=True, metavar="DIR", help="where the files go")
+    _add_filters(fr)
+    fr.add_argument("--limit", type=int, default=5000, help="newest runs considered (default 5000)")
+    fr.set_defaults(fn=cmd_frontier)
 
 
 def _add_metric(p) -> None:
@@ -169,6 +180,20 @@ def cmd_trend(args) -> int:
     _write_json(
         con, args.json, [{"series": asdict(t.series), "changes": [asdict(c) for c in t.changes]} for t in trends]
     )
+    return EXIT_OK
+
+
+def cmd_frontier(args) -> int:
+    from ..api import history
+    from ..report.tables import frontier_table
+    from ..report.width import print_wide
+
+    f, db = _filters(args)
+    out = history.history_frontier(args.out, f, db, args.limit)
+    con = console()
+    print_wide(con, frontier_table(out.rows))
+    con.print(f"  {out.caption}", markup=False)
+    con.print(f"  {len(out.rows)} runs · {out.dir} (frontier.csv, frontier.json, pareto.png, report.html)", style="dim")
     return EXIT_OK
 
 
