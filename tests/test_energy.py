@@ -109,6 +109,10 @@ def test_live_energy_matches_the_exporters_counter(tmp_path):
     assert "energy:" in r.stdout and "J per good token" in r.stdout or "no good tokens" in r.stdout
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
     assert meta["gpu_telemetry"] == [f"http://127.0.0.1:{port}/metrics"]
+    rep = run_cli("report", str(tmp_path / "r"), "--out", str(tmp_path / "rep"), cwd=str(tmp_path), timeout=180)
+    assert rep.returncode == 0, rep.stderr
+    html = next((tmp_path / "rep").glob("*.html")).read_text()
+    assert "J per good token" in html and "fourth panel" in html
 
 
 def test_an_exporter_that_stops_answering_keeps_the_run_and_says_how_much_had_energy(tmp_path):

@@ -28,7 +28,8 @@ CAPTIONS = {
         "Throughput, goodput and requests in flight over time",
         "Completions per second and completions meeting the SLO per second over a sliding window, and the "
         "requests in flight. Goodput below throughput is when the SLO was missed; an in-flight count that "
-        "keeps growing means the server could not keep up with the arrivals.",
+        "keeps growing means the server could not keep up with the arrivals. With --gpu-telemetry a fourth panel "
+        "draws each GPU's power as sampled.",
     ),
     "attainment_by_class.png": (
         "SLO attainment by class",

@@ -224,6 +224,25 @@ def _verdict(v, summary: dict, spec) -> str:
     return verdict
 
 
+def _energy_line(e: dict | None) -> str:
+    """The energy block in one line (the console's words), or nothing for a run without telemetry."""
+    if not e:
+        return ""
+    if e.get("joules") is None:
+        return f"<p class=warn>energy: {_e(e.get('note'))}</p>"
+    per = e.get("joules_per_good_token")
+    return (
+        f"<p>energy: {e['joules']:,.0f} J on {e['gpus']} GPU(s) over {e['window_s']:.1f} s, "
+        f"{e['avg_power_w_per_gpu']:.0f} W per GPU · "
+        + (
+            f"{per:.3f} J per good token, {e['good_tokens_per_kwh']:,.0f} good tokens per kWh"
+            if per
+            else "no good tokens"
+        )
+        + f" <span class=dim>({_e(e['source'])}{'; ' + _e(e['note']) if e.get('note') else ''})</span></p>"
+    )
+
+
 def _run_line(v, summary: dict, meta: dict) -> str:
     """Workload, load, target and engine of the run, dim."""
     t, eng = meta.get("target") or {}, meta.get("engine") or {}
@@ -278,6 +297,7 @@ def _run_section(v, heading: bool, target: float | None) -> str:
         f"<h2>{_e(v.label)}</h2>" if heading else "",
         f"<p>{_verdict(v, summary, spec)}</p>",
         _run_line(v, summary, meta),
+        _energy_line(summary.get("energy")),
     ]
     for k, c in (summary.get("slo_clauses") or {}).items():
         ok = attains(c["attainment"], mark)

@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from ..metrics.energy import gpu_series
 from ..metrics.jobs import critical_path, job_rows
 from .figures import _plt, _save, gauge_words, is_fraction, log_ms_axis, series_labels, split_series
 from .view import RunView
@@ -178,7 +179,8 @@ def timeseries(views: list[RunView], out_dir: str) -> str | None:
     rolling window."""
     plt = _plt()
     w = _window(views)
-    fig, axes = plt.subplots(3, 1, figsize=(13, 8), sharex=True)
+    power = any(v.gpus for v in views)
+    fig, axes = plt.subplots(4 if power else 3, 1, figsize=(13, 10.5 if power else 8), sharex=True)
     drew = False
     for v in views:
         c = v.c
@@ -209,12 +211,25 @@ def timeseries(views: list[RunView], out_dir: str) -> str | None:
     axes[0].set_ylabel(f"completions/s ({w:.2g} s window)")
     axes[1].set_ylabel("goodput (req/s meeting SLO)")
     axes[2].set_ylabel("requests in flight")
-    axes[2].set_xlabel("time in run (s)")
+    if power:
+        _power_panel(axes[3], views)
+    axes[-1].set_xlabel("time in run (s)")
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, plt, os.path.join(out_dir, "throughput_goodput_inflight.png"))
+
+
+def _power_panel(ax, views: list[RunView]) -> None:
+    """Each GPU's power draw as sampled (--gpu-telemetry: metrics/energy.gpu_series)."""
+    for v in views:
+        for gpu, s in gpu_series(v.gpus or []).items():
+            pts = [(t, p) for t, p in zip(s["t"], s["power_w"]) if p is not None]
+            if pts:
+                ax.plot([t for t, _ in pts], [p for _, p in pts], lw=1, label=f"{v.label} {gpu.split('{')[-1][:24]}")
+    ax.set_ylabel("GPU power (W)")
+    ax.legend(fontsize=6)
 
 
 def attainment_by_class(views: list[RunView], out_dir: str) -> str | None:

@@ -13,7 +13,7 @@ from ..errors import RunDirError
 from ..llmd import aggregate_only
 from ..metrics import RequestMetrics, measured_arrays
 from ..rundir import summarize_dir
-from ..store import incomplete, load_arrays, load_server_metrics, read_jsonl
+from ..store import incomplete, load_arrays, load_gpu_telemetry, load_server_metrics, read_jsonl
 
 
 @dataclass
@@ -27,6 +27,7 @@ class RunView:
     steps: dict | None  # step_trace.jsonl as arrays (engine clock)
     server: list | None  # server_metrics.jsonl rows (run clock)
     incomplete: str | None = None  # why the directory does not hold a whole run (store.incomplete)
+    gpus: list | None = None  # gpu_telemetry.jsonl rows (run clock): GPU power over the run
 
 
 def load_steps(path: str) -> dict | None:
@@ -60,4 +61,5 @@ def load_view(run_dir: str, slo: dict | None = None, label: str | None = None) -
         steps,
         server,
         incomplete(run_dir),
+        load_gpu_telemetry(run_dir) or None,
     )
