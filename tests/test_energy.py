@@ -174,3 +174,20 @@ def test_nvml_sampler_reads_power_and_the_energy_counter_in_dcgm_names(monkeypat
 
     with pytest.raises(UsageError, match="nvidia-ml-py"):
         nvml_sampler()
+
+
+def test_a_live_sweep_cell_has_its_energy(tmp_path):
+    p, port = _exporter("--watts", "100", "--gpus", "1")
+    try:
+        r = run_cli(
+            "sweep", "--live", "--goodput", "ttft:2000", "--dataset-name", "random", "--random-input-len", "64",
+            "--random-output-len", "20", "--num-prompts", "12", "--request-rate", "6", "--fixed-step-ms", "10",
+            "--gpu-telemetry", f"127.0.0.1:{port}", "--result-dir", str(tmp_path), "--sweep-id", "s", "--no-plots",
+            "--no-history", cwd=str(tmp_path), timeout=300,
+        )  # fmt: skip
+    finally:
+        p.kill()
+        p.wait()
+    assert r.returncode == 0, r.stderr
+    s = json.loads(next((tmp_path / "s" / "cells").glob("*/summary.json")).read_text())
+    assert s["energy"]["joules"] == pytest.approx(100 * s["energy"]["window_s"], rel=1e-3)

@@ -16,6 +16,7 @@ from ..engine.layout import ClusterSpec
 from ..engine.serve.launch import serve_command
 from ..errors import TargetError, UsageError
 from ..records import RunMeta
+from ..redact import scrub_url
 from ..rundir import RunDir
 from ..runner import Progress, RunOptions, run_plan
 from ..serverproc import ServerProcess, free_port
@@ -79,11 +80,12 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
         model = asyncio.run(resolve_model(proc.base_url, None))
         endpoint = resolve_endpoint(None, s.spec.endpoint)
         rd.meta.target = {"base_url": proc.base_url, "endpoint": endpoint, "model": model}
+        rd.meta.gpu_telemetry = [scrub_url(g) for g in s.gpu_telemetry] or None
         rd.meta.interrupted = run_plan(
             s.plan,
             ClientConfig(base_url=proc.base_url, endpoint=endpoint, model=model),
             rd,
-            RunOptions(slo=s.slo),
+            RunOptions(slo=s.slo, gpu_telemetry=s.gpu_telemetry),
             None,
             None,
             Progress(),

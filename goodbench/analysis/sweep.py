@@ -50,6 +50,7 @@ class SweepSetup:
     prices: dict = field(default_factory=dict)  # $ per GPU-hour overrides
     target: float = TARGET_ATTAINMENT  # the attainment a cell must reach to meet the SLO (its verdict)
     labels: dict = field(default_factory=dict)  # every cell's run.json labels (docs/history.md)
+    gpu_telemetry: tuple = ()  # live cells: GPU telemetry sources, checked (runner/telemetry.py)
 
     @property
     def slo(self) -> dict:

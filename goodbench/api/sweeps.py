@@ -66,13 +66,15 @@ def prepare_sweep(
     labels: dict | None = None,
     on_stage=None,
     target_attainment: float = TARGET_ATTAINMENT,
+    gpu_telemetry: list[str] | None = None,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
     analysis.sweep.SweepSetup. gpus: the tiers ([]: the engine's own; a tier named that a calibration
     profile's server contradicts is refused, as `--gpu` is). cluster: the engine.layout.ClusterSpec every cell runs on; layouts:
     per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
     colocated and split); labels: {key: value} on every cell's run (docs/history.md); target_attainment:
-    what a cell must reach to meet the SLO."""
+    what a cell must reach to meet the SLO; gpu_telemetry: live cells sample GPU power (run's --gpu-telemetry),
+    checked here."""
     from .. import tokenizer as tokmod
     from ..analysis.grid import check_cells, grid
     from ..analysis.sweep import require_slo, setup
@@ -102,7 +104,10 @@ def prepare_sweep(
         prices,
         target_attainment,
     )
-    return replace(prepared, labels=dict(labels or {}))
+    from ..runner.telemetry import check_sources
+
+    gpus = tuple(check_sources(list(gpu_telemetry))) if gpu_telemetry else ()
+    return replace(prepared, labels=dict(labels or {}), gpu_telemetry=gpus)
 
 
 def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:

@@ -121,6 +121,12 @@ def _add_backend_args(p) -> None:
     )
     p.add_argument("--base-url", help="with --find-max-rate: search against this running endpoint instead")
     p.add_argument(
+        "--gpu-telemetry",
+        nargs="+",
+        metavar="URL|nvml|amdsmi",
+        help="with --live or --server-cmd: sample GPU power in every cell, as `run --gpu-telemetry` (default: none)",
+    )
+    p.add_argument(
         "--api-key-env",
         default="OPENAI_API_KEY",
         metavar="VAR",
@@ -143,6 +149,10 @@ def cmd_sweep(args) -> int:
     from ..analysis.grid import parse_params
 
     con = console()
+    if args.gpu_telemetry and not (args.live or args.server_cmd):
+        from ..errors import UsageError
+
+        raise UsageError("--gpu-telemetry samples real GPUs: give --live or --server-cmd (a simulated sweep has none)")
     conc = parse_loads(args.concurrency_axis, "concurrency")
     rates = parse_loads(args.request_rate_axis, "request-rate")
     args.concurrency = int(conc[0]) if len(conc) == 1 else None
@@ -166,6 +176,7 @@ def cmd_sweep(args) -> int:
             labels=run_labels(args),
             on_stage=stages,
             target_attainment=args.target_attainment,
+            gpu_telemetry=args.gpu_telemetry,
         )
     if args.find_max_rate:
         return _max_rate(args, con, s)
@@ -253,7 +264,7 @@ def _frontier(args, con, kind: str, values: list[float]) -> int:
             kind, loads, gpus, parse_params(args.param or []), backend=_backend(args), plots=not args.no_plots,
             result_dir=args.result_dir, sweep_id=args.sweep_id, engine=engine_config(args, resolve=False),
             tokenizer=args.tokenizer, cluster=cluster_spec(args), prices=prices(args), layouts=_layouts(args),
-            labels=run_labels(args), target_attainment=args.target_attainment,
+            labels=run_labels(args), target_attainment=args.target_attainment, gpu_telemetry=args.gpu_telemetry,
             on_load=lambda label, n: st(f"load {label}: {n} cells ..."),
         )  # fmt: skip
     print_wide(con, frontier_table(out.rows))
