@@ -2,7 +2,8 @@ import pytest
 
 from goodbench.api.enginefiles import resolve_engine
 from goodbench.engine.config import EngineConfig
-from goodbench.engine.costmodel import CostModel, explain
+from goodbench.engine.costmodel import CostModel
+from goodbench.engine.explain import explain
 from goodbench.engine.hardware import GIB, GPUS
 from goodbench.engine.models import MODELS, get_model
 from goodbench.engine.uncertainty import REGIME_ERROR

@@ -13,7 +13,8 @@ from conftest import ROOT
 
 from goodbench.api.enginefiles import load_model_file, resolve_engine
 from goodbench.engine.config import EngineConfig
-from goodbench.engine.costmodel import CostModel, explain
+from goodbench.engine.costmodel import CostModel
+from goodbench.engine.explain import explain
 from goodbench.engine.hardware import GPUS, get_gpu
 from goodbench.engine.models import MODELS, get_model
 from goodbench.engine.moe import KERNEL_HELD_OUT, KERNEL_WORST, KERNELS, kernel, routing, spread

@@ -14,7 +14,7 @@ from ..metrics.frontier import non_dominated
 FIELDS = (
     "config", "gpus", "load", "concurrency_or_rate", "output_tok_s_per_gpu", "tok_s_per_user",
     "good_output_tok_s_per_gpu", "slo_attainment", "ttft_p50_ms", "tpot_p50_ms", "on_frontier", "on_good_frontier",
-    "run_dir",
+    "good_tokens_per_kwh", "run_dir",
 )  # fmt: skip
 
 
@@ -62,6 +62,7 @@ def frontier_rows(kind: str, value: float, rows: list[dict]) -> list[dict]:
                 "slo_attainment": r.get("slo_attainment"),
                 "ttft_p50_ms": r.get("ttft_p50_ms"),
                 "tpot_p50_ms": r.get("tpot_p50_ms"),
+                "good_tokens_per_kwh": r.get("good_tokens_per_kwh"),
                 "run_dir": r.get("run_dir"),
             }
         )

@@ -179,6 +179,8 @@ def summary_row(s: dict) -> dict:
         "tok_s_per_user": s.get("tok_s_per_user"),  # the frontier's axes (metrics/frontier.py)
         "output_tok_s_per_gpu": s.get("output_tok_s_per_gpu"),
         "good_output_tok_s_per_gpu": s.get("good_output_tok_s_per_gpu"),
+        "joules_per_good_token": (s.get("energy") or {}).get("joules_per_good_token"),  # engine/power.py, telemetry
+        "good_tokens_per_kwh": (s.get("energy") or {}).get("good_tokens_per_kwh"),
     }
     if s.get("slo_attainment") is not None:
         row["attainment_lo"], row["attainment_hi"] = wilson(k, n)

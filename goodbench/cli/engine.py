@@ -119,7 +119,7 @@ def cmd_prices(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from ..engine.costmodel import explain, parse_step
+    from ..engine.explain import explain, parse_step
     from ..report.tables import explain_lines
 
     cfg = engine_config(args)

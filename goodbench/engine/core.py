@@ -38,6 +38,7 @@ class EngineStats:
     busy_seqs_s: float = 0.0  # sum of step time x requests in the step: / busy_s = the mean batch
     prefill_busy_s: float = 0.0  # time in steps that carried prefill tokens
     max_step_tokens: int = 0  # the most tokens one step carried: below the budget, the budget never bound
+    energy_j: float = 0.0  # per GPU, over the steps (engine/power.py; 0 without a power model)
 
 
 class Engine:
@@ -137,6 +138,7 @@ class Engine:
         st.generation_tokens += len(res.emitted)
         st.busy_s += dur
         st.busy_seqs_s += dur * batch.num_seqs
+        st.energy_j += self.cost.step_energy(batch.num_tokens, batch.decode_ctx + batch.prefill_ctx, dur)
         if batch.prefill_tokens:
             st.prefill_busy_s += dur
         return res
@@ -229,13 +231,18 @@ class Engine:
             self._tell(self.adaptive, r, ends, now)
             sched.budget = self.adaptive.budget
         self.last_run = (r, ctx)  # the run's batch size and first step's summed context (calibration)
+        self._count_run(r, ctx, k, ends[-1] - now)
+        return ends, finished
+
+    def _count_run(self, r: int, ctx: int, k: int, span: float) -> None:
+        """A decode run's k steps of r requests in the engine's counters."""
         st = self.stats
         st.steps += k
         st.max_step_tokens = max(st.max_step_tokens, r)
         st.generation_tokens += k * r
-        st.busy_s += ends[-1] - now
-        st.busy_seqs_s += (ends[-1] - now) * r
-        return ends, finished
+        st.busy_s += span
+        st.busy_seqs_s += span * r
+        st.energy_j += self.cost.run_energy(r, ctx, k, span)
 
 
 def steps_before(d0: float, delta: float, h: float, most: int | None = None) -> int:

@@ -29,7 +29,7 @@ from .attnterms import attention_terms
 from .config import EngineConfig
 from .frontend import FrontEnd
 from .hardware import get_gpu
-from .moe import moe_table, routing, spread
+from .moe import expert_bytes, moe_table
 from .opmodel import (
     allreduce_time,
     elementwise_time,
@@ -40,8 +40,8 @@ from .opmodel import (
     pcie_ring_bytes_s,
     request_scale,
 )
+from .power import PowerModel, power_model
 from .profile import Profile
-from .uncertainty import engine_uncertainty
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,10 @@ class CostModel:
     profile: dict | None = None  # from a calibration profile: {path, step_time_pct} (engine/uncertainty.py)
     experts: np.ndarray | None = None  # MoE: the routed experts' share of `linear`, index N (explain's breakdown)
     moe: dict | None = None  # MoE: {format, borrowed}: how the experts were priced (engine/uncertainty.py)
+    power: PowerModel | None = None  # the tier's power (engine/power.py); None: no energy (a profile, no TDP)
+    step_bytes: np.ndarray | None = None  # per GPU, index N: the weights a step of N tokens reads
+    step_flops: np.ndarray | None = None  # per GPU, index N: 2 N x the active parameters
+    kv_bytes_tok: float = 0.0  # per GPU, per context token read (decode and prefill context)
     _tok: list = field(default=None, init=False, repr=False, compare=False)
     _row: list = field(default=None, init=False, repr=False, compare=False)
 
@@ -155,6 +159,25 @@ class CostModel:
                 cm, fixed_step_s=fixed, frontend_s=0.0, frontend_flight_s=0.0, frontend_token_s=0.0, step_jitter=()
             )
         return cm
+
+    def step_energy(self, tokens: int, ctx: float, dur: float) -> float:
+        """Joules per GPU of one step of `tokens` tokens reading `ctx` context tokens' KV over dur seconds
+        (0 without a power model)."""
+        p = self.power
+        if p is None or tokens <= 0:
+            return 0.0 if p is None else p.idle_w * dur
+        n = min(tokens, len(self.step_bytes) - 1)
+        return p.energy(dur, float(self.step_bytes[n]) + self.kv_bytes_tok * ctx, float(self.step_flops[n]))
+
+    def run_energy(self, r: int, ctx: float, k: int, total_s: float) -> float:
+        """Joules per GPU of k decode steps of r requests whose summed context starts at ctx and grows by r a
+        step (engine/core.decode_run), over total_s seconds in all (the cap on the run's mean power)."""
+        p = self.power
+        if p is None:
+            return 0.0
+        n = min(r, len(self.step_bytes) - 1)
+        nbytes = k * (float(self.step_bytes[n]) + self.kv_bytes_tok * ctx) + self.kv_bytes_tok * r * k * (k - 1) / 2
+        return p.energy(total_s, nbytes, k * float(self.step_flops[n]))
 
     def scaled(self, f: float) -> CostModel:
         """Every step time times f (the front end unchanged): the engine at the edge of its error."""
@@ -318,6 +341,29 @@ def profile_model(cfg: EngineConfig, prof: Profile) -> CostModel:
     )
 
 
+def _experts(n, cfg: EngineConfig, m, gpu, tp: int):
+    """A MoE model's routed experts over n (engine/moe.py: only those a step's tokens touch are read), their
+    basis and how they were priced; (None, "", None) for a dense model."""
+    if m.moe is None:
+        return None, "", None
+    moe, basis, how = moe_table(n, m, gpu, cfg.dtype, tp, cfg.enable_expert_parallel, cfg.expert_skew)
+    moe[0] = 0.0
+    return moe, basis, how
+
+
+def _step_work(n, cfg: EngineConfig, m, tp: int, wbytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per GPU, over n tokens: the bytes of weights a step reads (dense layers, LM head, the experts its tokens
+    touch) and its FLOPs (2 n x active parameters): what engine/power.py prices a step's energy from."""
+    dense = m.dense_params * wbytes / tp + m.vocab * m.hidden * 2 / tp
+    reads = np.full_like(n, dense)
+    active = m.dense_params + m.vocab * m.hidden
+    if m.moe is not None:
+        reads = reads + expert_bytes(n, m, cfg.dtype, cfg.expert_skew) / tp
+        active += m.moe_layers * m.moe.top_k * m.moe.expert_params * m.hidden
+    reads[0] = 0.0
+    return reads, 2 * n * active / tp
+
+
 def _tp_comm(n, layers: int, hidden: int, gpu, tp: int, k: StepConstants) -> tuple[np.ndarray, np.ndarray]:
     """TP's two all-reduces per layer and its per-layer term over n tokens, and d/d(tp_pcie_bw) (PCIe tiers)."""
     comm, pcie_bw = np.zeros_like(n), np.zeros_like(n)
@@ -336,19 +382,13 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     peak, bw, wbytes, fam, ridge_bw = gemm_pricing(gpu, fp8)
     bf16_peak = gpu.bf16_tflops * 1e12  # the LM head and attention stay BF16
     n = np.arange(cfg.max_num_batched_tokens + cfg.max_num_seqs + 2, dtype=float)
-    params = m.params_per_layer / tp
-    fp8_mem, fp8_compute = np.zeros_like(n), np.zeros_like(n)
-    side = (n, params, peak, bw, wbytes, fam)
+    side = (n, m.params_per_layer / tp, peak, bw, wbytes, fam)
     scale = fp8_scale(gpu, k) if fp8 else (1.0, 1.0)
     gemm = gemm_time(*side, scale=scale, ridge_bw=ridge_bw)
-    if fp8:
-        fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, scale, ridge_bw))
+    fp8_mem, fp8_compute = (m.layers * d for d in gemm_sides(*side, scale, ridge_bw)) if fp8 else (0 * n, 0 * n)
     linear = m.layers * (gemm + elementwise_time(n, m.hidden, m.active_ffn / tp, bw, fam))
-    experts, moe, how = "", None, None
-    if m.moe is not None:  # the routed experts: only those the step's tokens touch are read (engine/moe.py)
-        moe, experts, how = moe_table(n, m, gpu, cfg.dtype, tp, cfg.enable_expert_parallel, cfg.expert_skew)
-        moe[0] = 0.0
-        linear = linear + moe
+    moe, experts, how = _experts(n, cfg, m, gpu, tp)
+    linear = linear if moe is None else linear + moe
     comm, pcie_bw = _tp_comm(n, m.layers, m.hidden, gpu, tp, k)
     for table in (linear, comm, fp8_mem, fp8_compute, pcie_bw):
         table[0] = 0.0
@@ -359,6 +399,7 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     per_request = m.layers * request_scale(gpu)  # decode's per-request time per unit of attn_request_s
     dtype = f"{cfg.dtype}{' (fp8 KV)' if cfg.kv_cache_dtype == 'fp8' else ''}"
     att = attention_terms(m, tp, bf16_peak, bw, 1.0 if cfg.kv_cache_dtype == "fp8" else 2.0)
+    reads, flops = _step_work(n, cfg, m, tp, wbytes)
     return CostModel(
         linear=linear,
         comm=comm,
@@ -372,89 +413,23 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
         pf_up_s=att["up"],
         experts=moe,
         moe=how,
+        power=power_model(gpu),
+        step_bytes=reads,
+        step_flops=flops,
+        kv_bytes_tok=kv_tok,
         frontend_s=k.frontend_s,
         basis=f"{gpu.name} {m.name} tp{tp} {dtype}: Vidur operator curves, public-data constants"
         + (f"; {experts}" if experts else ""),
-        units={
+        units=att
+        | {
             "kv": att["ctx"],
             "kv_pf": kv_tok / bw,
             "per_request": per_request,
-            "window": att["window"],
             "tp": m.layers if tp > 1 else 0.0,
             "nvlink": 1.0 if fast_fabric(gpu) else 0.0,
-            "pf": att["pf"],
             "fp8_mem": fp8_mem,  # d/d(the weight-read term this tier pays: fp8_scale)
             "hbm": 1.0 if gpu.hbm else 0.0,
             "fp8_compute": fp8_compute,
             "pcie_bw": pcie_bw,
         },
     )
-
-
-def _roofline(cfg: EngineConfig, n: int) -> float | None:
-    """The linear layers' roofline for n tokens on the tier (None: a calibration profile has no tier)."""
-    if cfg.calibration or n < 1:
-        return None
-    m = cfg.shape()
-    peak, bw, wbytes, _, _ = gemm_pricing(get_gpu(cfg.gpu), cfg.dtype == "fp8")
-    params = m.layers * m.params_per_layer / cfg.tensor_parallel_size
-    return max(2 * n * params / peak, wbytes * params / bw)
-
-
-def _touched(cfg: EngineConfig, n: int) -> dict | None:
-    """A MoE step's expected distinct experts per layer, of how many (None: a dense model or a profile)."""
-    m = None if cfg.calibration else cfg.shape().moe
-    if m is None:
-        return None
-    q = routing(m.experts, m.top_k, cfg.expert_skew)
-    return {"touched": float(spread([n], q)[0].sum()), "experts": m.experts, "top_k": m.top_k}
-
-
-def explain(cfg: EngineConfig, prefill: list[tuple[int, int]], decodes: list[tuple[int, int]]) -> dict:
-    """Breakdown for `goodbench engine explain`: prefill chunks (new tokens, prior context) and
-    decode groups (count, context length)."""
-    cm = CostModel.for_config(cfg)
-    pt = sum(n for n, _ in prefill)
-    pa = sum(n * (p + (n + 1) / 2) for n, p in prefill)
-    pc = sum(p + n for n, p in prefill)
-    dt = sum(c for c, _ in decodes)
-    dc = sum(c * (ctx + 1) for c, ctx in decodes)
-    seqs = len(prefill) + dt
-    b = {k: float(v) for k, v in cm.breakdown(pt, dt, dc, pa, pc, seqs).items()}
-    roof = _roofline(cfg, pt + dt)
-    total = sum(b.values())
-    stats = {"busy_s": total, "mean_batch": seqs, "prefill_share": 1.0 if pt else 0.0, "profile": cm.profile}
-    stats |= {"moe": cm.moe} if cm.moe else {}
-    tier = {"gpu": cfg.gpu, "tensor_parallel_size": cfg.tensor_parallel_size}
-    return {
-        "breakdown_s": b,
-        "total_s": total,
-        "tokens": pt + dt,
-        "prefill_tokens": pt,
-        "decode_tokens": dt,
-        "num_seqs": seqs,
-        "linear_vs_roofline": roof / b["linear"] if roof and b["linear"] else None,
-        "one_token_linear_s": float(cm.linear[1]),
-        "experts_touched": _touched(cfg, pt + dt),
-        "frontend_s": cm.frontend_s,
-        "frontend_flight_s": cm.frontend_flight_s,
-        "frontend_token_s": cm.frontend_token_s,
-        "step_jitter": cm.step_jitter,
-        "basis": cm.basis,
-        "uncertainty": engine_uncertainty(tier, stats),  # how sure: the regime's out-of-sample error
-    }
-
-
-def parse_step(prefill: list[str], decode: list[str]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """`--prefill N[@CTX]` and `--decode COUNTxCTX` texts -> explain()'s (tokens, context) and (count,
-    context) pairs."""
-    from ..errors import UsageError
-
-    try:
-        pre = [(int(n), int(ctx or 0)) for n, _, ctx in (p.partition("@") for p in prefill)]
-        dec = [(int(c), int(ctx or 0)) for c, _, ctx in (d.lower().partition("x") for d in decode)]
-    except ValueError:
-        raise UsageError("--prefill takes N or N@CTX; --decode takes COUNTxCTX, e.g. 32x1000") from None
-    if not pre and not dec:
-        raise UsageError("give at least one --prefill or --decode")
-    return pre, dec

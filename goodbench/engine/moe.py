@@ -123,6 +123,15 @@ def expert_time(n, model: Model, gpu: GPU, fmt: str, tp: int, ep: bool, skew: fl
     return np.where(np.asarray(n) > 0, k.t0_s + t, 0.0)
 
 
+def expert_bytes(n, model: Model, dtype: str, skew: float) -> np.ndarray:
+    """Bytes of expert weights every MoE layer of a step of n tokens reads, over all GPUs (the energy model)."""
+    m = model.moe
+    fmt = model.expert_format(dtype)
+    touched, _ = spread(n, routing(m.experts, m.top_k, skew))
+    per_expert = 3 * model.hidden * m.expert_ffn * WEIGHT_FORMATS[fmt][0] / 8
+    return model.moe_layers * touched.sum(axis=1) * per_expert
+
+
 def moe_table(n, model: Model, gpu: GPU, dtype: str, tp: int, ep: bool, skew: float) -> tuple[np.ndarray, str, dict]:
     """Every MoE layer's routed experts over n (seconds), the basis (the kernel's fit and any borrowing) and
     {format, borrowed} for engine_uncertainty."""

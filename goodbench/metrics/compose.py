@@ -12,11 +12,13 @@ Blocks beyond metrics.summary.summarize's, by what the run has:
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..engine.uncertainty import engine_uncertainty
 from ..records import RunMeta
 from .cost import cost_summary, delivered_output_tokens
 from .derived import RequestMetrics, measured_arrays
-from .energy import energy_block
+from .energy import energy_block, simulated_block
 from .frontier import frontier_block
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
@@ -59,6 +61,10 @@ def compose(
     s.update(frontier_block(c, s["slo"], meta.gpus, s["duration_s"]))
     if meta.gpu_telemetry:
         s["energy"] = _energy(c, s["slo"], telemetry or [])
+    elif (meta.engine_stats or {}).get("energy"):
+        ok = c.ok & ~np.isnan(c.first)
+        good = delivered_output_tokens(c, s["slo"])
+        s["energy"] = simulated_block(meta.engine_stats["energy"], s["duration_s"], int(c.out[ok].sum()), good)
     if meta.gpus:
         s.update(cost_summary(c, s["slo"], meta.gpus, meta.prices or {}, s))
     return s
@@ -66,8 +72,6 @@ def compose(
 
 def _energy(c: RequestMetrics, slo: dict | None, telemetry: list[dict]) -> dict:
     """The energy block over the measured window: the first measured send to the last token."""
-    import numpy as np
-
     sent, last = c.sent[~np.isnan(c.sent)], c.last[~np.isnan(c.last)]
     if not sent.size or not last.size:
         return energy_block([], 0.0, 0.0, 0, 0)

@@ -94,3 +94,26 @@ def energy_block(rows: list[dict], start: float, end: float, output_tokens: int,
         "per_gpu": per,
         "note": None if covered >= 0.999 else f"telemetry covered {covered:.0%} of the window on at least one GPU",
     }
+
+
+def simulated_block(st: dict, duration_s: float, output_tokens: int, good_tokens: int) -> dict:
+    """The simulated engine's `energy` (engine/power.py; st: the simulation's energy counters): the steps' joules
+    on every GPU plus idle power over the rest of the run; how sure it is in `uncertainty_pct`."""
+    from ..engine.power import FIT_ERROR
+
+    joules = st["busy_j"] + st["idle_w"] * duration_s - st["idle_busy_j"]
+    n = st["gpus"]
+    return {
+        "joules": joules,
+        "gpus": n,
+        "window_s": duration_s,
+        "avg_power_w_per_gpu": joules / duration_s / n if duration_s > 0 else None,
+        "joules_per_output_token": joules / output_tokens if output_tokens else None,
+        "joules_per_good_token": joules / good_tokens if good_tokens else None,
+        "good_tokens_per_kwh": good_tokens / (joules / KWH) if joules > 0 else None,
+        "source": "engine power model",
+        "basis": st["basis"],
+        "covered_share": 1.0,
+        "uncertainty_pct": round(FIT_ERROR * 100, 1),
+        "note": f"power coefficients borrowed from {st['borrowed']}" if st.get("borrowed") else None,
+    }

@@ -27,7 +27,7 @@ from ..costmodel import CostModel
 from ..kvcache import Seq
 from ..layout import ClusterSpec
 from ..router import Router
-from .instance import decode_run
+from .instance import decode_run, energy_stats
 from .recorder import NOT_FIT, Tally, prompt_hashes
 
 
@@ -220,9 +220,11 @@ class ClusterSim:
         busy = sum(s.busy_s for s in st)
         prof = next((x.engine.cost.profile for x in self.insts if x.engine.cost.profile), None)
         moe = next((x.engine.cost.moe for x in self.insts if x.engine.cost.moe), None)
+        energy = energy_stats([x.engine for x in self.insts])
         return (
             ({"profile": dict(prof)} if prof else {})
             | ({"moe": dict(moe)} if moe else {})
+            | ({"energy": energy} if energy else {})
             | {
                 "busy_s": busy,
                 "mean_batch": sum(s.busy_seqs_s for s in st) / (busy or 1.0),

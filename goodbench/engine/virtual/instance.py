@@ -171,4 +171,25 @@ def instance_stats(engine: Engine) -> dict:
         out["profile"] = dict(engine.cost.profile)
     if engine.cost.moe:
         out["moe"] = dict(engine.cost.moe)
+    energy = energy_stats([engine])
+    if energy:
+        out["energy"] = energy
     return out
+
+
+def energy_stats(engines: list[Engine]) -> dict | None:
+    """What the summary's simulated energy block is made of (metrics/energy.simulated_block): the steps' joules
+    on every GPU, the fleet's idle power, and the idle power over the busy time (to take out of idle x duration)."""
+    powered = [e for e in engines if e.cost.power is not None]
+    if not powered:
+        return None
+    gpus = [e.cfg.tensor_parallel_size for e in powered]
+    pm = [e.cost.power for e in powered]
+    return {
+        "busy_j": sum(e.stats.energy_j * g for e, g in zip(powered, gpus)),
+        "idle_w": sum(p.idle_w * g for p, g in zip(pm, gpus)),
+        "idle_busy_j": sum(p.idle_w * g * e.stats.busy_s for p, g, e in zip(pm, gpus, powered)),
+        "gpus": sum(gpus),
+        "basis": pm[0].basis,
+        "borrowed": next((p.borrowed for p in pm if p.borrowed), None),
+    }
