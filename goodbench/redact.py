@@ -37,5 +37,17 @@ def scrub(text: str | None, secrets=()) -> str | None:
 
 
 def scrub_url(url: str | None) -> str | None:
-    """A URL without its user:password (for run.json's target)."""
-    return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", url) if url and "@" in url else url
+    """A URL without its user:password (for run.json's target): everything before the authority's last "@"
+    goes, a password holding "@" or an empty user included, and a query's credential values."""
+    if not url:
+        return url
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+        auth, tail = rest[:end], rest[end:]
+        if "@" in auth:
+            url = f"{scheme}://{REDACTED}@{auth.rpartition('@')[2]}{tail}"
+    return _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, url)
+
+
+_QUERY_SECRET = re.compile(r"(?i)([?&](?:token|key|api[_-]?key|access[_-]?token|password|secret|auth)[^=&#]*=)[^&#]*")

@@ -115,3 +115,16 @@ def test_a_load_axis_with_a_rate_search_is_refused_before_any_cell(tmp_path):
     assert not any(tmp_path.iterdir())
     r = _gb(["sweep", "--goodput", "ttft:500", "--concurrency", "4", "--find-max-rate"], tmp_path)
     assert r.returncode == 2 and "open-loop" in r.stderr
+
+
+def test_load_lists_that_cannot_be_one_axis_are_refused(tmp_path):
+    for args in (["--concurrency", "1,4", "--request-rate", "3,5"], ["--concurrency", "inf,4"]):
+        r = _gb(["sweep", "--goodput", "ttft:500", *args, "--result-dir", str(tmp_path)], tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    rows = [{"tok_s_per_user": 1.0, "output_tok_s_per_gpu": 2.0, "good_output_tok_s_per_gpu": 2.0,
+             "concurrency_or_rate": float("inf")}]  # fmt: skip
+    from goodbench.analysis.frontier import write_frontier
+
+    write_frontier(mark(rows), str(tmp_path), {"loads": [1.0, float("inf")]})
+    meta = json.loads((tmp_path / "frontier.json").read_text())  # strict JSON: no Infinity
+    assert meta["meta"]["loads"] == [1.0, "inf"] and meta["rows"][0]["concurrency_or_rate"] == "inf"

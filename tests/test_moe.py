@@ -219,3 +219,17 @@ def test_gpu_moe_benchmark_skips_without_a_gpu_and_compares_a_file(tmp_path):
     r = subprocess.run([sys.executable, script, "--compare", str(f), "--gpu", "h200"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "111 /  111.2" in r.stdout and "measured x  9.00" in r.stdout
+
+
+def test_a_quantized_dense_config_is_priced_in_its_format_or_refused(tmp_path):
+    with open(os.path.join(HF, "meta-llama--Meta-Llama-3.1-70B.json")) as f:
+        base = json.load(f)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(base | {"quantization_config": {"quant_method": "fp8"}}))
+    assert load_model_file(str(p)).dtype == "fp8"
+    p.write_text(json.dumps(base | {"quantization_config": {"quant_method": "awq", "bits": 4}}))
+    with pytest.raises(InputError, match="quantization_config.quant_method: awq 4-bit dense layers"):
+        load_model_file(str(p))
+    p.write_text(json.dumps(base | {"num_key_value_heads": None, "max_position_embeddings": None}))
+    m = load_model_file(str(p))  # null means the default, as transformers reads it
+    assert m.kv_heads == m.heads and m.max_position == 131072

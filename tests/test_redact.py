@@ -26,3 +26,10 @@ def test_nothing_to_find_is_left_alone():
     assert scrub("a key of three letters: abc", ("abc",)) == "a key of three letters: abc"  # too short to be one
     assert scrub_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000"
     assert scrub_url("https://u:p@h/x") == f"https://{REDACTED}@h/x"
+
+
+def test_scrub_url_drops_every_userinfo_and_query_secret():
+    assert scrub_url("http://:pw@h:9400/metrics") == f"http://{REDACTED}@h:9400/metrics"
+    assert scrub_url("http://u:p@ss@127.0.0.1:9400") == f"http://{REDACTED}@127.0.0.1:9400"
+    assert scrub_url("http://h:9400/metrics?token=abc&x=1") == f"http://h:9400/metrics?token={REDACTED}&x=1"
+    assert scrub_url("http://h/p?q=a@b") == "http://h/p?q=a@b"  # an @ after the authority is not a user

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 
 from ..metrics.frontier import non_dominated
@@ -29,7 +30,13 @@ def parse_loads(text: str | None, kind: str) -> list[float]:
         vals = [float(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--{kind} {text!r}: expected numbers separated by commas, e.g. 1,4,16,64") from None
-    if not vals or any(v <= 0 for v in vals) or (kind == "concurrency" and any(v != int(v) for v in vals)):
+    finite = kind != "concurrency" or all(math.isfinite(v) for v in vals)  # a rate may be inf (all at once)
+    if (
+        not vals
+        or not finite
+        or any(not v > 0 for v in vals)
+        or (kind == "concurrency" and any(v != int(v) for v in vals))
+    ):
         raise UsageError(f"--{kind} {text!r}: expected positive {'whole ' if kind == 'concurrency' else ''}numbers")
     if len(set(vals)) != len(vals):
         raise UsageError(f"--{kind} {text!r}: a load named twice")
@@ -92,7 +99,18 @@ def write_frontier(rows: list[dict], out_dir: str, meta: dict) -> None:
         w.writeheader()
         w.writerows(rows)
     with open(os.path.join(out_dir, "frontier.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=2, default=str)
+        json.dump(_strict({"meta": meta, "rows": rows}), f, indent=2, default=str, allow_nan=False)
+
+
+def _strict(obj):
+    """JSON's numbers only: an infinite rate (all at once) written as "inf", NaN as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
 
 
 FRONTIER_METRICS = ("tok_s_per_user", "output_tok_s_per_gpu", "good_output_tok_s_per_gpu", "slo_attainment")

@@ -13,6 +13,7 @@ from ..client.config import ClientConfig, resolve_endpoint
 from ..client.target import resolve_model
 from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec
+from ..engine.prices import price_table
 from ..engine.serve.launch import serve_command
 from ..errors import TargetError, UsageError
 from ..records import RunMeta
@@ -69,7 +70,9 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
         row.update(gpu=gpu, cell=gpu + cell.label[len(cell.gpu) :])
     if cfg is None:
         return row
-    rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, None if server_cmd else cfg, "open"))
+    # the GPUs the cell's server runs on: its per-GPU figures and cost (the frontier's axes)
+    gpus = {"gpus": {gpu: cfg.tensor_parallel_size}, "prices": price_table(s.prices)}
+    rd = RunDir.open(os.path.join(s.out_dir, "cells"), cell_meta(s, cell, None if server_cmd else cfg, "open", **gpus))
     try:
         proc = start_server(cfg, server_cmd, os.path.join(rd.dir, "server.log"), timeout, s.layout(cell))
     except (TargetError, UsageError) as e:

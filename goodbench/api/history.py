@@ -214,6 +214,8 @@ def history_frontier(out_dir: str, filters: Filters | None = None, db: str | Non
     slo = _one_slo(slos)
     os.makedirs(out_dir, exist_ok=True)
     text = frontier_caption(rows, tpot_floor(slo))
+    if len(slos) > 1:
+        text += f". These runs were judged by {len(slos)} different SLOs: their good tokens are not comparable"
     write_frontier(rows, out_dir, {"kind": "history", "loads": [], "slo": slo, "caption": text, "runs": len(rows)})
     try:
         plot = pareto_plot(rows, tpot_floor(slo), text, out_dir, "catalogued runs: throughput per GPU vs interactivity")

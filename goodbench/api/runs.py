@@ -272,6 +272,15 @@ def _open_run(
     return RunDir.open(result_dir, meta)
 
 
+def _telemetry(sources: list[str] | None, workers: int) -> list[str]:
+    """--gpu-telemetry's sources as the run reads them, each checked now (runner/telemetry.check_sources)."""
+    from ..runner.telemetry import check_sources
+
+    if sources and workers > 1:
+        raise UsageError("--gpu-telemetry samples in one load-generator process: leave --workers at 1")
+    return check_sources(list(sources)) if sources else []
+
+
 def run(
     workload,
     target: Target | str | None = None,
@@ -302,7 +311,6 @@ def run(
     from ..client.lag import client_lag
     from ..redact import scrub_url
     from ..runner import Progress, RunOptions, run_plan
-    from ..runner.telemetry import check_sources
 
     spec, target = as_workload(workload), _target(target)
     judged = _gate_meta(gate, target_attainment, spec.gate)
@@ -311,7 +319,7 @@ def run(
         raise UsageError("agent jobs run in one load-generator process: leave --workers at 1")
     if run_id:
         RunDir.check_free(result_dir, run_id)
-    gpus = check_sources(list(gpu_telemetry)) if gpu_telemetry else []  # before any server starts
+    gpus = _telemetry(gpu_telemetry, workers)  # checked before any server starts
     with _server(target, engine, pin, on_stage) as (target, cfg, logs):
         ccfg = _connect(target, spec, on_stage)
         check_needs(spec, cfg, ccfg.api, "the engine started for this run" if cfg else ccfg.base_url)

@@ -147,24 +147,24 @@ def cmd_sweep(args) -> int:
     from .. import api
     from ..analysis.frontier import parse_loads
     from ..analysis.grid import parse_params
+    from ..errors import UsageError
 
     con = console()
     if args.gpu_telemetry and not (args.live or args.server_cmd):
-        from ..errors import UsageError
-
         raise UsageError("--gpu-telemetry samples real GPUs: give --live or --server-cmd (a simulated sweep has none)")
     conc = parse_loads(args.concurrency_axis, "concurrency")
     rates = parse_loads(args.request_rate_axis, "request-rate")
     args.concurrency = int(conc[0]) if len(conc) == 1 else None
     args.request_rate = args.request_rate_axis if len(rates) == 1 else None
+    if (len(conc) > 1 and rates) or (len(rates) > 1 and conc):
+        raise UsageError("a load axis is --concurrency A,B,... or --request-rate A,B,...: give one of them")
     if len(conc) > 1 or len(rates) > 1:
         return _frontier(args, con, "concurrency" if len(conc) > 1 else "rate", conc if len(conc) > 1 else rates)
     spec, scales = workload(args), _scales(args.slo_scales)
-    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()] if args.gpu else []  # []: the engine's GPU
     with Stages(con, quiet=args.quiet) as stages:
         s = api.prepare_sweep(
             spec,
-            gpus,
+            _gpus(args),
             parse_params(args.param or []),
             engine=engine_config(args, resolve=False),
             result_dir=args.result_dir,
@@ -258,22 +258,26 @@ def _frontier(args, con, kind: str, values: list[float]) -> int:
         a = copy.copy(args)
         a.concurrency, a.request_rate = (int(v), None) if kind == "concurrency" else (None, f"{v:g}")
         loads.append((v, workload(a)))
-    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()] if args.gpu else []
     with Stages(con, quiet=args.quiet) as st:
         out = api.frontier(
-            kind, loads, gpus, parse_params(args.param or []), backend=_backend(args), plots=not args.no_plots,
+            kind, loads, _gpus(args), parse_params(args.param or []), backend=_backend(args), plots=not args.no_plots,
             result_dir=args.result_dir, sweep_id=args.sweep_id, engine=engine_config(args, resolve=False),
             tokenizer=args.tokenizer, cluster=cluster_spec(args), prices=prices(args), layouts=_layouts(args),
             labels=run_labels(args), target_attainment=args.target_attainment, gpu_telemetry=args.gpu_telemetry,
             on_load=lambda label, n: st(f"load {label}: {n} cells ..."),
         )  # fmt: skip
     print_wide(con, frontier_table(out.rows))
-    con.print(f"  {out.caption}")
+    con.print(f"  {out.caption}", markup=False)
     con.print(f"  report: {out.report}", style="dim")
     files = "frontier.csv, frontier.json" + (", pareto.png" if out.plot else "") + ", load-*/ (each load's sweep)"
     con.print(f"  {len(out.rows)} points in {out.wall_s:.1f} s · results: {out.dir} ({files})", style="dim")
     failed = [r for o in out.sweeps for r in o.rows if r.get("error")]
     return EXIT_GATE if failed else EXIT_OK
+
+
+def _gpus(args) -> list[str]:
+    """--gpu's tiers ([]: the engine's own GPU)."""
+    return [g.strip() for g in args.gpu.split(",") if g.strip()] if args.gpu else []
 
 
 def _backend(args, scales=()):

@@ -195,7 +195,8 @@ class EngineConfig:
         if self.dtype not in ("bf16", "fp8") or self.kv_cache_dtype not in ("auto", "bf16", "fp8"):
             raise UsageError("dtype must be bf16 or fp8; kv_cache_dtype auto, bf16 or fp8")
         if self.dtype == "fp8" and gpu.fp8_tflops is None:
-            raise UsageError(f"{gpu.name} has no FP8 tensor cores; use dtype bf16")
+            whose = "" if user_set(self.dtype) else f" ({model.name}'s checkpoint is FP8)"
+            raise UsageError(f"{gpu.name} has no FP8 tensor cores{whose}; use --dtype bf16")
         tp = self.tensor_parallel_size
         if tp < 1 or model.heads % tp:
             raise UsageError(f"tensor_parallel_size {tp} must divide the model's {model.heads} attention heads")

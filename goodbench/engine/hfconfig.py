@@ -22,8 +22,9 @@ class _Keys:
         self.d, self.path = d, path
 
     def int(self, key: str, default: int | None = None, lo: int = 1) -> int:
-        v = self.d.get(key, default)
-        if v is None and default is None:
+        v = self.d.get(key)
+        v = default if v is None else v  # a key given as null means its default, as transformers reads it
+        if v is None:
             raise InputError(f"{self.path}: {key}: required (a positive integer) for this architecture")
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise InputError(f"{self.path}: {key}: {v!r} is not an integer >= {lo}")
@@ -35,22 +36,27 @@ class _Keys:
         )
 
 
-def expert_format(q: dict | None, k: _Keys) -> str:
-    """The experts' weight format from quantization_config (none: BF16)."""
+def quantization(q, k: _Keys, moe: bool) -> tuple[str, str]:
+    """(the dense layers' dtype, the experts' weight format) from quantization_config (none: BF16). Dense layers
+    are priced in BF16 or FP8 only, so a 4-bit or 8-bit integer checkpoint's dense layers are refused, never
+    taken for BF16; gpt-oss's MXFP4 leaves attention and the router in BF16 (its modules_to_not_convert)."""
+    key = "quantization_config.quant_method"
     if not q:
-        return "bf16"
+        return "bf16", "bf16"
+    if not isinstance(q, dict):
+        k.refuse("quantization_config", f"{type(q).__name__} is not an object")
     method = str(q.get("quant_method", "")).lower()
-    if method == "mxfp4":
-        return "mxfp4"
-    if method == "fp8":
-        return "fp8-block" if q.get("weight_block_size") else "fp8"
-    if method in ("awq", "gptq") and q.get("bits", 4) == 4:
-        return "int4"
     algo = str(q.get("quant_algo", q.get("format", ""))).lower()
-    if method in ("modelopt", "compressed-tensors") and "nvfp4" in algo:
-        return "nvfp4"
-    k.refuse("quantization_config.quant_method", f"{method or 'missing'} is not a format it knows")
-    return ""
+    if method == "mxfp4" and moe:
+        return "bf16", "mxfp4"
+    if method == "fp8" or (method in ("modelopt", "compressed-tensors") and ("fp8" in algo or "float" in algo)):
+        return "fp8", "fp8-block" if q.get("weight_block_size") else "fp8"
+    if moe and method in ("modelopt", "compressed-tensors") and "nvfp4" in algo:
+        k.refuse(key, f"{method} NVFP4 quantizes the dense layers to 4 bits, which the engine does not price yet")
+    if method in ("awq", "gptq"):
+        k.refuse(key, f"{method} {q.get('bits', 4)}-bit dense layers are not priced yet (BF16 and FP8 are)")
+    k.refuse(key, f"{method or 'missing'} is not a format it knows")
+    return "", ""
 
 
 def _attention(d: dict, k: _Keys, heads: int) -> tuple[int, int, MLA | None]:
@@ -71,7 +77,9 @@ def _attention(d: dict, k: _Keys, heads: int) -> tuple[int, int, MLA | None]:
 def _sliding(d: dict, k: _Keys, arch: str, layers: int) -> tuple[int, int]:
     """(window, sliding layers): gpt-oss's layer_types; a sliding window over every layer is refused."""
     types = d.get("layer_types")
-    if arch == "GptOssForCausalLM" and isinstance(types, list):
+    if arch == "GptOssForCausalLM":
+        if not isinstance(types, list) or len(types) != layers:
+            k.refuse("layer_types", "gpt-oss names each layer's attention (sliding or full) there; missing")
         n = sum(1 for t in types if t == "sliding_attention")
         return (k.int("sliding_window") if n else 0), n
     if d.get("use_sliding_window") or (arch.startswith(("Mistral", "Mixtral")) and d.get("sliding_window")):
@@ -80,7 +88,7 @@ def _sliding(d: dict, k: _Keys, arch: str, layers: int) -> tuple[int, int]:
 
 
 def _moe(d: dict, k: _Keys, arch: str, layers: int) -> MoE:
-    fmt = expert_format(d.get("quantization_config"), k)
+    fmt = quantization(d.get("quantization_config"), k, True)[1]
     if arch in ("GptOssForCausalLM", "MixtralForCausalLM"):
         experts = k.int("num_local_experts")
         top = k.int("num_experts_per_tok", d.get("experts_per_token"))
@@ -138,5 +146,5 @@ def model_from_hf(d: dict, path: str) -> Model:
         mla=mla,
         sliding_window=window,
         sliding_layers=sliding,
-        dtype="fp8" if str((d.get("quantization_config") or {}).get("quant_method", "")).lower() == "fp8" else "bf16",
+        dtype=quantization(d.get("quantization_config"), k, moe is not None)[0],
     )

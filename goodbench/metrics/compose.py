@@ -60,11 +60,12 @@ def compose(
         s.update(_simulated(s, meta))
     s.update(frontier_block(c, s["slo"], meta.gpus, s["duration_s"]))
     if meta.gpu_telemetry:
-        s["energy"] = _energy(c, s["slo"], telemetry or [])
+        s["energy"] = _energy(c, s["slo"], telemetry or []) | {"judged": bool(s["slo"])}
     elif (meta.engine_stats or {}).get("energy"):
         ok = c.ok & ~np.isnan(c.first)
         good = delivered_output_tokens(c, s["slo"])
         s["energy"] = simulated_block(meta.engine_stats["energy"], s["duration_s"], int(c.out[ok].sum()), good)
+        s["energy"]["judged"] = bool(s["slo"])  # good tokens met an SLO (else: every completed request's)
     if meta.gpus:
         s.update(cost_summary(c, s["slo"], meta.gpus, meta.prices or {}, s))
     return s

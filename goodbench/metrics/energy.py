@@ -52,18 +52,29 @@ def _cumulative(t: list[float], e: list[float], p: list) -> np.ndarray:
     return np.asarray(out)
 
 
+def _stale(ts: np.ndarray, e: list[float], lo: float, hi: float) -> bool:
+    """The counter did not move over most of the sampling intervals that overlap the window: the exporter
+    refreshes it less often than goodbench samples (dcgm-exporter's default is every 30 s: run it with -c 1000),
+    so its rise would under-read the window; power is integrated instead."""
+    overlap = [i for i in range(1, len(ts)) if ts[i] > lo and ts[i - 1] < hi]
+    moved = sum(1 for i in overlap if e[i] != e[i - 1])
+    return bool(overlap) and moved * 2 < len(overlap)
+
+
 def window_energy(t: list[float], energy_j: list, power_w: list, start: float, end: float) -> dict | None:
     """Joules one GPU used over [start, end] and how much of the window its samples cover (None: none do)."""
     lo, hi = max(start, t[0]), min(end, t[-1])
     if hi <= lo or len(t) < 2:
         return None
     ts = np.asarray(t)
-    if all(e is not None for e in energy_j):
+    has_power = all(p is not None for p in power_w)
+    if all(e is not None for e in energy_j) and not (has_power and _stale(ts, energy_j, lo, hi)):
         c = _cumulative(t, energy_j, power_w)
         joules, how = float(np.interp(hi, ts, c) - np.interp(lo, ts, c)), "energy counter"
-    elif all(p is not None for p in power_w):
+    elif has_power:
         grid = np.concatenate(([lo], ts[(ts > lo) & (ts < hi)], [hi]))
-        joules, how = float(np.trapezoid(np.interp(grid, ts, power_w), grid)), "power integrated"
+        joules = float(np.trapezoid(np.interp(grid, ts, power_w), grid))
+        how = "power integrated" + (" (the energy counter was stale)" if all(x is not None for x in energy_j) else "")
     else:
         return None
     return {"joules": joules, "covered_share": (hi - lo) / (end - start), "source": how}

@@ -328,23 +328,10 @@ def energy_line(e: dict | None) -> Text | None:
     asked for and none covered the window, never a number then."""
     if e is None:
         return None
-    if e.get("joules") is None:
-        return Text(f"  energy: {e.get('note')}", style="yellow")
-    per_good = e.get("joules_per_good_token")
-    sure = f" ±{e['uncertainty_pct']:.0f}%" if e.get("uncertainty_pct") is not None else ""
-    text = (
-        f"  energy{sure}: {e['joules']:,.0f} J on {e['gpus']} GPU{'s' if e['gpus'] != 1 else ''} over {e['window_s']:.1f} s, "
-        f"{e['avg_power_w_per_gpu']:.0f} W per GPU · "
-        + (
-            f"{per_good:.3f} J per good token, {e['good_tokens_per_kwh']:,.0f} good tokens per kWh"
-            if per_good
-            else "no good tokens"
-        )  # fmt: skip
-        + f" ({e['source']})"
-    )
-    if e.get("note"):
-        text += f" · {e['note']}"
-    return Text(text)
+    from .tables import energy_words
+
+    text, basis = energy_words(e)
+    return Text(f"  {text}" + (f" ({basis})" if basis else ""), style=None if basis else "yellow")
 
 
 def uncertainty_line(u: dict | None) -> Text | None:

@@ -120,7 +120,7 @@ def frontier_report(root: str) -> str:
         "<th>good tok/s/GPU</th><th>attainment</th><th>TTFT p50</th><th>TPOT p50</th><th class=l>frontier</th></tr>"
     )
     for r in rows:
-        on = "good tokens" if r.get("on_good_frontier") else "all tokens" if r.get("on_frontier") else ""
+        on = " + ".join(w for w, k in (("all tokens", "on_frontier"), ("good tokens", "on_good_frontier")) if r.get(k))
         att = "-" if r.get("slo_attainment") is None else f"{r['slo_attainment']:.1%}"
         parts.append(
             f"<tr><td class=l>{_e(r['config'])}</td><td class=l>{_e(r['load'])}</td>"
@@ -225,22 +225,13 @@ def _verdict(v, summary: dict, spec) -> str:
 
 
 def _energy_line(e: dict | None) -> str:
-    """The energy block in one line (the console's words), or nothing for a run without telemetry."""
+    """The energy block in one line (the console's words), or nothing for a run without telemetry or a model."""
     if not e:
         return ""
-    if e.get("joules") is None:
-        return f"<p class=warn>energy: {_e(e.get('note'))}</p>"
-    per = e.get("joules_per_good_token")
-    return (
-        f"<p>energy: {e['joules']:,.0f} J on {e['gpus']} GPU(s) over {e['window_s']:.1f} s, "
-        f"{e['avg_power_w_per_gpu']:.0f} W per GPU · "
-        + (
-            f"{per:.3f} J per good token, {e['good_tokens_per_kwh']:,.0f} good tokens per kWh"
-            if per
-            else "no good tokens"
-        )
-        + f" <span class=dim>({_e(e['source'])}{'; ' + _e(e['note']) if e.get('note') else ''})</span></p>"
-    )
+    from .tables import energy_words
+
+    text, basis = energy_words(e)
+    return f"<p>{_e(text)} <span class=dim>{_e(basis)}</span></p>" if basis else f"<p class=warn>{_e(text)}</p>"
 
 
 def _run_line(v, summary: dict, meta: dict) -> str:

@@ -407,7 +407,8 @@ def explain_lines(cfg, r: dict) -> list[str]:
             if r["linear_vs_roofline"] is not None
             else ""
         )
-        + f"one token's linear layers {r['one_token_linear_s'] * 1000:.2f} ms; "
+        + f"one token's linear layers{' and experts' if r.get('experts_touched') else ''} "
+        f"{r['one_token_linear_s'] * 1000:.2f} ms; "
         f"front end {r['frontend_s'] * 1000:.1f} ms per request, not in the step"
         + (
             f", + {r['frontend_flight_s'] * 1000:.1f} ms per request in flight and "
@@ -452,7 +453,9 @@ def gate_lines(result) -> list[Text]:
 
 def frontier_table(rows: list[dict]) -> Table:
     """A sweep over loads: each (configuration, load) point, * on the frontier, ** on the good-token frontier."""
-    t = Table(title="frontier: throughput per GPU vs tokens per user (* frontier, ** frontier of good tokens)")
+    t = Table(
+        title="frontier: throughput per GPU vs tokens per user (* on the frontier, + on the good tokens' frontier)"
+    )
     for c in (
         "config",
         "load",
@@ -470,10 +473,25 @@ def frontier_table(rows: list[dict]) -> Table:
         return "-" if v is None else fmt.format(v)
 
     for r in rows:
-        mark = "**" if r.get("on_good_frontier") else "*" if r.get("on_frontier") else ""
+        mark = ("*" if r.get("on_frontier") else "") + ("+" if r.get("on_good_frontier") else "")
         t.add_row(
             r["config"], r["load"], num(r["tok_s_per_user"]), num(r["output_tok_s_per_gpu"], "{:.0f}"),
             num(r["good_output_tok_s_per_gpu"], "{:.0f}"), num(r["slo_attainment"], "{:.1%}"), num(r["ttft_p50_ms"]),
             num(r["tpot_p50_ms"], "{:.2f}"), mark,
         )  # fmt: skip
     return t
+
+
+def energy_words(e: dict) -> tuple[str, str]:
+    """The energy block in words (the console's line and the HTML report's): what was used, and its basis."""
+    if e.get("joules") is None:
+        return f"energy: {e.get('note')}", ""
+    sure = f" ±{e['uncertainty_pct']:.0f}%" if e.get("uncertainty_pct") is not None else ""
+    per, kwh = e.get("joules_per_good_token"), e.get("good_tokens_per_kwh")
+    what = "good token" if e.get("judged", True) else "token (no SLO: every completed request's)"
+    tokens = f"{per:.3f} J per {what}, {kwh:,.0f} per kWh" if per is not None and kwh is not None else "no good tokens"
+    text = (
+        f"energy{sure}: {e['joules']:,.0f} J on {e['gpus']} GPU{'s' if e['gpus'] != 1 else ''} over "
+        f"{e['window_s']:.1f} s, {e['avg_power_w_per_gpu']:.0f} W per GPU · {tokens}"
+    )
+    return text, e["source"] + (f"; {e['note']}" if e.get("note") else "")

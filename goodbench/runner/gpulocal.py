@@ -59,15 +59,24 @@ def amdsmi_sampler():
         for i, h in enumerate(handles):
             lab = f'{{gpu="{i}"}}'
             power = amdsmi.amdsmi_get_power_info(h)
-            out[POWER + lab] = float(power.get("current_socket_power") or power.get("average_socket_power") or 0)
+            watts = _number(power.get("current_socket_power")) or _number(power.get("average_socket_power"))
+            if watts is not None:
+                out[POWER + lab] = watts
             e = amdsmi.amdsmi_get_energy_count(h)
-            counter = e.get("energy_accumulator", e.get("power"))
-            res = e.get("counter_resolution", 1.0)  # microjoules per count
+            counter, res = _number(e.get("energy_accumulator", e.get("power"))), _number(e.get("counter_resolution"))
             if counter is not None:
-                out[ENERGY + lab] = float(counter) * float(res) / 1000  # uJ -> mJ
+                out[ENERGY + lab] = counter * (res or 1.0) / 1000  # counts x microjoules per count -> mJ
         return out
 
     return sample
+
+
+def _number(v) -> float | None:
+    """AMD SMI's value, or None for what it reports as unsupported ("N/A")."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def local_sampler(kind: str):

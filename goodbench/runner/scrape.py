@@ -45,8 +45,8 @@ async def _read(session, src) -> tuple[float, dict | None]:
     and parsed, or a local sampler called (NVML, AMD SMI)."""
     a = time.monotonic()
     if callable(src):
-        try:
-            sample = src()
+        try:  # off the event loop: a driver call must not stall dispatch
+            sample = await asyncio.to_thread(src)
         except Exception:  # a GPU gone or a driver call failing mid-run: this sample is missing, the run goes on
             sample = None
     else:

@@ -33,7 +33,14 @@ def check_sources(sources: list[str]) -> list[str]:
     out = []
     for src in sources:
         if src in LOCAL:
-            local_sampler(src)
+            try:
+                sample = local_sampler(src)()  # one sample now: a library that loads but cannot read fails here
+            except UsageError:
+                raise
+            except Exception as e:
+                raise UsageError(f"--gpu-telemetry {src}: reading the GPUs failed: {e}") from None
+            if not any(k.split("{", 1)[0] in (ENERGY, POWER) for k in sample):
+                raise UsageError(f"--gpu-telemetry {src}: no power or energy reading on any GPU")
             out.append(src)
             continue
         url = metrics_url(src)
