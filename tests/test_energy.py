@@ -104,8 +104,8 @@ def test_live_energy_matches_the_exporters_counter(tmp_path):
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
     e = s["energy"]
     assert e["gpus"] == 2 and e["source"] == "energy counter" and e["covered_share"] == pytest.approx(1.0)
-    assert e["joules"] == pytest.approx(600 * e["window_s"], rel=1e-3)
-    assert e["avg_power_w_per_gpu"] == pytest.approx(300, rel=1e-3)
+    assert e["joules"] == pytest.approx(600 * e["window_s"], rel=5e-3)  # a sample is timed mid-request
+    assert e["avg_power_w_per_gpu"] == pytest.approx(300, rel=5e-3)
     assert "energy:" in r.stdout and "J per token (no SLO: every completed request's)" in r.stdout
     meta = json.loads((tmp_path / "r" / "run.json").read_text())
     assert meta["gpu_telemetry"] == [f"http://127.0.0.1:{port}/metrics"]
@@ -128,7 +128,7 @@ def test_an_exporter_that_stops_answering_keeps_the_run_and_says_how_much_had_en
     e = s["energy"]  # scrapes 0 (the check) and 1 (before the clock), 2, 3 (reset), 4 (one GPU gone), then none
     assert 0 < e["covered_share"] < 1 and "of the window" in e["note"]
     for g in e["per_gpu"].values():  # each GPU's counter rise over what its samples covered, the reset continued
-        assert g["joules"] == pytest.approx(200 * e["window_s"] * g["covered_share"], rel=1e-3)
+        assert g["joules"] == pytest.approx(200 * e["window_s"] * g["covered_share"], rel=5e-3)  # sample timing
     assert (
         e["per_gpu"]['0:{gpu="1",UUID="GPU-fake-1",Hostname="fake"}']["covered_share"]
         < e["per_gpu"]['0:{gpu="0",UUID="GPU-fake-0",Hostname="fake"}']["covered_share"]
@@ -190,7 +190,7 @@ def test_a_live_sweep_cell_has_its_energy(tmp_path):
         p.wait()
     assert r.returncode == 0, r.stderr
     s = json.loads(next((tmp_path / "s" / "cells").glob("*/summary.json")).read_text())
-    assert s["energy"]["joules"] == pytest.approx(100 * s["energy"]["window_s"], rel=1e-3)
+    assert s["energy"]["joules"] == pytest.approx(100 * s["energy"]["window_s"], rel=5e-3)
 
 
 def test_a_counter_refreshed_less_often_than_sampled_falls_back_to_power():
