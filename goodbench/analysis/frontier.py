@@ -11,6 +11,7 @@ import math
 import os
 
 from ..metrics.frontier import non_dominated
+from ..store import json_safe
 
 FIELDS = (
     "config", "gpus", "load", "concurrency_or_rate", "output_tok_s_per_gpu", "tok_s_per_user",
@@ -99,18 +100,7 @@ def write_frontier(rows: list[dict], out_dir: str, meta: dict) -> None:
         w.writeheader()
         w.writerows(rows)
     with open(os.path.join(out_dir, "frontier.json"), "w", encoding="utf-8") as f:
-        json.dump(_strict({"meta": meta, "rows": rows}), f, indent=2, default=str, allow_nan=False)
-
-
-def _strict(obj):
-    """JSON's numbers only: an infinite rate (all at once) written as "inf", NaN as null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {k: _strict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_strict(v) for v in obj]
-    return obj
+        json.dump(json_safe({"meta": meta, "rows": rows}), f, indent=2, default=str, allow_nan=False)
 
 
 FRONTIER_METRICS = ("tok_s_per_user", "output_tok_s_per_gpu", "good_output_tok_s_per_gpu", "slo_attainment")
