@@ -115,6 +115,8 @@ LIMITS = {
     "adaptive_chunk_floor": TOKENS,
     "step_overhead_ms": Limit(0, MAX_STEP_MS),
     "expert_skew": Limit(0, 4),
+    "electricity_price": Limit(0, 100),  # $ per kWh
+    "facility_factor": Limit(1, 5),  # PUE: the facility's energy over the IT load's
     "fixed_step_ms": Limit(MIN_STEP_MS, MAX_STEP_MS),
     # a calibration profile's [terms] (seconds per step, token, request...; none may make one step
     # alone longer than MAX_STEP_MS) and [profile] error percentages

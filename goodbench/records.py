@@ -166,6 +166,7 @@ class RunMeta:
     engine_stats: dict | None = None  # simulated: the engine's counters, wall time and notes
     client_lag: dict | None = None  # live: the load generator's self-check (client/lag.client_lag)
     gpu_telemetry: list | None = None  # live: the GPU telemetry sources sampled (URLs without credentials)
+    electricity: dict | None = None  # {usd_per_kwh, facility_factor}: the energy block's cost (simulate)
     # where the run sits in a history (docs/history.md):
     labels: dict = field(default_factory=dict)  # --label k=v (and $GOODBENCH_LABELS), str -> str
     server: dict | None = None  # what the target said about itself: name, version, owned_by, header

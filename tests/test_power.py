@@ -51,3 +51,14 @@ def test_the_fit_reproduces_the_shipped_coefficients_and_its_held_out_error():
     assert "median |error| 5.1% (6 runs)" in r.stdout
     h100 = next(x for x in r.stdout.splitlines() if x.startswith("H100"))
     assert f"in sample median |error| {FIT_ERROR:.1%}" in h100
+
+
+def test_the_electricity_price_costs_the_energy_per_million_good_tokens(tmp_path):
+    r = run_cli("simulate", "--num-prompts", "40", "--request-rate", "8", "--goodput", "ttft:500", "tpot:50",
+                "--electricity-price", "0.1", "--facility-factor", "1.3", "--result-dir", str(tmp_path), "--run-id",
+                "e", "--no-history", cwd=str(tmp_path))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    e = json.loads((tmp_path / "e" / "summary.json").read_text())["energy"]
+    want = 0.1 * 1.3 * e["joules_per_good_token"] * 1e6 / 3.6e6
+    assert e["energy_usd_per_million_good_tokens"] == pytest.approx(want)
+    assert "of electricity per million good tokens" in " ".join(r.stdout.split())  # the console wraps lines

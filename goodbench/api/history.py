@@ -199,7 +199,8 @@ def history_frontier(out_dir: str, filters: Filters | None = None, db: str | Non
     import time
 
     from ..analysis.frontier import FRONTIER_METRICS, history_rows, tpot_floor, write_frontier
-    from ..report.frontierfig import frontier_caption, pareto_plot
+    from ..report.frontier import frontier_caption
+    from ..report.frontierfig import pareto_plot
     from ..report.html import frontier_report
     from .sweeps import FrontierOutcome
 

@@ -34,11 +34,13 @@ def simulate(
     on_stage=None,
     target_attainment: float = TARGET_ATTAINMENT,
     gate=None,
+    electricity: dict | None = None,
 ) -> Run:
     """The workload through the reference engine in virtual time: a run directory like `run`'s, with
     a `simulation` block (wall time, steps, preemptions, speed-up) and a `cost` block in its summary.
     cluster: an engine.layout.ClusterSpec (replicas behind a router, or prefill/decode instances);
-    prices: $ per GPU-hour overrides by tier (engine.prices); labels: run.json's (docs/history.md)."""
+    prices: $ per GPU-hour overrides by tier (engine.prices); labels: run.json's (docs/history.md);
+    electricity: {usd_per_kwh, facility_factor}: the energy block's cost per million good tokens."""
     from .. import tokenizer as tokmod
     from ..analysis.knobs import simulation_notes
     from ..engine.prices import price_table
@@ -63,14 +65,12 @@ def simulate(
         gpus=layout.gpus(cfg) if layout else {cfg.gpu: cfg.tensor_parallel_size},
         prices=price_table(prices),
         labels=dict(labels or {}),
+        electricity=electricity,
         **judged,
     )
     rd = RunDir.open(result_dir, meta, prefix="sim")
-    stage(
-        on_stage,
-        f"simulating {len(plan.requests)} requests on {cfg.model} / "
-        f"{layout.label() + ' ' if layout else ''}{cfg.gpu} ...",
-    )
+    where = f"{layout.label() + ' ' if layout else ''}{cfg.gpu}"
+    stage(on_stage, f"simulating {len(plan.requests)} requests on {cfg.model} / {where} ...")
     t = time.perf_counter()
     trace = os.path.join(rd.dir, "step_trace.jsonl") if step_trace else None
     out = simulate_plan(cfg, plan, layout, trace_path=trace)

@@ -277,7 +277,7 @@ def frontier(
     import os
 
     from ..analysis.frontier import frontier_rows, load_label, mark, tpot_floor, write_frontier
-    from ..report.frontierfig import frontier_caption
+    from ..report.frontier import frontier_caption
 
     t = time.perf_counter()
     root = os.path.join(result_dir, sweep_id or new_run_id("sweep"))

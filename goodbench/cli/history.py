@@ -185,7 +185,7 @@ def cmd_trend(args) -> int:
 
 def cmd_frontier(args) -> int:
     from ..api import history
-    from ..report.tables import frontier_table
+    from ..report.frontier import frontier_table
     from ..report.width import print_wide
 
     f, db = _filters(args)

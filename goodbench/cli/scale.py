@@ -31,6 +31,18 @@ def add_price_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--price-file", metavar="FILE", help="$ per GPU-hour from a TOML (gpu = usd) or CSV (gpu,usd_per_hour) file"
     )
+    g.add_argument(
+        "--electricity-price",
+        type=float,
+        metavar="USD_PER_KWH",
+        help="$ per kWh: the energy block prices the GPUs' energy per million good tokens (default: not priced)",
+    )
+    g.add_argument(
+        "--facility-factor",
+        type=float,
+        default=1.0,
+        help="the facility's energy over the GPUs' (PUE: cooling, power delivery, the rest), e.g. 1.3 (default 1.0)",
+    )
 
 
 def cluster_spec(args):
@@ -41,6 +53,13 @@ def cluster_spec(args):
     spec = ClusterSpec(prefill=p, decode=d, **knob_values(args, ClusterSpec))
     spec.check()
     return spec
+
+
+def electricity(args) -> dict | None:
+    """--electricity-price and --facility-factor as the energy block's cost inputs (None: not priced)."""
+    if getattr(args, "electricity_price", None) is None:
+        return None
+    return {"usd_per_kwh": args.electricity_price, "facility_factor": args.facility_factor}
 
 
 def prices(args) -> dict[str, float]:

@@ -15,7 +15,7 @@ from .common import (
     run_labels,
     workload,
 )
-from .scale import add_cluster_args, add_price_args, cluster_spec, prices
+from .scale import add_cluster_args, add_price_args, cluster_spec, electricity, prices
 
 
 def add_parser(sub) -> None:
@@ -56,6 +56,7 @@ def cmd_simulate(args) -> int:
             step_trace=args.step_trace,
             cluster=cluster_spec(args),
             prices=prices(args),
+            electricity=electricity(args),
             labels=run_labels(args),
             on_stage=stages,
             gate=gspec,

@@ -247,7 +247,7 @@ def _frontier(args, con, kind: str, values: list[float]) -> int:
     from .. import api
     from ..analysis.grid import parse_params
     from ..errors import UsageError
-    from ..report.tables import frontier_table
+    from ..report.frontier import frontier_table
     from ..report.width import print_wide
 
     if args.find_max_rate or args.min_gpus or args.slo_scales:

@@ -18,7 +18,7 @@ from ..engine.uncertainty import engine_uncertainty
 from ..records import RunMeta
 from .cost import cost_summary, delivered_output_tokens
 from .derived import RequestMetrics, measured_arrays
-from .energy import energy_block, simulated_block
+from .energy import energy_block, energy_cost, simulated_block
 from .frontier import frontier_block
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
@@ -66,6 +66,8 @@ def compose(
         good = delivered_output_tokens(c, s["slo"])
         s["energy"] = simulated_block(meta.engine_stats["energy"], s["duration_s"], int(c.out[ok].sum()), good)
         s["energy"]["judged"] = bool(s["slo"])  # good tokens met an SLO (else: every completed request's)
+    if s.get("energy") and meta.electricity:
+        s["energy"] |= energy_cost(s["energy"], meta.electricity)
     if meta.gpus:
         s.update(cost_summary(c, s["slo"], meta.gpus, meta.prices or {}, s))
     return s

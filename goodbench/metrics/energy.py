@@ -128,3 +128,13 @@ def simulated_block(st: dict, duration_s: float, output_tokens: int, good_tokens
         "uncertainty_pct": round(FIT_ERROR * 100, 1),
         "note": f"power coefficients borrowed from {st['borrowed']}" if st.get("borrowed") else None,
     }
+
+
+def energy_cost(e: dict, el: dict) -> dict:
+    """What the energy costs at usd_per_kwh, the GPUs' joules times the facility factor (PUE)."""
+    if e.get("joules") is None:
+        return {}
+    kwh = e["joules"] * el["facility_factor"] / KWH
+    per = e.get("joules_per_good_token")
+    per_m = el["usd_per_kwh"] * per * 1e6 * el["facility_factor"] / KWH if per is not None else None
+    return {"electricity": dict(el), "energy_usd": kwh * el["usd_per_kwh"], "energy_usd_per_million_good_tokens": per_m}

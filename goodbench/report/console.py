@@ -328,7 +328,7 @@ def energy_line(e: dict | None) -> Text | None:
     asked for and none covered the window, never a number then."""
     if e is None:
         return None
-    from .tables import energy_words
+    from .energy import energy_words
 
     text, basis = energy_words(e)
     return Text(f"  {text}" + (f" ({basis})" if basis else ""), style=None if basis else "yellow")

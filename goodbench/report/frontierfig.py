@@ -42,32 +42,3 @@ def pareto_plot(rows: list[dict], floor: float | None, caption: str, out_dir: st
     fig.text(0.01, 0.01, "\n".join(textwrap.wrap(caption, 118)), fontsize=7, va="bottom")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return _save(fig, plt, os.path.join(out_dir, "pareto.png"))
-
-
-def frontier_caption(rows: list[dict], floor: float | None) -> str:
-    """Which configuration wins where on the good-token frontier (along tokens per user), and the best one
-    at the SLO's interactivity floor."""
-    front = sorted((r for r in rows if r.get("on_good_frontier")), key=lambda r: r["tok_s_per_user"])
-    if not front:
-        return "no configuration delivered good tokens: no frontier of good tokens"
-    spans, start = [], None
-    for i, r in enumerate(front):
-        nxt = front[i + 1]["config"] if i + 1 < len(front) else None
-        start = start if start is not None else r["tok_s_per_user"]
-        if nxt != r["config"]:
-            end = r["tok_s_per_user"]
-            where = f"at {end:.0f}" if round(start) == round(end) else f"from {start:.0f} to {end:.0f}"
-            spans.append(f"{short(r['config'])} {where} tok/s per user")
-            start = None
-    text = "most good tokens per GPU: " + "; ".join(spans)
-    if floor:
-        ok = [r for r in rows if r["tok_s_per_user"] is not None and r["tok_s_per_user"] >= floor]
-        if ok:
-            best = max(ok, key=lambda r: r["good_output_tok_s_per_gpu"] or 0)
-            text += (
-                f". At the SLO's floor (>= {floor:.0f} tok/s per user): {short(best['config'])} at {best['load']}, "
-                f"{best['good_output_tok_s_per_gpu'] or 0:.0f} good tok/s per GPU"
-            )
-        else:
-            text += f". No point reaches the SLO's floor of {floor:.0f} tok/s per user"
-    return text

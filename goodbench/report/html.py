@@ -228,7 +228,7 @@ def _energy_line(e: dict | None) -> str:
     """The energy block in one line (the console's words), or nothing for a run without telemetry or a model."""
     if not e:
         return ""
-    from .tables import energy_words
+    from .energy import energy_words
 
     text, basis = energy_words(e)
     return f"<p>{_e(text)} <span class=dim>{_e(basis)}</span></p>" if basis else f"<p class=warn>{_e(text)}</p>"
