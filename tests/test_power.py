@@ -62,3 +62,17 @@ def test_the_electricity_price_costs_the_energy_per_million_good_tokens(tmp_path
     want = 0.1 * 1.3 * e["joules_per_good_token"] * 1e6 / 3.6e6
     assert e["energy_usd_per_million_good_tokens"] == pytest.approx(want)
     assert "of electricity per million good tokens" in " ".join(r.stdout.split())  # the console wraps lines
+
+
+def test_a_sweep_prices_every_cells_energy(tmp_path):
+    import csv
+
+    r = run_cli("sweep", "--goodput", "ttft:500", "tpot:50", "--num-prompts", "30", "--request-rate", "4", "--gpu",
+                "h100-sxm,b200", "--electricity-price", "0.12", "--result-dir", str(tmp_path), "--sweep-id", "s",
+                "--no-plots", "--no-history", "--jobs", "1", cwd=str(tmp_path))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "s" / "sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        want = 0.12 * float(row["joules_per_good_token"]) * 1e6 / 3.6e6
+        assert float(row["energy_usd_per_million_good_tokens"]) == pytest.approx(want)

@@ -51,6 +51,7 @@ class SweepSetup:
     target: float = TARGET_ATTAINMENT  # the attainment a cell must reach to meet the SLO (its verdict)
     labels: dict = field(default_factory=dict)  # every cell's run.json labels (docs/history.md)
     gpu_telemetry: tuple = ()  # live cells: GPU telemetry sources, checked (runner/telemetry.py)
+    electricity: dict | None = None  # {usd_per_kwh, facility_factor}: every cell's energy cost
 
     @property
     def slo(self) -> dict:
@@ -145,6 +146,7 @@ def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str, **
         expected_prefix_reuse=s.plan.expected_reuse(),
         labels=dict(s.labels),
         target_attainment=s.target,
+        electricity=s.electricity,
         **kw,
     )
 
@@ -181,6 +183,7 @@ def summary_row(s: dict) -> dict:
         "good_output_tok_s_per_gpu": s.get("good_output_tok_s_per_gpu"),
         "joules_per_good_token": (s.get("energy") or {}).get("joules_per_good_token"),  # engine/power.py, telemetry
         "good_tokens_per_kwh": (s.get("energy") or {}).get("good_tokens_per_kwh"),
+        "energy_usd_per_million_good_tokens": (s.get("energy") or {}).get("energy_usd_per_million_good_tokens"),
     }
     if s.get("slo_attainment") is not None:
         row["attainment_lo"], row["attainment_hi"] = wilson(k, n)

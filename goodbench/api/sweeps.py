@@ -67,6 +67,7 @@ def prepare_sweep(
     on_stage=None,
     target_attainment: float = TARGET_ATTAINMENT,
     gpu_telemetry: list[str] | None = None,
+    electricity: dict | None = None,
 ):
     """Validate the grid (every cell's config and layout) and build the shared plan: an
     analysis.sweep.SweepSetup. gpus: the tiers ([]: the engine's own; a tier named that a calibration
@@ -74,7 +75,7 @@ def prepare_sweep(
     per-cell instance layouts ("4x", "1P:3D", ...: analysis.grid.layouts_for(N) compares N GPUs
     colocated and split); labels: {key: value} on every cell's run (docs/history.md); target_attainment:
     what a cell must reach to meet the SLO; gpu_telemetry: live cells sample GPU power (run's --gpu-telemetry),
-    checked here."""
+    checked here; electricity: {usd_per_kwh, facility_factor}, every cell's energy cost."""
     from .. import tokenizer as tokmod
     from ..analysis.grid import check_cells, grid
     from ..analysis.sweep import require_slo, setup
@@ -107,7 +108,7 @@ def prepare_sweep(
     from ..runner.telemetry import check_sources
 
     gpus = tuple(check_sources(list(gpu_telemetry))) if gpu_telemetry else ()
-    return replace(prepared, labels=dict(labels or {}), gpu_telemetry=gpus)
+    return replace(prepared, labels=dict(labels or {}), gpu_telemetry=gpus, electricity=electricity)
 
 
 def sweep(s, backend=None, *, plots: bool = True, on_done=None) -> SweepOutcome:

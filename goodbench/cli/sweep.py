@@ -18,7 +18,7 @@ from .common import (
     run_labels,
     workload,
 )
-from .scale import add_cluster_args, add_price_args, cluster_spec, prices
+from .scale import add_cluster_args, add_price_args, cluster_spec, electricity, prices
 
 
 def add_parser(sub) -> None:
@@ -177,6 +177,7 @@ def cmd_sweep(args) -> int:
             on_stage=stages,
             target_attainment=args.target_attainment,
             gpu_telemetry=args.gpu_telemetry,
+            electricity=electricity(args),
         )
     if args.find_max_rate:
         return _max_rate(args, con, s)
@@ -264,6 +265,7 @@ def _frontier(args, con, kind: str, values: list[float]) -> int:
             result_dir=args.result_dir, sweep_id=args.sweep_id, engine=engine_config(args, resolve=False),
             tokenizer=args.tokenizer, cluster=cluster_spec(args), prices=prices(args), layouts=_layouts(args),
             labels=run_labels(args), target_attainment=args.target_attainment, gpu_telemetry=args.gpu_telemetry,
+            electricity=electricity(args),
             on_load=lambda label, n: st(f"load {label}: {n} cells ..."),
         )  # fmt: skip
     print_wide(con, frontier_table(out.rows))
