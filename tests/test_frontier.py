@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from goodbench.analysis.frontier import mark, parse_loads
+from goodbench.analysis.frontier import parse_loads
 from goodbench.errors import UsageError
 from goodbench.metrics.derived import RequestMetrics
-from goodbench.metrics.frontier import frontier_block, non_dominated
+from goodbench.metrics.frontier import frontier_block, mark, non_dominated
 from goodbench.records import RequestRecord
 
 
@@ -128,3 +128,15 @@ def test_load_lists_that_cannot_be_one_axis_are_refused(tmp_path):
     write_frontier(mark(rows), str(tmp_path), {"loads": [1.0, float("inf")]})
     meta = json.loads((tmp_path / "frontier.json").read_text())  # strict JSON: no Infinity
     assert meta["meta"]["loads"] == [1.0, "inf"] and meta["rows"][0]["concurrency_or_rate"] == "inf"
+
+
+def test_a_report_of_several_runs_draws_their_frontier(tmp_path):
+    for c in (1, 16):
+        r = _gb(["simulate", "--dataset-name", "random", "--random-input-len", "200", "--random-output-len", "100",
+                 "--concurrency", str(c), "--num-prompts", str(4 * c), "--goodput", "tpot:30", "--result-dir",
+                 str(tmp_path), "--run-id", f"c{c}", "--no-history"], tmp_path)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    r = _gb(["report", str(tmp_path / "c1"), str(tmp_path / "c16"), "--out", str(tmp_path / "rep")], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "rep" / "pareto.png").exists()
+    assert "Frontier: throughput per GPU against interactivity" in (tmp_path / "rep" / "report.html").read_text()

@@ -133,7 +133,7 @@ def test_combined_report_overlays_runs(runs, tmp_path):
     assert r.returncode == 0, r.stderr
     html = (out / "report.html").read_text()
     assert "Side by side" in html and html.count("<h2>a (") == 1 and html.count("<h2>b (") == 1
-    assert sorted(p for p in os.listdir(out) if p.endswith(".png")) == sorted(FIGS)
+    assert sorted(p for p in os.listdir(out) if p.endswith(".png")) == sorted([*FIGS, "pareto.png"])  # their frontier
 
 
 def test_everything_from_data_or_server_is_escaped(hostile):

@@ -10,7 +10,7 @@ import json
 import math
 import os
 
-from ..metrics.frontier import non_dominated
+from ..metrics.frontier import mark
 from ..store import json_safe
 
 FIELDS = (
@@ -75,17 +75,6 @@ def frontier_rows(kind: str, value: float, rows: list[dict]) -> list[dict]:
             }
         )
     return out
-
-
-def mark(rows: list[dict]) -> list[dict]:
-    """on_frontier / on_good_frontier: no other row has more tokens per user and more tokens per GPU."""
-    nan = float("nan")
-    x = [r["tok_s_per_user"] if r["tok_s_per_user"] is not None else nan for r in rows]
-    for key, flag in (("output_tok_s_per_gpu", "on_frontier"), ("good_output_tok_s_per_gpu", "on_good_frontier")):
-        y = [r[key] if r[key] is not None else nan for r in rows]
-        for r, on in zip(rows, non_dominated(x, y)):
-            r[flag] = on
-    return rows
 
 
 def tpot_floor(slo: dict | None) -> float | None:

@@ -39,3 +39,14 @@ def non_dominated(xs, ys) -> list[bool]:
         better = (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))
         out.append(not bool(better.any()))
     return out
+
+
+def mark(rows: list[dict]) -> list[dict]:
+    """on_frontier / on_good_frontier: no other row has more tokens per user and more tokens per GPU."""
+    nan = float("nan")
+    x = [r["tok_s_per_user"] if r["tok_s_per_user"] is not None else nan for r in rows]
+    for key, flag in (("output_tok_s_per_gpu", "on_frontier"), ("good_output_tok_s_per_gpu", "on_good_frontier")):
+        y = [r[key] if r[key] is not None else nan for r in rows]
+        for r, on in zip(rows, non_dominated(x, y)):
+            r[flag] = on
+    return rows

@@ -42,3 +42,32 @@ def pareto_plot(rows: list[dict], floor: float | None, caption: str, out_dir: st
     fig.text(0.01, 0.01, "\n".join(textwrap.wrap(caption, 118)), fontsize=7, va="bottom")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return _save(fig, plt, os.path.join(out_dir, "pareto.png"))
+
+
+def runs_frontier(views, out_dir: str) -> str | None:
+    """`goodbench report` of several runs: each run a point, a configuration's runs (the same engine, or the same
+    server and model) a curve over their loads; pareto.png (None with fewer than two runs that know their GPUs)."""
+    from ..metrics.frontier import mark
+    from .frontier import frontier_caption
+
+    rows = []
+    for v in views:
+        s, eng, tgt = v.summary, v.meta.get("engine") or {}, v.meta.get("target") or {}
+        if s.get("tok_s_per_user") is None or s.get("output_tok_s_per_gpu") is None:
+            continue
+        config = (
+            f"{eng.get('gpu')} tp{eng.get('tensor_parallel_size')} budget={eng.get('max_num_batched_tokens')}"
+            if eng
+            else f"{tgt.get('base_url', '')} {tgt.get('model', '')}"
+        )
+        rows.append({"config": config, "load": s.get("label") or v.label, "concurrency_or_rate": s.get("achieved_rate") or 0,
+                     "tok_s_per_user": s["tok_s_per_user"], "output_tok_s_per_gpu": s["output_tok_s_per_gpu"],
+                     "good_output_tok_s_per_gpu": s.get("good_output_tok_s_per_gpu")})  # fmt: skip
+    if len(rows) < 2:
+        return None
+    mark(rows)
+    slo = next((v.summary.get("slo") for v in views if v.summary.get("slo")), None)
+    floor = 1000.0 / slo["tpot"] if slo and slo.get("tpot") else None
+    return pareto_plot(
+        rows, floor, frontier_caption(rows, floor), out_dir, "these runs: throughput per GPU vs interactivity"
+    )

@@ -6,6 +6,7 @@ import hashlib
 import os
 
 from ..errors import RunDirError, UsageError
+from .frontierfig import runs_frontier
 from .html import run_report, sweep_report
 from .runfigures import run_figures
 from .view import load_view
@@ -52,6 +53,8 @@ def write_reports(
         if figures:
             stage("drawing figures ...")
             pngs = run_figures(views, out)
+            front = runs_frontier(views, out) if len(views) > 1 else None  # several runs: their frontier
+            pngs += [front] if front else []
         stage("writing report.html ...")
         written.append((run_report(views, out, pngs, target), len(pngs)))
     except OSError as e:  # a full or read-only disk
