@@ -198,11 +198,8 @@ def history_frontier(out_dir: str, filters: Filters | None = None, db: str | Non
     import os
     import time
 
-    from ..analysis.frontier import FRONTIER_METRICS, history_rows, tpot_floor, write_frontier
-    from ..report.frontier import frontier_caption
-    from ..report.frontierfig import pareto_plot
-    from ..report.html import frontier_report
-    from .sweeps import FrontierOutcome
+    from ..analysis.frontier import FRONTIER_METRICS, history_rows
+    from .sweeps import FrontierOutcome, frontier_files
 
     t = time.perf_counter()
     with _open(catalogue_path(db), readonly=True) as cat:
@@ -214,15 +211,11 @@ def history_frontier(out_dir: str, filters: Filters | None = None, db: str | Non
     slos = {r.get("slo") for r in runs if r.get("slo") not in (None, "", "none")}
     slo = _one_slo(slos)
     os.makedirs(out_dir, exist_ok=True)
-    text = frontier_caption(rows, tpot_floor(slo))
-    if len(slos) > 1:
-        text += f". These runs were judged by {len(slos)} different SLOs: their good tokens are not comparable"
-    write_frontier(rows, out_dir, {"kind": "history", "loads": [], "slo": slo, "caption": text, "runs": len(rows)})
-    try:
-        plot = pareto_plot(rows, tpot_floor(slo), text, out_dir, "catalogued runs: throughput per GPU vs interactivity")
-    except ImportError:
-        plot = None
-    return FrontierOutcome(out_dir, rows, text, plot, [], time.perf_counter() - t, frontier_report(out_dir))
+    note = f". These runs were judged by {len(slos)} different SLOs: their good tokens are not comparable"
+    meta = {"kind": "history", "loads": [], "slo": slo, "runs": len(rows)}
+    title = "catalogued runs: throughput per GPU vs interactivity"
+    text, plot, report = frontier_files(rows, out_dir, meta, title, note=note if len(slos) > 1 else "")
+    return FrontierOutcome(out_dir, rows, text, plot, [], time.perf_counter() - t, report)
 
 
 def _one_slo(slos: set) -> dict | None:

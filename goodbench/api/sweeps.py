@@ -277,8 +277,7 @@ def frontier(
     top (analysis/frontier.py). prepare: prepare_sweep's other arguments (engine, tokenizer, prices, ...)."""
     import os
 
-    from ..analysis.frontier import frontier_rows, load_label, mark, tpot_floor, write_frontier
-    from ..report.frontier import frontier_caption
+    from ..analysis.frontier import frontier_rows, load_label, mark
 
     t = time.perf_counter()
     root = os.path.join(result_dir, sweep_id or new_run_id("sweep"))
@@ -297,18 +296,29 @@ def frontier(
         outs.append(out)
         rows += frontier_rows(kind, value, out.rows)
     mark(rows)
-    slo = setups[0][1].slo
-    text = frontier_caption(rows, tpot_floor(slo))
-    write_frontier(rows, root, {"kind": kind, "loads": [v for v, _ in loads], "slo": slo, "caption": text})
+    slo, name = setups[0][1].slo, setups[0][1].spec.name
+    meta = {"kind": kind, "loads": [v for v, _ in loads], "slo": slo}
+    text, plot, report = frontier_files(rows, root, meta, f"{name}: throughput per GPU vs interactivity", plots)
+    return FrontierOutcome(root, rows, text, plot, outs, time.perf_counter() - t, report)
+
+
+def frontier_files(rows: list[dict], out_dir: str, meta: dict, title: str, plots: bool = True, note: str = ""):
+    """A frontier's files in out_dir (frontier.csv and .json, pareto.png, report.html) from its marked rows:
+    (caption, the figure's path or None, the report's path). meta["slo"]'s TPOT draws the floor; note: said after
+    the caption."""
+    from ..analysis.frontier import tpot_floor, write_frontier
+    from ..report.frontier import frontier_caption
+    from ..report.html import frontier_report
+
+    floor = tpot_floor(meta.get("slo"))
+    text = frontier_caption(rows, floor) + note
+    write_frontier(rows, out_dir, meta | {"caption": text})
     plot = None
     if plots:
         try:
             from ..report.frontierfig import pareto_plot
 
-            name = setups[0][1].spec.name
-            plot = pareto_plot(rows, tpot_floor(slo), text, root, f"{name}: throughput per GPU vs interactivity")
+            plot = pareto_plot(rows, floor, text, out_dir, title)
         except ImportError:
             plot = None
-    from ..report.html import frontier_report
-
-    return FrontierOutcome(root, rows, text, plot, outs, time.perf_counter() - t, frontier_report(root))
+    return text, plot, frontier_report(out_dir)

@@ -87,8 +87,7 @@ def _sliding(d: dict, k: _Keys, arch: str, layers: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _moe(d: dict, k: _Keys, arch: str, layers: int) -> MoE:
-    fmt = quantization(d.get("quantization_config"), k, True)[1]
+def _moe(d: dict, k: _Keys, arch: str, fmt: str) -> MoE:
     if arch in ("GptOssForCausalLM", "MixtralForCausalLM"):
         experts = k.int("num_local_experts")
         top = k.int("num_experts_per_tok", d.get("experts_per_token"))
@@ -125,7 +124,8 @@ def model_from_hf(d: dict, path: str) -> Model:
         raise InputError(f"{path}: architectures: {arch!r} is not a family goodbench reads ({KNOWN}); use a .toml")
     layers, heads = k.int("num_hidden_layers"), k.int("num_attention_heads")
     kv_heads, head_dim, mla = _attention(d, k, heads)
-    moe = _moe(d, k, arch, layers) if arch in MOE else None
+    dtype, fmt = quantization(d.get("quantization_config"), k, arch in MOE)
+    moe = _moe(d, k, arch, fmt) if arch in MOE else None
     window, sliding = _sliding(d, k, arch, layers)
     needs_ffn = moe is None or moe.dense_layers > 0
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -146,5 +146,5 @@ def model_from_hf(d: dict, path: str) -> Model:
         mla=mla,
         sliding_window=window,
         sliding_layers=sliding,
-        dtype=quantization(d.get("quantization_config"), k, moe is not None)[0],
+        dtype=dtype,
     )

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..engine.uncertainty import engine_uncertainty
 from ..records import RunMeta
-from .cost import cost_summary, delivered_output_tokens
+from .cost import completed_output_tokens, cost_summary, delivered_output_tokens
 from .derived import RequestMetrics, measured_arrays
 from .energy import energy_block, energy_cost, simulated_block
 from .frontier import frontier_block
@@ -62,9 +62,8 @@ def compose(
     if meta.gpu_telemetry:
         s["energy"] = _energy(c, s["slo"], telemetry or []) | {"judged": bool(s["slo"])}
     elif (meta.engine_stats or {}).get("energy"):
-        ok = c.ok & ~np.isnan(c.first)
         good = delivered_output_tokens(c, s["slo"])
-        s["energy"] = simulated_block(meta.engine_stats["energy"], s["duration_s"], int(c.out[ok].sum()), good)
+        s["energy"] = simulated_block(meta.engine_stats["energy"], s["duration_s"], completed_output_tokens(c), good)
         s["energy"]["judged"] = bool(s["slo"])  # good tokens met an SLO (else: every completed request's)
     if s.get("energy") and meta.electricity:
         s["energy"] |= energy_cost(s["energy"], meta.electricity)
@@ -78,8 +77,7 @@ def _energy(c: RequestMetrics, slo: dict | None, telemetry: list[dict]) -> dict:
     sent, last = c.sent[~np.isnan(c.sent)], c.last[~np.isnan(c.last)]
     if not sent.size or not last.size:
         return energy_block([], 0.0, 0.0, 0, 0)
-    ok = c.ok & ~np.isnan(c.first)
-    out = int(c.out[ok].sum())
+    out = completed_output_tokens(c)
     return energy_block(telemetry, float(np.nanmin(sent)), float(last.max()), out, delivered_output_tokens(c, slo))
 
 

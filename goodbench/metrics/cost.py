@@ -9,11 +9,15 @@ from ..engine.prices import cost_block
 from .derived import RequestMetrics
 
 
+def completed_output_tokens(cols: RequestMetrics) -> int:
+    """Output tokens of the requests that completed with a first token (the energy and frontier blocks' all)."""
+    return int(cols.out[cols.ok & ~np.isnan(cols.first)].sum())
+
+
 def delivered_output_tokens(cols: RequestMetrics, slo: dict | None) -> int:
+    """Output tokens of the requests that met the SLO (without one: every completed request's)."""
     met = cols.meets(slo)
-    if met is None:
-        met = cols.ok & ~np.isnan(cols.first)
-    return int(cols.out[met].sum())
+    return completed_output_tokens(cols) if met is None else int(cols.out[met].sum())
 
 
 def cost_summary(

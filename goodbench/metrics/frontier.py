@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cost import delivered_output_tokens
+from .cost import completed_output_tokens, delivered_output_tokens
 from .derived import RequestMetrics
 
 
@@ -17,12 +17,11 @@ def frontier_block(cols: RequestMetrics, slo: dict | None, gpus: dict[str, int] 
     tpot = cols.tpot[cols.ok & ~np.isnan(cols.tpot) & (cols.tpot > 0)]
     per_user = float(np.median(1.0 / tpot)) if tpot.size else None
     n = sum((gpus or {}).values())
-    ok = cols.ok & ~np.isnan(cols.first)
     good = delivered_output_tokens(cols, slo)
     per_gpu = n and duration_s > 0
     return {
         "tok_s_per_user": per_user,
-        "output_tok_s_per_gpu": float(cols.out[ok].sum()) / duration_s / n if per_gpu else None,
+        "output_tok_s_per_gpu": completed_output_tokens(cols) / duration_s / n if per_gpu else None,
         "good_output_tok_s_per_gpu": good / duration_s / n if per_gpu else None,
     }
 
