@@ -54,10 +54,13 @@ class RecordArrays:
     depth: np.ndarray  # int32: its depth in the job's graph (-1 = none)
     delay: np.ndarray  # float64: planned tool / think time before it (NaN = none)
     parents: np.ndarray  # int32 code into parents_names ("1,2,3"), -1 = none
+    cached: np.ndarray  # int64: prompt tokens the server's usage said were cached (-1 = not said)
+    replica: np.ndarray  # int32 code into replica_names: the replica that served it, -1 = not known
     tokens: np.ndarray  # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
     chunk_times: np.ndarray  # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
     job_names: list = field(default_factory=list)
     parents_names: list = field(default_factory=list)
+    replica_names: list = field(default_factory=list)
 
     ARRAYS = (
         "ids",
@@ -89,10 +92,12 @@ class RecordArrays:
         "depth",
         "delay",
         "parents",
+        "cached",
+        "replica",
         "tokens",
         "chunk_times",
     )
-    NAMES = ("cls_names", "origin_names", "session_names", "job_names", "parents_names")
+    NAMES = ("cls_names", "origin_names", "session_names", "job_names", "parents_names", "replica_names")
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -222,6 +227,8 @@ class RecordArrays:
                 parents=_parents_of(self.parents_names[self.parents[i]]) if self.parents[i] >= 0 else None,
                 depth=None if self.depth[i] < 0 else int(self.depth[i]),
                 delay_s=opt(self.delay[i]),
+                cached_tokens=None if self.cached[i] < 0 else int(self.cached[i]),
+                replica=self.replica_names[self.replica[i]] if self.replica[i] >= 0 else None,
                 chunk_tokens=tuple(toks[off[i] : off[i + 1]].tolist()),
             )
             for i in range(len(self))
@@ -232,10 +239,12 @@ FIELDS = tuple(f.name for f in fields(RecordArrays))
 
 
 def _sparse_columns(recs, delay: np.ndarray) -> dict:
-    """The columns most runs leave empty: items (one-body APIs) and agent jobs' graph fields."""
+    """The columns most runs leave empty: items (one-body APIs), agent jobs' graph fields, the cache
+    and replica a server or router reported."""
     n = len(recs)
     job_codes, job_names = _optional_codes([r.job for r in recs])
     par_codes, par_names = _optional_codes([_parents_key(r.parents) for r in recs])
+    rep_codes, rep_names = _optional_codes([r.replica for r in recs])
     return {
         "items": np.fromiter((-1 if r.items is None else r.items for r in recs), np.int64, n),
         "job": job_codes,
@@ -245,6 +254,9 @@ def _sparse_columns(recs, delay: np.ndarray) -> dict:
         "delay": delay,
         "parents": par_codes.astype(np.int32),
         "parents_names": par_names,
+        "cached": np.fromiter((-1 if r.cached_tokens is None else r.cached_tokens for r in recs), np.int64, n),
+        "replica": rep_codes.astype(np.int32),
+        "replica_names": rep_names,
     }
 
 

@@ -114,6 +114,8 @@ LIMITS = {
     "adaptive_chunk_target_ms": Limit(0, MAX_STEP_MS, lo_open=True),
     "adaptive_chunk_floor": TOKENS,
     "step_overhead_ms": Limit(0, MAX_STEP_MS),
+    "frontend_ms": Limit(0, MAX_STEP_MS),
+    "frontend_token_us": Limit(0, 1000),
     "expert_skew": Limit(0, 4),
     "electricity_price": Limit(0, 100),  # $ per kWh
     "facility_factor": Limit(1, 5),  # PUE: the facility's energy over the IT load's

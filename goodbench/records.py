@@ -90,6 +90,8 @@ class RequestRecord:
     parents: tuple[int, ...] | None = None
     depth: int | None = None
     delay_s: float | None = None
+    cached_tokens: int | None = None  # prompt tokens the server's usage says its prefix cache held
+    replica: str | None = None  # the replica that served it (--replica-header), when known
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)
@@ -105,6 +107,8 @@ class RequestRecord:
         if self.items is None and self.job is None:  # the sparse fields cost nothing where unused
             for f in _SPARSE_FIELDS:
                 del d[f]
+        if self.cached_tokens is None and self.replica is None:
+            del d["cached_tokens"], d["replica"]
         for f in _CHUNK_TIME_FIELDS:  # at the chunk times' precision, or TPOT comes out as -0.0, TTFT < 0
             if d[f] is not None:
                 d[f] = round(d[f], 7)

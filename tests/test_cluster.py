@@ -82,7 +82,7 @@ def test_router_policies():
     assert ss.pick([0, 0], session="a") == 0 and ss.pick([5, 0], session="a") == 0 and ss.pick([5, 0], session="b") == 1
     assert ss.pick([5, 0]) == 1  # no session id (RequestSpec has none yet): least outstanding
     with pytest.raises(UsageError):
-        Router("random", 2)
+        Router("bogus", 2)
 
 
 def test_prefix_router_keeps_shared_prefixes_on_one_replica():

@@ -1,4 +1,5 @@
-"""A sweep's grid: GPU tiers x engine knobs (`--param KNOB=V1,V2,...`), each cell an EngineConfig."""
+"""A sweep's grid: GPU tiers x engine knobs (`--param KNOB=V1,V2,...`), each cell an EngineConfig (and,
+for `router`, the policy of the cell's instances: its ClusterSpec; a live `--server-cmd` gets {router})."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from dataclasses import dataclass, replace
 
 from ..engine.config import EngineConfig
 from ..engine.knobs import field_kind, flag_fields
+from ..engine.router import canonical
 from ..errors import UsageError
 
-KNOBS = tuple(f.name for f in flag_fields(EngineConfig))
+CLUSTER_KNOBS = ("router",)  # a cell's ClusterSpec, not its EngineConfig (SweepSetup.layout applies it)
+KNOBS = tuple(f.name for f in flag_fields(EngineConfig)) + CLUSTER_KNOBS
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ def parse_value(knob: str, text: str):
     """A knob's value from the command line, typed as EngineConfig declares it."""
     if knob not in KNOBS:
         raise UsageError(f"unknown engine knob {knob!r}; knobs: {', '.join(KNOBS)}")
+    if knob == "router":
+        canonical(text.strip())  # a policy goodbench knows (vllm-router's spellings kept as given for {router})
+        return text.strip()
     kind = field_kind(EngineConfig, knob)
     low = text.strip().lower()
     if low in ("none", "off") and kind is not bool and _optional(knob):
@@ -54,6 +60,11 @@ def parse_value(knob: str, text: str):
         except ValueError:
             raise UsageError(f"{knob}: {text!r} is not a {'whole number' if kind is int else 'number'}") from None
     return text.strip()
+
+
+def cell_cluster(cell: Cell) -> dict:
+    """The cell's ClusterSpec fields among its params ({"router": ...} or {})."""
+    return {k: v for k, v in cell.params if k in CLUSTER_KNOBS}
 
 
 def _optional(knob: str) -> bool:
@@ -100,7 +111,7 @@ def grid(gpus: list[str], params: dict[str, list], layouts: list[str] | None = N
 
 def cell_config(base: EngineConfig, cell: Cell) -> EngineConfig:
     """The resolved config of one cell (UsageError when the combination is impossible)."""
-    kw = dict(cell.params)
+    kw = {k: v for k, v in cell.params if k not in CLUSTER_KNOBS}
     if kw.get("enable_chunked_prefill") is False and "max_num_batched_tokens" not in kw:
         kw["max_num_batched_tokens"] = None  # vLLM: max_model_len when chunking is off
     return replace(base, gpu=cell.gpu, **kw).resolved()

@@ -15,6 +15,7 @@ from ..engine.config import EngineConfig
 from ..engine.layout import ClusterSpec
 from ..engine.prices import price_table
 from ..engine.serve.launch import serve_command
+from ..engine.serve.render import REPLICA_HEADER
 from ..errors import TargetError, UsageError
 from ..records import RunMeta
 from ..redact import scrub_url
@@ -31,12 +32,14 @@ from .sweep import SweepInterrupted, SweepSetup, cell_meta, config_row, stall_ro
 def server_command(
     cfg: EngineConfig, port: int, server_cmd: str | None, cluster: ClusterSpec | None = None
 ) -> list[str]:
-    """The cell's server: `server_cmd` with {port}, {gpu}, {model} and every knob filled in, else the
-    reference engine (with the cell's instances: replicas or prefill/decode)."""
+    """The cell's server: `server_cmd` with {port}, {gpu}, {model}, every knob and the instances' {router}
+    filled in (a router's command: `vllm-router --policy {router} ...`), else the reference engine (with
+    the cell's instances: replicas or prefill/decode)."""
     if not server_cmd:
         return serve_command(cfg, port, cluster=cluster)
+    fill = {**cfg.to_dict(), **((cluster or ClusterSpec()).to_dict()), "port": port}
     try:
-        return shlex.split(server_cmd.format(**{**cfg.to_dict(), "port": port}))
+        return shlex.split(server_cmd.format(**fill))
     except (KeyError, IndexError, ValueError) as e:
         raise UsageError(f"--server-cmd: cannot fill the placeholders ({e})") from None
 
@@ -86,7 +89,8 @@ def live_cell(s: SweepSetup, cell: Cell, server_cmd: str | None, timeout: float)
         rd.meta.gpu_telemetry = [scrub_url(g) for g in s.gpu_telemetry] or None
         rd.meta.interrupted = run_plan(
             s.plan,
-            ClientConfig(base_url=proc.base_url, endpoint=endpoint, model=model),
+            # a goodbench server (serve, fleet) names the replica of every reply: read where sent
+            ClientConfig(base_url=proc.base_url, endpoint=endpoint, model=model, replica_header=REPLICA_HEADER),
             rd,
             RunOptions(slo=s.slo, gpu_telemetry=s.gpu_telemetry),
             None,

@@ -8,7 +8,7 @@ import csv
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import gating
 from ..engine.config import EngineConfig
@@ -22,7 +22,7 @@ from ..metrics.hol import stall_p99
 from ..metrics.stats import goodput_interval, wilson
 from ..records import RunMeta
 from ..workloads import Plan, WorkloadSpec
-from .grid import Cell, cell_config
+from .grid import Cell, cell_cluster, cell_config
 
 TIE_TOLERANCE = 0.005  # goodputs within 0.5% of the best are ties
 TIE_RULE = (
@@ -58,8 +58,8 @@ class SweepSetup:
         return self.spec.slo
 
     def layout(self, cell: Cell) -> ClusterSpec:
-        """The instances a cell runs on: its own layout, else the sweep's."""
-        return parse_layout(cell.layout, self.cluster)
+        """The instances a cell runs on: its own layout, else the sweep's (with the cell's router)."""
+        return replace(parse_layout(cell.layout, self.cluster), **cell_cluster(cell))
 
     @property
     def meta(self) -> dict:
@@ -184,11 +184,25 @@ def summary_row(s: dict) -> dict:
         "joules_per_good_token": (s.get("energy") or {}).get("joules_per_good_token"),  # engine/power.py, telemetry
         "good_tokens_per_kwh": (s.get("energy") or {}).get("good_tokens_per_kwh"),
         "energy_usd_per_million_good_tokens": (s.get("energy") or {}).get("energy_usd_per_million_good_tokens"),
+        **fleet_row(s.get("replicas")),
     }
     if s.get("slo_attainment") is not None:
         row["attainment_lo"], row["attainment_hi"] = wilson(k, n)
         row["goodput_lo"], row["goodput_hi"] = goodput_interval(k, n, s["duration_s"])
     return row
+
+
+def fleet_row(block: dict | None) -> dict:
+    """A fleet's cell: prefix-cache hit rate, balance, TTFT p50 of hits and misses (metrics/replicas.py)."""
+    if not block:
+        return {}
+    p50 = {k: (block.get(f"ttft_ms_{k}") or {}).get("p50") for k in ("hit", "miss")}
+    return {
+        "hit_rate": block["hit_rate"],
+        "jain_index": block["jain_index"],
+        "ttft_p50_hit_ms": p50["hit"],
+        "ttft_p50_miss_ms": p50["miss"],
+    }
 
 
 def stall_row(result) -> dict:

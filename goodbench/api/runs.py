@@ -98,6 +98,8 @@ class Target:
     preflight: bool = True  # check the model and send one tiny request before the clock starts
     pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
     kernel_stamps: bool = True  # lean client on http:// (Linux): chunk times from the kernel's receive stamps
+    replica_header: str | None = None  # a response header naming the replica that served each request
+    session_header: str | None = None  # the header a session's id is sent in (None: the workload's)
 
 
 def _target(target) -> Target:
@@ -162,7 +164,10 @@ def _connect(target: Target, spec: WorkloadSpec, on_stage=None):
         client=target.client,
         keepalive_s=target.keepalive_s,
         kernel_stamps=target.kernel_stamps,
+        replica_header=target.replica_header,
     )
+    if target.session_header:
+        ccfg = replace(ccfg, session_header=target.session_header)
     if target.preflight:
         stage(on_stage, f"preflight: {ccfg.base_url}/v1/models and one tiny request to {ccfg.endpoint} ...")
         try:

@@ -45,6 +45,7 @@ def make_parser() -> argparse.ArgumentParser:
     history.add_parsers(sub)
     sweep.add_advise_parser(sub)
     engine.add_serve_parser(sub)
+    engine.add_fleet_parser(sub)
     engine.add_engine_parser(sub)
     calibrate.add_parser(sub)
     catalog.add_parsers(sub)

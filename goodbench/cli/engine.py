@@ -4,6 +4,7 @@ gpus | models | explain` (what the engine knows, and one step's priced breakdown
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from .common import EXIT_OK, add_engine_args, console, engine_config
 from .scale import add_cluster_args, cluster_spec
@@ -43,6 +44,20 @@ def add_serve_parser(sub) -> None:
         "(default 10; 0: off)",
     )
     p.add_argument("--log-requests", action="store_true", help="log one line per finished request")
+    p.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="usage says the prompt tokens found in the prefix cache (prompt_tokens_details.cached_tokens; "
+        "Messages: cache_read_input_tokens), as vLLM's flag of the same name (default: off, as vLLM's; "
+        "the Responses API always says them)",
+    )
+    p.add_argument(
+        "--replica-name",
+        metavar="NAME",
+        help="send NAME in an x-goodbench-replica header on every reply, so that a run through a router "
+        "(`goodbench run --replica-header x-goodbench-replica`) knows which replica served each request "
+        "(default: none; with --replicas N the header names the instance, NAME/i)",
+    )
     p.set_defaults(fn=cmd_serve)
 
 
@@ -60,8 +75,48 @@ def cmd_serve(args) -> int:
         seed=args.seed,
         log_interval_s=args.log_interval,
         log_requests=args.log_requests,
+        enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+        replica_name=args.replica_name,
     )
     return run_server(engine_config(args), opts, args.tokenizer, cluster_spec(args))
+
+
+def add_fleet_parser(sub) -> None:
+    p = sub.add_parser(
+        "fleet",
+        help="start reference-engine workers behind vllm-router (a live router under test)",
+        description="N `goodbench serve` workers (prefix caching on, cached tokens in usage, each naming "
+        "itself in x-goodbench-replica) behind `vllm-router --policy POLICY` on --port, until Ctrl-C. "
+        "Measure it with `goodbench run --base-url http://127.0.0.1:PORT --replica-header "
+        "x-goodbench-replica`; compare policies with `goodbench sweep --live --server-cmd 'goodbench fleet "
+        "--port {port} --policy {router}' --param router=round_robin,cache_aware` (fresh caches per cell).",
+    )
+    add_engine_args(p)
+    p.add_argument("--port", type=int, default=8000, help="the router's port (default 8000)")
+    p.add_argument("--policy", default="cache_aware", help="vllm-router's --policy (default cache_aware)")
+    p.add_argument("--workers", type=int, default=2, help="engine workers behind it (default 2)")
+    p.set_defaults(fn=cmd_fleet)
+
+
+def cmd_fleet(args) -> int:
+    import signal
+    import threading
+
+    from ..analysis.fleet import RouterFleet
+    from ..engine.router import canonical
+
+    canonical(args.policy)  # a policy goodbench can also simulate: UsageError otherwise
+    cfg = engine_config(args)
+    if not cfg.enable_prefix_caching:
+        cfg = replace(cfg, enable_prefix_caching=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with RouterFleet(cfg, args.policy, args.workers, port=args.port) as fleet:
+        print(f"fleet ready: {fleet.base_url} ({args.workers} workers, vllm-router --policy {args.policy}); "
+              f"logs in {fleet.log_dir}", flush=True)  # fmt: skip
+        stop.wait()
+    return EXIT_OK
 
 
 def add_engine_parser(sub) -> None:

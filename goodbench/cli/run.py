@@ -69,12 +69,30 @@ def add_target_args(p) -> None:
         help="lean client on http://: stamp chunks with the event loop's clock instead of the kernel's "
         "receive time (SO_TIMESTAMPNS, the default on Linux)",
     )
+    _add_header_args(g)
     g.add_argument(
         "--keepalive",
         type=float,
         default=4.0,
         metavar="S",
         help="never reuse a connection idle longer than this (default 4 s; uvicorn closes after 5)",
+    )
+
+
+def _add_header_args(g) -> None:
+    """The headers a fleet behind a router is measured through."""
+    g.add_argument(
+        "--replica-header",
+        metavar="NAME",
+        help="a response header naming the replica that served each request (a router's or server's; "
+        "`goodbench serve --replica-name` sets x-goodbench-replica): each record's replica and the "
+        "summary's replicas block (default: none)",
+    )
+    g.add_argument(
+        "--session-header",
+        metavar="NAME",
+        help="the request header a multi-turn session's id is sent in, for a router's session affinity "
+        "(default: the workload's, X-Session-ID)",
     )
 
 
@@ -169,6 +187,8 @@ def _target(args):
         preflight=not args.no_preflight,
         pool_batch=args.pool_batch,
         kernel_stamps=not args.no_kernel_timestamps,
+        replica_header=args.replica_header,
+        session_header=args.session_header,
     )
 
 

@@ -224,6 +224,10 @@ def _print_sweep(con, s, out, scales, backend) -> int:
     if any(b.get("tied") for b in out.best.values()):
         con.print(f"  rule: {next(iter(out.best.values()))['rule']}", style="dim")
     con.print(tables.cheapest_line(out.cheapest))
+    from ..analysis.routers import router_verdicts
+
+    for line in router_verdicts(out.rows):  # a --param router=... axis: each policy against round_robin
+        con.print(f"  {line}", markup=False)
     if out.plots:
         con.print(f"  plots: {', '.join(p.rsplit('/', 1)[-1] for p in out.plots)}", style="dim")
     if out.plots_missing:

@@ -213,6 +213,8 @@ class AiohttpClient:
                 res["sent"] = mark.t - self.t0
             res["http"] = resp.status
             h = resp.headers
+            if self.cfg.replica_header:
+                st.set_replica(h.get(self.cfg.replica_header))
             ctype = h.get("Content-Type", "")
             if resp.status >= 300 or not wanted_body(ctype, st.unary) or h.get("Content-Encoding"):
                 raw = await resp.content.read(ERROR_BODY_LIMIT * 4)

@@ -45,6 +45,7 @@ class ClientConfig:
     keepalive_s: float = 4.0  # never reuse a connection idle longer (uvicorn closes idle ones after 5 s)
     client: str = "lean"  # lean (asyncio + httptools, the default) | aiohttp (the baseline)
     session_header: str = "X-Session-ID"  # carries a multi-turn request's session id (also sent as `user`)
+    replica_header: str | None = None  # a response header naming the replica that served it (a router's)
     endpoint_type: str | None = None  # the API the endpoint speaks (client/apis.py); None: from the path
     pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
     kernel_stamps: bool = True  # lean client, plain http on Linux: chunk times from the kernel (SO_TIMESTAMPNS)

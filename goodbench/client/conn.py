@@ -120,6 +120,7 @@ class Conn(asyncio.Protocol):
         self.reused = False
         self.now = 0.0
         self.closed = False
+        self.replica_name = client.replica_name  # lower-case bytes of --replica-header, or None
 
     # ---------------------------------------------------------------- transport events
     def connection_made(self, transport) -> None:
@@ -177,6 +178,8 @@ class Conn(asyncio.Protocol):
         elif name in _KEPT_HEADERS:
             ex = self.ex
             ex.kept = {**(ex.kept or {}), name: value}
+        elif name == self.replica_name:
+            self.ex.st.set_replica(value)
 
     def on_headers_complete(self) -> None:
         ex = self.ex

@@ -14,7 +14,7 @@ Responses parser pointed at a chat endpoint must not measure zeros). Pure."""
 
 from __future__ import annotations
 
-from .sse import Chunk, SSEParser, _count, load_json
+from .sse import Chunk, SSEParser, _count, detail, load_json
 
 _RESP_ANSWER = ("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta")
 _RESP_REASONING = ("response.reasoning_text.delta", "response.reasoning_summary_text.delta")
@@ -69,9 +69,14 @@ def classify_responses(payload: bytes) -> Chunk:
         u = r.get("usage") if isinstance(r, dict) else None
         if not isinstance(u, dict):
             return Chunk("done")
-        det = u.get("output_tokens_details")
-        rt = _count(det.get("reasoning_tokens")) if isinstance(det, dict) else None
-        return Chunk("done", "", _count(u.get("output_tokens")), _count(u.get("input_tokens")), reasoning_tokens=rt)
+        return Chunk(
+            "done",
+            "",
+            _count(u.get("output_tokens")),
+            _count(u.get("input_tokens")),
+            reasoning_tokens=detail(u, "output_tokens_details", "reasoning_tokens"),
+            cached_tokens=detail(u, "input_tokens_details", "cached_tokens"),
+        )
     if t in ("response.failed", "error"):
         return _error(obj)
     return Chunk("meta")
@@ -112,12 +117,19 @@ def classify_messages(payload: bytes) -> Chunk:
     if t == "message_start":
         m = obj.get("message")
         u = m.get("usage") if isinstance(m, dict) else None
-        return Chunk("meta", prompt_tokens=_prompt_tokens(u) if isinstance(u, dict) else None)
+        if not isinstance(u, dict):
+            return Chunk("meta")
+        return Chunk("meta", prompt_tokens=_prompt_tokens(u), cached_tokens=_count(u.get("cache_read_input_tokens")))
     if t == "message_delta":
         u = obj.get("usage")
         if not isinstance(u, dict):
             return Chunk("meta")
-        return Chunk("meta", completion_tokens=_count(u.get("output_tokens")), prompt_tokens=_prompt_tokens(u))
+        return Chunk(
+            "meta",
+            completion_tokens=_count(u.get("output_tokens")),
+            prompt_tokens=_prompt_tokens(u),
+            cached_tokens=_count(u.get("cache_read_input_tokens")),
+        )
     if t == "message_stop":
         return Chunk("done")
     if t == "error":

@@ -57,6 +57,8 @@ class LeanClient:
         self.rt_offset, self.offset_at = 0.0, 0.0
         self._read_offset(clock(), 20)
         self.chunks = 0
+        rh = cfg.replica_header
+        self.replica_name = rh.lower().encode("latin-1") if rh else None
         path = (u.path.rstrip("/") + cfg.endpoint) or "/"
         head = [
             f"POST {path} HTTP/1.1",

@@ -85,6 +85,7 @@ class Chunk(msgspec.Struct, gc=False):
     error: str | None = None
     reasoning: bool = False
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    cached_tokens: int | None = None  # prompt tokens the server found in its prefix cache (its usage says)
 
 
 DONE = Chunk("done")
@@ -167,10 +168,15 @@ class _Details(msgspec.Struct):
     reasoning_tokens: int | None = None
 
 
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     completion_tokens_details: _Details | None = None
+    prompt_tokens_details: _PromptDetails | None = None
 
 
 class _Event(msgspec.Struct):
@@ -214,15 +220,15 @@ def classify(payload: bytes) -> Chunk:
     u = ev.usage
     if u is None:
         return Chunk("content" if text else "meta", text, reasoning=thinking)
-    det = u.completion_tokens_details
-    rt = _count(det.reasoning_tokens) if det is not None else None
+    det, pdet = u.completion_tokens_details, u.prompt_tokens_details
     return Chunk(
         "content" if text else "meta",
         text,
         _count(u.completion_tokens),
         _count(u.prompt_tokens),
         reasoning=thinking,
-        reasoning_tokens=rt,
+        reasoning_tokens=_count(det.reasoning_tokens) if det is not None else None,
+        cached_tokens=_count(pdet.cached_tokens) if pdet is not None else None,
     )
 
 
@@ -252,9 +258,17 @@ def classify_json(payload: bytes) -> Chunk:
             return Chunk("bad", error=f"malformed event: choices[0] is not an OpenAI choice: {payload[:120]!r}")
         text, thinking = got
     usage = obj.get("usage")
-    ct = pt = rt = None
+    ct = pt = rt = cached = None
     if isinstance(usage, dict):
         ct, pt = _count(usage.get("completion_tokens")), _count(usage.get("prompt_tokens"))
-        details = usage.get("completion_tokens_details")
-        rt = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
-    return Chunk("content" if text else "meta", text, ct, pt, reasoning=thinking, reasoning_tokens=rt)
+        rt = detail(usage, "completion_tokens_details", "reasoning_tokens")
+        cached = detail(usage, "prompt_tokens_details", "cached_tokens")
+    return Chunk(
+        "content" if text else "meta", text, ct, pt, reasoning=thinking, reasoning_tokens=rt, cached_tokens=cached
+    )
+
+
+def detail(usage: dict, group: str, key: str) -> int | None:
+    """One count inside a usage's details object (usage[group][key]), when it is a count."""
+    d = usage.get(group)
+    return _count(d.get(key)) if isinstance(d, dict) else None

@@ -32,6 +32,8 @@ class StreamState:
         "usage_ct",
         "usage_rt",
         "prompt_srv",
+        "cached",
+        "replica",
         "last_ct",
         "status",
         "error",
@@ -51,7 +53,8 @@ class StreamState:
         self.toks = array("i")
         self.texts: list[str] = []
         self.thinking = array("b")  # per content chunk: 1 = reasoning, 0 = answer (text or tool call)
-        self.usage_ct = self.usage_rt = self.prompt_srv = None
+        self.usage_ct = self.usage_rt = self.prompt_srv = self.cached = None
+        self.replica: str | None = None  # the replica that served it, when a response header says (--replica-header)
         self.last_ct = 0
         self.status, self.error, self.done = "ok", None, False
         self.done_at: float | None = None  # when [DONE] arrived (run clock)
@@ -96,6 +99,11 @@ class StreamState:
                 return
             self._usage(c)
 
+    def set_replica(self, value: str | bytes | None) -> None:
+        """The replica the reply's --replica-header named (every client reads it into here)."""
+        if value is not None:
+            self.replica = (value.decode("latin-1") if isinstance(value, bytes) else value)[:200]
+
     def _usage(self, c) -> None:
         if c.completion_tokens is not None:
             self.usage_ct = c.completion_tokens
@@ -103,6 +111,8 @@ class StreamState:
             self.prompt_srv = c.prompt_tokens
         if c.reasoning_tokens is not None:
             self.usage_rt = c.reasoning_tokens
+        if c.cached_tokens is not None:
+            self.cached = c.cached_tokens
 
     def _end(self, c, t: float) -> None:
         """The end of the stream ([DONE], or an API's terminal event, which may carry the usage)."""
@@ -231,11 +241,9 @@ class StreamState:
             first_answer_at=first_answer,
             reasoning_tokens=reasoning,
             output_tokens_local=local,
-            priority=spec.priority,
-            session=spec.session,
-            turn=spec.turn,
-            session_turns=spec.session_turns,
-            **job_fields(spec),
+            cached_tokens=self.cached,
+            replica=self.replica,
+            **spec_fields(spec),
         )
 
     def _unrecordable(self, e, spec, scheduled_at, sent_at, finished_at, status, http_status, error, origin, retries):
@@ -246,6 +254,17 @@ class StreamState:
         self.toks = array("i", [1] * len(self.times))
         self.usage_ct = self.usage_rt = self.prompt_srv = None
         return self.record(spec, scheduled_at, sent_at, finished_at, status, http_status, error, None, origin, retries)
+
+
+def spec_fields(spec: RequestSpec) -> dict:
+    """What a record copies from its request: its priority lane, session turn and agent-job node."""
+    return {
+        "priority": spec.priority,
+        "session": spec.session,
+        "turn": spec.turn,
+        "session_turns": spec.session_turns,
+        **job_fields(spec),
+    }
 
 
 def unsent_record(spec: RequestSpec, scheduled_at: float, at: float, why: str) -> RequestRecord:

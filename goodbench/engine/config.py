@@ -123,6 +123,12 @@ class EngineConfig:
     )
     adaptive_chunk_floor: int = knob(128, "smallest budget the adaptive policy goes down to")
     step_overhead_ms: float | None = knob(None, "override the cost model's fixed per-step time")
+    frontend_ms: float | None = knob(
+        None,
+        "override the server front end's time per request before the engine (HTTP, tokenizing; the tiers' is 0, "
+        "a calibration's is fitted): what a host's real server adds, e.g. measured by benchmarks/router_live.py",
+    )
+    frontend_token_us: float | None = knob(None, "override the front end's time per prompt token (us; tokenizing)")
     calibration: str | None = knob(
         None,
         "a calibration profile (goodbench calibrate) fitted to your own server: replaces the tier's cost model "

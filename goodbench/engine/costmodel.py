@@ -154,6 +154,10 @@ class CostModel:
             if cfg.step_overhead_ms is not None:
                 k = replace(k, step_s=cfg.step_overhead_ms / 1000)
             cm = tier_model(cfg.resolved(), k)
+        if cfg.frontend_ms is not None:  # a measured front end instead of the tier's or the profile's
+            cm = replace(cm, frontend_s=cfg.frontend_ms / 1000)
+        if cfg.frontend_token_us is not None:
+            cm = replace(cm, frontend_token_s=cfg.frontend_token_us / 1e6)
         if fixed is not None:  # tests: exactly this long per step, and nothing before the engine
             return replace(
                 cm, fixed_step_s=fixed, frontend_s=0.0, frontend_flight_s=0.0, frontend_token_s=0.0, step_jitter=()

@@ -28,6 +28,7 @@ class Seq:
         "payload",
         "order",
         "preloaded",
+        "num_cached",
     )
 
     def __init__(
@@ -55,6 +56,8 @@ class Seq:
         self.payload = payload  # the caller's handle (stream, record builder)
         self.order = 0  # arrival order, for priority tie-breaks
         self.preloaded = 0  # prompt tokens whose KV arrived from a prefill instance (disaggregation)
+        self.num_cached = -1  # prompt tokens found in the prefix cache at its first admission (vLLM's
+        # num_cached_tokens, what its usage reports); -1: not admitted yet
 
     @property
     def num_tokens(self) -> int:

@@ -11,7 +11,7 @@ from ..errors import UsageError
 from .config import EngineConfig
 from .knobs import knob
 from .links import LINKS, Link, get_link, transfer_s
-from .router import ROUTERS
+from .router import ROUTER_NAMES, canonical
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,11 @@ class ClusterSpec:
     decode_gpu: str | None = knob(None, "GPU tier of the decode instances (default --gpu)")
     prefill_tp: int | None = knob(None, "tensor parallelism of a prefill instance (default -tp)")
     decode_tp: int | None = knob(None, "tensor parallelism of a decode instance (default -tp)")
-    router: str = knob("least-outstanding", "how requests pick a replica or prefill instance", ROUTERS)
+    router: str = knob(
+        "least-outstanding",
+        "how requests pick a replica or prefill instance (engine/router.py; vllm-router's spellings too)",
+        ROUTER_NAMES,
+    )
     kv_link: str = knob(
         "auto",
         "link the KV cache crosses (auto: NVLink within one node of one NVLink tier, "
@@ -129,8 +133,7 @@ class ClusterSpec:
             raise UsageError("--replicas must be >= 1 and --disaggregate P:D needs P >= 1 and D >= 1")
         if self.disaggregated and self.replicas != 1:
             raise UsageError("use either --replicas or --disaggregate, not both")
-        if self.router not in ROUTERS:
-            raise UsageError(f"router {self.router!r} is not one of {', '.join(ROUTERS)}")
+        canonical(self.router)  # UsageError naming the policies
 
 
 @dataclass(frozen=True)

@@ -242,6 +242,8 @@ class Scheduler:
                 break
             if kv.prefix_caching and not pre:
                 kv.queries += seq.num_tokens  # vLLM's prefix_cache_queries: tokens looked up on admission
+            if seq.num_cached < 0:
+                seq.num_cached = hit * kv.block_size
             self._pop()
             seq.status = "running"
             self.running.append(seq)

@@ -450,6 +450,8 @@ class GoodputUser(User):
             with RUN.http.stream("POST", RUN.endpoint, json=body, headers=headers) as resp:
                 http_status = resp.status_code
                 h, ok = resp.headers, resp.status_code < 300
+                if RUN.cfg.replica_header:
+                    st.set_replica(h.get(RUN.cfg.replica_header))
                 if not ok or not wanted_body(resp.headers.get("content-type"), st.unary) or h.get("content-encoding"):
                     raw = b"".join(_upto(resp.iter_raw(), 2000))
                     said = (h.get("content-type"), raw, h.get("location"), h.get("content-encoding"), st.unary)

@@ -21,6 +21,7 @@ from .hazards import LAG_P99_LIMIT_MS, Evidence, assess, lanes_honoured
 from .hol import hol_block
 from .jobs import job_block
 from .pooling import pooling_block
+from .replicas import fleet_names, replica_block
 from .saturation import saturation
 from .sessions import session_block, turns
 from .stats import goodput_bootstrap, goodput_interval, wilson
@@ -162,7 +163,7 @@ def _evidence(s: dict, c: RequestMetrics, result, meta, lag_limit_ms: float, err
 
 def _shaped_blocks(s: dict, c: RequestMetrics, slo: dict | None, duration: float, meta) -> None:
     """The blocks only some workloads have: whole sessions, whether priority lanes were honoured,
-    whole agent jobs, pooled items (embeddings, rerank, score)."""
+    whole agent jobs, pooled items (embeddings, rerank, score), replicas and cache hits (a fleet)."""
     cols = c.cols
     if s.get("per_turn"):  # multi-turn sessions: whole sessions too
         s["sessions"] = session_block(c, c.meets(slo), duration)
@@ -172,6 +173,9 @@ def _shaped_blocks(s: dict, c: RequestMetrics, slo: dict | None, duration: float
         s["jobs"] = job_block(c, slo, duration)
     if (cols.items >= 0).any():  # embeddings, rerank, score: items too
         s["pooling"] = pooling_block(c, duration)
+    fleet = replica_block(c, fleet_names(meta.engine))  # who served each request, what its cache held
+    if fleet is not None:
+        s["replicas"] = fleet
 
 
 def summarize(
@@ -240,7 +244,7 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
-    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs", "pooling") if k in s}
+    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs", "pooling", "replicas") if k in s}
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
     bounds = {"verdict_bounds": s.pop("verdict_bounds")} if "verdict_bounds" in s else {}

@@ -1,5 +1,5 @@
-"""Agent jobs and one-body APIs in the reports: console lines and an HTML block (the job timeline
-figure is runfigures.job_timeline)."""
+"""Agent jobs, one-body APIs and a fleet's replicas in the reports: console lines and an HTML block (the
+job timeline figure is runfigures.job_timeline)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,17 @@ def job_text(summary: dict) -> list[str]:
             f"batch mean {b['mean'] or 0:.1f} (max {b['max']}), latency p50 {_ms(p['latency_ms']['p50'])} / "
             f"p99 {_ms(p['latency_ms']['p99'])} ms"
         )
-    return out
+    fleet = replica_text(summary)
+    return out + ([fleet] if fleet else [])
+
+
+def replica_text(summary: dict) -> str | None:
+    """The replicas line: balance, hit rate beside the workload's reuse, TTFT p50 by hit and miss."""
+    from ..metrics.replicas import describe
+
+    expected = (summary.get("prefix_cache") or {}).get("expected_hit_rate")
+    text = describe(summary.get("replicas"), expected)
+    return None if text is None else "  replicas: " + text
 
 
 def job_html(summary: dict) -> str:
@@ -60,4 +70,22 @@ def job_html(summary: dict) -> str:
             )
         rows += "</table>"
     body = "".join(f"<p>{html.escape(x.strip())}</p>" for x in lines)
-    return f"<h3>{'Agent jobs' if j else 'Embeddings / rerank'}</h3>{body}{rows}"
+    head = "Agent jobs" if j else "Embeddings / rerank" if summary.get("pooling") else "Replicas"
+    return f"<h3>{head}</h3>{body}{rows}{replica_table(summary.get('replicas'))}"
+
+
+def replica_table(block: dict | None) -> str:
+    """Per replica: requests, prompt and cached tokens, hit rate, peak running (names are escaped:
+    they come from a server's header)."""
+    per = (block or {}).get("per_replica") or {}
+    if not per:
+        return ""
+    rows = "<table><tr><th class=l>replica</th><th>requests</th><th>prompt tokens</th><th>cached</th>"
+    rows += "<th>hit rate</th><th>peak running</th></tr>"
+    for name, r in per.items():
+        hr = "-" if r["hit_rate"] is None else f"{r['hit_rate']:.1%}"
+        rows += (
+            f"<tr><td class=l>{html.escape(name)}</td><td>{r['requests']}</td><td>{r['prompt_tokens']:,}</td>"
+            f"<td>{r['cached_tokens']:,}</td><td>{hr}</td><td>{r['peak_running']}</td></tr>"
+        )
+    return rows + "</table>"

@@ -58,6 +58,8 @@ class _EventFormatter:
         self.words, self.off = words, (seed * 7919) % len(words)
         self.thinking, self.tool = thinking, tool
         self.seq = 0
+        self.cached = 0  # prompt tokens the prefix cache held (set when the request is first scheduled)
+        self.details = False  # Messages: usage carries the cache fields (vLLM's --enable-prompt-tokens-details)
         self.parts: list[str] = []
         self.done_items: list[dict] = []
 
@@ -170,7 +172,7 @@ class ResponsesFormatter(_EventFormatter):
         rt = min(n, self.thinking)
         return {
             "input_tokens": self.n_prompt,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": self.cached},
             "output_tokens": n,
             "output_tokens_details": {"reasoning_tokens": rt},
             "total_tokens": self.n_prompt + n,
@@ -181,6 +183,9 @@ class ResponsesFormatter(_EventFormatter):
         return self.ev("response.completed", {"response": r})
 
     def full_response(self, n: int) -> dict:
+        """The whole reply in one body: its events replayed from the start (the step loop already
+        formatted each token into the unread stream: what that left is dropped, not added to)."""
+        self.parts, self.done_items = [], []
         for i in range(1, n + 1):
             self.token(i, i == n)
         return self.response("completed", self.usage(n), self.done_items)
@@ -206,9 +211,16 @@ class MessagesFormatter(_EventFormatter):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self.n_prompt, "output_tokens": 0},
+            "usage": self.usage(0),
         }
         return self.ev("message_start", {"message": msg})
+
+    def usage(self, n: int) -> dict:
+        """vLLM's Anthropic usage: with prompt-token details on, the cache read is its own field and
+        input_tokens is the rest of the prompt."""
+        if not self.details:
+            return {"input_tokens": self.n_prompt, "output_tokens": n}
+        return {"input_tokens": self.n_prompt - self.cached, "cache_read_input_tokens": self.cached, "output_tokens": n}
 
     def open_part(self, idx: int, kind: str) -> bytes:
         block = {
@@ -235,9 +247,8 @@ class MessagesFormatter(_EventFormatter):
 
     def finish(self, n: int) -> bytes:
         stop = "tool_use" if self.tool else "max_tokens"
-        usage = {"input_tokens": self.n_prompt, "output_tokens": n}
         return self.ev(
-            "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage}
+            "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": self.usage(n)}
         ) + self.ev("message_stop", {})
 
     def full_response(self, n: int) -> dict:
@@ -259,5 +270,5 @@ class MessagesFormatter(_EventFormatter):
             "model": self.model,
             "content": content,
             "stop_reason": "tool_use" if self.tool else "max_tokens",
-            "usage": {"input_tokens": self.n_prompt, "output_tokens": n},
+            "usage": self.usage(n),
         }

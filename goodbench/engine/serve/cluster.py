@@ -65,6 +65,7 @@ class ClusterServer(EngineServer):
             self.back = []
         bs = self.front[0].engine.cfg.block_size
         self.router = Router(spec.router, len(self.front), bs)
+        self.wants_hashes = self.router.wants_hashes
         self.back_router = Router("least-outstanding", len(self.back), bs) if self.back else None
         return self.front + self.back
 
@@ -94,6 +95,8 @@ class ClusterServer(EngineServer):
             seq.max_tokens = 1
         front[i].submit(seq)
         self.where[seq.id] = _Where(front[i], seq)
+        name = self.opts.replica_name
+        seq.payload.replica = f"{name}/{i}" if name else str(i)
 
     def _release(self, seq: Seq) -> None:
         w = self.where.pop(seq.id, None)

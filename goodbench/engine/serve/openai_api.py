@@ -167,11 +167,15 @@ class Formatter:
         "head",
         "thinking",
         "think_pre",
+        "cached",
+        "details",
     )
 
     def __init__(self, cid, created, model, chat, n_prompt, include_usage, continuous, words, seed, thinking=0):
         self.chat, self.n_prompt = chat, n_prompt
         self.include_usage, self.continuous = include_usage, continuous
+        self.cached = 0  # prompt tokens the prefix cache held (set when the request is first scheduled)
+        self.details = False  # usage carries prompt_tokens_details (vLLM's --enable-prompt-tokens-details)
         self.words, self.off = words, (seed * 7919) % len(words)
         obj = "chat.completion.chunk" if chat else "text_completion"
         self.head = (
@@ -193,6 +197,8 @@ class Formatter:
         details = (
             f',"completion_tokens_details":{{"reasoning_tokens":{min(n, self.thinking)}}}' if self.thinking else ""
         )
+        if self.details:
+            details += f',"prompt_tokens_details":{{"cached_tokens":{self.cached}}}'
         return (
             f'{{"prompt_tokens":{self.n_prompt},"completion_tokens":{n},"total_tokens":{self.n_prompt + n}{details}}}'
         ).encode()

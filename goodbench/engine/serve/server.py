@@ -31,6 +31,7 @@ from ..kvcache import Seq, block_hashes
 from .apishapes import model_card, parse_api, pool_body, pool_prepare
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
 from .openai_api import BadRequest, Formatter, Parsed, error_event, json_body, parse_request
+from .render import RENDER_PATHS, render, replica_header
 from .steploop import EngineLoop, render_metrics
 
 TOKENIZE_INLINE_CHARS = 4000  # longer prompts are tokenized in a thread
@@ -48,7 +49,20 @@ class Stream:
     each token straight into the connection (no task wake-up per token); until then, and for
     non-streaming requests, tokens wait in `buf`. The handler is woken once, at the end."""
 
-    __slots__ = ("buf", "writer", "finished", "done", "dead", "n", "arrived", "queued", "scheduled", "last", "fmt")
+    __slots__ = (
+        "buf",
+        "writer",
+        "finished",
+        "done",
+        "dead",
+        "n",
+        "arrived",
+        "queued",
+        "scheduled",
+        "last",
+        "fmt",
+        "replica",
+    )
 
     def __init__(self, arrived: float, finished: asyncio.Future):
         self.buf: list[bytes] = []
@@ -62,6 +76,7 @@ class Stream:
         self.scheduled: float | None = None  # start of the first step that included it (queue-time end)
         self.last = 0.0
         self.fmt: Formatter | None = None
+        self.replica: str | None = None  # sent as REPLICA_HEADER: the instance that served it
 
     def push(self, data: bytes, done: bool = False) -> None:
         if self.writer is not None and not self.dead:
@@ -109,6 +124,8 @@ class ServeOptions:
     seed: int = 0
     log_interval_s: float = 10.0  # one stats line this often while there is work (0: none)
     log_requests: bool = False  # one line per finished request
+    enable_prompt_tokens_details: bool = False  # usage says the cached prompt tokens (as vLLM's flag)
+    replica_name: str | None = None  # sent in REPLICA_HEADER on every reply (a cluster adds "/instance")
 
 
 def parse_eos_dist(spec: str | None):
@@ -174,6 +191,7 @@ class EngineServer:
             ("messages", self.messages),
         ):
             app.router.add_post(API_PATHS[api], handler)
+            app.router.add_post(RENDER_PATHS[api], functools.partial(render, self, api=api))
         for api in UNARY_APIS:  # the client's list of one-body APIs: what it sends is what this serves
             app.router.add_post(API_PATHS[api], functools.partial(self._pool, api=api))
         app.router.add_get("/v1/models", self.models)
@@ -314,7 +332,8 @@ class EngineServer:
         rid = next(self.ids)
         stream = Stream(arrived, asyncio.get_running_loop().create_future())
         stream.fmt = self._formatter(api, rid, req, n_prompt, max_tokens)
-        hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching else ()
+        stream.fmt.details = self.opts.enable_prompt_tokens_details
+        hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching or self.wants_hashes else ()
         # the modelled server's front end (HTTP, tokenizing) before the engine sees the request; a
         # calibrated one also grows with the requests already in flight and the prompt (engine/frontend.py)
         front = self.loops[0].engine.cost.front_end.delay(self.in_flight, n_prompt)
@@ -397,9 +416,12 @@ class EngineServer:
         await resp.write_eof()
         return resp
 
+    wants_hashes = False  # a cluster's router may read prompts' block hashes without a prefix cache
+
     def _submit(self, seq: Seq, req: Parsed) -> None:
         """Hand a validated request to an engine instance (one here; a router's choice in a cluster)."""
         self.loops[0].submit(seq)
+        seq.payload.replica = self.opts.replica_name
 
     def _release(self, seq: Seq) -> None:
         """The handler is done with its request: abort it if it is still queued or running."""
@@ -407,7 +429,8 @@ class EngineServer:
             self.loops[0].engine.abort(seq)
 
     async def _stream(self, request, seq: Seq, stream: Stream, fmt) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        head = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        resp = web.StreamResponse(headers=head | replica_header(stream))
         resp.enable_chunked_encoding()
         try:
             await resp.prepare(request)  # a client gone before the headers: nothing worth a traceback
@@ -432,7 +455,7 @@ class EngineServer:
     async def _unary(self, stream: Stream, fmt) -> web.Response:
         await stream.finished
         stream.buf.clear()
-        return web.json_response(fmt.full_response(stream.n))
+        return web.json_response(fmt.full_response(stream.n), headers=replica_header(stream))
 
     # ------------------------------------------------------------------ metrics
     async def metrics(self, request):

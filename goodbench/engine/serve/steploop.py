@@ -45,6 +45,8 @@ def note_scheduled(batch, start: float) -> None:
         st = seq.payload
         if st is not None and st.scheduled is None:
             st.scheduled = max(start, queued_at(st))
+            if st.fmt is not None:  # what its usage reports as cached (set once, as vLLM's num_cached_tokens)
+                st.fmt.cached = max(seq.num_cached, 0)
 
 
 def queued_at(st) -> float:

@@ -84,7 +84,7 @@ class ClusterSim:
         self.bs, self.pc = bs, self.front[0].engine.cfg.enable_prefix_caching
         self.router = Router(spec.router, len(self.front), bs)
         self.back_router = Router("least-outstanding", len(self.back), bs) if self.back else None
-        self.tally = Tally(len(requests))
+        self.tally = Tally(len(requests), cache_said=self.pc)
         self.arr = None  # the arrivals (virtual/arrivals.py), set by run()
         self.events: list = []  # KV landings: (time, request index)
         self.pf_busy: dict[int, float] = {}
@@ -110,7 +110,7 @@ class ClusterSim:
     def _arrive(self, t: float, k: int) -> None:
         r = self.requests[k]
         self.tally.sent[k] = self.arr.sent[k]
-        hashes = prompt_hashes(r, self.bs) if self.pc else ()
+        hashes = prompt_hashes(r, self.bs) if self.pc or self.router.wants_hashes else ()
         i = self.router.pick(
             [x.outstanding(t) for x in self.front],
             hashes,
@@ -125,8 +125,10 @@ class ClusterSim:
             except RequestTooLong as e:
                 self._fail(k, t, str(e))
                 return
-        if self._place(self.front[i], s, t) and not self.spec.disaggregated:
-            self.tally.seqs[k] = s
+        if self._place(self.front[i], s, t):
+            self.tally.routed[k] = (str(i), s)  # as `goodbench serve --replicas N` names its instances
+            if not self.spec.disaggregated:
+                self.tally.seqs[k] = s
 
     def _land(self, t: float, k: int) -> None:
         r = self.requests[k]

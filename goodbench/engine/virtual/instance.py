@@ -112,7 +112,7 @@ def run_instance(
     takes every step singly (the decode fast path is exact; tests compare the two). on_step(batch,
     start, end) is called after every step, a closed-form decode run's too (calibration follows the
     clock with it)."""
-    tally = Tally(len(requests))
+    tally = Tally(len(requests), cache_said=engine.cfg.enable_prefix_caching)
     pending = arr.heap
     trace = open(trace_path, "w", encoding="utf-8") if trace_path else None
     now = 0.0

@@ -39,11 +39,20 @@ class Tally:
     """Per request: when it was sent (NaN: never), its token times, its engine sequence, or why the
     engine refused it."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, cache_said: bool = False):
         self.sent = [math.nan] * n
         self.times: list[array] = [array("d") for _ in range(n)]
         self.seqs: list = [None] * n
         self.bad: dict[int, str] = {}
+        self.routed: dict[int, tuple[str, object]] = {}  # a cluster's: (instance, the sequence it admitted)
+        self.cache_said = cache_said  # records say cached tokens (prefix caching on), as the server's usage
+
+    def _fleet(self, k: int, seq) -> dict:
+        """The record's replica and cached tokens: the instance the router chose, and what the prefix
+        cache held when that instance first admitted it (the prefill instance's, disaggregated)."""
+        replica, first = self.routed.get(k, (None, seq))
+        n = getattr(first, "num_cached", -1)
+        return {"replica": replica, "cached_tokens": n if self.cache_said and n >= 0 else None}
 
     def records(self, requests: list[RequestSpec]) -> list[RequestRecord]:
         """One record per request that was sent: refused ones as HTTP 400, unfinished ones as cancelled."""
@@ -99,6 +108,7 @@ class Tally:
                     reasoning_tokens=think,
                     priority=r.priority,
                     **common,
+                    **self._fleet(k, seq),
                 )
             )
         return out
