@@ -59,7 +59,8 @@ def free_port() -> int:
 class VllmServer:
     """One `vllm serve` child in its own process group (vLLM forks an engine-core process)."""
 
-    def __init__(self, log_dir: str, chunked_budget: int | None, extra: tuple = (), tag: str = ""):
+    def __init__(self, log_dir: str, chunked_budget: int | None, extra: tuple = (), tag: str = "", env=None):
+        self.env = dict(env or {})  # more environment for the child (a worker's name, its CPU)
         self.chunked_budget = chunked_budget  # None: chunked prefill off (budget = max_model_len)
         self.extra = tuple(extra)  # more `vllm serve` flags (tool-call parser, a pooling runner)
         self.port = free_port()
@@ -98,8 +99,14 @@ class VllmServer:
         ]
 
     def start(self) -> VllmServer:
+        self.spawn()
+        self._wait_healthy()
+        return self
+
+    def spawn(self) -> VllmServer:
+        """Start the child without waiting for it (several workers start side by side; then wait_healthy)."""
         require_installed()
-        env = dict(os.environ, **ENV)
+        env = dict(os.environ, **ENV, **self.env)
         env.pop("VIRTUAL_ENV", None)
         env["PATH"] = os.path.join(VENV, "bin") + os.pathsep + env.get("PATH", "")
         log = open(self.log_path, "wb")
@@ -107,7 +114,6 @@ class VllmServer:
             self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
         )
         log.close()
-        self._wait_healthy()
         return self
 
     def _wait_healthy(self) -> None:

@@ -36,6 +36,17 @@ def prefix_hits(base_url: str) -> float:
     return v
 
 
+def router_process(urls: list[str], policy: str, log_dir: str, port: int | None = None) -> ServerProcess:
+    """`vllm-router --policy POLICY --worker-urls ...` on loopback (started, not yet waited for)."""
+    binary = router_binary()
+    if binary is None:
+        raise TargetError("vllm-router is not installed (pip install vllm-router)")
+    port = port or free_port()
+    cmd = [binary, "--host", "127.0.0.1", "--port", str(port), "--policy", policy, "--worker-urls", *urls]
+    cmd += ["--prometheus-port", str(free_port()), "--log-level", "warning"]  # its own, not 29000
+    return ServerProcess(cmd, port, os.path.join(log_dir, f"router-{policy}.log"))
+
+
 class RouterFleet:
     """n `goodbench serve` workers (cfg, prefix caching on) behind `vllm-router --policy POLICY`; a
     context manager whose base_url is the router's. Logs go to log_dir (a temporary folder by default)."""
@@ -56,19 +67,16 @@ class RouterFleet:
         self._stack = ExitStack()
 
     def __enter__(self) -> RouterFleet:
-        binary = router_binary()
-        if binary is None:
+        if router_binary() is None:  # before any worker starts
             raise TargetError("vllm-router is not installed (pip install vllm-router)")
         try:
             for i in range(self.n):
                 port = free_port()
                 cmd = serve_command(self.cfg, port) + ["--enable-prompt-tokens-details", "--replica-name", f"w{i}"]
                 self.workers.append(self._start(cmd, port, f"worker{i}.log"))
-            urls = [w.base_url for w in self.workers]
-            port = self.port or free_port()
-            cmd = [binary, "--host", "127.0.0.1", "--port", str(port), "--policy", self.policy, "--worker-urls", *urls]
-            cmd += ["--prometheus-port", str(free_port()), "--log-level", "warning"]  # its own, not 29000
-            self.router = self._start(cmd, port, "router.log")
+            self.router = router_process([w.base_url for w in self.workers], self.policy, self.log_dir, self.port)
+            self._stack.callback(_stop, self.router)
+            self.router.wait_ready(self.timeout)
         except BaseException:
             self._stack.close()
             raise
