@@ -205,3 +205,75 @@ def test_render_endpoints_give_the_prompt_token_ids_as_vllm(tok):
     assert status == 200 and len(chat["token_ids"]) >= len(one["token_ids"]) > 300
     status, err = out["/v1/completions/render", False]
     assert status == 400 and "empty" in err["error"]["message"]
+
+
+# ---------------------------------------------------------------- the simulator's measured front end
+def test_a_measured_front_end_delays_every_arrival(tok):
+    reqs = [RequestSpec("r0", "c", "x", 1000, 4)]
+    ttft = {}
+    for kw in ({}, {"frontend_ms": 50.0}, {"frontend_ms": 50.0, "frontend_token_us": 10.0}):
+        cfg = EngineConfig(gpu="h100-sxm", **kw).resolved()
+        (r,) = simulate(cfg, Plan.at(reqs, [0.0])).records
+        ttft[len(kw)] = r.first_token_at - r.sent_at
+    assert ttft[1] - ttft[0] == pytest.approx(0.050, abs=1e-6)
+    assert ttft[2] - ttft[1] == pytest.approx(0.010, abs=1e-6)  # 1,000 prompt tokens x 10 us
+
+
+# ---------------------------------------------------------------- a sweep over routers
+def test_router_is_a_sweep_axis_of_the_cells_instances():
+    from goodbench.analysis.grid import Cell, cell_config, parse_params
+    from goodbench.analysis.live import server_command
+
+    params = parse_params(["router=round_robin,cache-aware", "max_num_batched_tokens=512"])
+    assert params["router"] == ["round_robin", "cache-aware"]  # kept as spelled: {router} fills a live command
+    with pytest.raises(UsageError, match="vllm-router"):
+        parse_params(["router=fastest"])
+    cell = Cell("h100-sxm", (("router", "round_robin"), ("max_num_batched_tokens", 512)))
+    cfg = cell_config(EngineConfig(), cell)  # the router is not an engine knob
+    assert cfg.max_num_batched_tokens == 512
+    argv = server_command(
+        cfg, 9001, "goodbench fleet --port {port} --policy {router}", ClusterSpec(router="cache_aware")
+    )
+    assert argv == ["goodbench", "fleet", "--port", "9001", "--policy", "cache_aware"]
+
+
+def test_router_verdicts_compare_each_policy_with_round_robin():
+    from goodbench.analysis.routers import router_verdicts
+
+    base = {"gpu": "h100-sxm", "max_num_batched_tokens": 512, "cell": "h100-sxm,router=..."}
+    rows = [
+        base | {"router": "cache_aware", "hit_rate": 0.5, "ttft_p50_ms": 60.0, "goodput": 3.3,
+                "goodput_lo": 3.2, "goodput_hi": 3.4},
+        base | {"router": "round_robin", "hit_rate": 0.2, "ttft_p50_ms": 100.0, "goodput": 3.0,
+                "goodput_lo": 2.9, "goodput_hi": 3.1},
+        base | {"router": "random", "error": "server failed to start"},
+        {"gpu": "l40s", "router": "round_robin", "hit_rate": 0.1},  # alone on its tier: nothing to compare
+    ]  # fmt: skip
+    (line,) = router_verdicts(rows)
+    assert line.startswith("cache_aware vs round_robin: hit rate 20.0% -> 50.0% (+30.0 pts), TTFT p50 -40%")
+    assert "goodput +10%" in line and "overlap" not in line
+
+
+def test_goodbench_fleet_serves_until_stopped(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from goodbench.analysis.fleet import router_binary
+    from goodbench.serverproc import free_port
+
+    if router_binary() is None:
+        pytest.skip("vllm-router is not installed")
+    port = free_port()
+    cmd = [sys.executable, "-m", "goodbench", "fleet", "--port", str(port), "--workers", "1", "--policy", "round_robin"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"fleet ready: http://127.0.0.1:{port}"), line + proc.stdout.read()[-2000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
+            assert r.status == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, out[-2000:]
