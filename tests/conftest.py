@@ -79,6 +79,20 @@ def reference_engine(step_ms: float = 5.0):
     p.wait(10)
 
 
+def require_router() -> None:
+    """vllm-router (the dev extra installs it). Under CI a missing router fails the test, as a missing
+    Chromium does (tests/browser.py); elsewhere it skips, saying what to install."""
+    import pytest
+
+    from goodbench.analysis.fleet import router_binary
+
+    if router_binary() is None:
+        why = "vllm-router is not installed (pip install -e '.[dev]' or 'goodbench[router]')"
+        if os.environ.get("CI"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+
+
 def run_cli(*args, cwd=None, timeout=120, env=None):
     """Run the goodbench CLI in a subprocess (what a user types)."""
     import subprocess

@@ -4,25 +4,18 @@ every request attributed to the worker that served it (each worker names itself 
 through ci/real_vllm/replica_header.py, vLLM's --middleware), and the policy comparison a sweep prints."""
 
 import os
-import urllib.request
 
 import pytest
 from conftest import ROOT
 from realvllm import SERVED_NAME, VllmServer
 
 import goodbench as gb
-from goodbench.analysis.fleet import router_process
+from goodbench.analysis.fleet import prefix_hits, router_process
 from goodbench.analysis.routers import router_verdicts
 from goodbench.analysis.sweep import summary_row
-from goodbench.prometheus import parse, total
 
 pytestmark = pytest.mark.real_vllm
 MIDDLEWARE = ("--enable-prompt-tokens-details", "--middleware", "replica_header.ReplicaHeader")
-
-
-def hits(url: str) -> float:
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        return total(parse(r.read().decode()), "vllm:prefix_cache_hits_total") or 0.0
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +39,7 @@ def test_vllm_router_in_front_of_two_real_vllm_workers(workers):
     spec = gb.load_workload("sessions", num_prompts=3)  # 3 sessions of 2-8 turns sharing a 600-token system prompt
     rows = []
     for policy in ("round_robin", "cache_aware"):
-        before = sum(hits(w.base_url) for w in ws)
+        before = sum(prefix_hits(w.base_url) for w in ws)
         router = router_process([w.base_url for w in ws], policy, logs)
         try:
             router.wait_ready(60)
@@ -59,7 +52,7 @@ def test_vllm_router_in_front_of_two_real_vllm_workers(workers):
         assert all(r.status == "ok" for r in recs), [r.error for r in recs if r.status != "ok"][:2]
         assert all(r.replica in ("w0", "w1") for r in recs)  # every request attributed
         assert all(r.cached_tokens is not None for r in recs)  # vLLM's usage said each one's cache hits
-        delta = sum(hits(w.base_url) for w in ws) - before
+        delta = sum(prefix_hits(w.base_url) for w in ws) - before
         cached = sum(r.cached_tokens for r in recs)
         print(f"{policy}: cached tokens per request sum {cached}, the workers' hit counters moved {delta:.0f}")
         assert cached == delta  # vLLM's usage, request by request, is what its counters count

@@ -260,11 +260,11 @@ def test_goodbench_fleet_serves_until_stopped(tmp_path):
     import sys
     import urllib.request
 
-    from goodbench.analysis.fleet import router_binary
+    from conftest import require_router
+
     from goodbench.serverproc import free_port
 
-    if router_binary() is None:
-        pytest.skip("vllm-router is not installed")
+    require_router()
     port = free_port()
     cmd = [sys.executable, "-m", "goodbench", "fleet", "--port", str(port), "--workers", "1", "--policy", "round_robin"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)

@@ -4,12 +4,16 @@ own prefix-cache hit counters, and the simulated fleet's hit rate beside the mea
 30 requests per policy. Needs vllm-router (the dev extra installs it)."""
 
 import pytest
+from conftest import require_router
 
 import goodbench as gb
-from goodbench.analysis.fleet import RouterFleet, router_binary
+from goodbench.analysis.fleet import RouterFleet
 from goodbench.engine.layout import ClusterSpec
 
-pytestmark = pytest.mark.skipif(router_binary() is None, reason="vllm-router is not installed")
+
+@pytest.fixture(autouse=True)
+def _router():
+    require_router()
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "cache_aware"])

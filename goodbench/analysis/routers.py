@@ -1,12 +1,13 @@
 """A sweep over router policies (`--param router=round_robin,cache_aware`): each policy against
 round_robin (else the first policy) on the same tier and other knobs, in one line per policy: hit
-rate, TTFT p50 and goodput, and whether the goodput intervals overlap (then the difference is not one
-this many requests can show). Pure."""
+rate, TTFT p50 and goodput, and whether the two goodputs can be told apart (the sweep's tie rule,
+analysis/sweep.indistinct: its one judge). Pure."""
 
 from __future__ import annotations
 
 from ..engine.router import canonical
 from .grid import KNOBS
+from .sweep import indistinct
 
 
 def _pct(new, old) -> str:
@@ -22,9 +23,10 @@ def _versus(r: dict, base: dict) -> str:
         f"{r['router']} vs {base['router']}: hit rate {hr}, TTFT p50 {_pct(r.get('ttft_p50_ms'), base.get('ttft_p50_ms'))}, "
         f"goodput {_pct(r.get('goodput'), base.get('goodput'))}"
     )
-    lo, hi = (r.get("goodput_lo"), r.get("goodput_hi")), (base.get("goodput_lo"), base.get("goodput_hi"))
-    if None not in lo + hi and lo[0] <= hi[1] and hi[0] <= lo[1]:
-        line += " (goodput intervals overlap: no difference shown)"
+    if r.get("goodput") is not None and base.get("goodput") is not None:
+        low, high = sorted((r, base), key=lambda x: x["goodput"])
+        if indistinct(low, high):
+            line += " (goodputs indistinguishable by the sweep's tie rule)"
     return line + (f" [{r['cell'].split(',', 1)[0]}]" if r.get("cell") else "")
 
 

@@ -310,7 +310,7 @@ def cheapest(rows: list[dict]) -> dict | None:
     }
 
 
-def _indistinct(r: dict, top: dict) -> bool:
+def indistinct(r: dict, top: dict) -> bool:
     """r's goodput cannot be told from the top cell's: within its 95% interval, or within 0.5%."""
     lo = top.get("goodput_lo")
     return r["goodput"] >= top["goodput"] * (1 - TIE_TOLERANCE) or (lo is not None and r["goodput"] >= lo)
@@ -330,8 +330,8 @@ def rank(rows: list[dict]) -> tuple[list[dict], list[dict], dict | None]:
     if not ok:
         return [], [], None
     top = max(ok, key=lambda r: (r["goodput"], [-x for x in _felt(r)]))
-    tied = sorted((r for r in ok if _indistinct(r, top)), key=_felt)
-    rest = sorted((r for r in ok if not _indistinct(r, top)), key=lambda r: (-r["goodput"], *_felt(r)))
+    tied = sorted((r for r in ok if indistinct(r, top)), key=_felt)
+    rest = sorted((r for r in ok if not indistinct(r, top)), key=lambda r: (-r["goodput"], *_felt(r)))
     return tied + rest, tied, top
 
 
