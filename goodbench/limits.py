@@ -117,6 +117,7 @@ LIMITS = {
     "frontend_ms": Limit(0, MAX_STEP_MS),
     "frontend_token_us": Limit(0, 1000),
     "expert_skew": Limit(0, 4),
+    "num_speculative_tokens": Limit(0, 16),
     "electricity_price": Limit(0, 100),  # $ per kWh
     "facility_factor": Limit(1, 5),  # PUE: the facility's energy over the IT load's
     "fixed_step_ms": Limit(MIN_STEP_MS, MAX_STEP_MS),

@@ -13,6 +13,7 @@ from .hardware import GIB, GPUS, get_gpu
 from .knobs import knob, to_argv
 from .models import Model, get_model, is_model_file
 from .profile import SERVER_KEYS, Profile, contradiction, server
+from .speculative import METHODS, SpecDecode, draft_shape
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
 POLICIES = ("fcfs", "priority")
@@ -134,6 +135,18 @@ class EngineConfig:
         "a calibration profile (goodbench calibrate) fitted to your own server: replaces the tier's cost model "
         "(its KV capacity, budget and sequence limit are the defaults)",
     )
+    speculative_method: str | None = knob(
+        None, "speculative decoding's drafter (vLLM's --speculative-config method; default off)", METHODS
+    )
+    num_speculative_tokens: int = knob(0, "draft tokens per request per step (0 = no speculation)")
+    speculative_acceptance: str | None = knob(
+        None,
+        "per-position conditional acceptance rates, e.g. 0.8,0.7,0.6 (the last repeats; default: the method's "
+        "published rate where one exists, docs/engine.md)",
+    )
+    speculative_model: str | None = knob(
+        None, "draft_model: the draft's built-in model shape (goodbench engine models)"
+    )
     fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
     # the files the knobs above name, read at the edge (api/enginefiles.with_files); no flag, not stored
     files: EngineFiles | None = field(default=None, compare=False, repr=False, metadata={"cli": False})
@@ -215,6 +228,21 @@ class EngineConfig:
             raise UsageError("gpu_memory_utilization must be in (0, 1]")
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
             raise UsageError("block_size must be a power of two from 1 to 128")
+        if self.draft() is not None or self.spec():
+            if self.scheduler == "static":
+                raise UsageError("speculative decoding needs a continuous-batching scheduler, not static batching")
+
+    def spec(self) -> SpecDecode | None:
+        """The speculative-decoding config (None: off); UsageError for one vLLM would refuse."""
+        return SpecDecode.from_knobs(self.speculative_method, self.num_speculative_tokens, self.speculative_acceptance)
+
+    def draft(self) -> Model | None:
+        """The shape the drafter runs (None: off, or n-gram's host lookup)."""
+        sd = self.spec()
+        if sd is None:
+            return None
+        named = get_model(self.speculative_model) if self.speculative_model else None
+        return draft_shape(sd.method, self.shape(), named)
 
     def _blocks(self, served: dict) -> int:
         """KV blocks: the user's, the profiled server's (in this config's block size), else what GPU

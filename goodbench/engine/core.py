@@ -14,6 +14,7 @@ from .costmodel import CostModel
 from .jitter import factor
 from .kvcache import KVCache, Seq
 from .scheduler import Batch, Scheduler
+from .speculative import Drafter, SpecCounters
 
 
 class RequestTooLong(GoodbenchError):
@@ -24,8 +25,15 @@ class RequestTooLong(GoodbenchError):
 class StepResult:
     duration: float
     batch: Batch
-    emitted: list = field(default_factory=list)  # sequences that produced one token this step
+    emitted: list = field(default_factory=list)  # sequences that produced tokens this step
     finished: list = field(default_factory=list)
+    counts: list | None = None  # speculative decoding: tokens each emitted sequence produced (None: one each)
+
+    def outputs(self):
+        """(sequence, tokens it produced this step) for each emitted sequence: one chunk each."""
+        if self.counts is None:
+            return ((s, 1) for s in self.emitted)
+        return zip(self.emitted, self.counts)
 
 
 @dataclass
@@ -39,6 +47,7 @@ class EngineStats:
     prefill_busy_s: float = 0.0  # time in steps that carried prefill tokens
     max_step_tokens: int = 0  # the most tokens one step carried: below the budget, the budget never bound
     energy_j: float = 0.0  # per GPU, over the steps (engine/power.py; 0 without a power model)
+    spec: SpecCounters | None = None  # speculative decoding's counters (None: off)
 
 
 class Engine:
@@ -55,6 +64,19 @@ class Engine:
         )
         if self.adaptive is not None:
             self.sched.budget = self.adaptive.budget
+        spec = self.cfg.spec()
+        self.drafter = None if spec is None else Drafter(spec, self._draft_cost(), self.cost.fixed_step_s is not None)
+        if spec is not None:
+            self.stats.spec = SpecCounters()
+
+    def _draft_cost(self) -> CostModel | None:
+        """The drafter's cost model on this tier and TP (None: n-gram, or a fixed-step test engine)."""
+        shape = self.cfg.draft()
+        if shape is None or self.cost.fixed_step_s is not None:
+            return None
+        from .costmodel import SHIPPED, tier_model
+
+        return tier_model(self.cfg, SHIPPED, shape=shape)
 
     def check_fits(self, prompt_len: int, max_tokens: int) -> None:
         if prompt_len < 1:
@@ -116,32 +138,66 @@ class Engine:
             self.sched.holding = False  # no step runs: the next arrival is taken in at once
             return None
         dur = self.cost.batch_time(batch)
+        if batch.drafted or self.drafter is not None:
+            dur += self._speculate(batch)
         if self.cost.step_jitter:
             dur *= factor(self.cost.step_jitter, self.salt, self.stats.steps)
         if self.adaptive is not None and batch.decode_tokens:
             self.sched.budget = self.adaptive.observe(dur, batch.num_tokens >= self.sched.budget)
         res = StepResult(dur, batch)
         kv, sched = self.kv, self.sched
-        for seq in batch.seqs:
-            if kv.prefix_caching:
-                kv.commit_full_blocks(seq)
-            if seq.num_computed >= seq.num_tokens:
-                seq.num_output += 1
-                res.emitted.append(seq)
-                if seq.num_output >= seq.max_tokens:
-                    sched.finish(seq)
-                    res.finished.append(seq)
+        if batch.drafted:
+            self._emit_drafted(batch, res)
+        else:
+            for seq in batch.seqs:
+                if kv.prefix_caching:
+                    kv.commit_full_blocks(seq)
+                if seq.num_computed >= seq.num_tokens:
+                    seq.num_output += 1
+                    res.emitted.append(seq)
+                    if seq.num_output >= seq.max_tokens:
+                        sched.finish(seq)
+                        res.finished.append(seq)
         self._launched()
         st = self.stats
         st.steps += 1
         st.max_step_tokens = max(st.max_step_tokens, batch.num_tokens)
-        st.generation_tokens += len(res.emitted)
+        st.generation_tokens += len(res.emitted) if res.counts is None else sum(res.counts)
         st.busy_s += dur
         st.busy_seqs_s += dur * batch.num_seqs
         st.energy_j += self.cost.step_energy(batch.num_tokens, batch.decode_ctx + batch.prefill_ctx, dur)
         if batch.prefill_tokens:
             st.prefill_busy_s += dur
         return res
+
+    def _speculate(self, batch: Batch) -> float:
+        """The seconds speculation adds to this step: verifying the drafts, and the drafter's passes."""
+        n = batch.num_tokens - batch.spec_tokens
+        return self.cost.verify_time(n, batch.num_seqs, batch.spec_tokens) + self.drafter.time(batch)
+
+    def _emit_drafted(self, batch: Batch, res: StepResult) -> None:
+        """A step that verified drafts: accept a prefix of each request's drafts (SpecDecode.accepted), roll
+        its computed tokens back to what was accepted (the rejected drafts' KV slots are written over later),
+        count them, and emit 1 + accepted tokens per request (never past its max_tokens) in one chunk."""
+        spec, counters, out = self.drafter.spec, self.stats.spec, {}
+        for seq, d in batch.drafted:
+            a = spec.accepted(seq.id, seq.num_output, d, self.salt)
+            counters.add(d, a)
+            seq.num_computed -= d - a
+            out[id(seq)] = min(1 + a, seq.max_tokens - seq.num_output)
+        res.counts = []
+        kv, sched = self.kv, self.sched
+        for seq in batch.seqs:
+            if kv.prefix_caching:
+                kv.commit_full_blocks(seq)
+            if seq.num_computed >= seq.num_tokens:
+                m = out.get(id(seq), 1)
+                seq.num_output += m
+                res.emitted.append(seq)
+                res.counts.append(m)
+                if seq.num_output >= seq.max_tokens:
+                    sched.finish(seq)
+                    res.finished.append(seq)
 
     def _kv_room(self, run, k: int) -> tuple[int, list[int]]:
         """The largest k' <= k (halving) for which every running sequence's blocks for k' more tokens
@@ -184,7 +240,7 @@ class Engine:
         have closed-form end times and are taken at once. Returns (end times of the k steps,
         finished seqs), or None when the fast path does not apply (then take a normal step)."""
         sched, kv, cfg = self.sched, self.kv, self.cfg
-        if sched.waiting or sched.incoming or cfg.scheduler in ("static", "prefill-first"):
+        if sched.waiting or sched.incoming or cfg.scheduler in ("static", "prefill-first") or self.drafter:
             return None
         run = sched.running
         r = len(run)

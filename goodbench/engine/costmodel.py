@@ -262,6 +262,20 @@ class CostModel:
             batch.num_seqs,
         )
 
+    def verify_time(self, n: int, r: int, s: int) -> float:
+        """What s draft tokens add to a step of n tokens and r requests: their GEMM rows and LM-head rows
+        (the target's logits at every draft position); their attention reads the context the request's
+        own token reads (a decode step is memory-bound on it), so it adds nothing here."""
+        if not s or self.fixed_step_s is not None:
+            return 0.0
+        lin = float(sum(self._tokens(n + s))) - float(sum(self._tokens(n)))
+        return lin + float(_ext(self.head, r + s)) - float(_ext(self.head, r))
+
+    def pass_time(self, pt, dt, dctx, pattn, pctx, seqs) -> float:
+        """One forward pass of this model without the step's host time (a drafter's pass runs inside the
+        target's step, whose host work is counted once)."""
+        return self.step_time(pt, dt, dctx, pattn, pctx, seqs) - self.step_s - self.request_s * seqs
+
     def features(self, batch) -> np.ndarray:
         """d(step time)/d(StepConstants) for this step, in the dataclass's field order (calibration:
         a tier model's step time is affine in the constants, the prefill attention's max aside)."""
@@ -379,9 +393,15 @@ def _tp_comm(n, layers: int, hidden: int, gpu, tp: int, k: StepConstants) -> tup
     return comm, pcie_bw
 
 
-def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
-    """The tier's measured operator curves for the model shape, with the fitted constants k."""
-    gpu, m = get_gpu(cfg.gpu), cfg.shape()
+def att_kv_bytes(cfg: EngineConfig) -> float:
+    """Bytes per KV value."""
+    return 1.0 if cfg.kv_cache_dtype == "fp8" else 2.0
+
+
+def tier_model(cfg: EngineConfig, k: StepConstants, shape=None) -> CostModel:
+    """The tier's measured operator curves for the model shape (or `shape` on the same tier and TP: a
+    speculative drafter), with the fitted constants k."""
+    gpu, m = get_gpu(cfg.gpu), shape or cfg.shape()
     tp, fp8 = cfg.tensor_parallel_size, cfg.dtype == "fp8"
     peak, bw, wbytes, fam, ridge_bw = gemm_pricing(gpu, fp8)
     bf16_peak = gpu.bf16_tflops * 1e12  # the LM head and attention stay BF16
@@ -399,10 +419,10 @@ def tier_model(cfg: EngineConfig, k: StepConstants) -> CostModel:
     rows = np.arange(cfg.max_num_seqs + 2, dtype=float)
     head = gemm_time(np.maximum(rows, 1), m.vocab * m.hidden / tp, bf16_peak, bw, 2.0, fam, count=1, ridge_bw=ridge_bw)
     head[0] = 0.0
-    kv_tok = cfg.kv_bytes_per_token()
+    kv_tok = cfg.kv_bytes_per_token() if shape is None else m.kv_bytes_per_token(att_kv_bytes(cfg), tp)
     per_request = m.layers * request_scale(gpu)  # decode's per-request time per unit of attn_request_s
     dtype = f"{cfg.dtype}{' (fp8 KV)' if cfg.kv_cache_dtype == 'fp8' else ''}"
-    att = attention_terms(m, tp, bf16_peak, bw, 1.0 if cfg.kv_cache_dtype == "fp8" else 2.0)
+    att = attention_terms(m, tp, bf16_peak, bw, att_kv_bytes(cfg))
     reads, flops = _step_work(n, cfg, m, tp, wbytes)
     return CostModel(
         linear=linear,

@@ -28,11 +28,13 @@ class Batch:
     prefill_attn: float = 0.0  # sum over chunks of n*(p + (n+1)/2): causal attention work
     prefill_ctx: int = 0  # sum over chunks of p + n: KV read by prefill attention
     padding: int = 0  # static batching: finished rows still computed
+    spec_tokens: int = 0  # speculative decoding: draft tokens verified (beside each request's own token)
+    drafted: list = field(default_factory=list)  # (Seq, its draft tokens) of the decodes that carry drafts
     preempted: list = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:
-        return self.prefill_tokens + self.decode_tokens + self.padding
+        return self.prefill_tokens + self.decode_tokens + self.spec_tokens + self.padding
 
     @property
     def num_seqs(self) -> int:
@@ -50,6 +52,16 @@ class Batch:
             self.prefill_attn += n * (p + (n + 1) / 2)
             self.prefill_ctx += p + n
 
+    def add_drafted(self, seq: Seq, drafts: int) -> None:
+        """A decode carrying draft tokens: its own token plus the drafts, verified together (the context
+        is read once: decode_ctx counts the request's own token)."""
+        self.seqs.append(seq)
+        self.tokens.append(1 + drafts)
+        self.decode_tokens += 1
+        self.decode_ctx += seq.num_computed + 1
+        self.spec_tokens += drafts
+        self.drafted.append((seq, drafts))
+
 
 class Scheduler:
     def __init__(self, cfg: EngineConfig, kv: KVCache):
@@ -65,6 +77,8 @@ class Scheduler:
         self.holding = False
         self._order = 0
         self.budget = cfg.max_num_batched_tokens  # the per-step token budget (an adaptive policy moves it)
+        spec = cfg.spec()
+        self.spec_k = spec.k if spec else 0  # draft tokens a decoding request carries into a step
 
     # ---- queue helpers (FCFS deque, or a heap on (priority, arrival order))
     def add(self, seq: Seq) -> None:
@@ -172,6 +186,8 @@ class Scheduler:
             n = self._chunk(seq.num_tokens - seq.num_computed, budget)
             if n <= 0:
                 continue
+            drafts = self._drafts(seq, n, budget)
+            n += drafts
             ok = kv.allocate(seq, n)
             while not ok:
                 victim = self._pick_victim()
@@ -187,12 +203,22 @@ class Scheduler:
                 ok = kv.allocate(seq, n)
             if not ok:
                 break  # the sequence preempted itself: stop scanning, as vLLM does
-            batch.add(seq, n)
+            if drafts:
+                batch.add_drafted(seq, drafts)
+            else:
+                batch.add(seq, n)
             seq.num_computed += n
             budget -= n
         if not batch.preempted:
             self._admit(batch, budget)
         return batch
+
+    def _drafts(self, seq: Seq, n: int, budget: int) -> int:
+        """Draft tokens this decode carries: k, as far as the budget allows (vLLM trims the drafts to it),
+        none while prefilling (the drafter proposes once a request has an output token)."""
+        if not self.spec_k or n != 1 or not seq.num_output or seq.num_computed < seq.prompt_len:
+            return 0
+        return max(0, min(self.spec_k, budget - 1))
 
     def finish(self, seq: Seq) -> None:
         """A sequence produced its last token: free it (static batching keeps the row as padding)."""
@@ -212,10 +238,14 @@ class Scheduler:
         """Remove entry k from the batch and roll back its computed tokens; recount the rest."""
         batch.seqs[k].num_computed -= batch.tokens[k]
         seqs, toks = batch.seqs[:k] + batch.seqs[k + 1 :], batch.tokens[:k] + batch.tokens[k + 1 :]
+        drafted = {id(s): d for s, d in batch.drafted}
         fresh = Batch(preempted=batch.preempted)
         for s, n in zip(seqs, toks):
             s.num_computed -= n
-            fresh.add(s, n)
+            if id(s) in drafted:
+                fresh.add_drafted(s, drafted[id(s)])
+            else:
+                fresh.add(s, n)
             s.num_computed += n
         batch.__dict__.update(fresh.__dict__)
 

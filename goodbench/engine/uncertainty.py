@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .hardware import get_gpu
 from .moe import KERNEL_HELD_OUT, KERNEL_WORST
+from .speculative import SPEC_HELD_OUT
 
 REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-heavy", "TP > 1")
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
@@ -93,6 +94,12 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
     )
     if stats.get("moe"):
         pct, basis = _moe(stats["moe"], pct, basis)
+    if stats.get("speculative"):
+        pct = max(pct, SPEC_HELD_OUT * 100)
+        basis += (
+            f"; speculative decoding: public speedups against batch held out, median |error| {SPEC_HELD_OUT:.0%} "
+            "(benchmarks/spec_decode.py), the acceptance rates as given"
+        )
     ttft = max(TTFT_ERROR["all" if blind else "calibrated"] * 100, pct)  # a TTFT is made of steps too
     ttft_basis = (
         f"public vLLM TTFTs, out of sample, median |error| {'over every point' if blind else 'on calibrated tiers'}; "

@@ -23,6 +23,7 @@ from .frontier import frontier_block
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
 from .servertiming import server_timing, step_lateness
+from .speculative import client_view, observed, simulated
 from .summary import summarize
 
 LIVE_MODES = ("open", "closed")
@@ -58,6 +59,9 @@ def compose(
             s["engine_lateness"] = engine
     if meta.engine_stats is not None:
         s.update(_simulated(s, meta))
+    spec = observed(rows) if live else simulated((meta.engine_stats or {}).get("speculative"))
+    if spec:
+        s["speculative"] = spec | client_view(c.out, c.nchunks, c.ok, c.cols.class_of())
     s.update(frontier_block(c, s["slo"], meta.gpus, s["duration_s"]))
     if meta.gpu_telemetry:
         s["energy"] = _energy(c, s["slo"], telemetry or []) | {"judged": bool(s["slo"])}

@@ -291,6 +291,7 @@ def render_summary(
     parts += _sessions_lines(summary)
     parts += [Text(x) for x in job_text(summary)]
     parts.append(prefix_line(summary.get("prefix_cache")))
+    parts.append(spec_line(summary.get("speculative")))
     lanes = summary.get("per_priority") or {}
     if lanes:
         honoured = {True: "lower served first", False: "NOT served in priority order: see the warnings"}
@@ -347,6 +348,14 @@ def prefix_line(pc: dict | None) -> Text | None:
 
     text = describe(pc)
     return None if text is None else Text("  prefix cache: " + text, style="dim")
+
+
+def spec_line(b: dict | None) -> Text | None:
+    """Speculative decoding's acceptance (the server's counters) beside the client's tokens per chunk."""
+    from ..metrics.speculative import describe
+
+    text = describe(b)
+    return None if text is None else Text("  speculative decoding: " + text, style="dim")
 
 
 def print_summary(

@@ -265,6 +265,8 @@ def _blocks(summary: dict) -> list[str]:
     parts.append(job_html(summary))
     if summary.get("prefix_cache"):
         parts.append(_prefix_line(summary["prefix_cache"]))
+    if summary.get("speculative"):
+        parts.append(_spec_line(summary["speculative"]))
     parts += [
         f"<p>engine: {what} ±{pct:.0f}% <span class=dim>{_e(basis)}</span></p>"
         for what, pct, basis in statements(summary.get("engine_uncertainty"))
@@ -362,6 +364,15 @@ def _prefix_line(pc: dict) -> str:
         f"<p>prefix cache: {_e(text)}"
         + (f" <span class=dim>observed by {_e(pc.get('observed_by'))}</span>" if pc.get("observed_by") else "")
         + "</p>"
+    )
+
+
+def _spec_line(b: dict) -> str:
+    from ..metrics.speculative import describe
+
+    text = describe(b)
+    return (
+        "" if text is None else f"<p>speculative decoding: {_e(text)} <span class=dim>{_e(b['observed_by'])}</span></p>"
     )
 
 

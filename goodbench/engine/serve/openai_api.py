@@ -224,11 +224,21 @@ class Formatter:
             return self.role_chunk() + self._token(n, done)
         return self._token(n, done)
 
-    def _token(self, n: int, done: bool) -> bytes:
+    def tokens(self, n0: int, m: int, done: bool) -> bytes:
+        """Tokens n0 .. n0 + m - 1 of one step (speculative decoding) in one chunk, as vLLM streams a
+        step's accepted tokens (a chunk that would cross the reasoning/answer boundary goes as one each)."""
+        last = n0 + m - 1
+        if m == 1 or (n0 <= self.thinking < last):
+            return b"".join(self.token(n, done and n == last) for n in range(n0, last + 1))
+        text = "".join(json.loads(self.word(i)) for i in range(n0, last + 1))
+        return self._token(last, done, json.dumps(text).encode())
+
+    def _token(self, n: int, done: bool, word: bytes | None = None) -> bytes:
+        word = self.word(n) if word is None else word
         pre = self.think_pre if n <= self.thinking else self.pre
         # vLLM sets stop_reason on every completions chunk and on chat's last
         end = b',"stop_reason":null}]' if done or not self.chat else b"}]"
-        chunk = b"data: " + self.head + pre + self.word(n) + self.mid + (b'"length"' if done else b"null") + end
+        chunk = b"data: " + self.head + pre + word + self.mid + (b'"length"' if done else b"null") + end
         if self.continuous:
             chunk += b',"usage":' + self._usage(n)
         chunk += b"}\n\n"

@@ -170,7 +170,7 @@ class EngineLoop:
         finished = set(map(id, res.finished))
         self.finished_total += len(finished)
         h_ttft, h_itl = self.h_ttft, self.h_itl
-        for seq in res.emitted:
+        for seq, m in res.outputs():
             st = seq.payload
             if st is None:
                 continue
@@ -179,11 +179,11 @@ class EngineLoop:
                 self._observe_phases(st, now)
             else:
                 h_itl.observe(now - st.last)
-            st.n += 1
+            st.n += m
             st.last = now
             done = id(seq) in finished
             try:
-                st.push(st.fmt.token(st.n, done), done)
+                st.push(st.fmt.token(st.n, done) if m == 1 else chunk_bytes(st.fmt, st.n - m + 1, m, done), done)
             except Exception as e:  # one request's failure must not stop the others: abort it alone
                 self.engine.abort(seq)
                 st.dead = True
@@ -202,6 +202,41 @@ class EngineLoop:
         """(q, lateness, window) for p50 and p99 over the recent steps."""
         lat = sorted(self.lateness[-LATENESS_WINDOW // 2 :])
         return [(q, lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0.0, len(lat)) for q in (0.5, 0.99)]
+
+
+def chunk_bytes(fmt, n0: int, m: int, done: bool) -> bytes:
+    """One step's m tokens for one request: one chunk where the format can (chat, completions), else
+    each token's events together (Responses, Messages), in one write either way."""
+    many = getattr(fmt, "tokens", None)
+    if many is not None:
+        return many(n0, m, done)
+    last = n0 + m - 1
+    return b"".join(fmt.token(n, done and n == last) for n in range(n0, last + 1))
+
+
+SPEC_COUNTERS = (
+    ("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", "drafts"),
+    ("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "draft_tokens"),
+    ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "accepted"),
+)
+
+
+def spec_families(rows: list[tuple[str, EngineLoop]]) -> list[str]:
+    """vLLM's speculative-decoding counters, per position too (only when the engine speculates)."""
+    specs = [(lab, lp.engine.stats.spec, lp.engine.drafter.spec.k) for lab, lp in rows if lp.engine.stats.spec]
+    if not specs:
+        return []
+    out = []
+    for name, help, attr in SPEC_COUNTERS:
+        out += family(name, "counter", help, [(lab, getattr(sc, attr)) for lab, sc, _ in specs])
+    per_pos = [
+        (",".join(filter(None, (lab, f'position="{i}"'))), (sc.per_pos or [0] * k)[i])
+        for lab, sc, k in specs
+        for i in range(k)
+    ]
+    return out + family(
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.", per_pos
+    )
 
 
 def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
@@ -231,6 +266,7 @@ def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
     )
     for name, kind, help, get in gauges:
         out += family(name, kind, help, [(lab, get(lp)) for lab, lp in rows])
+    out += spec_families(rows)
     for attr in ("h_ttft", "h_itl", "h_iter", "h_late", "h_queue", "h_prefill"):
         out += histogram_family([(lab, getattr(lp, attr)) for lab, lp in rows])
     qs = [(lab, lp.lateness_quantiles()) for lab, lp in rows]

@@ -27,7 +27,7 @@ from ..costmodel import CostModel
 from ..kvcache import Seq
 from ..layout import ClusterSpec
 from ..router import Router
-from .instance import decode_run, energy_stats
+from .instance import decode_run, energy_stats, spec_stats
 from .recorder import NOT_FIT, Tally, prompt_hashes
 
 
@@ -179,8 +179,7 @@ class ClusterSim:
         if inst.role == "prefill":
             self._prefill_done(inst, res)
             return
-        for s in res.emitted:
-            self.tally.times[s.id].append(inst.t)
+        self.tally.emit(res, inst.t)
         if res.finished:
             self._finished(inst, res.finished, inst.t)
 
@@ -223,8 +222,10 @@ class ClusterSim:
         prof = next((x.engine.cost.profile for x in self.insts if x.engine.cost.profile), None)
         moe = next((x.engine.cost.moe for x in self.insts if x.engine.cost.moe), None)
         energy = energy_stats([x.engine for x in self.insts])
+        spec = spec_stats([x.engine for x in self.insts])
         return (
             ({"profile": dict(prof)} if prof else {})
+            | ({"speculative": spec} if spec else {})
             | ({"moe": dict(moe)} if moe else {})
             | ({"energy": energy} if energy else {})
             | {

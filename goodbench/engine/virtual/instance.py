@@ -12,6 +12,7 @@ from typing import NamedTuple
 from ...records import RequestRecord, RequestSpec
 from ..core import Engine, RequestTooLong
 from ..kvcache import Seq
+from ..speculative import engine_counts
 from .recorder import NOT_FIT, Tally, prompt_hashes
 
 
@@ -141,8 +142,7 @@ def run_instance(
             now += res.duration
             if on_step is not None:
                 on_step(res.batch, start, now)
-            for s in res.emitted:
-                tally.times[s.id].append(now)
+            tally.emit(res, now)
             arr.finished([s.id for s in res.finished], now)
             if trace is not None:
                 trace.write(_trace_line(engine, res, start))
@@ -174,7 +174,16 @@ def instance_stats(engine: Engine) -> dict:
     energy = energy_stats([engine])
     if energy:
         out["energy"] = energy
+    spec = spec_stats([engine])
+    if spec:
+        out["speculative"] = spec
     return out
+
+
+def spec_stats(engines: list[Engine]) -> dict | None:
+    """The engines' speculative-decoding counts (metrics/speculative.engine_counts); None: none speculated."""
+    k = max((e.drafter.spec.k for e in engines if e.drafter is not None), default=0)
+    return engine_counts([e.stats.spec for e in engines], k) if k else None
 
 
 def energy_stats(engines: list[Engine]) -> dict | None:

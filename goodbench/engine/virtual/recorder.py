@@ -35,6 +35,21 @@ def prompt_hashes(r: RequestSpec, block_size: int) -> tuple:
     return text_block_hashes(r.prompt, r.prompt_tokens, block_size)
 
 
+def chunks(t: tuple, multi: bool) -> dict:
+    """A request's chunk times and tokens per chunk from its token times (equal times: one chunk, as a
+    server streams a step's tokens for one request)."""
+    if not multi:
+        return {"chunk_times": t, "chunk_tokens": (1,) * len(t)}
+    times, toks = [], []
+    for x in t:
+        if times and x == times[-1]:
+            toks[-1] += 1
+        else:
+            times.append(x)
+            toks.append(1)
+    return {"chunk_times": tuple(times), "chunk_tokens": tuple(toks)}
+
+
 class Tally:
     """Per request: when it was sent (NaN: never), its token times, its engine sequence, or why the
     engine refused it."""
@@ -46,6 +61,18 @@ class Tally:
         self.bad: dict[int, str] = {}
         self.routed: dict[int, tuple[str, object]] = {}  # a cluster's: (instance, the sequence it admitted)
         self.cache_said = cache_said  # records say cached tokens (prefix caching on), as the server's usage
+        self.multi = False  # some step emitted several tokens to one request (speculative decoding)
+
+    def emit(self, res, now: float) -> None:
+        """A step's tokens, at its end: one time per token (a chunk of m tokens is m equal times)."""
+        times = self.times
+        if res.counts is None:
+            for s in res.emitted:
+                times[s.id].append(now)
+            return
+        self.multi = True
+        for s, m in res.outputs():
+            times[s.id].extend([now] * m)
 
     def _fleet(self, k: int, seq) -> dict:
         """The record's replica and cached tokens: the instance the router chose, and what the prefix
@@ -97,8 +124,7 @@ class Tally:
                     sent_at=off,
                     first_token_at=t[0] if t else None,
                     finished_at=t[-1] if t else off,
-                    chunk_times=t,
-                    chunk_tokens=(1,) * len(t),
+                    **chunks(t, self.multi),
                     output_tokens=len(t),
                     output_tokens_source="usage",
                     prompt_tokens_server=r.prompt_tokens,

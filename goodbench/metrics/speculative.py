@@ -1,0 +1,102 @@
+"""Speculative decoding over a run: what the server's counters say (vLLM's vllm:spec_decode_*, scraped
+before and after; or the simulated engine's own counts) beside what the client saw (tokens per streamed
+chunk after the first: a step's accepted drafts arrive together). Pure.
+
+summary.json's `speculative` block (only where the server speculated):
+  drafts, draft_tokens, accepted_tokens      counter deltas over the run
+  acceptance_rate                            accepted / draft tokens
+  mean_acceptance_length                     1 + accepted / drafts: tokens a drafted step emits per request
+  per_position                               accepted at position i / drafts (vLLM's per-position rate)
+  tokens_per_chunk, tokens_per_chunk_by_class  the client's view: output tokens after the first over
+                                             chunks after the first, completed streamed requests"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..prometheus import delta
+
+PREFIX = "vllm:spec_decode_num_"
+_POS = re.compile(r'position="(\d+)"')
+
+
+def block(drafts: float, draft_tokens: float, accepted: float, per_pos: list[float], source: str) -> dict | None:
+    """The counters' part of the block (None when no draft was made)."""
+    if not drafts:
+        return None
+    return {
+        "observed_by": source,
+        "drafts": int(drafts),
+        "draft_tokens": int(draft_tokens),
+        "accepted_tokens": int(accepted),
+        "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
+        "mean_acceptance_length": 1 + accepted / drafts,
+        "per_position": [n / drafts for n in per_pos],
+    }
+
+
+def _per_position(rows: list[dict]) -> list[float]:
+    """Deltas of vllm:spec_decode_num_accepted_tokens_per_pos_total per position (summed over engines)."""
+    name = PREFIX + "accepted_tokens_per_pos_total"
+    first, last = {}, {}
+    for r in rows:
+        seen: dict[int, float] = {}
+        for key, v in (r.get("metrics") or {}).items():
+            if key.split("{", 1)[0] == name and (m := _POS.search(key)):
+                seen[int(m.group(1))] = seen.get(int(m.group(1)), 0.0) + v
+        for p, v in seen.items():
+            first.setdefault(p, v)
+            last[p] = v
+    return [last[p] - first[p] for p in sorted(last)]
+
+
+def observed(rows: list[dict]) -> dict | None:
+    """The block from a live run's scraped counters (None: the server did not speculate)."""
+    d = delta(rows, PREFIX + "drafts_total")
+    if not d:
+        return None
+    return block(
+        d,
+        delta(rows, PREFIX + "draft_tokens_total") or 0.0,
+        delta(rows, PREFIX + "accepted_tokens_total") or 0.0,
+        _per_position(rows),
+        "the server's vllm:spec_decode_* counters",
+    )
+
+
+def simulated(counts: dict | None) -> dict | None:
+    """The block from the simulated engine's counts (engine_stats' `speculative`)."""
+    if not counts:
+        return None
+    k = counts.get("k", 0)
+    return block(
+        counts["drafts"], counts["draft_tokens"], counts["accepted"], counts["per_pos"][:k], "the simulated engine"
+    )
+
+
+def tokens_per_chunk(out: np.ndarray, nchunks: np.ndarray, mask: np.ndarray) -> float | None:
+    """Output tokens after the first over chunks after the first, over the masked requests."""
+    m = mask & (nchunks >= 2)
+    n = float((nchunks[m] - 1).sum())
+    return float((out[m] - 1).sum()) / n if n else None
+
+
+def client_view(out: np.ndarray, nchunks: np.ndarray, ok: np.ndarray, classes: np.ndarray) -> dict:
+    """tokens_per_chunk overall and by workload class (completed requests)."""
+    by = {str(c): tokens_per_chunk(out, nchunks, ok & (classes == c)) for c in sorted(set(classes.tolist()))}
+    return {"tokens_per_chunk": tokens_per_chunk(out, nchunks, ok), "tokens_per_chunk_by_class": by}
+
+
+def describe(b: dict | None) -> str | None:
+    """The console's line: 'acceptance 62.0% · mean acceptance length 2.86 · 2.71 tokens per chunk'."""
+    if not b:
+        return None
+    bits = []
+    if b.get("acceptance_rate") is not None:
+        bits.append(f"acceptance {b['acceptance_rate']:.1%}")
+    bits.append(f"mean acceptance length {b['mean_acceptance_length']:.2f}")
+    if b.get("tokens_per_chunk") is not None:
+        bits.append(f"{b['tokens_per_chunk']:.2f} tokens per chunk (client)")
+    return " · ".join(bits)
