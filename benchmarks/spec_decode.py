@@ -1,10 +1,12 @@
 """Speculative decoding's speedup against batch size: the engine's prediction beside public measurements
 it was never fitted to (issue 45's speculative target).
 
-Held out, all of it: no engine constant is fitted to speculative-decoding data. The one input that is
-not the engine's is the acceptance, taken from a third, separate source and fixed before comparing:
-vLLM issue #20780 (Llama-3.1-8B, MT-Bench, batch 1) measured EAGLE-3's mean acceptance length 2.79 at
-k = 3, which a constant per-position rate a gives as 1 + a + a^2 + a^3 = 2.79: a = 0.77.
+What is fitted, and to what: the drafter's two host terms (engine/specfit.py) and the acceptance come from
+one source, vLLM issue #20780 (Llama-3.1-8B, MT-Bench, batch 1, EAGLE-3, K = 2..7): its TPOTs fit the host
+terms, its mean acceptance length 2.79 at K = 3 gives the per-position rate (1 + a + a^2 + a^3 = 2.79: a =
+0.77). The two batch sweeps below are held out of both (fixed before the fit; the model without host terms had
+been run on them: +32 % median error, too fast everywhere). No other engine constant is fitted to speculative
+decoding.
 
 Checked against (speedup = output-token throughput with speculation / without, same engine and GPU):
   A. EAGLE-3 paper (arXiv 2503.01840) Table 3: SGLang v0.4.4, 1x H100, Llama-3.1-8B-Instruct, MT-Bench,

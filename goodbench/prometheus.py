@@ -5,7 +5,8 @@ kept); server_metrics.jsonl holds one row per scrape, {"t": run-clock seconds, "
     parse(text)          exposition text -> sample
     total(sample, name)  one metric summed over its label sets (engines, models); None when absent
     series(rows, name)   (times, totals) over the rows that have it; None when none do
-    delta(rows, name)    last - first total of a counter over the rows; None with fewer than two"""
+    delta(rows, name)    last - first total of a counter over the rows; None with fewer than two
+    delta_by(rows, name, label)  the same per value of one label (a counter's per-position series)"""
 
 from __future__ import annotations
 
@@ -51,3 +52,17 @@ def delta(rows: list[dict], name: str) -> float | None:
     """last - first total of a counter over the rows (None with fewer than two samples of it)."""
     vals = [v for v in (total(r.get("metrics") or {}, name) for r in rows) if v is not None]
     return vals[-1] - vals[0] if len(vals) >= 2 else None
+
+
+def delta_by(rows: list[dict], name: str, label: str) -> dict[str, float]:
+    """delta() per value of one label, summed over the other labels ({} where no value has two samples)."""
+    pat = re.compile(label + r'="([^"]*)"')
+    per: dict[str, list[float]] = {}
+    for r in rows:
+        seen: dict[str, float] = {}
+        for key, v in (r.get("metrics") or {}).items():
+            if key.split("{", 1)[0] == name and (m := pat.search(key)):
+                seen[m.group(1)] = seen.get(m.group(1), 0.0) + v
+        for k, v in seen.items():
+            per.setdefault(k, []).append(v)
+    return {k: vs[-1] - vs[0] for k, vs in per.items() if len(vs) >= 2}

@@ -120,6 +120,20 @@ def test_a_drafter_model_costs_time_and_ngram_costs_only_the_host_terms():
     assert res["eagle3"].duration > ng + 3 * DRAFT_PASS_S
 
 
+def test_drafts_never_push_a_request_that_fits_out_of_its_kv():
+    """A request whose prompt + output is max_model_len (the KV cache, here) finishes as without drafts: vLLM
+    trims drafts at max_model_len, or the last steps would preempt the request and fail it."""
+    cfg = EngineConfig(num_gpu_blocks=4, block_size=16, max_model_len=64, **EAGLE)
+    eng = _drain(cfg, 1, 40, 24)
+    assert eng.stats.generation_tokens == 24 and eng.stats.preemptions == 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 16, 64, 256])
+def test_verifying_drafts_never_makes_a_step_cheaper(n):
+    cost = Engine(EngineConfig(**EAGLE)).cost
+    assert all(cost.verify_time(n, n, s) >= 0 for s in (1, 3, n, 3 * n))
+
+
 def test_the_host_terms_are_the_fit_to_their_source():
     x, c = specfit.fit()
     assert x == pytest.approx(DRAFT_PASS_S, rel=0.01) and c == pytest.approx(SPEC_STEP_S, rel=0.01)
@@ -190,6 +204,7 @@ def test_live_counters_make_the_block_with_per_position_rates():
     assert (b["drafts"], b["draft_tokens"], b["accepted_tokens"]) == (100, 300, 180)
     assert b["acceptance_rate"] == pytest.approx(0.6) and b["mean_acceptance_length"] == pytest.approx(2.8)
     assert b["per_position"] == pytest.approx([0.8, 0.6, 0.4])
+    assert b["conditional_rates"] == pytest.approx([0.8, 0.75, 2 / 3])  # what --speculative-acceptance takes
     assert specm.observed(rows[:1]) is None and specm.observed([]) is None
     assert "acceptance 60.0%" in specm.describe(b)
 

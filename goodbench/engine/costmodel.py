@@ -265,11 +265,12 @@ class CostModel:
     def verify_time(self, n: int, r: int, s: int) -> float:
         """What s draft tokens add to a step of n tokens and r requests: their GEMM rows and LM-head rows
         (the target's logits at every draft position); their attention reads the context the request's
-        own token reads (a decode step is memory-bound on it), so it adds nothing here."""
+        own token reads (a decode step is memory-bound on it), so it adds nothing here. Never negative: the
+        measured operator curves dip at a few tokens, and more rows are never cheaper."""
         if not s or self.fixed_step_s is not None:
             return 0.0
         lin = float(sum(self._tokens(n + s))) - float(sum(self._tokens(n)))
-        return lin + float(_ext(self.head, r + s)) - float(_ext(self.head, r))
+        return max(0.0, lin + float(_ext(self.head, r + s)) - float(_ext(self.head, r)))
 
     def pass_time(self, pt, dt, dctx, pattn, pctx, seqs) -> float:
         """One forward pass of this model without the step's host time (a drafter's pass runs inside the

@@ -214,11 +214,12 @@ class Scheduler:
         return batch
 
     def _drafts(self, seq: Seq, n: int, budget: int) -> int:
-        """Draft tokens this decode carries: k, as far as the budget allows (vLLM trims the drafts to it),
-        none while prefilling (the drafter proposes once a request has an output token)."""
+        """Draft tokens this decode carries: k, as far as the budget and max_model_len allow (vLLM trims the
+        drafts to both: a request that fits is never pushed past its KV by its drafts), none while prefilling
+        (the drafter proposes once a request has an output token)."""
         if not self.spec_k or n != 1 or not seq.num_output or seq.num_computed < seq.prompt_len:
             return 0
-        return max(0, min(self.spec_k, budget - 1))
+        return max(0, min(self.spec_k, budget - 1, self.cfg.max_model_len - 2 - seq.num_computed))
 
     def finish(self, seq: Seq) -> None:
         """A sequence produced its last token: free it (static batching keeps the row as padding)."""

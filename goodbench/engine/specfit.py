@@ -29,7 +29,8 @@ CONTEXT = 400  # the request's context during the measured decode (MT-Bench prom
 
 
 def engine_step(k: int) -> float:
-    """The engine's step for one decoding request with k EAGLE-3 drafts, without the host terms fitted here."""
+    """The engine's step for one decoding request with k EAGLE-3 drafts (the verification and the drafter's
+    passes as the engine prices them), without the host terms fitted here."""
     from .config import EngineConfig
     from .core import Engine
     from .scheduler import Batch
@@ -40,7 +41,7 @@ def engine_step(k: int) -> float:
     if k:
         b.drafted = [(None, k)]
     t = eng.cost.batch_time(b)
-    return t + (eng.drafter.gpu_time(b) if k else 0.0)
+    return t + (eng.cost.verify_time(1, 1, k) + eng.drafter.gpu_time(b) if k else 0.0)
 
 
 def fit() -> tuple[float, float]:

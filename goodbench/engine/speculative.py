@@ -27,7 +27,8 @@ METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model")
 # Conditional acceptance per position by method (the drafter's published chain acceptance; engine.md).
 # ngram has none: it depends wholly on how much of the output repeats the prompt, so it must be given.
 DEFAULT_ACCEPTANCE = {
-    "mtp": (0.85,),  # DeepSeek-V3 technical report 5.4.3: the second token's acceptance 85-90 %
+    "mtp": (0.85,),  # DeepSeek-V3 technical report 5.4.3: the second token's acceptance 85-90 % (one MTP
+    # module, k = 1; repeated for k > 1 it is an extrapolation, docs/engine.md)
 }
 MAX_SPEC_TOKENS = 16
 # median |error| of the engine's speedup against batch on held-out public sweeps (benchmarks/spec_decode.py:
@@ -79,7 +80,8 @@ class SpecDecode:
         if not rates:
             raise UsageError(
                 f"speculative method {method} has no public default acceptance: give --speculative-acceptance "
-                "(per-position rates, e.g. 0.7,0.6,0.5; `goodbench calibrate` reads them from a run's counters)"
+                "(per-position rates, e.g. 0.7,0.6,0.5; a live run's summary.json has the server's: "
+                "speculative.conditional_rates)"
             )
         return cls(method, k, tuple(rates[min(i, len(rates) - 1)] for i in range(k)))
 

@@ -7,19 +7,18 @@ summary.json's `speculative` block (only where the server speculated):
   acceptance_rate                            accepted / draft tokens
   mean_acceptance_length                     1 + accepted / drafts: tokens a drafted step emits per request
   per_position                               accepted at position i / drafts (vLLM's per-position rate)
+  conditional_rates                          accepted at i / accepted at i - 1: what --speculative-acceptance takes
   tokens_per_chunk, tokens_per_chunk_by_class  the client's view: output tokens after the first over
                                              chunks after the first, completed streamed requests"""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from ..prometheus import delta
+from ..engine.speculative import acceptance_from_counters
+from ..prometheus import delta, delta_by
 
 PREFIX = "vllm:spec_decode_num_"
-_POS = re.compile(r'position="(\d+)"')
 
 
 def block(drafts: float, draft_tokens: float, accepted: float, per_pos: list[float], source: str) -> dict | None:
@@ -34,22 +33,14 @@ def block(drafts: float, draft_tokens: float, accepted: float, per_pos: list[flo
         "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
         "mean_acceptance_length": 1 + accepted / drafts,
         "per_position": [n / drafts for n in per_pos],
+        "conditional_rates": list(acceptance_from_counters(drafts, per_pos)),
     }
 
 
 def _per_position(rows: list[dict]) -> list[float]:
-    """Deltas of vllm:spec_decode_num_accepted_tokens_per_pos_total per position (summed over engines)."""
-    name = PREFIX + "accepted_tokens_per_pos_total"
-    first, last = {}, {}
-    for r in rows:
-        seen: dict[int, float] = {}
-        for key, v in (r.get("metrics") or {}).items():
-            if key.split("{", 1)[0] == name and (m := _POS.search(key)):
-                seen[int(m.group(1))] = seen.get(int(m.group(1)), 0.0) + v
-        for p, v in seen.items():
-            first.setdefault(p, v)
-            last[p] = v
-    return [last[p] - first[p] for p in sorted(last)]
+    """Deltas of vllm:spec_decode_num_accepted_tokens_per_pos_total by position (summed over engines)."""
+    d = delta_by(rows, PREFIX + "accepted_tokens_per_pos_total", "position")
+    return [d[p] for p in sorted(d, key=int)]
 
 
 def observed(rows: list[dict]) -> dict | None:

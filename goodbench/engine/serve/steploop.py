@@ -156,6 +156,7 @@ class EngineLoop:
                     "duration": round(res.duration, 6),
                     "prefill_tokens": b.prefill_tokens,
                     "decode_tokens": b.decode_tokens,
+                    "spec_tokens": b.spec_tokens,
                     "batch_size": b.num_seqs,
                     "kv_usage": round(eng.kv.usage, 4),
                     "preemptions": len(b.preempted),

@@ -41,6 +41,7 @@ def _trace_line(engine: Engine, res, start: float) -> str:
                 "duration": round(res.duration, 6),
                 "prefill_tokens": b.prefill_tokens,
                 "decode_tokens": b.decode_tokens,
+                "spec_tokens": b.spec_tokens,
                 "batch_size": b.num_seqs,
                 "kv_usage": round(engine.kv.usage, 4),
                 "preemptions": len(b.preempted),
@@ -181,7 +182,7 @@ def instance_stats(engine: Engine) -> dict:
 
 
 def spec_stats(engines: list[Engine]) -> dict | None:
-    """The engines' speculative-decoding counts (metrics/speculative.engine_counts); None: none speculated."""
+    """The engines' speculative-decoding counts (speculative.engine_counts); None: none speculated."""
     k = max((e.drafter.spec.k for e in engines if e.drafter is not None), default=0)
     return engine_counts([e.stats.spec for e in engines], k) if k else None
 
