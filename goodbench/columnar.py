@@ -56,11 +56,13 @@ class RecordArrays:
     parents: np.ndarray  # int32 code into parents_names ("1,2,3"), -1 = none
     cached: np.ndarray  # int64: prompt tokens the server's usage said were cached (-1 = not said)
     replica: np.ndarray  # int32 code into replica_names: the replica that served it, -1 = not known
+    adapter: np.ndarray  # int32 code into adapter_names: the LoRA adapter it asked for, -1 = the base model
     tokens: np.ndarray  # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
     chunk_times: np.ndarray  # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
     job_names: list = field(default_factory=list)
     parents_names: list = field(default_factory=list)
     replica_names: list = field(default_factory=list)
+    adapter_names: list = field(default_factory=list)
 
     ARRAYS = (
         "ids",
@@ -94,10 +96,19 @@ class RecordArrays:
         "parents",
         "cached",
         "replica",
+        "adapter",
         "tokens",
         "chunk_times",
     )
-    NAMES = ("cls_names", "origin_names", "session_names", "job_names", "parents_names", "replica_names")
+    NAMES = (
+        "cls_names",
+        "origin_names",
+        "session_names",
+        "job_names",
+        "parents_names",
+        "replica_names",
+        "adapter_names",
+    )
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -229,6 +240,7 @@ class RecordArrays:
                 delay_s=opt(self.delay[i]),
                 cached_tokens=None if self.cached[i] < 0 else int(self.cached[i]),
                 replica=self.replica_names[self.replica[i]] if self.replica[i] >= 0 else None,
+                adapter=self.adapter_names[self.adapter[i]] if self.adapter[i] >= 0 else None,
                 chunk_tokens=tuple(toks[off[i] : off[i + 1]].tolist()),
             )
             for i in range(len(self))
@@ -245,6 +257,7 @@ def _sparse_columns(recs, delay: np.ndarray) -> dict:
     job_codes, job_names = _optional_codes([r.job for r in recs])
     par_codes, par_names = _optional_codes([_parents_key(r.parents) for r in recs])
     rep_codes, rep_names = _optional_codes([r.replica for r in recs])
+    ada_codes, ada_names = _optional_codes([r.adapter for r in recs])
     return {
         "items": np.fromiter((-1 if r.items is None else r.items for r in recs), np.int64, n),
         "job": job_codes,
@@ -257,6 +270,8 @@ def _sparse_columns(recs, delay: np.ndarray) -> dict:
         "cached": np.fromiter((-1 if r.cached_tokens is None else r.cached_tokens for r in recs), np.int64, n),
         "replica": rep_codes.astype(np.int32),
         "replica_names": rep_names,
+        "adapter": ada_codes.astype(np.int32),
+        "adapter_names": ada_names,
     }
 
 

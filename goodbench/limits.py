@@ -118,6 +118,9 @@ LIMITS = {
     "frontend_token_us": Limit(0, 1000),
     "expert_skew": Limit(0, 4),
     "num_speculative_tokens": Limit(0, 16),
+    "max_loras": Limit(1, 1024),
+    "max_lora_rank": Limit(1, 512),
+    "max_cpu_loras": Limit(1, 100_000),
     "electricity_price": Limit(0, 100),  # $ per kWh
     "facility_factor": Limit(1, 5),  # PUE: the facility's energy over the IT load's
     "fixed_step_ms": Limit(MIN_STEP_MS, MAX_STEP_MS),

@@ -42,6 +42,7 @@ class RequestSpec:
     depth: int | None = None
     delay_s: float | None = None
     tools: bool = False  # the request offers the workload's tools (agent tool-call steps)
+    adapter: str | None = None  # a LoRA adapter's name, sent as the request's model (None: the base model)
 
 
 JOB_FIELDS = ("job", "node", "parents", "depth", "delay_s")
@@ -92,6 +93,7 @@ class RequestRecord:
     delay_s: float | None = None
     cached_tokens: int | None = None  # prompt tokens the server's usage says its prefix cache held
     replica: str | None = None  # the replica that served it (--replica-header), when known
+    adapter: str | None = None  # the LoRA adapter it asked for (its `model`); None: the base model
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)
@@ -107,8 +109,8 @@ class RequestRecord:
         if self.items is None and self.job is None:  # the sparse fields cost nothing where unused
             for f in _SPARSE_FIELDS:
                 del d[f]
-        if self.cached_tokens is None and self.replica is None:
-            del d["cached_tokens"], d["replica"]
+        if self.cached_tokens is None and self.replica is None and self.adapter is None:
+            del d["cached_tokens"], d["replica"], d["adapter"]
         for f in _CHUNK_TIME_FIELDS:  # at the chunk times' precision, or TPOT comes out as -0.0, TTFT < 0
             if d[f] is not None:
                 d[f] = round(d[f], 7)

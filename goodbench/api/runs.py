@@ -50,6 +50,7 @@ def simulate(
     judged = _gate_meta(gate, target_attainment, spec.gate)
     cfg = resolve_engine(engine)
     check_needs(spec, cfg, None, "the simulated engine")
+    check_lora(spec, cfg, "the simulated engine")
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
@@ -123,11 +124,26 @@ def _target(target) -> Target:
     return replace(target, base_url=base, endpoint=endpoint)
 
 
-def _start_engine(cfg: EngineConfig, pin: bool, on_stage):
+def _start_engine(cfg: EngineConfig, pin: bool, on_stage, lora: tuple = ()):
     from ..engine.serve.launch import start_engine
 
     stage(on_stage, f"starting the reference engine ({cfg.model} on {cfg.gpu}) ...")
-    return start_engine(cfg, pin=pin)
+    return start_engine(cfg, pin=pin, lora_modules=lora)
+
+
+def adapters(spec: WorkloadSpec) -> tuple:
+    """The LoRA adapters a workload names (its requests' models beside the base one)."""
+    return spec.lora.adapters if spec.lora is not None else ()
+
+
+def check_lora(spec: WorkloadSpec, cfg: EngineConfig, where: str) -> None:
+    """A workload that names LoRA adapters needs an engine that serves them (vLLM answers 404 to a model it
+    does not serve): UsageError before the clock, for the simulated and the started engine alike."""
+    if spec.lora is not None and not cfg.enable_lora:
+        raise UsageError(
+            f"the workload sends its requests to {len(spec.lora.adapters)} LoRA adapters; {where} serves none: "
+            "add --enable-lora (and --max-loras N for N adapters on the GPU at once)"
+        )
 
 
 def _stop_engine(proc, run_dir: str | None) -> None:
@@ -215,7 +231,7 @@ def _check_run_options(target: Target, max_concurrency, workers, grace_s) -> Non
 
 
 @contextlib.contextmanager
-def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage):
+def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage, spec: WorkloadSpec | None = None):
     """(the target, the engine config) for a run: the server given, or the reference engine started on a
     free loopback port (config `engine`), stopped afterwards with its log kept as the run directory's
     engine.log (set logs["dir"] once the directory exists)."""
@@ -223,7 +239,9 @@ def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage):
         yield target, None, {}
         return
     cfg = resolve_engine(engine)
-    proc, logs = _start_engine(cfg, pin, on_stage), {"dir": None}
+    if spec is not None:
+        check_lora(spec, cfg, "the engine started for this run")
+    proc, logs = _start_engine(cfg, pin, on_stage, adapters(spec) if spec else ()), {"dir": None}
     try:
         yield replace(target, base_url=proc.base_url), cfg, logs
     finally:
@@ -325,7 +343,7 @@ def run(
     if run_id:
         RunDir.check_free(result_dir, run_id)
     gpus = _telemetry(gpu_telemetry, workers)  # checked before any server starts
-    with _server(target, engine, pin, on_stage) as (target, cfg, logs):
+    with _server(target, engine, pin, on_stage, spec) as (target, cfg, logs):
         ccfg = _connect(target, spec, on_stage)
         check_needs(spec, cfg, ccfg.api, "the engine started for this run" if cfg else ccfg.base_url)
         tok = tokmod.load(tokenizer)

@@ -109,12 +109,28 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trace-format", choices=TRACE_FORMATS, help="default: from the first line")
     g.add_argument("--trace-speedup", type=float, metavar="X", help="replay X times faster (default 1)")
     g.add_argument("--trace-window", metavar="START:END", help="only the trace's seconds START to END")
+    _add_lora_args(g)
     g.add_argument(
         "--multi-turn",
         action="store_true",
         default=None,
         help="with --dataset-name sharegpt: replay whole conversations as multi-turn sessions "
         "(--num-prompts counts sessions)",
+    )
+
+
+def _add_lora_args(g) -> None:
+    g.add_argument(
+        "--lora-adapters",
+        metavar="N|A,B,...",
+        help="spread the requests over LoRA adapters, each sent as the request's model: N adapters (lora-0 .. "
+        "lora-N-1) or their names (default: the workload's [lora], else none)",
+    )
+    g.add_argument(
+        "--lora-skew",
+        type=float,
+        metavar="S",
+        help="adapter popularity Zipf(S) by position, 0 = uniform (default: the workload's, else 0)",
     )
 
 

@@ -58,7 +58,29 @@ def add_serve_parser(sub) -> None:
         "(`goodbench run --replica-header x-goodbench-replica`) knows which replica served each request "
         "(default: none; with --replicas N the header names the instance, NAME/i)",
     )
+    p.add_argument(
+        "--lora-modules",
+        nargs="+",
+        metavar="NAME[=PATH]",
+        help="LoRA adapters served beside the base model, as vLLM's flag (a request names one as its model; "
+        "the path is listed in /v1/models, never read); needs --enable-lora (default: none)",
+    )
     p.set_defaults(fn=cmd_serve)
+
+
+def lora_modules(given, enabled: bool) -> tuple:
+    """--lora-modules NAME[=PATH] ... as ((name, path), ...); UsageError as vLLM's for one without --enable-lora."""
+    if not given:
+        return ()
+    from ..errors import UsageError
+
+    if not enabled:
+        raise UsageError("--lora-modules needs --enable-lora (as vLLM)")
+    out = tuple((g.split("=", 1)[0], g.split("=", 1)[1] if "=" in g else g) for g in given)
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names) or not all(names):
+        raise UsageError("--lora-modules: names must be distinct and non-empty")
+    return out
 
 
 def cmd_serve(args) -> int:
@@ -77,6 +99,7 @@ def cmd_serve(args) -> int:
         log_requests=args.log_requests,
         enable_prompt_tokens_details=args.enable_prompt_tokens_details,
         replica_name=args.replica_name,
+        lora_modules=lora_modules(args.lora_modules, args.enable_lora),
     )
     return run_server(engine_config(args), opts, args.tokenizer, cluster_spec(args))
 

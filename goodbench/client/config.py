@@ -104,10 +104,10 @@ def _api_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
     where they apply (vLLM accepts ignore_eos on /v1/responses; Messages has none)."""
     api = cfg.api
     if api in UNARY_APIS:
-        body = unary_body(api, cfg.model, spec.prompt, cfg.pool_batch)
+        body = unary_body(api, spec.adapter or cfg.model, spec.prompt, cfg.pool_batch)
     else:
         make = responses_body if api == "responses" else messages_body
-        body = make(cfg.model, spec.prompt, spec.max_tokens)
+        body = make(spec.adapter or cfg.model, spec.prompt, spec.max_tokens)
         if cfg.ignore_eos and api == "responses":
             body["ignore_eos"] = True
         if spec.tools:
@@ -127,7 +127,12 @@ def request_body(cfg: ClientConfig, spec: RequestSpec) -> dict:
     chat here; the other APIs' shapes in client/apis.py)."""
     if cfg.api not in ("chat", "completions"):
         return _api_body(cfg, spec)
-    body: dict = {"model": cfg.model, "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.0}
+    body: dict = {
+        "model": spec.adapter or cfg.model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+    }
     if cfg.is_chat:
         prompt = spec.prompt if isinstance(spec.prompt, list) else [{"role": "user", "content": spec.prompt}]
         body["messages"] = prompt

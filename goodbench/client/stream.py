@@ -263,6 +263,7 @@ def spec_fields(spec: RequestSpec) -> dict:
         "session": spec.session,
         "turn": spec.turn,
         "session_turns": spec.session_turns,
+        "adapter": spec.adapter,
         **job_fields(spec),
     }
 

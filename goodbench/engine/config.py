@@ -147,6 +147,10 @@ class EngineConfig:
     speculative_model: str | None = knob(
         None, "draft_model: the draft's built-in model shape (goodbench engine models)"
     )
+    enable_lora: bool = knob(False, "serve LoRA adapters (requests name one as their model)")
+    max_loras: int = knob(1, "LoRA adapters on the GPU at once: at most this many distinct ones in a step")
+    max_lora_rank: int = knob(16, "the rank every adapter is padded to (their GEMMs' width)")
+    max_cpu_loras: int | None = knob(None, "adapters kept in host memory (default max_loras); others load from disk")
     fixed_step_ms: float | None = knob(None, "testing: every step takes exactly this long")
     # the files the knobs above name, read at the edge (api/enginefiles.with_files); no flag, not stored
     files: EngineFiles | None = field(default=None, compare=False, repr=False, metadata={"cli": False})

@@ -11,8 +11,10 @@ from ..errors import GoodbenchError
 from .adaptive import AimdBudget
 from .config import EngineConfig
 from .costmodel import CostModel
+from .hardware import get_gpu
 from .jitter import factor
 from .kvcache import KVCache, Seq
+from .lora import AdapterSlots, LoraCost
 from .scheduler import Batch, Scheduler
 from .speculative import Drafter, SpecCounters
 
@@ -68,6 +70,14 @@ class Engine:
         self.drafter = None if spec is None else Drafter(spec, self._draft_cost(), self.cost.fixed_step_s is not None)
         if spec is not None:
             self.stats.spec = SpecCounters()
+        cfg = self.cfg
+        on = cfg.enable_lora and self.cost.fixed_step_s is None
+        self.lora = (
+            LoraCost.of(cfg.shape(), cfg.max_lora_rank, cfg.tensor_parallel_size, get_gpu(cfg.gpu)) if on else None
+        )
+        self.slots = AdapterSlots(cfg.max_loras, cfg.max_cpu_loras or cfg.max_loras) if cfg.enable_lora else None
+        # closed-form decode runs (decode_run): steps that differ only in context; not with drafts or adapters
+        self.runs_ok = cfg.scheduler in ("vllm", "decode-first") and self.drafter is None and self.slots is None
 
     def _draft_cost(self) -> CostModel | None:
         """The drafter's cost model on this tier and TP (None: n-gram, or a fixed-step test engine)."""
@@ -138,8 +148,10 @@ class Engine:
             self.sched.holding = False  # no step runs: the next arrival is taken in at once
             return None
         dur = self.cost.batch_time(batch)
-        if batch.drafted or self.drafter is not None:
+        if self.drafter is not None:
             dur += self._speculate(batch)
+        if self.slots is not None:
+            dur += self._lora_time(batch)
         if self.cost.step_jitter:
             dur *= factor(self.cost.step_jitter, self.salt, self.stats.steps)
         if self.adaptive is not None and batch.decode_tokens:
@@ -169,6 +181,16 @@ class Engine:
         if batch.prefill_tokens:
             st.prefill_busy_s += dur
         return res
+
+    def _lora_time(self, batch: Batch) -> float:
+        """The LoRA GEMMs of the step's adapter requests, and the loads of adapters not on the GPU."""
+        names = [s.lora for s in batch.seqs if s.lora is not None]
+        if not names:
+            return 0.0
+        tokens = sum(n for s, n in zip(batch.seqs, batch.tokens) if s.lora is not None)
+        distinct = list(dict.fromkeys(names))
+        loads = self.slots.activate(distinct, self.lora)
+        return loads if self.lora is None else self.lora.step_time(tokens, len(distinct)) + loads
 
     def _speculate(self, batch: Batch) -> float:
         """The seconds speculation adds to this step: verifying the drafts, and the drafter's passes."""
@@ -239,8 +261,8 @@ class Engine:
         steps differ only in context length. Step time is linear in the summed context, so k steps
         have closed-form end times and are taken at once. Returns (end times of the k steps,
         finished seqs), or None when the fast path does not apply (then take a normal step)."""
-        sched, kv, cfg = self.sched, self.kv, self.cfg
-        if sched.waiting or sched.incoming or cfg.scheduler in ("static", "prefill-first") or self.drafter:
+        sched, kv = self.sched, self.kv
+        if sched.waiting or sched.incoming or not self.runs_ok:
             return None
         run = sched.running
         r = len(run)

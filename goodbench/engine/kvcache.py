@@ -29,6 +29,7 @@ class Seq:
         "order",
         "preloaded",
         "num_cached",
+        "lora",
     )
 
     def __init__(
@@ -56,6 +57,7 @@ class Seq:
         self.payload = payload  # the caller's handle (stream, record builder)
         self.order = 0  # arrival order, for priority tie-breaks
         self.preloaded = 0  # prompt tokens whose KV arrived from a prefill instance (disaggregation)
+        self.lora = None  # the LoRA adapter it asked for (None: the base model)
         self.num_cached = -1  # prompt tokens found in the prefix cache at its first admission (vLLM's
         # num_cached_tokens, what its usage reports); -1: not admitted yet
 

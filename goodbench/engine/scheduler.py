@@ -79,6 +79,7 @@ class Scheduler:
         self.budget = cfg.max_num_batched_tokens  # the per-step token budget (an adaptive policy moves it)
         spec = cfg.spec()
         self.spec_k = spec.k if spec else 0  # draft tokens a decoding request carries into a step
+        self.max_loras = cfg.max_loras if cfg.enable_lora else 0  # distinct adapters a step may run (0: no LoRA)
 
     # ---- queue helpers (FCFS deque, or a heap on (priority, arrival order))
     def add(self, seq: Seq) -> None:
@@ -254,10 +255,17 @@ class Scheduler:
         """Waiting -> running while budget, max_num_seqs and KV blocks allow (head-of-line stops)."""
         cfg, kv = self.cfg, self.kv
         chunked = cfg.enable_chunked_prefill and not whole_only
+        loras = {s.lora for s in batch.seqs if s.lora is not None} if self.max_loras else None
+        skipped: list[Seq] = []
         while self.waiting and budget > 0:
             if len(self.running) >= cfg.max_num_seqs:
                 break
             seq = self.peek()
+            if loras is not None and seq.lora is not None and seq.lora not in loras:
+                if len(loras) >= self.max_loras:  # one adapter too many for the slots: it waits, others may go
+                    skipped.append(self._pop())
+                    continue
+                loras.add(seq.lora)
             pre = seq.preloaded  # KV transferred from a prefill instance: held, not hashed
             hit = 0 if pre else kv.cached_prefix_blocks(seq)
             n_cached = pre or hit * kv.block_size
@@ -282,6 +290,8 @@ class Scheduler:
             batch.add(seq, n)
             seq.num_computed += n
             budget -= n
+        for seq in reversed(skipped):
+            self._prepend(seq)
         return budget
 
     def _schedule_prefill_first(self) -> Batch:

@@ -20,6 +20,7 @@ from .cost import completed_output_tokens, cost_summary, delivered_output_tokens
 from .derived import RequestMetrics, measured_arrays
 from .energy import energy_block, energy_cost, simulated_block
 from .frontier import frontier_block
+from .lora import observed as lora_observed
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
 from .servertiming import server_timing, step_lateness
@@ -53,6 +54,9 @@ def compose(
     if live:
         s["server_timing"] = server_timing(rows, s.get("ttft_ms"))
         s.update(observed_block(rows, meta.expected_prefix_reuse))
+        lora = lora_observed(rows)
+        if lora:
+            s["lora"] = lora
         if meta.client_lag is not None:  # the load generator's self-check (client/lag.py)
             s["client_lag"] = meta.client_lag
         if engine is not None:

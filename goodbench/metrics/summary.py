@@ -125,6 +125,19 @@ def error_samples(records) -> tuple[str, ...]:
     return tuple(out)
 
 
+BASE_MODEL = "(base)"  # per_adapter's key for the requests that asked for the base model
+
+
+def adapters(cols) -> list[tuple[str, np.ndarray]]:
+    """(adapter, its requests) for a run that spread requests over LoRA adapters, the base model's as
+    "(base)" when some asked for it; [] for a run without adapters."""
+    if not cols.adapter_names:
+        return []
+    out = [(name, cols.adapter == code) for code, name in enumerate(cols.adapter_names)]
+    base = cols.adapter < 0
+    return out + ([(BASE_MODEL, base)] if base.any() else [])
+
+
 def _subsets(later, c: RequestMetrics, cols, slo, duration: float, ci: bool) -> dict:
     """Futures of the per-class, per-priority-lane and per-turn blocks (empty where the run has none)."""
     by_class = (
@@ -137,6 +150,7 @@ def _subsets(later, c: RequestMetrics, cols, slo, duration: float, ci: bool) -> 
         "per_class": by_class,
         "per_priority": {f"{p:g}": later(block, c, cols.priority == p, slo, duration, ci) for p in lanes},
         "per_turn": {str(t): later(block, c, cols.turn == t, slo, duration, False) for t in turns(cols)},
+        "per_adapter": {k: later(block, c, mask, slo, duration, ci) for k, mask in adapters(cols)},
     }
 
 
@@ -244,7 +258,11 @@ _ORDER = ("run_id", "label", "slo", "requests", "duration_s")
 def _ordered(s: dict) -> dict:
     """Keys in the order summary.json has always had them (per_class after valid/warnings)."""
     per = s.pop("per_class")
-    lanes = {k: s.pop(k) for k in ("per_priority", "per_turn", "sessions", "jobs", "pooling", "replicas") if k in s}
+    lanes = {
+        k: s.pop(k)
+        for k in ("per_priority", "per_adapter", "per_turn", "sessions", "jobs", "pooling", "replicas")
+        if k in s
+    }
     tail = {k: s.pop(k) for k in ("metric_variants", "hol") if k in s}
     valid, warnings = s.pop("valid"), s.pop("warnings")
     bounds = {"verdict_bounds": s.pop("verdict_bounds")} if "verdict_bounds" in s else {}

@@ -240,12 +240,13 @@ def _server_timing_line(st: dict | None) -> Text | None:
     return line
 
 
-def _per_class_table(per: dict) -> Table | None:
+def _per_class_table(per: dict, title: str = "per class", key: str = "class") -> Table | None:
+    """The per-class table (and the per-adapter one: the same blocks, split by LoRA adapter)."""
     if not per:
         return None
-    pt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="per class", title_justify="left")
-    for col in ("class", "n", "ok", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p99", "attain"):
-        pt.add_column(col, justify="left" if col == "class" else "right")
+    pt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=title, title_justify="left")
+    for col in (key, "n", "ok", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "TPOT p99", "attain"):
+        pt.add_column(col, justify="left" if col == key else "right")
     for k, b in per.items():
         a = b.get("slo_attainment")
         pt.add_row(
@@ -287,6 +288,7 @@ def render_summary(
         uncertainty_line(summary.get("engine_uncertainty")),
         energy_line(summary.get("energy")),
         _per_class_table(summary.get("per_class") or {}),
+        _per_class_table(summary.get("per_adapter") or {}, "per LoRA adapter", "adapter"),
     ]
     parts += _sessions_lines(summary)
     parts += [Text(x) for x in job_text(summary)]

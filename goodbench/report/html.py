@@ -260,6 +260,8 @@ def _blocks(summary: dict) -> list[str]:
     parts = []
     if summary.get("per_priority"):
         parts.append(_lanes_table(summary["per_priority"]))
+    if summary.get("per_adapter"):
+        parts.append(_lanes_table(summary["per_adapter"], ADAPTERS_INTRO, "adapter"))
     if summary.get("sessions"):
         parts.append(_sessions_table(summary["sessions"], summary.get("per_turn") or {}))
     parts.append(job_html(summary))
@@ -310,10 +312,17 @@ def _run_section(v, heading: bool, target: float | None) -> str:
     return "".join(parts)
 
 
-def _lanes_table(lanes: dict) -> str:
+LANES_INTRO = (
+    "<h3>Priority lanes</h3><p class=dim>vLLM's <code>priority</code> field: lower is served first "
+    "(when the server schedules by priority).</p>"
+)
+ADAPTERS_INTRO = "<h3>LoRA adapters</h3><p class=dim>each request's adapter, sent as its <code>model</code>.</p>"
+
+
+def _lanes_table(lanes: dict, intro: str = LANES_INTRO, key: str = "lane") -> str:
+    """Priority lanes (and LoRA adapters: the same blocks, split by adapter)."""
     rows = [
-        "<h3>Priority lanes</h3><p class=dim>vLLM's <code>priority</code> field: lower is served first "
-        "(when the server schedules by priority).</p><table><tr><th class=l>lane</th><th>requests</th>"
+        f"{intro}<table><tr><th class=l>{key}</th><th>requests</th>"
         "<th>attainment</th><th>goodput</th><th>TTFT p50</th><th>TTFT p99</th><th>ITL p99</th></tr>"
     ]
     for k, b in lanes.items():

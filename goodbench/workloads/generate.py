@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..records import RequestSpec
 from .hol import hol_requests
+from .lora import assign
 from .mixture import mixture_requests
 from .spec import WorkloadSpec
 
@@ -16,6 +17,7 @@ def build_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
         out = out[:n] if n else out
     else:
         out = mixture_requests(spec, tok, n)
+    out = assign(out, spec.lora, spec.seed)
     w = spec.warmup_requests
     if w:
         out = [RequestSpec(**{**r.__dict__, "warmup": True}) if i < w else r for i, r in enumerate(out)]

@@ -13,6 +13,7 @@ from ..limits import check_all, check_upfront
 from ..records import parse_slo
 from .catalog import load_workload
 from .datasets import dataset_workload
+from .lora import LoraSpec
 from .spec import DEFAULT_REQUESTS, LengthDist, TraceSpec, WorkloadSpec
 
 
@@ -42,6 +43,8 @@ class WorkloadOptions:
     trace_format: str | None = None
     trace_speedup: float | None = None
     trace_window: str | None = None
+    lora_adapters: str | int | None = None  # "8" or "sql,chat,code": the requests spread over LoRA adapters
+    lora_skew: float | None = None  # their popularity, Zipf(skew) by position
 
     @classmethod
     def from_namespace(cls, ns) -> WorkloadOptions:
@@ -143,6 +146,21 @@ def _counts(o: WorkloadOptions) -> dict:
     return kw
 
 
+def _lora(spec: WorkloadSpec, o: WorkloadOptions) -> LoraSpec:
+    """--lora-adapters / --lora-skew over the workload's [lora] (UsageError before anything is built)."""
+    if spec.generator in ("sessions", "agent"):
+        raise UsageError(f"--lora-adapters: not yet for the {spec.generator} generator")
+    given = o.lora_adapters
+    if given is None:
+        if spec.lora is None:
+            raise UsageError("--lora-skew needs adapters: --lora-adapters N or names, or a workload's [lora]")
+        return LoraSpec.of(spec.lora.adapters, skew=o.lora_skew, base_share=spec.lora.base_share)
+    text = str(given).strip()
+    adapters = int(text) if text.isdigit() else [a.strip() for a in text.split(",")]
+    share = spec.lora.base_share if spec.lora else 0.0
+    return LoraSpec.of(adapters, skew=o.lora_skew or 0.0, base_share=share)
+
+
 def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
     """The workload file (or built-in dataset) with every given option applied (UsageError for an
     option out of its range: the same checks as the command line's)."""
@@ -158,6 +176,8 @@ def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
         kw["slo"] = parse_slo(o.goodput)
     if o.endpoint_type:
         kw["endpoint"] = o.endpoint_type
+    if o.lora_adapters is not None or o.lora_skew is not None:
+        kw["lora"] = _lora(spec, o)
     spec = replace(spec, **kw)
     if (
         spec.num_requests is None

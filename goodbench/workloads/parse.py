@@ -19,6 +19,7 @@ from ..errors import InputError, UsageError, warn
 from ..gating import GateSpec
 from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
+from .lora import LoraSpec, lora_table
 from .spec import (
     AGENT_TRACE_FORMATS,
     DEFAULT_REQUESTS,
@@ -203,6 +204,7 @@ TOP_KEYS = {
     "slo",
     "ignore_eos",
     "gate",
+    "lora",
 }
 
 
@@ -467,7 +469,15 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         gate=gate,
         path=path,
         requires=requires,
+        lora=_lora(ctx, doc.get("lora"), gen),
     )
+
+
+def _lora(ctx: _Ctx, t, gen: str) -> LoraSpec | None:
+    try:
+        return lora_table(t, gen)
+    except UsageError as e:
+        raise ctx.err("lora", str(e)) from None
 
 
 REQUIRES = {"scheduling_policy": ("fcfs", "priority"), "prefix_caching": (True, False), "endpoint": ENDPOINTS}

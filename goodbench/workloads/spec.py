@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from ..arrivals import ArrivalSpec
 from ..client.apis import APIS, MESSAGE_APIS as MESSAGE_APIS  # re-exported: the workload builders read it here
+from .lora import LoraSpec
 
 GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace", "agent")
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
@@ -154,12 +155,15 @@ class WorkloadSpec:
     gate: dict | None = None
     path: str | None = None
     requires: dict | None = None  # what the server must do: {scheduling_policy, prefix_caching, endpoint}
+    lora: LoraSpec | None = None  # [lora]: requests spread over LoRA adapters (workloads/lora.py)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["arrival"]["trace"] = len(self.arrival.trace)  # the count, not every timestamp
         if d["requires"] is None:
             d.pop("requires")  # run.json's workload block is unchanged for workloads that need nothing
+        if d["lora"] is None:
+            d.pop("lora")  # ... and for workloads without adapters (their hashes too)
         return d
 
     def needs(self) -> dict:
@@ -192,7 +196,11 @@ class WorkloadSpec:
         if ag:
             dists = ("fanout", "task", "output", "tool_result", "tool_ms")
             ag = AgentSpec(**{**ag, **{k: LengthDist(**ag[k]) for k in dists}})
-        return cls(arrival=ArrivalSpec(**a), classes=classes, hol=hol, session=sess, trace=trace, agent=ag, **d)
+        lora = d.pop("lora", None)
+        lora = LoraSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in lora.items()}) if lora else None
+        return cls(
+            arrival=ArrivalSpec(**a), classes=classes, hol=hol, session=sess, trace=trace, agent=ag, lora=lora, **d
+        )
 
     def hash(self) -> str:
         d = self.to_dict()

@@ -157,7 +157,7 @@ def _pieces(start: str, parts, end: str) -> list[bytes]:
     return [start.encode(), *out]
 
 
-def model_card(name: str, root: str, max_model_len: int, created: int) -> dict:
+def model_card(name: str, root: str, max_model_len: int | None, created: int, parent: str | None = None) -> dict:
     """A /v1/models entry shaped as vLLM's: `root` is the model served under `name` (vLLM: the path
     or hub id it loaded), `parent` a base model (None: not a LoRA adapter), one permission record."""
     perm = {
@@ -180,10 +180,16 @@ def model_card(name: str, root: str, max_model_len: int, created: int) -> dict:
         "created": created,
         "owned_by": "goodbench",
         "root": root,
-        "parent": None,
+        "parent": parent,
         "max_model_len": max_model_len,
         "permission": [perm],
     }
+
+
+def models_list(name: str, root: str, max_model_len: int, created: int, lora_modules: tuple = ()) -> list[dict]:
+    """/v1/models' entries: the served model, then each LoRA adapter ((name, path), ...) with it as parent."""
+    base = model_card(name, root, max_model_len, created)
+    return [base] + [model_card(a, path, None, created, parent=name) for a, path in lora_modules]
 
 
 def pool_prepare(raw: bytes, api: str, names: tuple, tok, block_size: int | None) -> tuple[list, list]:

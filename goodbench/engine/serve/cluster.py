@@ -139,6 +139,7 @@ class ClusterServer(EngineServer):
             payload=pre.payload,
         )
         seq.preloaded = pre.prompt_len - 1
+        seq.lora = pre.lora
         w.loop, w.seq, w.timer = lp, seq, None
         try:
             lp.submit(seq)

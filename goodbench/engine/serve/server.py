@@ -28,7 +28,7 @@ from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
 from ..costmodel import CostModel
 from ..kvcache import Seq, block_hashes
-from .apishapes import model_card, parse_api, pool_body, pool_prepare
+from .apishapes import models_list, parse_api, pool_body, pool_prepare
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
 from .openai_api import BadRequest, Formatter, Parsed, error_event, json_body, parse_request
 from .render import RENDER_PATHS, render, replica_header
@@ -113,6 +113,9 @@ def _write_now(writer, data: bytes) -> bool:
     return True
 
 
+LORA_KEY = web.RequestKey("lora", object)  # the LoRA adapter a request named as its model (None: the base)
+
+
 @dataclass
 class ServeOptions:
     host: str = "127.0.0.1"
@@ -126,6 +129,7 @@ class ServeOptions:
     log_requests: bool = False  # one line per finished request
     enable_prompt_tokens_details: bool = False  # usage says the cached prompt tokens (as vLLM's flag)
     replica_name: str | None = None  # sent in REPLICA_HEADER on every reply (a cluster adds "/instance")
+    lora_modules: tuple = ()  # ((name, path), ...): LoRA adapters a request may name as its model
 
 
 def parse_eos_dist(spec: str | None):
@@ -157,6 +161,7 @@ class EngineServer:
         self.tok = tok
         self.model_name = opts.served_model_name or self.cfg.model
         self.labels = f'model_name="{self.model_name}"'
+        self.adapters = tuple(name for name, _ in opts.lora_modules)
         self.words = [json.dumps(" " + w).encode() for w in tok.words[:4096]]
         self.eos = parse_eos_dist(opts.eos_dist)
         self.rng = random.Random(opts.seed)
@@ -259,13 +264,10 @@ class EngineServer:
         return web.Response(text="ok")
 
     async def models(self, request):
-        """vLLM's /v1/models entry, every field of it: vLLM's client reads `root` (issue 42)."""
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [model_card(self.model_name, self.cfg.model, self.cfg.max_model_len, self.started)],
-            }
-        )
+        """vLLM's /v1/models, every field of it: vLLM's client reads `root` (issue 42); adapters follow."""
+        cfg = self.cfg
+        cards = models_list(self.model_name, cfg.model, cfg.max_model_len, self.started, self.opts.lora_modules)
+        return web.json_response({"object": "list", "data": cards})
 
     async def completions(self, request):
         return await self._generate(request, "completions")
@@ -283,10 +285,12 @@ class EngineServer:
         """The validated request, its token ids, prompt length and output cap: everything is checked
         here, before the request reaches the engine."""
         body = json_body(await request.read())
-        names = (self.model_name, "default")
+        names = (self.model_name, "default", *self.adapters)
         req = (
             parse_request(body, api == "chat", names) if api in ("chat", "completions") else parse_api(body, api, names)
         )
+        if self.adapters:  # the adapter the request named (its engine sequence runs it)
+            request[LORA_KEY] = body.get("model") if body.get("model") in self.adapters else None
         if req.token_ids is not None:
             ids = req.token_ids
         elif len(req.text) > TOKENIZE_INLINE_CHARS:
@@ -343,6 +347,7 @@ class EngineServer:
                 await asyncio.sleep(front)
             at = self.clock() if front > 0 else arrived
             seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)
+            seq.lora = request.get(LORA_KEY)
             try:
                 self._submit(seq, req)
             except RequestTooLong as e:

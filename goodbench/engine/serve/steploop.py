@@ -30,6 +30,9 @@ CATCH_UP_LIMIT_S = 0.05  # behind by more than this, restart the clock instead o
 LATENESS_WINDOW = 4096  # recent steps kept for the lateness quantiles
 
 
+LORA_STATES = 1000  # the most vllm:lora_requests_info label sets kept
+
+
 def phase_histograms() -> tuple[Histogram, Histogram]:
     """The request-phase histograms vLLM exports, under its names and buckets."""
     return (
@@ -78,6 +81,7 @@ class EngineLoop:
         self.stepping = False  # a step is in progress: requests submitted now are taken in at its end
         self.taken_at_end: list = []  # their streams
         self.trace_tag = {} if role == "mixed" and index == 0 else {"engine": index}
+        self.lora_states: dict[str, float] = {}  # vllm:lora_requests_info: every state's labels -> last time in it
 
     def submit(self, seq) -> None:
         """Queue a sequence (RequestTooLong when it can never fit) and wake the loop."""
@@ -142,9 +146,23 @@ class EngineLoop:
             deliver(res, end)
             b = res.batch
             self.h_iter.observe(b.num_tokens)
+            if eng.slots is not None:
+                self._note_lora()
             if self.trace is not None:
                 self._trace_step(res, start, late)
             next_start, prev_start = planned, start
+
+    def _note_lora(self) -> None:
+        """The adapters of the running and waiting requests now, kept as vLLM's gauge keeps every label set
+        it was given (the oldest states dropped past LORA_STATES)."""
+        sched = self.engine.sched
+        run = ",".join(dict.fromkeys(s.lora for s in sched.running if s.lora is not None))
+        wait = ",".join(dict.fromkeys(s.lora for s in sched.waiting_seqs() if s.lora is not None))
+        key = f'max_lora="{self.engine.cfg.max_loras}",running_lora_adapters="{run}",waiting_lora_adapters="{wait}"'
+        self.lora_states.pop(key, None)
+        self.lora_states[key] = round(time.time(), 3)
+        if len(self.lora_states) > LORA_STATES:
+            del self.lora_states[next(iter(self.lora_states))]
 
     def _trace_step(self, res, start: float, late: float) -> None:
         b, eng = res.batch, self.engine
@@ -240,6 +258,13 @@ def spec_families(rows: list[tuple[str, EngineLoop]]) -> list[str]:
     )
 
 
+def lora_family(rows: list[tuple[str, EngineLoop]]) -> list[str]:
+    """vLLM's vllm:lora_requests_info gauge: one series per state the engine was in (the adapters of its
+    running and waiting requests in the labels), the last time it was in it as the value."""
+    out = [(",".join(filter(None, (lab, key))), t) for lab, lp in rows for key, t in lp.lora_states.items()]
+    return family("vllm:lora_requests_info", "gauge", "Running stats on lora requests.", out) if out else []
+
+
 def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
     """/metrics with vLLM's names: per (labels, instance) one series of each metric; with several
     instances the labels carry engine="i", as vLLM's do when one server fronts several engines."""
@@ -267,7 +292,7 @@ def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
     )
     for name, kind, help, get in gauges:
         out += family(name, kind, help, [(lab, get(lp)) for lab, lp in rows])
-    out += spec_families(rows)
+    out += spec_families(rows) + lora_family(rows)
     for attr in ("h_ttft", "h_itl", "h_iter", "h_late", "h_queue", "h_prefill"):
         out += histogram_family([(lab, getattr(lp, attr)) for lab, lp in rows])
     qs = [(lab, lp.lateness_quantiles()) for lab, lp in rows]

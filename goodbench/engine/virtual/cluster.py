@@ -119,6 +119,7 @@ class ClusterSim:
         )
         mt = 1 if self.spec.disaggregated else r.max_tokens
         s = Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes, priority=r.priority or 0)
+        s.lora = r.adapter
         if self.spec.disaggregated:
             try:  # refuse early what decode cannot hold
                 self.back[0].engine.check_fits(r.prompt_tokens, r.max_tokens)
@@ -134,6 +135,7 @@ class ClusterSim:
         r = self.requests[k]
         i = self.back_router.pick([x.outstanding(t) for x in self.back], (), lambda j: 0, None)
         s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0)
+        s.lora = r.adapter
         s.preloaded = r.prompt_tokens - 1
         if self._place(self.back[i], s, t):
             self.tally.seqs[k] = s

@@ -94,6 +94,7 @@ class Tally:
                 "session": r.session,
                 "turn": r.turn,
                 "session_turns": r.session_turns,
+                "adapter": r.adapter,
                 **job_fields(r),
             }
             if k in self.bad:
