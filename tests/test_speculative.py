@@ -220,3 +220,19 @@ def _prom(drafts, toks, acc, per):
         for i, v in enumerate(per)
     ]
     return "\n".join(lines)
+
+
+def test_vllms_speculative_config_sets_the_knobs_and_refuses_what_it_does_not_know():
+    from goodbench.engine.speculative import from_vllm_config
+
+    got = from_vllm_config(
+        '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "acceptance": [0.6, 0.5]}'
+    )
+    assert got == {"speculative_method": "ngram", "num_speculative_tokens": 3, "speculative_acceptance": "0.6,0.5"}
+    assert (
+        from_vllm_config('{"model": "llama-3.2-1b", "num_speculative_tokens": 2}')["speculative_method"]
+        == "draft_model"
+    )
+    for bad, words in (("{", "not JSON"), ("[1]", "JSON object"), ('{"k": 3}', "unknown key 'k'")):
+        with pytest.raises(UsageError, match=words):
+            from_vllm_config(bad)

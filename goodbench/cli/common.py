@@ -230,7 +230,14 @@ def add_engine_args(p: argparse.ArgumentParser, served_model: bool = False) -> N
     The model shape is --engine-model everywhere (dest engine_model). --model always means the served
     model name: where a command has none (served_model False), the old spelling of the shape is refused
     with a pointer rather than silently meaning something else."""
-    add_knob_args(p.add_argument_group("reference engine (vLLM names and defaults)"), EngineConfig, ENGINE_DESTS)
+    g = p.add_argument_group("reference engine (vLLM names and defaults)")
+    add_knob_args(g, EngineConfig, ENGINE_DESTS)
+    g.add_argument(
+        "--speculative-config",
+        metavar="JSON",
+        help="vLLM's flag: {method, num_speculative_tokens, model (a built-in shape), acceptance (goodbench's: "
+        "per-position rates)}; sets the --speculative-* flags (default: none)",
+    )
     if not served_model:
         p.add_argument("--model", dest="moved_model", help=argparse.SUPPRESS)
 
@@ -249,6 +256,10 @@ def engine_config(args, resolve: bool = True) -> EngineConfig:
     if getattr(args, "moved_model", None):
         raise UsageError(MOVED_MODEL.format(value=args.moved_model))
     kw = knob_values(args, EngineConfig, ENGINE_DESTS)
+    if getattr(args, "speculative_config", None):
+        from ..engine.speculative import from_vllm_config
+
+        kw |= from_vllm_config(args.speculative_config)
     if "gpu" in kw:
         kw["gpu"] = kw["gpu"].split(",")[0].strip()
     cfg = with_files(EngineConfig(**kw))

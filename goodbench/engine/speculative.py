@@ -104,6 +104,36 @@ class SpecDecode:
         return out
 
 
+VLLM_KEYS = {"prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size", "max_model_len", "quantization"}
+
+
+def from_vllm_config(text: str) -> dict:
+    """vLLM's --speculative-config JSON as EngineConfig knobs: method, num_speculative_tokens, model (a
+    built-in shape: the draft's), and goodbench's `acceptance`; vLLM's drafter settings the engine does not
+    model (n-gram lookup lengths, the draft's TP) are accepted and left out. UsageError for anything else."""
+    import json
+
+    try:
+        d = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"--speculative-config is not JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise UsageError("--speculative-config: expected a JSON object")
+    names = {"method": "speculative_method", "num_speculative_tokens": "num_speculative_tokens"}
+    names |= {"model": "speculative_model", "acceptance": "speculative_acceptance"}
+    unknown = sorted(set(d) - set(names) - VLLM_KEYS)
+    if unknown:
+        raise UsageError(f"--speculative-config: unknown key {unknown[0]!r}; known: {', '.join(sorted(names))}")
+    out = {names[k]: v for k, v in d.items() if k in names}
+    if isinstance(out.get("speculative_acceptance"), list):
+        out["speculative_acceptance"] = ",".join(str(x) for x in out["speculative_acceptance"])
+    if out.get("speculative_method") == "draft_model" or (
+        "speculative_model" in out and "speculative_method" not in out
+    ):
+        out.setdefault("speculative_method", "draft_model")
+    return out
+
+
 def draft_shape(method: str, target, draft=None):
     """The model the drafter runs each pass: None for n-gram (host work), one layer of the target for
     EAGLE / EAGLE-3 / MTP (DeepSeek's MTP module is one MoE layer; EAGLE's a decoder layer at the
