@@ -57,6 +57,10 @@ class RecordArrays:
     cached: np.ndarray  # int64: prompt tokens the server's usage said were cached (-1 = not said)
     replica: np.ndarray  # int32 code into replica_names: the replica that served it, -1 = not known
     adapter: np.ndarray  # int32 code into adapter_names: the LoRA adapter it asked for, -1 = the base model
+    images: np.ndarray  # int64: images it carried, -1 = no media
+    image_pixels: np.ndarray  # int64: their pixels (-1: no media), and the media's bytes and the audio's ms
+    media_bytes: np.ndarray  # int64
+    audio_ms: np.ndarray  # int64
     tokens: np.ndarray  # int16 per chunk, aligned with chunk_times; EMPTY when every chunk is one token
     chunk_times: np.ndarray  # float64, all requests' chunk times back to back (offsets = cumsum(nchunks))
     job_names: list = field(default_factory=list)
@@ -97,6 +101,10 @@ class RecordArrays:
         "cached",
         "replica",
         "adapter",
+        "images",
+        "image_pixels",
+        "media_bytes",
+        "audio_ms",
         "tokens",
         "chunk_times",
     )
@@ -241,6 +249,7 @@ class RecordArrays:
                 cached_tokens=None if self.cached[i] < 0 else int(self.cached[i]),
                 replica=self.replica_names[self.replica[i]] if self.replica[i] >= 0 else None,
                 adapter=self.adapter_names[self.adapter[i]] if self.adapter[i] >= 0 else None,
+                **_media_of(self, i),
                 chunk_tokens=tuple(toks[off[i] : off[i + 1]].tolist()),
             )
             for i in range(len(self))
@@ -272,7 +281,16 @@ def _sparse_columns(recs, delay: np.ndarray) -> dict:
         "replica_names": rep_names,
         "adapter": ada_codes.astype(np.int32),
         "adapter_names": ada_names,
+        **{f: np.fromiter((-1 if getattr(r, f) is None else getattr(r, f) for r in recs), np.int64, n) for f in MEDIA},
     }
+
+
+MEDIA = ("images", "image_pixels", "media_bytes", "audio_ms")
+
+
+def _media_of(cols: RecordArrays, i: int) -> dict:
+    """A record's media fields back from the columns (None when it carried none)."""
+    return {f: None if getattr(cols, f)[i] < 0 else int(getattr(cols, f)[i]) for f in MEDIA}
 
 
 def _optional_codes(values) -> tuple[np.ndarray, list]:

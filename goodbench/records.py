@@ -43,9 +43,11 @@ class RequestSpec:
     delay_s: float | None = None
     tools: bool = False  # the request offers the workload's tools (agent tool-call steps)
     adapter: str | None = None  # a LoRA adapter's name, sent as the request's model (None: the base model)
+    media: dict | None = None  # its images and audio: {images, image_pixels, media_bytes, audio_ms} (media.stats)
 
 
 JOB_FIELDS = ("job", "node", "parents", "depth", "delay_s")
+MEDIA_FIELDS = ("images", "image_pixels", "media_bytes", "audio_ms")
 
 
 def job_fields(spec: RequestSpec) -> dict:
@@ -94,6 +96,10 @@ class RequestRecord:
     cached_tokens: int | None = None  # prompt tokens the server's usage says its prefix cache held
     replica: str | None = None  # the replica that served it (--replica-header), when known
     adapter: str | None = None  # the LoRA adapter it asked for (its `model`); None: the base model
+    images: int | None = None  # the images it carried (None: no media), their pixels, the media's bytes,
+    image_pixels: int | None = None  # the audio's ms (workloads/media.py)
+    media_bytes: int | None = None
+    audio_ms: int | None = None
 
     def to_dict(self) -> dict:
         # built by hand: dataclasses.asdict deep-copies every chunk-time tuple (a hot path at high load)
@@ -111,6 +117,9 @@ class RequestRecord:
                 del d[f]
         if self.cached_tokens is None and self.replica is None and self.adapter is None:
             del d["cached_tokens"], d["replica"], d["adapter"]
+        if self.images is None:
+            for f in MEDIA_FIELDS:
+                del d[f]
         for f in _CHUNK_TIME_FIELDS:  # at the chunk times' precision, or TPOT comes out as -0.0, TTFT < 0
             if d[f] is not None:
                 d[f] = round(d[f], 7)

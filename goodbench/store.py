@@ -25,8 +25,8 @@ from .errors import RunDirError
 from .records import RequestRecord, RunMeta, RunResult
 
 COLUMNS_DIR = "columns"
-COLUMNS_VERSION = 9  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions;
-# 6: items, agent jobs; 7: written only from records whose values were checked (_check_record); 8: cached, replica; 9: adapter
+COLUMNS_VERSION = 10  # 2: retries; 3: answers, reasoning, local counts, tokens per chunk; 4: priority; 5: sessions;
+# 6: items, agent jobs; 7: written only from records whose values were checked (_check_record); 8: cached, replica; 9: adapter; 10: media
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -222,6 +222,7 @@ def json_safe(obj):
 _TIMES = ("scheduled_at", "sent_at", "first_token_at", "finished_at", "first_answer_at", "delay_s")
 _INTS = ("output_tokens", "prompt_tokens", "prompt_tokens_server", "http_status", "retries", "reasoning_tokens")
 _INTS += ("output_tokens_local", "priority", "turn", "session_turns", "items", "node", "depth", "cached_tokens")
+_INTS += ("images", "image_pixels", "media_bytes", "audio_ms")
 _TEXTS = ("id", "cls", "output_tokens_source", "status", "error", "origin", "session", "job", "replica", "adapter")
 _META_DICTS = ("target", "engine", "workload", "slo", "gate", "gpus", "prices", "engine_stats", "client_lag")
 _META_DICTS += ("labels", "server", "provenance")

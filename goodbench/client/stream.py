@@ -264,6 +264,7 @@ def spec_fields(spec: RequestSpec) -> dict:
         "turn": spec.turn,
         "session_turns": spec.session_turns,
         "adapter": spec.adapter,
+        **(spec.media or {}),
         **job_fields(spec),
     }
 

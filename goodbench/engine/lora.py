@@ -3,10 +3,10 @@
 Every linear layer of a LoRA'd request runs two more GEMMs beside the base one: shrink (hidden -> rank) and
 expand (rank -> out), batched over the step's requests by adapter (vLLM's Punica kernels, padded to
 max_lora_rank). A step pays, per layer and per LoRA'd projection (qkv, o, gate_up, down):
-    max(2 N r (in + out) / peak, A r (in + out) 2 bytes / bandwidth) + 2 kernels' floor
-for N tokens of LoRA requests and A distinct adapters (each adapter's weights read once). The floor is
-what a kernel costs however small its work: at small batches it is most of the overhead (docs/engine.md,
-"LoRA adapters", says what it is fitted to).
+    max(2 N r (in + out) / peak, A r (in + out) 2 bytes / bandwidth) + 2 kernels x (floor + N x per token)
+for N tokens of LoRA requests and A distinct adapters (each adapter's weights read once). The kernel terms
+are what Punica-style kernels cost beyond the roofline, and most of the overhead (docs/engine.md, "LoRA
+adapters", says what they are fitted to).
 
 Adapters live in max_loras GPU slots (vLLM's LRU adapter manager) and max_cpu_loras host slots: a step
 that needs an adapter not on the GPU pays its copy over PCIe, and one not in host memory its read from disk
@@ -18,11 +18,22 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-# per kernel: the least a shrink or expand launch costs, whatever its work (CUDA graphs on)
-KERNEL_FLOOR_S = 4.0e-6
-DISK_BPS = 2e9  # a host read of an adapter's safetensors (NVMe; an assumption, docs/engine.md)
-DISK_FIXED_S = 5e-3  # opening and parsing an adapter's files
+# per shrink or expand kernel: a floor, and a cost per token it carries (the kernels run far from the GEMMs'
+# roofline); fitted (engine/lorafit.py) to vLLM 0.5.0's one-adapter TPOT overhead (Agulló et al., two of
+# three profiles), the third profile and vLLM PR #11267 held out (benchmarks/lora_overhead.py)
+KERNEL_FLOOR_S = 8.116e-6
+KERNEL_TOKEN_S = 24.456e-9
+# adapter loads, from the same source's load counters (A4: Llama-3.1-8B, ranks 8/16/32, max_lora_rank = rank):
+# disk -> host 66.0 / 82.9 / 125.5 ms for 36 / 71 / 143 MB of BF16 weights (all linear layers): 46 ms + bytes at
+# 1.8 GB/s (the line through ranks 8 and 32; it gives 85.8 ms for rank 16);
+# host -> GPU slot 6.4-8.1 ms whatever the rank: a constant (per-layer copies, not the bytes)
+DISK_BPS = 1.8e9
+DISK_FIXED_S = 46e-3
+ACTIVATE_S = 7.0e-3
 H2D_BPS = {"hopper": 50e9, "blackwell": 50e9, "cdna3": 50e9, "cdna4": 50e9}  # PCIe 5 x16, else PCIe 4's 25
+# the whole held-out source (vLLM PR #11267: A100, ShareGPT offline, one adapter): the engine's throughput
+# ratio 0.917 against the measured 0.664 (+38 %): what a LoRA run's engine_uncertainty says
+LORA_HELD_OUT_WORST = 0.38
 PROJECTIONS = 4  # qkv, o, gate_up, down: vLLM LoRAs every linear layer an adapter targets (all, here)
 
 
@@ -65,13 +76,13 @@ class LoraCost:
             return 0.0
         compute = tokens * self.flops_per_token / self.peak
         memory = adapters * self.params * 2.0 / self.bw
-        return max(compute, memory) + self.kernels * KERNEL_FLOOR_S
+        return max(compute, memory) + self.kernels * (KERNEL_FLOOR_S + tokens * KERNEL_TOKEN_S)
 
     def load_time(self, from_disk: bool) -> float:
         """Seconds to bring one adapter onto the GPU: over PCIe, and from disk first when not in host memory."""
         nbytes = self.params * 2.0
         disk = DISK_FIXED_S + nbytes / DISK_BPS if from_disk else 0.0
-        return disk + nbytes / self.h2d_bps
+        return disk + ACTIVATE_S + nbytes / self.h2d_bps
 
 
 class AdapterSlots:

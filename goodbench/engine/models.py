@@ -220,6 +220,7 @@ MODELS: dict[str, Model] = {
                "meta-llama/Llama-3.2-3B config.json (tied embeddings)"),
         _dense("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, False, 40960, "Qwen/Qwen3-8B config.json"),
         _dense("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, False, 40960, "Qwen/Qwen3-32B config.json"),
+        _dense("llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, False, 4096, "meta-llama/Llama-2-7b-hf config.json"),
         _dense("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 32768, "Qwen/Qwen2.5-7B-Instruct config.json"),
         _dense("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32768, False, 32768,
                "mistralai/Mistral-7B-Instruct-v0.3 config.json"),

@@ -6,6 +6,7 @@ profile's own error on the runs it was fitted to. Pure."""
 from __future__ import annotations
 
 from .hardware import get_gpu
+from .lora import LORA_HELD_OUT_WORST
 from .moe import KERNEL_HELD_OUT, KERNEL_WORST
 from .speculative import SPEC_HELD_OUT
 
@@ -94,6 +95,12 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
     )
     if stats.get("moe"):
         pct, basis = _moe(stats["moe"], pct, basis)
+    if stats.get("lora_loads"):  # requests ran LoRA adapters
+        pct = max(pct, LORA_HELD_OUT_WORST * 100)
+        basis += (
+            f"; LoRA: held-out vLLM throughput off by up to {LORA_HELD_OUT_WORST:.0%} (vLLM PR #11267; "
+            "benchmarks/lora_overhead.py)"
+        )
     if stats.get("speculative"):
         pct = max(pct, SPEC_HELD_OUT * 100)
         basis += (

@@ -21,6 +21,7 @@ from .derived import RequestMetrics, measured_arrays
 from .energy import energy_block, energy_cost, simulated_block
 from .frontier import frontier_block
 from .lora import observed as lora_observed
+from .media import media_block
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
 from .servertiming import server_timing, step_lateness
@@ -66,6 +67,9 @@ def compose(
     spec = observed(rows) if live else simulated((meta.engine_stats or {}).get("speculative"))
     if spec:
         s["speculative"] = spec | client_view(c.out, c.nchunks, c.ok, c.cols.class_of())
+    media = media_block(c.cols, c.ttft, c.ok)
+    if media:
+        s["media"] = media
     s.update(frontier_block(c, s["slo"], meta.gpus, s["duration_s"]))
     if meta.gpu_telemetry:
         s["energy"] = _energy(c, s["slo"], telemetry or []) | {"judged": bool(s["slo"])}

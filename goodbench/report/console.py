@@ -294,6 +294,7 @@ def render_summary(
     parts += [Text(x) for x in job_text(summary)]
     parts.append(prefix_line(summary.get("prefix_cache")))
     parts.append(spec_line(summary.get("speculative")))
+    parts.append(_media_line(summary.get("media")))
     lanes = summary.get("per_priority") or {}
     if lanes:
         honoured = {True: "lower served first", False: "NOT served in priority order: see the warnings"}
@@ -350,6 +351,13 @@ def prefix_line(pc: dict | None) -> Text | None:
 
     text = describe(pc)
     return None if text is None else Text("  prefix cache: " + text, style="dim")
+
+
+def _media_line(b: dict | None) -> Text | None:
+    from ..metrics.media import describe
+
+    text = describe(b)
+    return None if text is None else Text("  media: " + text, style="dim")
 
 
 def spec_line(b: dict | None) -> Text | None:

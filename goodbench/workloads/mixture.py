@@ -7,8 +7,10 @@ import random
 
 import numpy as np
 
+from ..errors import UsageError
 from ..records import RequestSpec
 from .lengths import sample_lengths
+from .media import content, draw, stats
 from .segments import text_of
 from .spec import MESSAGE_APIS, ClassSpec, WorkloadSpec
 
@@ -52,6 +54,15 @@ def _prefix_segments(c: ClassSpec, n: int, rng: np.random.Generator) -> list[tup
     return out
 
 
+def _media(c: ClassSpec, spec: WorkloadSpec, n: int, ci: int) -> list | None:
+    """Each of the class's n requests' images and audio (None: the class sends none)."""
+    if c.media is None:
+        return None
+    if spec.endpoint not in MESSAGE_APIS:
+        raise UsageError(f"class {c.name} sends images or audio: use --endpoint-type chat, responses or messages")
+    return draw(c.media, n, spec.seed * 31 + ci)
+
+
 def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
     """n requests, reproducible for spec.seed: the class of each drawn first, then each class's rows."""
     chat = spec.endpoint in MESSAGE_APIS
@@ -66,15 +77,20 @@ def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
             continue
         rows = _class_rows(c, idx.size, spec, tok, rng_np, rng_py)
         shared = _prefix_segments(c, idx.size, rng_np) if c.system_prompts or c.documents else None
+        media = _media(c, spec, idx.size, ci)
         for j, (i, (text, pl, ol)) in enumerate(zip(idx, rows)):
             segs = None
             if shared is not None and shared[j]:  # the shared prefix, then this request's own tokens
                 segs = shared[j] + ((("own", f"r{i}"), pl),)
                 text, pl = text_of(shared[j], tok) + text, pl + sum(n for _, n in shared[j])
+            items = media[j] if media else ()
             out[i] = RequestSpec(
                 id=f"r{i}",
                 cls=c.name,
-                prompt=as_prompt(text, chat),
+                prompt=[{"role": "user", "content": content(spec.endpoint, text, items)}]
+                if items
+                else as_prompt(text, chat),
+                media=stats(items) if items else None,
                 prompt_tokens=pl,
                 max_tokens=ol,
                 reasoning_tokens=int(round(c.reasoning * ol)),

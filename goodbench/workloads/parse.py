@@ -20,6 +20,7 @@ from ..gating import GateSpec
 from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
 from .lora import LoraSpec, lora_table
+from .media import parse_media
 from .spec import (
     AGENT_TRACE_FORMATS,
     DEFAULT_REQUESTS,
@@ -208,6 +209,12 @@ TOP_KEYS = {
 }
 
 
+CLASS_KEYS = set(
+    "name weight input output source dataset reasoning priority system_prompts prefix_tokens prefix_share "
+    "documents document_tokens document_skew images image_size image_dir audio_s".split()
+)
+
+
 def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
     if not isinstance(raw, list):
         raise ctx.err("class", "use [[class]] tables (an array of tables)")
@@ -216,26 +223,7 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
         key = f"class[{i}]"
         if not isinstance(c, dict):
             raise ctx.err(key, f"expected a [[class]] table, got {c!r}"[:200])
-        ctx.known(
-            c,
-            {
-                "name",
-                "weight",
-                "input",
-                "output",
-                "source",
-                "dataset",
-                "reasoning",
-                "priority",
-                "system_prompts",
-                "prefix_tokens",
-                "prefix_share",
-                "documents",
-                "document_tokens",
-                "document_skew",
-            },
-            f"{key}.",
-        )
+        ctx.known(c, CLASS_KEYS, f"{key}.")
         source = c.get("source", "sharegpt" if gen == "sharegpt" else "synthetic")
         if source not in ("synthetic", "sharegpt"):
             raise ctx.err(f"{key}.source", f"{source!r} is not one of synthetic, sharegpt")
@@ -256,6 +244,7 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
                 dataset=ctx.text(c, "dataset"),
                 reasoning=reasoning,
                 priority=ctx.num(c, "priority", f"{key}.", int, None, limit="priority"),
+                media=_media(ctx, c, key),
                 **_prefixes(ctx, c, key),
             )
         )
@@ -471,6 +460,13 @@ def parse_workload(text: str, path: str = "<workload>") -> WorkloadSpec:
         requires=requires,
         lora=_lora(ctx, doc.get("lora"), gen),
     )
+
+
+def _media(ctx: _Ctx, c: dict, key: str):
+    try:
+        return parse_media(c, key, lambda v, k: _length(ctx, v, k))
+    except UsageError as e:
+        raise ctx.err(key, str(e)) from None
 
 
 def _lora(ctx: _Ctx, t, gen: str) -> LoraSpec | None:

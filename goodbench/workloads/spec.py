@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ..arrivals import ArrivalSpec
 from ..client.apis import APIS, MESSAGE_APIS as MESSAGE_APIS  # re-exported: the workload builders read it here
@@ -44,6 +44,17 @@ class LengthDist:
 
 
 @dataclass(frozen=True)
+class MediaSpec:
+    """A class's media per request: image count and side (px), or files from image_dir; audio in ms."""
+
+    images: LengthDist = LengthDist(value=0)
+    width: LengthDist = LengthDist(value=512)
+    height: LengthDist | None = None  # None: square (the width's draw)
+    image_dir: str | None = None
+    audio_ms: LengthDist | None = None
+
+
+@dataclass(frozen=True)
 class ClassSpec:
     name: str
     weight: float = 1.0
@@ -64,6 +75,7 @@ class ClassSpec:
     documents: int = 0
     document_tokens: int = 0
     document_skew: float = 0.0
+    media: MediaSpec | None = None  # images and audio per request (workloads/media.py)
 
 
 @dataclass(frozen=True)
@@ -162,6 +174,9 @@ class WorkloadSpec:
         d["arrival"]["trace"] = len(self.arrival.trace)  # the count, not every timestamp
         if d["requires"] is None:
             d.pop("requires")  # run.json's workload block is unchanged for workloads that need nothing
+        for c in d["classes"]:
+            if c["media"] is None:
+                del c["media"]  # classes without media keep their hashes
         if d["lora"] is None:
             d.pop("lora")  # ... and for workloads without adapters (their hashes too)
         return d
@@ -184,7 +199,16 @@ class WorkloadSpec:
         a = d.pop("arrival")
         a["trace"] = tuple(a.get("trace") or ())
         classes = tuple(
-            ClassSpec(**{**c, "input": LengthDist(**c["input"]), "output": LengthDist(**c["output"])})
+            ClassSpec(
+                **{**c, "input": LengthDist(**c["input"]), "output": LengthDist(**c["output"])},
+            )
+            if not c.get("media")
+            else replace(
+                ClassSpec(
+                    **{**c, "input": LengthDist(**c["input"]), "output": LengthDist(**c["output"]), "media": None}
+                ),
+                media=_media(c["media"]),
+            )
             for c in d.pop("classes")
         )
         hol = HolSpec(**d.pop("hol")) if d.get("hol") else d.pop("hol", None)
@@ -209,6 +233,11 @@ class WorkloadSpec:
         if d.get("agent") is None:
             d.pop("agent", None)  # workloads without agent jobs keep the hashes they always had
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _media(d: dict) -> MediaSpec:
+    dists = {k: LengthDist(**d[k]) if d.get(k) else None for k in ("images", "width", "height", "audio_ms")}
+    return MediaSpec(**{**d, **dists})
 
 
 _FIX = {

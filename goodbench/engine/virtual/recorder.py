@@ -95,6 +95,7 @@ class Tally:
                 "turn": r.turn,
                 "session_turns": r.session_turns,
                 "adapter": r.adapter,
+                **(r.media or {}),
                 **job_fields(r),
             }
             if k in self.bad:
