@@ -50,6 +50,12 @@ JOB_FIELDS = ("job", "node", "parents", "depth", "delay_s")
 MEDIA_FIELDS = ("images", "image_pixels", "media_bytes", "audio_ms")
 
 
+def media_fields(spec: RequestSpec) -> dict:
+    """What a record keeps of its request's media (workloads/media.stats): counts, pixels, bytes, audio."""
+    m = spec.media
+    return {} if not m else {f: m[f] for f in MEDIA_FIELDS}
+
+
 def job_fields(spec: RequestSpec) -> dict:
     """What a record copies from its spec when the request is a call of an agent job."""
     if spec.job is None:

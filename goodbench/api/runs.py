@@ -50,7 +50,7 @@ def simulate(
     judged = _gate_meta(gate, target_attainment, spec.gate)
     cfg = resolve_engine(engine)
     check_needs(spec, cfg, None, "the simulated engine")
-    check_lora(spec, cfg, "the simulated engine")
+    check_engine(spec, cfg, "the simulated engine")
     tok = tokmod.load(tokenizer, lazy=True)  # a simulation counts no tokens itself
     stage(on_stage, "building workload...")
     plan = build_plan(spec, tok)
@@ -134,6 +134,20 @@ def _start_engine(cfg: EngineConfig, pin: bool, on_stage, lora: tuple = ()):
 def adapters(spec: WorkloadSpec) -> tuple:
     """The LoRA adapters a workload names (its requests' models beside the base one)."""
     return spec.lora.adapters if spec.lora is not None else ()
+
+
+def check_engine(spec: WorkloadSpec, cfg: EngineConfig, where: str) -> None:
+    """What the reference engine must serve for this workload, checked before the clock (the simulated and
+    the started engine alike): its LoRA adapters, and images only on a vision-language model."""
+    check_lora(spec, cfg, where)
+    media = [c.media for c in spec.classes if c.media is not None]
+    if any(m.audio_ms is not None for m in media):
+        raise UsageError(f"the workload sends audio; {where} prices no audio encoder: measure audio on a real server")
+    if any(m.images.value or m.images.dist != "constant" for m in media) and cfg.shape().vision is None:
+        raise UsageError(
+            f"the workload sends images; {where}'s model {cfg.model} takes none: --engine-model qwen2.5-vl-7b, "
+            "qwen3-vl-8b or llava-1.5-7b (or a vision-language config.json)"
+        )
 
 
 def check_lora(spec: WorkloadSpec, cfg: EngineConfig, where: str) -> None:
@@ -240,7 +254,7 @@ def _server(target: Target, engine: EngineConfig | None, pin: bool, on_stage, sp
         return
     cfg = resolve_engine(engine)
     if spec is not None:
-        check_lora(spec, cfg, "the engine started for this run")
+        check_engine(spec, cfg, "the engine started for this run")
     proc, logs = _start_engine(cfg, pin, on_stage, adapters(spec) if spec else ()), {"dir": None}
     try:
         yield replace(target, base_url=proc.base_url), cfg, logs

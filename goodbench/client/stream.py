@@ -12,7 +12,7 @@ import queue
 import threading
 from array import array
 
-from ..records import RequestRecord, RequestSpec, job_fields
+from ..records import RequestRecord, RequestSpec, job_fields, media_fields
 from .sse import SSEParser, classify
 
 TOKENIZE_INLINE_CHARS = 256 * 1024  # more streamed text than this is tokenised off the event loop
@@ -264,7 +264,7 @@ def spec_fields(spec: RequestSpec) -> dict:
         "turn": spec.turn,
         "session_turns": spec.session_turns,
         "adapter": spec.adapter,
-        **(spec.media or {}),
+        **media_fields(spec),
         **job_fields(spec),
     }
 

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from ..errors import GoodbenchError
 from .adaptive import AimdBudget
 from .config import EngineConfig
-from .costmodel import CostModel
+from .costmodel import SHIPPED, CostModel
 from .hardware import get_gpu
 from .jitter import factor
 from .kvcache import KVCache, Seq
 from .lora import AdapterSlots, LoraCost
 from .scheduler import Batch, Scheduler
 from .speculative import Drafter, SpecCounters
+from .vision import PREP_IMAGE_S, PREP_PIXEL_S, encoder_time
 
 
 class RequestTooLong(GoodbenchError):
@@ -49,6 +50,7 @@ class EngineStats:
     prefill_busy_s: float = 0.0  # time in steps that carried prefill tokens
     max_step_tokens: int = 0  # the most tokens one step carried: below the budget, the budget never bound
     energy_j: float = 0.0  # per GPU, over the steps (engine/power.py; 0 without a power model)
+    images: int = 0  # images encoded (a vision-language model's)
     spec: SpecCounters | None = None  # speculative decoding's counters (None: off)
 
 
@@ -70,6 +72,7 @@ class Engine:
         self.drafter = None if spec is None else Drafter(spec, self._draft_cost(), self.cost.fixed_step_s is not None)
         if spec is not None:
             self.stats.spec = SpecCounters()
+        self.prep = (PREP_IMAGE_S, PREP_PIXEL_S)  # an image's preprocessing (engine/visionfit.py)
         cfg = self.cfg
         on = cfg.enable_lora and self.cost.fixed_step_s is None
         self.lora = (
@@ -101,6 +104,8 @@ class Engine:
         """Queue a request. With async scheduling, one that arrives while a step runs misses the next
         step too (vLLM scheduled it when this one was launched): the scheduler holds it until the next
         step() has been built."""
+        if seq.images:
+            self._vision(seq)
         self.check_fits(seq.prompt_len, seq.max_tokens)
         self.sched.add(seq)
         self.stats.prompt_tokens += seq.prompt_len
@@ -112,6 +117,25 @@ class Engine:
         sched = self.sched
         sched.admit()
         sched.holding = self.cfg.async_scheduling and (bool(sched.waiting) or bool(sched.running))
+
+    def _vision(self, seq: Seq) -> None:
+        """A request's images as prompt tokens and encoder seconds (engine/vision.py); its prompt blocks are
+        not shared (vLLM hashes the images into them: unique images match nothing)."""
+        v = self.cfg.shape().vision
+        if v is None:
+            raise RequestTooLong(f"{self.cfg.model} takes no images (a vision-language model does: qwen2.5-vl-7b)")
+        m, gpu, tp = self.cfg.shape(), get_gpu(self.cfg.gpu), self.cfg.tensor_parallel_size
+        fixed = self.cost.fixed_step_s is not None
+        per_image, per_pixel = self.prep
+        self.stats.images += len(seq.images)
+        for w, h in seq.images:
+            tokens, patches = v.tokens(w, h)
+            seq.prompt_len += tokens
+            seq.enc_tokens += tokens
+            if not fixed:
+                enc = encoder_time(v, patches, m.hidden, gpu, tp, SHIPPED.prefill_attn)
+                seq.enc_s += enc + per_image + per_pixel * w * h
+        seq.hashes = ()
 
     def abort(self, seq: Seq) -> None:
         self.sched.remove(seq)
@@ -147,7 +171,7 @@ class Engine:
                 return self.step()
             self.sched.holding = False  # no step runs: the next arrival is taken in at once
             return None
-        dur = self.cost.batch_time(batch)
+        dur = self.cost.batch_time(batch) + batch.encoder_s
         if self.drafter is not None:
             dur += self._speculate(batch)
         if self.slots is not None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
+from .hfvision import TEXT_ARCH, vlm_from_hf
 from .models import MLA, Model, MoE
 
 DENSE = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 MOE = ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM", "DeepseekV2ForCausalLM")
 MOE += ("DeepseekV3ForCausalLM", "MixtralForCausalLM")
-KNOWN = "Llama, Mistral, Mixtral, Qwen2/Qwen3 (dense and MoE), gpt-oss, DeepSeek-V2/V3"
+KNOWN = "Llama, Mistral, Mixtral, Qwen2/Qwen3 (dense and MoE), gpt-oss, DeepSeek-V2/V3, Qwen2/2.5/3-VL, LLaVA"
 
 
 class _Keys:
@@ -120,6 +121,8 @@ def model_from_hf(d: dict, path: str) -> Model:
     k = _Keys(d, path)
     archs = d.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs else None
+    if arch in TEXT_ARCH:  # a vision-language model: its text model here, its tower from vision_config
+        return vlm_from_hf(d, path, model_from_hf)
     if arch not in DENSE + MOE:
         raise InputError(f"{path}: architectures: {arch!r} is not a family goodbench reads ({KNOWN}); use a .toml")
     layers, heads = k.int("num_hidden_layers"), k.int("num_attention_heads")

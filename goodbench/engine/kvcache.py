@@ -30,6 +30,9 @@ class Seq:
         "preloaded",
         "num_cached",
         "lora",
+        "images",
+        "enc_tokens",
+        "enc_s",
     )
 
     def __init__(
@@ -58,6 +61,9 @@ class Seq:
         self.order = 0  # arrival order, for priority tie-breaks
         self.preloaded = 0  # prompt tokens whose KV arrived from a prefill instance (disaggregation)
         self.lora = None  # the LoRA adapter it asked for (None: the base model)
+        self.images: tuple = ()  # (width, height) of each image it carries (a vision-language model's)
+        self.enc_tokens = 0  # its images' prompt tokens, not yet encoded (0: none, or encoded)
+        self.enc_s = 0.0  # the vision encoder's seconds for them
         self.num_cached = -1  # prompt tokens found in the prefix cache at its first admission (vLLM's
         # num_cached_tokens, what its usage reports); -1: not admitted yet
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import InputError, UsageError
+from .vision import Vision
 
 # Expert weight formats: bits per weight with their scales, and the compute dtype the kernel runs in.
 # MXFP4: 4-bit E2M1 + one E8M0 scale per 32 (OCP MX spec); NVFP4: + one FP8 scale per 16; INT4 AWQ/GPTQ:
@@ -81,6 +82,7 @@ class Model:
     sliding_window: int = 0  # tokens a sliding-window layer attends to
     sliding_layers: int = 0  # how many layers are sliding-window ones (gpt-oss: every other)
     dtype: str = "bf16"  # the checkpoint's dense weights (DeepSeek-V3 ships FP8): --dtype's default for it
+    vision: Vision | None = None  # a vision-language model's image tower (engine/vision.py)
 
     @property
     def moe_layers(self) -> int:
@@ -185,6 +187,65 @@ def _dense(name, layers, hidden, heads, kv, hd, ffn, vocab, tied, maxpos, source
     return Model(name, layers, hidden, heads, kv, hd, ffn, vocab, tied, maxpos, source)
 
 
+def _qwen25_vl() -> Model:
+    tower = Vision(
+        32,
+        1280,
+        3420,
+        16,
+        14,
+        2,
+        window=8,
+        full_layers=4,
+        min_pixels=3136,
+        max_pixels=12845056,
+        source="Qwen/Qwen2.5-VL-7B-Instruct vision_config (depth 32, 1280, 3420, 16 heads, patch 14, merge 2, "
+        "112-pixel windows, 4 full-attention layers); preprocessor min/max pixels",
+    )
+    return Model(
+        "qwen2.5-vl-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 128000,
+        "Qwen/Qwen2.5-VL-7B-Instruct config.json (the text model Qwen2.5-7B's)", vision=tower,
+    )  # fmt: skip
+
+
+def _qwen3_vl() -> Model:
+    tower = Vision(
+        27,
+        1152,
+        4304,
+        16,
+        16,
+        2,
+        gated=False,
+        min_pixels=65536,
+        max_pixels=16777216,
+        source="Qwen/Qwen3-VL-8B-Instruct vision_config (depth 27, 1152, 4304, 16 heads, patch 16, merge 2, "
+        "full attention); 64-16384 tokens an image",
+    )
+    return Model(
+        "qwen3-vl-8b", 36, 4096, 32, 8, 128, 12288, 151936, False, 262144,
+        "Qwen/Qwen3-VL-8B-Instruct config.json (text_config)", vision=tower,
+    )  # fmt: skip
+
+
+def _llava15() -> Model:
+    clip = Vision(
+        24,
+        1024,
+        4096,
+        16,
+        14,
+        1,
+        gated=False,
+        fixed_side=336,
+        source="llava-hf/llava-1.5-7b-hf vision_config: CLIP ViT-L/14-336 (24 layers, 1024, 4096), 576 tokens an image",
+    )
+    return Model(
+        "llava-1.5-7b", 32, 4096, 32, 32, 128, 11008, 32064, False, 4096,
+        "llava-hf/llava-1.5-7b-hf config.json (Vicuna-7B text model)", vision=clip,
+    )  # fmt: skip
+
+
 def _gpt_oss(name: str, layers: int, experts: int) -> Model:
     return Model(
         name, layers, 2880, 64, 8, 64, 0, 201088, False, 131072,
@@ -221,6 +282,9 @@ MODELS: dict[str, Model] = {
         _dense("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, False, 40960, "Qwen/Qwen3-8B config.json"),
         _dense("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, False, 40960, "Qwen/Qwen3-32B config.json"),
         _dense("llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, False, 4096, "meta-llama/Llama-2-7b-hf config.json"),
+        _qwen25_vl(),
+        _qwen3_vl(),
+        _llava15(),
         _dense("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, False, 32768, "Qwen/Qwen2.5-7B-Instruct config.json"),
         _dense("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32768, False, 32768,
                "mistralai/Mistral-7B-Instruct-v0.3 config.json"),

@@ -28,6 +28,7 @@ class Batch:
     prefill_attn: float = 0.0  # sum over chunks of n*(p + (n+1)/2): causal attention work
     prefill_ctx: int = 0  # sum over chunks of p + n: KV read by prefill attention
     padding: int = 0  # static batching: finished rows still computed
+    encoder_s: float = 0.0  # the vision encoder's time for the images first scheduled in this step
     spec_tokens: int = 0  # speculative decoding: draft tokens verified (beside each request's own token)
     drafted: list = field(default_factory=list)  # (Seq, its draft tokens) of the decodes that carry drafts
     preempted: list = field(default_factory=list)
@@ -257,6 +258,7 @@ class Scheduler:
         chunked = cfg.enable_chunked_prefill and not whole_only
         loras = {s.lora for s in batch.seqs if s.lora is not None} if self.max_loras else None
         skipped: list[Seq] = []
+        enc_budget = cfg.max_num_batched_tokens  # vLLM's encoder budget: image tokens encoded a step
         while self.waiting and budget > 0:
             if len(self.running) >= cfg.max_num_seqs:
                 break
@@ -275,6 +277,10 @@ class Scheduler:
                 n = t
             if not chunked and n > budget:
                 break
+            if seq.enc_tokens:  # its images are encoded in the step that first schedules them, within the budget
+                if seq.enc_tokens > enc_budget and enc_budget < cfg.max_num_batched_tokens:
+                    break
+                enc_budget -= seq.enc_tokens
             n = min(n, budget)
             seq.num_computed = 0
             if not kv.allocate(seq, n + pre, hit_blocks=hit):
@@ -283,6 +289,9 @@ class Scheduler:
                 kv.queries += seq.num_tokens  # vLLM's prefix_cache_queries: tokens looked up on admission
             if seq.num_cached < 0:
                 seq.num_cached = hit * kv.block_size
+            if seq.enc_tokens:
+                batch.encoder_s += seq.enc_s
+                seq.enc_tokens = 0
             self._pop()
             seq.status = "running"
             self.running.append(seq)

@@ -9,6 +9,7 @@ from .hardware import get_gpu
 from .lora import LORA_HELD_OUT_WORST
 from .moe import KERNEL_HELD_OUT, KERNEL_WORST
 from .speculative import SPEC_HELD_OUT
+from .vision import VISION_HELD_OUT_WORST
 
 REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-heavy", "TP > 1")
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
@@ -95,6 +96,9 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
     )
     if stats.get("moe"):
         pct, basis = _moe(stats["moe"], pct, basis)
+    if stats.get("images"):  # requests carried images: their preprocessing and encoder
+        pct = max(pct, VISION_HELD_OUT_WORST * 100)
+        basis += f"; images: held-out VLM TTFTs within {VISION_HELD_OUT_WORST:.0%} (benchmarks/vlm_ttft.py)"
     if stats.get("lora_loads"):  # requests ran LoRA adapters
         pct = max(pct, LORA_HELD_OUT_WORST * 100)
         basis += (

@@ -166,6 +166,7 @@ def stats(items: tuple[MediaItem, ...]) -> dict:
     """What a record keeps of a request's media: images, their pixels, the bytes, the audio's ms."""
     imgs = [x for x in items if x.kind == "image"]
     return {
+        "sizes": tuple((x.width, x.height) for x in imgs),  # the engine's (not a record field)
         "images": len(imgs),
         "image_pixels": sum(x.width * x.height for x in imgs),
         "media_bytes": sum(len(x.data) for x in items),

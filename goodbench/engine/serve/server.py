@@ -30,6 +30,7 @@ from ..costmodel import CostModel
 from ..kvcache import Seq, block_hashes
 from .apishapes import models_list, parse_api, pool_body, pool_prepare
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
+from .media import extras, refusal
 from .openai_api import BadRequest, Formatter, Parsed, error_event, json_body, parse_request
 from .render import RENDER_PATHS, render, replica_header
 from .steploop import EngineLoop, render_metrics
@@ -113,7 +114,7 @@ def _write_now(writer, data: bytes) -> bool:
     return True
 
 
-LORA_KEY = web.RequestKey("lora", object)  # the LoRA adapter a request named as its model (None: the base)
+EXTRAS = web.RequestKey("extras", tuple)  # (LoRA adapter or None, image sizes): serve/media.extras
 
 
 @dataclass
@@ -289,8 +290,7 @@ class EngineServer:
         req = (
             parse_request(body, api == "chat", names) if api in ("chat", "completions") else parse_api(body, api, names)
         )
-        if self.adapters:  # the adapter the request named (its engine sequence runs it)
-            request[LORA_KEY] = body.get("model") if body.get("model") in self.adapters else None
+        request[EXTRAS] = extras(body, self.adapters)  # its LoRA adapter and images
         if req.token_ids is not None:
             ids = req.token_ids
         elif len(req.text) > TOKENIZE_INLINE_CHARS:
@@ -347,15 +347,12 @@ class EngineServer:
                 await asyncio.sleep(front)
             at = self.clock() if front > 0 else arrived
             seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)
-            seq.lora = request.get(LORA_KEY)
+            seq.lora, seq.images = request.get(EXTRAS, (None, ()))
             try:
                 self._submit(seq, req)
             except RequestTooLong as e:
-                return _err(
-                    400,
-                    f"This model's maximum context length is {self.cfg.max_model_len} tokens: {e}",
-                    param="max_tokens",
-                )
+                return _err(400, refusal(e, self.cfg.max_model_len, seq), param="max_tokens")
+            stream.fmt.n_prompt = seq.prompt_len  # its images' tokens counted (usage says them, as vLLM's)
             return await self._answer(request, api, rid, req, seq, stream)
         finally:
             self.in_flight -= 1

@@ -120,6 +120,7 @@ class ClusterSim:
         mt = 1 if self.spec.disaggregated else r.max_tokens
         s = Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes, priority=r.priority or 0)
         s.lora = r.adapter
+        s.images = r.media["sizes"] if r.media else ()
         if self.spec.disaggregated:
             try:  # refuse early what decode cannot hold
                 self.back[0].engine.check_fits(r.prompt_tokens, r.max_tokens)
@@ -228,6 +229,7 @@ class ClusterSim:
         return (
             ({"profile": dict(prof)} if prof else {})
             | ({"speculative": spec} if spec else {})
+            | ({"images": n} if (n := sum(x.engine.stats.images for x in self.insts)) else {})
             | ({"moe": dict(moe)} if moe else {})
             | ({"energy": energy} if energy else {})
             | {

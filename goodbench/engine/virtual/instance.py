@@ -98,6 +98,7 @@ def _arrive(engine: Engine, requests: list[RequestSpec], arr, now: float, tally:
             hashes=prompt_hashes(r, bs) if pc else (),
         )
         s.lora = r.adapter
+        s.images = r.media["sizes"] if r.media else ()
         if not admit(engine, s, tally):
             arr.finished((k,), t, failed=True)
 
@@ -179,6 +180,8 @@ def instance_stats(engine: Engine) -> dict:
     spec = spec_stats([engine])
     if spec:
         out["speculative"] = spec
+    if engine.stats.images:
+        out["images"] = engine.stats.images
     if engine.slots is not None:  # LoRA: adapters copied onto the GPU, and of them read from disk first
         out["lora_loads"], out["lora_disk_loads"] = engine.slots.loads, engine.slots.disk_loads
     return out

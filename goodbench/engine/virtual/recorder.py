@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from array import array
 
-from ...records import RequestRecord, RequestSpec, job_fields
+from ...records import RequestRecord, RequestSpec, job_fields, media_fields
 from ...workloads.segments import block_hashes as segment_block_hashes
 
 CHARS_PER_TOKEN = 4  # text-approximate block boundaries for prefix caching (see text_block_hashes)
@@ -95,7 +95,7 @@ class Tally:
                 "turn": r.turn,
                 "session_turns": r.session_turns,
                 "adapter": r.adapter,
-                **(r.media or {}),
+                **media_fields(r),
                 **job_fields(r),
             }
             if k in self.bad:
@@ -129,7 +129,7 @@ class Tally:
                     **chunks(t, self.multi),
                     output_tokens=len(t),
                     output_tokens_source="usage",
-                    prompt_tokens_server=r.prompt_tokens,
+                    prompt_tokens_server=r.prompt_tokens if seq is None else seq.prompt_len,  # images' tokens too
                     status="ok" if done else "cancelled",
                     error=None if done else "simulation stopped before completion",
                     first_answer_at=t[think] if len(t) > think else None,

@@ -1,0 +1,88 @@
+"""The images in a request's messages, as the served engine needs them: each one's width and height, read
+from its data URL's header (the pixels are not decoded). OpenAI chat's `image_url` parts, Responses'
+`input_image` and Anthropic's base64 `image` blocks; audio parts are refused (the engine prices no audio
+encoder), as are images by http URL (the engine fetches nothing: send data URLs)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+
+from .openai_api import BadRequest
+
+MAX_IMAGES = 256  # a request's images
+
+
+def _size(data: bytes) -> tuple[int, int]:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return int(im.width), int(im.height)
+    except (UnidentifiedImageError, OSError, ValueError):
+        raise BadRequest("an image could not be read (JPEG, PNG, WebP, GIF or BMP)", "messages") from None
+
+
+def _b64(s: str) -> bytes:
+    try:
+        return base64.b64decode(s, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest("an image's base64 data is not valid", "messages") from None
+
+
+def _url_image(url) -> tuple[int, int]:
+    if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
+        raise BadRequest(
+            "images must be data URLs (data:image/...;base64,...): goodbench serve fetches nothing", "messages"
+        )
+    return _size(_b64(url.split(";base64,", 1)[1]))
+
+
+def _part(p) -> tuple[int, int] | None:
+    """One content part's image size (None: not an image)."""
+    if not isinstance(p, dict):
+        return None
+    kind = p.get("type")
+    if kind in ("input_audio", "audio_url"):
+        raise BadRequest("audio is not served: the reference engine prices no audio encoder", "messages")
+    if kind == "image_url":
+        u = p.get("image_url")
+        return _url_image(u.get("url") if isinstance(u, dict) else u)
+    if kind == "input_image":
+        return _url_image(p.get("image_url"))
+    if kind == "image":
+        src = p.get("source") or {}
+        if src.get("type") != "base64":
+            raise BadRequest("images must be base64 sources: goodbench serve fetches nothing", "messages")
+        return _size(_b64(src.get("data") or ""))
+    return None
+
+
+def image_sizes(messages) -> tuple[tuple[int, int], ...]:
+    """(width, height) of every image in the messages, in order."""
+    out = []
+    for m in messages if isinstance(messages, list) else ():
+        content = m.get("content") if isinstance(m, dict) else None
+        for p in content if isinstance(content, list) else ():
+            size = _part(p)
+            if size is not None:
+                out.append(size)
+                if len(out) > MAX_IMAGES:
+                    raise BadRequest(f"at most {MAX_IMAGES} images a request", "messages")
+    return tuple(out)
+
+
+def extras(body: dict, adapters: tuple) -> tuple[str | None, tuple]:
+    """What a request asks of the engine beyond its text: the LoRA adapter it names as its model (None: the
+    base model) and its images' sizes."""
+    model = body.get("model")
+    msgs = body.get("messages") if "messages" in body else body.get("input")
+    return (model if model in adapters else None), image_sizes(msgs)
+
+
+def refusal(e: Exception, max_model_len: int, seq) -> str:
+    """The 400's message for a request the engine refused: a text model given images, or one too long."""
+    if seq.images and "takes no images" in str(e):
+        return str(e)
+    return f"This model's maximum context length is {max_model_len} tokens: {e}"

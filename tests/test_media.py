@@ -1,0 +1,176 @@
+"""Images and audio (issue 45, part 1): multimodal traffic as each API's content parts, the media in
+records and the summary, a vision-language model's image tokens and encoder in the engine, served and
+simulated alike, and the preprocessing fit."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+import goodbench as gb
+from goodbench.engine import visionfit
+from goodbench.engine.config import EngineConfig
+from goodbench.engine.core import Engine, RequestTooLong
+from goodbench.engine.costmodel import CostModel
+from goodbench.engine.kvcache import Seq
+from goodbench.engine.models import get_model
+from goodbench.engine.serve.server import EngineServer, ServeOptions
+from goodbench.engine.vision import PREP_IMAGE_S, PREP_PIXEL_S
+from goodbench.errors import InputError, UsageError
+from goodbench.records import RequestRecord
+from goodbench.workloads import media as mediamod
+from goodbench.workloads.parse import parse_workload
+
+WORKLOAD = """
+name = "mm"
+endpoint = "chat"
+num_requests = 12
+[arrival]
+rate = 20
+[[class]]
+name = "one"
+weight = 0.5
+input = 32
+output = 4
+images = 1
+image_size = 448
+[[class]]
+name = "three"
+weight = 0.5
+input = 32
+output = 4
+images = 3
+image_size = "640x480"
+"""
+
+
+def test_a_media_class_is_parsed_and_bad_keys_are_refused():
+    spec = parse_workload(WORKLOAD, "mm.toml")
+    assert spec.classes[1].media.images.value == 3 and spec.classes[1].media.height.value == 480
+    with pytest.raises(InputError, match="WIDTHxHEIGHT"):
+        parse_workload(WORKLOAD.replace('"640x480"', '"640x480x3"'), "mm.toml")
+    with pytest.raises(InputError, match="at most 8192"):
+        parse_workload(WORKLOAD.replace("image_size = 448", "image_size = 9000"), "mm.toml")
+    with pytest.raises(InputError, match="audio_s"):
+        parse_workload(WORKLOAD.replace("images = 1", "audio_s = -1"), "mm.toml")
+    text_only = parse_workload(WORKLOAD.split("[[class]]")[0] + '[[class]]\nname = "t"\n', "t.toml")
+    assert "media" not in text_only.to_dict()["classes"][0]  # hashes of media-free workloads kept
+
+
+def test_every_request_gets_its_own_images_in_its_apis_parts(tok):
+    from goodbench.workloads.plan import build_plan
+
+    spec = parse_workload(WORKLOAD, "mm.toml")
+    reqs = build_plan(spec, tok).requests
+    parts = [p for r in reqs for p in r.prompt[0]["content"] if p["type"] == "image_url"]
+    assert len({p["image_url"]["url"] for p in parts}) == len(parts) == sum(r.media["images"] for r in reqs)
+    assert parts[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    items = mediamod.draw(spec.classes[0].media, 1, 0)[0]
+    assert mediamod.content("responses", "hi", items)[0]["type"] == "input_image"
+    assert mediamod.content("messages", "hi", items)[0]["source"]["type"] == "base64"
+    with pytest.raises(UsageError, match="endpoint-type chat"):
+        build_plan(parse_workload(WORKLOAD.replace('endpoint = "chat"', 'endpoint = "completions"'), "c.toml"), tok)
+
+
+def test_media_bytes_are_bounded_before_the_clock(monkeypatch):
+    monkeypatch.setattr(mediamod, "MAX_REQUEST_BYTES", 1000)
+    with pytest.raises(UsageError, match="at most"):
+        mediamod.draw(parse_workload(WORKLOAD, "mm.toml").classes[0].media, 2, 0)
+
+
+def test_records_keep_media_through_json_and_columns():
+    from goodbench.columnar import RecordArrays
+
+    media = {"images": 2, "image_pixels": 2 * 448 * 448, "media_bytes": 51234, "audio_ms": 0}
+    recs = [
+        RequestRecord("a", "c", 0.0, 0.0, 0.1, 0.2, chunk_times=(0.1, 0.2), chunk_tokens=(1, 1), **media),
+        RequestRecord("b", "c", 0.0, 0.0, 0.1, 0.2, chunk_times=(0.1, 0.2), chunk_tokens=(1, 1)),
+    ]
+    back = [RequestRecord.from_dict(json.loads(r.to_json())) for r in recs]
+    assert back[0].image_pixels == media["image_pixels"] and "images" not in json.loads(recs[1].to_json())
+    cols = RecordArrays.from_records(recs).to_records()
+    assert (cols[0].images, cols[0].media_bytes, cols[1].images) == (2, 51234, None)
+
+
+# ---------------------------------------------------------------- the engine
+def test_image_tokens_as_the_processors_count_them():
+    qwen = get_model("qwen2.5-vl-7b").vision
+    assert qwen.tokens(1920, 1080) == (2691, 10764)  # vLLM issue #41267: 2,718 prompt tokens with its text
+    assert qwen.tokens(10, 10)[0] == 4 and qwen.tokens(20000, 20000)[0] <= 16384  # min and max pixels
+    assert get_model("qwen3-vl-8b").vision.tokens(1280, 720)[0] == 880  # sgl-bench measured 882 with its markers
+    assert get_model("llava-1.5-7b").vision.tokens(1920, 1080) == (576, 576)
+
+
+def test_images_become_prompt_tokens_and_encoder_time_within_the_encoder_budget():
+    eng = Engine(EngineConfig(model="qwen2.5-vl-7b", max_num_batched_tokens=4096))
+    a, b = Seq(0, 100, 2), Seq(1, 100, 2)
+    a.images, b.images = ((1920, 1080),), ((1920, 1080),)
+    eng.add(a)
+    eng.add(b)
+    assert a.prompt_len == 100 + 2691 and a.hashes == ()
+    first = eng.step()
+    assert [s.id for s in first.batch.seqs] == [0]  # 2 x 2,691 image tokens > the 4,096 encoder budget
+    assert first.batch.encoder_s > PREP_IMAGE_S + PREP_PIXEL_S * 1920 * 1080
+    with pytest.raises(RequestTooLong, match="takes no images"):
+        text = Seq(2, 10, 2)
+        text.images = ((64, 64),)
+        Engine(EngineConfig()).add(text)
+
+
+def test_simulate_refuses_images_on_a_text_model_and_audio_before_the_clock(tmp_path):
+    spec = parse_workload(WORKLOAD, "mm.toml")
+    with pytest.raises(UsageError, match="takes none"):
+        gb.simulate(spec, EngineConfig(), result_dir=str(tmp_path))
+    with pytest.raises(UsageError, match="audio"):
+        gb.simulate(parse_workload(WORKLOAD + "audio_s = 1.0\n", "a.toml"), EngineConfig(model="qwen2.5-vl-7b"))
+    run = gb.simulate(spec, EngineConfig(model="qwen2.5-vl-7b"), result_dir=str(tmp_path))
+    m = run.summary["media"]
+    assert m["requests"] == 12 and set(m["ttft_ms_by_images"]) <= {"1", "3"}
+    assert m["prompt_tokens_mean"] > 300  # the server's count: 448 x 448 is 256 tokens
+    assert "images: held-out VLM TTFTs" in run.summary["engine_uncertainty"]["basis"]
+
+
+def test_the_preprocessing_terms_are_the_fit_to_their_source():
+    a, b = visionfit.fit()
+    assert a == pytest.approx(PREP_IMAGE_S, rel=0.01) and b == pytest.approx(PREP_PIXEL_S, rel=0.01)
+
+
+def test_a_vision_config_json_reads_as_the_built_in_shape():
+    from goodbench.engine.hfconfig import model_from_hf
+
+    text = {"hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28, "num_hidden_layers": 28}
+    text |= {"num_key_value_heads": 4, "vocab_size": 152064, "max_position_embeddings": 128000}
+    tower = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "patch_size": 14}
+    tower |= {"spatial_merge_size": 2, "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31]}
+    d = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], **text, "vision_config": tower}
+    m, built = model_from_hf(d, "x/config.json"), get_model("qwen2.5-vl-7b")
+    assert m.vision.tokens(1280, 720) == built.vision.tokens(1280, 720) and m.vision.window == built.vision.window
+    with pytest.raises(InputError, match="vision_config"):
+        model_from_hf({k: v for k, v in d.items() if k != "vision_config"}, "x/config.json")
+
+
+# ---------------------------------------------------------------- the served engine
+def test_serve_counts_an_images_tokens_and_refuses_what_it_cannot_price(tok):
+    from conftest import drive
+
+    cfg = EngineConfig(model="qwen2.5-vl-7b", max_model_len=8192).resolved()
+    srv = EngineServer(cfg, ServeOptions(), tok, CostModel.for_config(cfg, fixed_step_ms=2.0))
+    jpeg = base64.b64encode(mediamod.synthetic_image(448, 448, 1)).decode()
+    image = {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{jpeg}"}}
+
+    async def fn(s, srv):
+        out = []
+        for extra in (image, {"type": "image_url", "image_url": {"url": "http://example.com/x.jpg"}},
+                      {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}):  # fmt: skip
+            msgs = [{"role": "user", "content": [extra, {"type": "text", "text": "what is this"}]}]
+            body = {"model": srv.model_name, "messages": msgs, "max_tokens": 2}
+            async with s.post("/v1/chat/completions", json=body) as r:
+                out.append((r.status, await r.json()))
+        return out
+
+    ok, url, audio = drive(srv, fn)
+    assert ok[0] == 200 and ok[1]["usage"]["prompt_tokens"] > 256  # 448 x 448: 256 image tokens, then the text
+    assert url[0] == 400 and "data URLs" in url[1]["message"]
+    assert audio[0] == 400 and "audio" in audio[1]["message"]
