@@ -155,7 +155,7 @@ def test_a_vision_config_json_reads_as_the_built_in_shape():
 def test_serve_counts_an_images_tokens_and_refuses_what_it_cannot_price(tok):
     from conftest import drive
 
-    cfg = EngineConfig(model="qwen2.5-vl-7b", max_model_len=8192).resolved()
+    cfg = EngineConfig(model="qwen2.5-vl-7b", max_model_len=1024).resolved()
     srv = EngineServer(cfg, ServeOptions(), tok, CostModel.for_config(cfg, fixed_step_ms=2.0))
     jpeg = base64.b64encode(mediamod.synthetic_image(448, 448, 1)).decode()
     image = {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{jpeg}"}}
@@ -165,12 +165,17 @@ def test_serve_counts_an_images_tokens_and_refuses_what_it_cannot_price(tok):
         for extra in (image, {"type": "image_url", "image_url": {"url": "http://example.com/x.jpg"}},
                       {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}):  # fmt: skip
             msgs = [{"role": "user", "content": [extra, {"type": "text", "text": "what is this"}]}]
-            body = {"model": srv.model_name, "messages": msgs, "max_tokens": 2}
+            body = (
+                {"model": srv.model_name, "messages": msgs, "max_tokens": 2}
+                if extra is not image
+                else {"model": srv.model_name, "messages": msgs}
+            )  # no max_tokens: the default leaves room for the image
             async with s.post("/v1/chat/completions", json=body) as r:
                 out.append((r.status, await r.json()))
         return out
 
     ok, url, audio = drive(srv, fn)
     assert ok[0] == 200 and ok[1]["usage"]["prompt_tokens"] > 256  # 448 x 448: 256 image tokens, then the text
+    assert ok[1]["usage"]["prompt_tokens"] + ok[1]["usage"]["completion_tokens"] == 1024  # to max_model_len
     assert url[0] == 400 and "data URLs" in url[1]["message"]
     assert audio[0] == 400 and "audio" in audio[1]["message"]

@@ -86,3 +86,10 @@ def refusal(e: Exception, max_model_len: int, seq) -> str:
     if seq.images and "takes no images" in str(e):
         return str(e)
     return f"This model's maximum context length is {max_model_len} tokens: {e}"
+
+
+def image_tokens(model, sizes: tuple) -> int:
+    """The prompt tokens these images become on this model (engine/vision.Vision.tokens; 0 on a text model,
+    which refuses them when the request reaches the engine)."""
+    v = model.vision
+    return 0 if v is None else sum(v.tokens(w, h)[0] for w, h in sizes)

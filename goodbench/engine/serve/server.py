@@ -30,7 +30,7 @@ from ..costmodel import CostModel
 from ..kvcache import Seq, block_hashes
 from .apishapes import models_list, parse_api, pool_body, pool_prepare
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
-from .media import extras, refusal
+from .media import extras, image_tokens, refusal
 from .openai_api import BadRequest, Formatter, Parsed, error_event, json_body, parse_request
 from .render import RENDER_PATHS, render, replica_header
 from .steploop import EngineLoop, render_metrics
@@ -300,7 +300,8 @@ class EngineServer:
         n_prompt = len(ids) + req.overhead
         if n_prompt < 1:
             raise BadRequest("the prompt is empty", "prompt")
-        mt = req.max_tokens if req.max_tokens is not None else max(1, self.cfg.max_model_len - n_prompt)
+        room = self.cfg.max_model_len - n_prompt - image_tokens(self.cfg.shape(), request[EXTRAS][1])
+        mt = req.max_tokens if req.max_tokens is not None else max(1, room)
         if not req.ignore_eos and self.eos is not None:
             mt = min(mt, self.eos(self.rng))
         return req, ids, n_prompt, mt
