@@ -130,7 +130,8 @@ def _add_lora_args(g) -> None:
         "--lora-skew",
         type=float,
         metavar="S",
-        help="adapter popularity Zipf(S) by position, 0 = uniform (default: the workload's, else 0)",
+        help="adapter popularity Zipf(S) by position, 0 = uniform (default 0; alone, it re-weights the workload's "
+        "[lora] adapters)",
     )
 
 

@@ -235,6 +235,8 @@ class EngineConfig:
         if self.draft() is not None or self.spec():
             if self.scheduler == "static":
                 raise UsageError("speculative decoding needs a continuous-batching scheduler, not static batching")
+        if self.enable_lora and self.scheduler == "static":
+            raise UsageError("LoRA adapters need a continuous-batching scheduler, not static batching")
 
     def spec(self) -> SpecDecode | None:
         """The speculative-decoding config (None: off); UsageError for one vLLM would refuse."""

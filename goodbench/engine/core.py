@@ -107,6 +107,7 @@ class Engine:
         if seq.images:
             self._vision(seq)
         self.check_fits(seq.prompt_len, seq.max_tokens)
+        self.stats.images += len(seq.images)
         self.sched.add(seq)
         self.stats.prompt_tokens += seq.prompt_len
 
@@ -127,11 +128,11 @@ class Engine:
         m, gpu, tp = self.cfg.shape(), get_gpu(self.cfg.gpu), self.cfg.tensor_parallel_size
         fixed = self.cost.fixed_step_s is not None
         per_image, per_pixel = self.prep
-        self.stats.images += len(seq.images)
         for w, h in seq.images:
             tokens, patches = v.tokens(w, h)
             seq.prompt_len += tokens
             seq.enc_tokens += tokens
+            seq.enc_all += tokens
             if not fixed:
                 enc = encoder_time(v, patches, m.hidden, gpu, tp, SHIPPED.prefill_attn)
                 seq.enc_s += enc + per_image + per_pixel * w * h

@@ -35,7 +35,8 @@ def _tower(arch: str, v: dict, path: str) -> Vision:
             _int(v, "patch_size", path, 14), 1, gated=False, fixed_side=size, source=src,
         )  # fmt: skip
     qwen3 = arch.startswith("Qwen3")
-    hidden = _int(v, "hidden_size", path, v.get("embed_dim"))
+    # Qwen2-VL: embed_dim is the tower's width (its hidden_size the merger's output); Qwen2.5/3-VL: hidden_size
+    hidden = _int(v, "embed_dim", path) if "embed_dim" in v else _int(v, "hidden_size", path)
     windows = v.get("fullatt_block_indexes") or []
     patch = _int(v, "patch_size", path, 14)
     merge = _int(v, "spatial_merge_size", path, 2)

@@ -33,6 +33,7 @@ class Seq:
         "images",
         "enc_tokens",
         "enc_s",
+        "enc_all",
     )
 
     def __init__(
@@ -64,6 +65,7 @@ class Seq:
         self.images: tuple = ()  # (width, height) of each image it carries (a vision-language model's)
         self.enc_tokens = 0  # its images' prompt tokens, not yet encoded (0: none, or encoded)
         self.enc_s = 0.0  # the vision encoder's seconds for them
+        self.enc_all = 0  # its images' tokens in all (a preempted request encodes them again)
         self.num_cached = -1  # prompt tokens found in the prefix cache at its first admission (vLLM's
         # num_cached_tokens, what its usage reports); -1: not admitted yet
 

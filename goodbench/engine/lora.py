@@ -99,9 +99,13 @@ class AdapterSlots:
         """Make these adapters resident (at most gpu_slots of them); the seconds their loads take (none
         without a cost: a fixed-step test engine)."""
         t = 0.0
-        for name in names:
+        for name in names:  # the step's resident adapters first: none of them is evicted for another
             if name in self.gpu:
                 self.gpu.move_to_end(name)
+                if name in self.cpu:
+                    self.cpu.move_to_end(name)
+        for name in names:
+            if name in self.gpu:
                 continue
             disk = name not in self.cpu
             t += cost.load_time(disk) if cost is not None else 0.0

@@ -152,6 +152,7 @@ class Scheduler:
         victim.num_computed = 0
         victim.preloaded = 0  # its transferred KV is gone too: recompute locally
         victim.num_preemptions += 1
+        victim.enc_tokens = victim.enc_all  # its encoder outputs are freed with it (vLLM's encoder cache)
         self._prepend(victim)
 
     def _chunk(self, n: int, budget: int) -> int:
@@ -256,7 +257,9 @@ class Scheduler:
         """Waiting -> running while budget, max_num_seqs and KV blocks allow (head-of-line stops)."""
         cfg, kv = self.cfg, self.kv
         chunked = cfg.enable_chunked_prefill and not whole_only
-        loras = {s.lora for s in batch.seqs if s.lora is not None} if self.max_loras else None
+        # the adapters this step already runs (prefill-first's steps hold new prompts only: the running ones')
+        held = self.running if whole_only else batch.seqs
+        loras = {s.lora for s in held if s.lora is not None} if self.max_loras else None
         skipped: list[Seq] = []
         enc_budget = cfg.max_num_batched_tokens  # vLLM's encoder budget: image tokens encoded a step
         while self.waiting and budget > 0:

@@ -125,6 +125,9 @@ def from_vllm_config(text: str) -> dict:
     if unknown:
         raise UsageError(f"--speculative-config: unknown key {unknown[0]!r}; known: {', '.join(sorted(names))}")
     out = {names[k]: v for k, v in d.items() if k in names}
+    k = out.get("num_speculative_tokens", 0)
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise UsageError(f"--speculative-config: num_speculative_tokens must be a whole number, got {k!r}")
     if isinstance(out.get("speculative_acceptance"), list):
         out["speculative_acceptance"] = ",".join(str(x) for x in out["speculative_acceptance"])
     if out.get("speculative_method") == "draft_model" or (

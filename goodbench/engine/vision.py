@@ -19,8 +19,8 @@ from dataclasses import dataclass
 PREP_IMAGE_S = 11.109e-3
 PREP_PIXEL_S = 81.693e-9
 # held out (benchmarks/vlm_ttft.py): the probe's 1080p rows (median 6.0 %, worst -13.0 %) and vLLM issue #41267
-# (-6.5 %): what a run with images says in its engine_uncertainty
-VISION_HELD_OUT_WORST = 0.13
+# (-6.5 %); the fitted rows reach +13.8 % (at 64 images): what a run with images says in its engine_uncertainty
+VISION_HELD_OUT_WORST = 0.14
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from ..errors import UsageError
 from ..records import RequestSpec
 from .generate import build_requests
 from .hol import hol_count
+from .lora import assign
 from .spec import MESSAGE_APIS, WorkloadSpec
 
 CLOSED_POOL = 5000  # requests generated for a duration-bounded closed loop (cycled)
@@ -85,7 +86,7 @@ def _trace_plan(spec: WorkloadSpec, tok) -> Plan:
         rows = rows[: spec.num_requests]
     if not rows:
         raise UsageError(f"{t.path}: no rows in the window asked for")
-    reqs = trace_requests(rows, tok, spec.endpoint in MESSAGE_APIS, t.max_output)
+    reqs = assign(trace_requests(rows, tok, spec.endpoint in MESSAGE_APIS, t.max_output), spec.lora, spec.seed)
     return Plan(reqs, np.array([r.arrival_s for r in reqs], float), spec.arrival, spec.duration_s, spec=spec)
 
 

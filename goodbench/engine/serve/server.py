@@ -306,14 +306,14 @@ class EngineServer:
             mt = min(mt, self.eos(self.rng))
         return req, ids, n_prompt, mt
 
-    def _formatter(self, api: str, rid: int, req: Parsed, n_prompt: int, max_tokens: int):
+    def _formatter(self, api: str, rid: int, req: Parsed, n_prompt: int, max_tokens: int, model: str):
         """The reply's shape: OpenAI chunks (a tool call when one is required), Responses or Messages events."""
         thinking = min(req.reasoning_tokens, max_tokens - 1)
         if api in ("responses", "messages"):
             cls = ResponsesFormatter if api == "responses" else MessagesFormatter
-            return cls(rid, int(time.time()), self.model_name, n_prompt, self.words, rid, thinking, req.tool)
+            return cls(rid, int(time.time()), model, n_prompt, self.words, rid, thinking, req.tool)
         chat = api == "chat"
-        args = (f"{'chatcmpl' if chat else 'cmpl'}-{rid}", int(time.time()), self.model_name, chat, n_prompt)
+        args = (f"{'chatcmpl' if chat else 'cmpl'}-{rid}", int(time.time()), model, chat, n_prompt)
         kw = dict(
             include_usage=req.include_usage,
             continuous=req.continuous_usage,
@@ -336,7 +336,8 @@ class EngineServer:
             return _err(400, e.args[0], param=e.param)
         rid = next(self.ids)
         stream = Stream(arrived, asyncio.get_running_loop().create_future())
-        stream.fmt = self._formatter(api, rid, req, n_prompt, max_tokens)
+        # a LoRA request's reply names its adapter, as vLLM's
+        stream.fmt = self._formatter(api, rid, req, n_prompt, max_tokens, request[EXTRAS][0] or self.model_name)
         stream.fmt.details = self.opts.enable_prompt_tokens_details
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching or self.wants_hashes else ()
         # the modelled server's front end (HTTP, tokenizing) before the engine sees the request; a

@@ -27,7 +27,7 @@ from ..costmodel import CostModel
 from ..kvcache import Seq
 from ..layout import ClusterSpec
 from ..router import Router
-from .instance import decode_run, energy_stats, spec_stats
+from .instance import decode_run, energy_stats, lora_loads, spec_stats
 from .recorder import NOT_FIT, Tally, prompt_hashes
 
 
@@ -135,9 +135,11 @@ class ClusterSim:
     def _land(self, t: float, k: int) -> None:
         r = self.requests[k]
         i = self.back_router.pick([x.outstanding(t) for x in self.back], (), lambda j: 0, None)
-        s = Seq(k, r.prompt_tokens, r.max_tokens, arrival=t, priority=r.priority or 0)
+        pre = self.tally.routed.get(k, (None, None))[1]  # the prefill instance's: its images' tokens counted
+        n = pre.prompt_len if pre is not None else r.prompt_tokens
+        s = Seq(k, n, r.max_tokens, arrival=t, priority=r.priority or 0)
         s.lora = r.adapter
-        s.preloaded = r.prompt_tokens - 1
+        s.preloaded = n - 1
         if self._place(self.back[i], s, t):
             self.tally.seqs[k] = s
 
@@ -230,6 +232,7 @@ class ClusterSim:
             ({"profile": dict(prof)} if prof else {})
             | ({"speculative": spec} if spec else {})
             | ({"images": n} if (n := sum(x.engine.stats.images for x in self.insts)) else {})
+            | lora_loads([x.engine for x in self.insts])
             | ({"moe": dict(moe)} if moe else {})
             | ({"energy": energy} if energy else {})
             | {

@@ -182,9 +182,15 @@ def instance_stats(engine: Engine) -> dict:
         out["speculative"] = spec
     if engine.stats.images:
         out["images"] = engine.stats.images
-    if engine.slots is not None:  # LoRA: adapters copied onto the GPU, and of them read from disk first
-        out["lora_loads"], out["lora_disk_loads"] = engine.slots.loads, engine.slots.disk_loads
-    return out
+    return out | lora_loads([engine])
+
+
+def lora_loads(engines: list[Engine]) -> dict:
+    """LoRA: the adapters copied onto the GPUs, and of them read from disk first ({}: no engine serves LoRA)."""
+    slots = [e.slots for e in engines if e.slots is not None]
+    if not slots:
+        return {}
+    return {"lora_loads": sum(s.loads for s in slots), "lora_disk_loads": sum(s.disk_loads for s in slots)}
 
 
 def spec_stats(engines: list[Engine]) -> dict | None:
