@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .records import STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
+from .records import MEDIA_FIELDS, STATUSES, TOKEN_SOURCES, RequestRecord, RunMeta
 
 NAN = float("nan")
 
@@ -285,7 +285,7 @@ def _sparse_columns(recs, delay: np.ndarray) -> dict:
     }
 
 
-MEDIA = ("images", "image_pixels", "media_bytes", "audio_ms")
+MEDIA = MEDIA_FIELDS  # one column each (-1: the request carried no media)
 
 
 def _media_of(cols: RecordArrays, i: int) -> dict:

@@ -24,6 +24,10 @@ class RequestTooLong(GoodbenchError):
     """The engine refuses a request (it can never fit); the server answers 400, simulate records it."""
 
 
+class NoVision(RequestTooLong):
+    """A request with images on a model that takes none (answered and recorded as any refusal)."""
+
+
 @dataclass
 class StepResult:
     duration: float
@@ -124,7 +128,7 @@ class Engine:
         not shared (vLLM hashes the images into them: unique images match nothing)."""
         v = self.cfg.shape().vision
         if v is None:
-            raise RequestTooLong(f"{self.cfg.model} takes no images (a vision-language model does: qwen2.5-vl-7b)")
+            raise NoVision(f"{self.cfg.model} takes no images (a vision-language model does: qwen2.5-vl-7b)")
         m, gpu, tp = self.cfg.shape(), get_gpu(self.cfg.gpu), self.cfg.tensor_parallel_size
         fixed = self.cost.fixed_step_s is not None
         per_image, per_pixel = self.prep

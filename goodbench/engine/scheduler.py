@@ -189,7 +189,7 @@ class Scheduler:
             n = self._chunk(seq.num_tokens - seq.num_computed, budget)
             if n <= 0:
                 continue
-            drafts = self._drafts(seq, n, budget)
+            drafts = self._drafts(seq, n, budget) if self.spec_k else 0
             n += drafts
             ok = kv.allocate(seq, n)
             while not ok:

@@ -83,7 +83,9 @@ def extras(body: dict, adapters: tuple) -> tuple[str | None, tuple]:
 
 def refusal(e: Exception, max_model_len: int, seq) -> str:
     """The 400's message for a request the engine refused: a text model given images, or one too long."""
-    if seq.images and "takes no images" in str(e):
+    from ..core import NoVision
+
+    if isinstance(e, NoVision):
         return str(e)
     return f"This model's maximum context length is {max_model_len} tokens: {e}"
 

@@ -28,7 +28,7 @@ from ..kvcache import Seq
 from ..layout import ClusterSpec
 from ..router import Router
 from .instance import decode_run, energy_stats, lora_loads, spec_stats
-from .recorder import NOT_FIT, Tally, prompt_hashes
+from .recorder import NOT_FIT, Tally, prompt_hashes, with_request
 
 
 class _Instance:
@@ -118,9 +118,7 @@ class ClusterSim:
             r.session,
         )
         mt = 1 if self.spec.disaggregated else r.max_tokens
-        s = Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes, priority=r.priority or 0)
-        s.lora = r.adapter
-        s.images = r.media["sizes"] if r.media else ()
+        s = with_request(Seq(k, r.prompt_tokens, mt, arrival=t, hashes=hashes, priority=r.priority or 0), r)
         if self.spec.disaggregated:
             try:  # refuse early what decode cannot hold
                 self.back[0].engine.check_fits(r.prompt_tokens, r.max_tokens)

@@ -13,7 +13,7 @@ from ...records import RequestRecord, RequestSpec
 from ..core import Engine, RequestTooLong
 from ..kvcache import Seq
 from ..speculative import engine_counts
-from .recorder import NOT_FIT, Tally, prompt_hashes
+from .recorder import NOT_FIT, Tally, prompt_hashes, with_request
 
 
 class DecodeStep(NamedTuple):
@@ -97,8 +97,7 @@ def _arrive(engine: Engine, requests: list[RequestSpec], arr, now: float, tally:
             priority=r.priority or 0,
             hashes=prompt_hashes(r, bs) if pc else (),
         )
-        s.lora = r.adapter
-        s.images = r.media["sizes"] if r.media else ()
+        with_request(s, r)
         if not admit(engine, s, tally):
             arr.finished((k,), t, failed=True)
 

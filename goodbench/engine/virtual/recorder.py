@@ -50,6 +50,13 @@ def chunks(t: tuple, multi: bool) -> dict:
     return {"chunk_times": tuple(times), "chunk_tokens": tuple(toks)}
 
 
+def with_request(s, r: RequestSpec):
+    """An engine sequence with what its request asks beyond its text: its LoRA adapter and its images."""
+    s.lora = r.adapter
+    s.images = r.media["sizes"] if r.media else ()
+    return s
+
+
 class Tally:
     """Per request: when it was sent (NaN: never), its token times, its engine sequence, or why the
     engine refused it."""
