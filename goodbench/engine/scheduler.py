@@ -181,6 +181,7 @@ class Scheduler:
             ]
         else:  # vLLM v1: admission order
             order = list(running)
+        spec_k = self.spec_k
         for seq in order:
             if budget <= 0:
                 break
@@ -189,8 +190,9 @@ class Scheduler:
             n = self._chunk(seq.num_tokens - seq.num_computed, budget)
             if n <= 0:
                 continue
-            drafts = self._drafts(seq, n, budget) if self.spec_k else 0
-            n += drafts
+            if spec_k:  # a local: the text-only path pays one check
+                drafts = self._drafts(seq, n, budget)
+                n += drafts
             ok = kv.allocate(seq, n)
             while not ok:
                 victim = self._pick_victim()
@@ -206,7 +208,7 @@ class Scheduler:
                 ok = kv.allocate(seq, n)
             if not ok:
                 break  # the sequence preempted itself: stop scanning, as vLLM does
-            if drafts:
+            if spec_k and drafts:
                 batch.add_drafted(seq, drafts)
             else:
                 batch.add(seq, n)
