@@ -143,7 +143,7 @@ def check_engine(spec: WorkloadSpec, cfg: EngineConfig, where: str) -> None:
     media = [c.media for c in spec.classes if c.media is not None]
     if any(m.audio_ms is not None for m in media):
         raise UsageError(f"the workload sends audio; {where} prices no audio encoder: measure audio on a real server")
-    if any(m.images.value or m.images.dist != "constant" for m in media) and cfg.shape().vision is None:
+    if any(m.sends_images for m in media) and cfg.shape().vision is None:
         raise UsageError(
             f"the workload sends images; {where}'s model {cfg.model} takes none: --engine-model qwen2.5-vl-7b, "
             "qwen3-vl-8b or llava-1.5-7b (or a vision-language config.json)"

@@ -70,13 +70,16 @@ class LoraCost:
             H2D_BPS.get(gpu.arch, 25e9),
         )
 
-    def step_time(self, tokens: int, adapters: int) -> float:
-        """Seconds the LoRA GEMMs add to a step with `tokens` tokens of `adapters` distinct adapters."""
+    def step_time(
+        self, tokens: int, adapters: int, floor_s: float = KERNEL_FLOOR_S, token_s: float = KERNEL_TOKEN_S
+    ) -> float:
+        """Seconds the LoRA GEMMs add to a step with `tokens` tokens of `adapters` distinct adapters (the
+        kernel terms: the fitted ones, or a fit's candidates: engine/lorafit.py)."""
         if not tokens:
             return 0.0
         compute = tokens * self.flops_per_token / self.peak
         memory = adapters * self.params * 2.0 / self.bw
-        return max(compute, memory) + self.kernels * (KERNEL_FLOOR_S + tokens * KERNEL_TOKEN_S)
+        return max(compute, memory) + self.kernels * (floor_s + tokens * token_s)
 
     def load_time(self, from_disk: bool) -> float:
         """Seconds to bring one adapter onto the GPU: over PCIe, and from disk first when not in host memory."""

@@ -30,7 +30,7 @@ class Batch:
     padding: int = 0  # static batching: finished rows still computed
     encoder_s: float = 0.0  # the vision encoder's time for the images first scheduled in this step
     spec_tokens: int = 0  # speculative decoding: draft tokens verified (beside each request's own token)
-    drafted: list = field(default_factory=list)  # (Seq, its draft tokens) of the decodes that carry drafts
+    drafted: tuple | list = ()  # (Seq, its draft tokens) of the decodes that carry drafts (a list once any do)
     preempted: list = field(default_factory=list)
 
     @property
@@ -61,6 +61,8 @@ class Batch:
         self.decode_tokens += 1
         self.decode_ctx += seq.num_computed + 1
         self.spec_tokens += drafts
+        if not self.drafted:
+            self.drafted = []
         self.drafted.append((seq, drafts))
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .speculative import DRAFT_PASS_S, SPEC_STEP_S
+
 # vLLM issue #20780: k -> (TPOT ms, mean acceptance length), EAGLE-3; k = 0 is vanilla (TPOT 7.07 ms)
 ISSUE_20780 = {
     0: (7.07, 1.0),
@@ -41,7 +43,7 @@ def engine_step(k: int) -> float:
     if k:
         b.drafted = [(None, k)]
     t = eng.cost.batch_time(b)
-    return t + (eng.cost.verify_time(1, 1, k) + eng.drafter.gpu_time(b) if k else 0.0)
+    return t + (eng._speculate(b) - k * DRAFT_PASS_S - SPEC_STEP_S if k else 0.0)
 
 
 def fit() -> tuple[float, float]:

@@ -5,7 +5,8 @@ request of 256 text tokens at a time, 1 to 64 synthetic images): TTFT against im
 and 1440p. The engine prices the LLM prefill and the vision tower; what the measured TTFT has beyond them is
 the processor's work per image (decode, resize, normalise: CPU, in vLLM's API process), fitted as
 a + b x pixels per image, least squares on the relative error over the 720p and 1440p rows. Held out: the 1080p rows, and vLLM issue
-#41267 (H100, Qwen2.5-VL-7B, one 1080p image: TTFT 293 ms), a whole other source.
+#41267 (H100, Qwen2.5-VL-7B, one 1080p image: TTFT 293 ms), a whole other source. The relative weighting
+was chosen after an absolute one's 1080p errors had been seen (docs/engine.md): #41267 is the clean check.
 `python -m goodbench.engine.visionfit`."""
 
 from __future__ import annotations

@@ -56,6 +56,12 @@ class LoraSpec:
         return self.adapters[-1]
 
 
+def check_generator(gen: str) -> None:
+    """Adapters are assigned to a built request list: not yet to sessions' and agents' turns."""
+    if gen in ("sessions", "agent"):
+        raise UsageError(f"LoRA adapters: not yet for the {gen} generator (its turns are built as the run goes)")
+
+
 def lora_table(t, gen: str) -> LoraSpec | None:
     """A workload's [lora]: adapters = N or [names], skew (Zipf) or weights = [...], base_share
     (docs/workloads.md); UsageError naming the problem."""
@@ -66,8 +72,7 @@ def lora_table(t, gen: str) -> LoraSpec | None:
     unknown = sorted(set(t) - {"adapters", "skew", "weights", "base_share"})
     if unknown:
         raise UsageError(f"unknown key {unknown[0]!r}; allowed: adapters, base_share, skew, weights")
-    if gen in ("sessions", "agent"):
-        raise UsageError(f"not yet for the {gen} generator (its turns are built as the run goes)")
+    check_generator(gen)
     adapters = t.get("adapters")
     if not (isinstance(adapters, int) and not isinstance(adapters, bool)) and not isinstance(adapters, list):
         raise UsageError("adapters: a count of adapters or a list of their names")

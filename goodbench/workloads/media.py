@@ -115,7 +115,7 @@ def _file_item(path: str) -> MediaItem:
 def draw(m: MediaSpec, n: int, seed: int) -> list[tuple[MediaItem, ...]]:
     """Each of n requests' media, reproducible for the seed (UsageError past the byte bounds)."""
     rng = np.random.default_rng(seed)
-    counts = sample_lengths(m.images, n, rng) if m.images.value or m.images.dist != "constant" else np.zeros(n, int)
+    counts = sample_lengths(m.images, n, rng) if m.sends_images else np.zeros(n, int)
     files = _files(m.image_dir) if m.image_dir else None
     out, total = [], 0
     for i in range(n):

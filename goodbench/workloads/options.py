@@ -13,7 +13,7 @@ from ..limits import check_all, check_upfront
 from ..records import parse_slo
 from .catalog import load_workload
 from .datasets import dataset_workload
-from .lora import LoraSpec
+from .lora import LoraSpec, check_generator
 from .spec import DEFAULT_REQUESTS, LengthDist, TraceSpec, WorkloadSpec
 
 
@@ -148,8 +148,7 @@ def _counts(o: WorkloadOptions) -> dict:
 
 def _lora(spec: WorkloadSpec, o: WorkloadOptions) -> LoraSpec:
     """--lora-adapters / --lora-skew over the workload's [lora] (UsageError before anything is built)."""
-    if spec.generator in ("sessions", "agent"):
-        raise UsageError(f"--lora-adapters: not yet for the {spec.generator} generator")
+    check_generator(spec.generator)
     given = o.lora_adapters
     if given is None:
         if spec.lora is None:

@@ -53,6 +53,10 @@ class MediaSpec:
     image_dir: str | None = None
     audio_ms: LengthDist | None = None
 
+    @property
+    def sends_images(self) -> bool:
+        return bool(self.images.value) or self.images.dist != "constant"
+
 
 @dataclass(frozen=True)
 class ClassSpec:
