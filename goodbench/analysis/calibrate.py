@@ -36,6 +36,7 @@ from ..engine.virtual.instance import run_instance
 from ..errors import InputError
 from ..workloads.plan import Plan
 from .calrun import MIN_GAPS, RunData, decode_gaps, errors, held_out_errors, load_run, observed_stats, one_server
+from .calspec import note, profile_keys, speculation
 
 HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
 # pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
@@ -131,13 +132,14 @@ def _residuals(
     rep = simulate_run(run, cfg, terms, follow=True, spread=spread)
     t = rep.times
     dsent, dflat = derivatives(rep.follower, t, closed=False, front=(rep.arrive, rep.dfront))
-    first, last = t.start[:-1], t.start[1:] - 1
-    n = np.diff(t.start)
-    ttft, dttft = t.ttft, dflat[first] - dsent
+    ttft, dttft = t.ttft, dflat[t.start[:-1]] - dsent
     seen = np.isfinite(run.ttft)  # observed times load_run kept (nan: none to fit)
-    many = (n > 1) & np.isfinite(run.tpot)
-    tpot = (t.flat[last] - t.flat[first])[many] / (n[many] - 1)
-    dtpot = (dflat[last] - dflat[first])[many] / (n[many] - 1)[:, None]
+    has, tpot = t.per_token(t.flat)
+    dtpot = t.per_token(dflat)[1]
+    fit = np.isfinite(run.tpot[has])
+    many = has.copy()
+    many[has] = fit
+    tpot, dtpot = tpot[fit], dtpot[fit]
     r = [np.log(ttft[seen] / run.ttft[seen]), np.log(tpot / run.tpot[many])]
     j = [dttft[seen] / ttft[seen, None], dtpot / tpot[:, None]]
     gr, gj = _gap_residuals(run, t, dflat)
@@ -363,9 +365,7 @@ def predicted_stats(run: RunData, cfg: EngineConfig, terms: dict, spread: tuple 
     the wait for the step in progress at the engine)."""
     rep = simulate_run(run, cfg, terms, follow=True, spread=spread)
     t = rep.times
-    n = np.diff(t.start)
-    many = n > 1
-    tpot = (t.flat[t.start[1:] - 1] - t.flat[t.start[:-1]])[many] / (n[many] - 1)
+    tpot = t.per_token(t.flat)[1]
     gaps = np.diff(t.flat)
     keep = np.ones(len(gaps), bool)
     keep[t.start[1:-1] - 1] = False
@@ -416,6 +416,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     runs = [load_run(p) for p in paths]
     say = on_stage or (lambda text: None)
     both = " (with and without async scheduling)" if base.async_scheduling is None else ""
+    base, spec = speculation(runs, base)  # a speculating server's runs replay with its acceptance
     say(f"fitting the step-time model to {len(runs)} run(s), {sum(len(r.requests) for r in runs)} requests{both} ...")
     cfg, terms, sched = fit_scheduling(runs, base)
     say("measuring how the server's steps scatter, and fitting again with them ...")
@@ -447,12 +448,13 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         "max_num_seqs": cfg.max_num_seqs,
         "enable_chunked_prefill": cfg.enable_chunked_prefill,
         "async_scheduling": cfg.async_scheduling,
+        **profile_keys(cfg),
     }
     prompts = [q.prompt_tokens for r in runs for q in r.requests]
     step = max(pct["itl"], pct["tpot"])
     prof = Profile(terms, engine, step, basis, tuple(paths), coverage=prompt_coverage(prompts), step_jitter=spread)
     prof = replace(prof, ttft_pct=pct["ttft"], itl_pct=pct["itl"], tpot_pct=pct["tpot"])
-    notes = _notes(runs, [row["fitted"]["front_end_ms"] / 1e3 for row in rows], prof, sched)
+    notes = note(spec, cfg) + _notes(runs, [row["fitted"]["front_end_ms"] / 1e3 for row in rows], prof, sched)
     return Calibration(prof, rows, len(runs) > 1, notes, sched.how)
 
 

@@ -1,6 +1,7 @@
 """A run as `goodbench calibrate` fits it (analysis/calibrate.py): its finished requests at their send
 times, what the client measured (TTFT, TPOT, the decode-only gaps per number of requests decoding), and
-what the server said (its KV capacity, its mean queue + prefill time, its name and version)."""
+what the server said (its KV capacity, its mean queue + prefill time, its name and version, its
+speculative-decoding counters)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 from ..errors import InputError
 from ..history.identity import gpu_of, server_of
 from ..limits import problem
+from ..metrics.speculative import observed, simulated
 from ..prometheus import delta
 from ..records import RequestSpec
 from ..store import load, load_meta, load_server_metrics
@@ -89,6 +91,8 @@ class RunData:
     front_end_s: float | None = None  # the client's mean TTFT less the server's mean queue + prefill
     server: str = ""  # what the server said it is ("vllm 0.32.0"), where the run asked
     steps: np.ndarray | None = None  # decode_steps: what the steps' scatter is measured on (engine/jitter.py)
+    spec: dict | None = None  # the server's speculative-decoding counters (metrics/speculative.block; None: none)
+    chunks: np.ndarray | None = None  # streamed chunks per request (a drafted step's tokens come in one)
 
 
 def _cache_info(rows: list[dict], path: str) -> dict:
@@ -153,6 +157,7 @@ def load_run(path: str) -> RunData:
         np.array([r.sent_at for r in ok]), flat, start, np.array([q.prompt_tokens for q in reqs], float)
     )
     engine_s = _server_engine_s(rows)
+    spec = observed(rows) or simulated((res.meta.engine_stats or {}).get("speculative"))
     return RunData(
         path,
         reqs,
@@ -166,6 +171,8 @@ def load_run(path: str) -> RunData:
         float(np.nanmean(ttft)) - engine_s if engine_s is not None else None,
         " ".join(str(v) for v in (srv.get("name"), srv.get("version")) if v),
         steps,
+        spec,
+        np.diff(start),
     )
 
 

@@ -138,11 +138,14 @@ class EngineConfig:
     speculative_method: str | None = knob(
         None, "speculative decoding's drafter (vLLM's --speculative-config method; default off)", METHODS
     )
-    num_speculative_tokens: int = knob(0, "draft tokens per request per step (0 = no speculation)")
+    num_speculative_tokens: int = knob(
+        DefaultInt(0), "draft tokens per request per step (0 = no speculation, or a calibration profile's server's)"
+    )
     speculative_acceptance: str | None = knob(
         None,
-        "per-position conditional acceptance rates, e.g. 0.8,0.7,0.6 (the last repeats; default: the method's "
-        "published rate where one exists, docs/engine.md)",
+        "per-position conditional acceptance rates, e.g. 0.8,0.7,0.6 (the last repeats), then any per workload "
+        "class, e.g. 0.8,0.7;code=0.9,0.85 (default: the method's published rate where one exists, docs/engine.md; "
+        "a live run's summary.json has the server's: speculative.acceptance)",
     )
     speculative_model: str | None = knob(
         None, "draft_model: the draft's built-in model shape (goodbench engine models)"
@@ -321,7 +324,24 @@ class EngineConfig:
         hw = server(prof.engine)
         return replace(self, **hw) if hw else self
 
+    def _served_spec(self, served: dict) -> EngineConfig:
+        """The speculative decoding a calibration profile's server ran (its method, k and fitted acceptance),
+        where the user left it: a what-if on k alone (--num-speculative-tokens 5) keeps the server's method
+        and acceptance; another method is the user's own; --num-speculative-tokens 0 turns it off."""
+        m = served.get("speculative_method")
+        if not m or (self.speculative_method and self.speculative_method != m):
+            return self
+        k = self.num_speculative_tokens
+        if self.speculative_method is None and user_set(k) and k == 0:
+            return self
+        kept = {"speculative_method": m, "num_speculative_tokens": k or served.get("num_speculative_tokens", 0)}
+        for key in ("speculative_acceptance", "speculative_model"):
+            if getattr(self, key) is None and served.get(key) is not None:
+                kept[key] = served[key]
+        return replace(self, **kept)
+
     def _resolve(self, served: dict) -> EngineConfig:
+        self = self._served_spec(served)
         gpu, model = get_gpu(self.gpu), self.shape()
         if not user_set(self.dtype) and model.dtype != self.dtype:  # the checkpoint's own (DeepSeek-V3: FP8)
             self = replace(self, dtype=DefaultStr(model.dtype))

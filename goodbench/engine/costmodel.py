@@ -315,8 +315,9 @@ class CostModel:
 
 
 def _profile_features(cm: CostModel, batch, pt: int, dt: int) -> np.ndarray:
-    """d(step time)/d(profile terms), in profile.TERMS order without frontend_s (calibrate)."""
-    n = pt + dt
+    """d(step time)/d(profile terms), in profile.TERMS order without frontend_s (calibrate). A step's draft
+    tokens are rows of its linear layers (verify_time), so they count in its tokens."""
+    n = pt + dt + batch.spec_tokens
     floor, token = (1.0, 0.0) if n and cm.units["floor_s"] >= cm.units["token_s"] * n else (0.0, float(n))
     kv_pf = pf = 0.0
     if pt:

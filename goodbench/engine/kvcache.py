@@ -30,6 +30,7 @@ class Seq:
         "preloaded",
         "num_cached",
         "lora",
+        "klass",
         "images",
         "enc_tokens",
         "enc_s",
@@ -62,6 +63,7 @@ class Seq:
         self.order = 0  # arrival order, for priority tie-breaks
         self.preloaded = 0  # prompt tokens whose KV arrived from a prefill instance (disaggregation)
         self.lora = None  # the LoRA adapter it asked for (None: the base model)
+        self.klass = None  # its workload class (per-class speculative acceptance; None: not known, as served)
         self.images: tuple = ()  # (width, height) of each image it carries (a vision-language model's)
         self.enc_tokens = 0  # its images' prompt tokens, not yet encoded (0: none, or encoded)
         self.enc_s = 0.0  # the vision encoder's seconds for them

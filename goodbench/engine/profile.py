@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..limits import flag, problem
 from .hardware import GPUS
 from .jitter import PERCENTILES
+from .speculative import SpecDecode
 
 TERMS = (
     "step_s",
@@ -47,6 +48,8 @@ ENGINE_KEYS = (
     "enable_chunked_prefill",
     "async_scheduling",
 )
+# the speculative decoding the server ran (calibrate fits the acceptance to the runs' counters): what-ifs keep it
+SPEC_KEYS = ("speculative_method", "num_speculative_tokens", "speculative_acceptance", "speculative_model")
 # the server the terms were fitted to (its hardware and model): what-ifs' labels, GPU counts and prices, by flag
 SERVER_FLAGS = {
     "gpu": "--gpu",
@@ -131,6 +134,18 @@ def _check_knobs(eng: dict, path: str) -> None:
             _limited(eng[k], k, path, f"[engine] {k} (a whole number, as {flag(k)})", ints=True)
 
 
+def _check_spec(eng: dict, path: str) -> None:
+    """[engine]'s speculative decoding as its flags would take it (InputError naming the file)."""
+    if "speculative_method" not in eng:
+        return
+    try:
+        SpecDecode.from_knobs(
+            eng["speculative_method"], eng.get("num_speculative_tokens", 0), eng.get("speculative_acceptance")
+        )
+    except (UsageError, TypeError, ValueError) as e:
+        raise InputError(f"{path}: [engine] speculative decoding: {e}") from None
+
+
 def profile_from_toml(d: dict, path: str) -> Profile:
     """A profile from its file's TOML table (read at the edge: api/enginefiles.py); InputError naming the
     file and key when it is not one."""
@@ -139,9 +154,10 @@ def profile_from_toml(d: dict, path: str) -> Profile:
     terms = {k: _num(d["terms"], k, path) for k in TERMS}
     if terms["step_s"] + terms["floor_s"] <= 0:
         raise InputError(f"{path}: [terms] step_s and floor_s are both 0: a step must take some time")
-    eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS + SERVER_KEYS if k in d.get("engine", {})}
+    eng = {k: d.get("engine", {})[k] for k in ENGINE_KEYS + SERVER_KEYS + SPEC_KEYS if k in d.get("engine", {})}
     _check_server(eng, path)
     _check_knobs(eng, path)
+    _check_spec(eng, path)
     meta = d.get("profile", {})
     pct = {k: _pct(meta, k, path) for k in ("step_time_pct", "ttft_pct", "itl_pct", "tpot_pct")}
     return Profile(
@@ -323,7 +339,7 @@ def render_profile(p: Profile, created: str, version: str) -> str:
     out += [f"{k} = {p.terms[k]:.6g}  # {HELP[k]}" for k in TERMS]
     if p.engine:
         out += ["", "[engine]  # what the server ran with"]
-        out += [f"{k} = {_toml(p.engine[k])}" for k in SERVER_KEYS + ENGINE_KEYS if k in p.engine]
+        out += [f"{k} = {_toml(p.engine[k])}" for k in SERVER_KEYS + ENGINE_KEYS + SPEC_KEYS if k in p.engine]
     if p.coverage:
         out += ["", "[coverage]  # the runs' prompt lengths: a what-if outside them is extrapolated"]
         out += [f"requests = {p.coverage['requests']}", f"prompt_quantiles = {_toml(p.coverage['prompt_quantiles'])}"]

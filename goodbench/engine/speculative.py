@@ -55,6 +55,66 @@ def parse_rates(text: str | None) -> tuple[float, ...]:
     return tuple(out)
 
 
+def parse_acceptance(text: str | None) -> tuple[tuple[float, ...], dict[str, tuple[float, ...]]]:
+    """'0.8,0.6;code=0.9,0.85;chat=0.6' -> the rates for every request, and per workload class the rates
+    for its requests (how much of the output a drafter guesses depends on the text: code edits repeat the
+    prompt, chat does not). UsageError for a bad part."""
+    default: tuple[float, ...] = ()
+    by: dict[str, tuple[float, ...]] = {}
+    for part in str(text or "").split(";"):
+        if not part.strip():
+            continue
+        name, eq, rates = part.rpartition("=")
+        name = name.strip()
+        if eq and not name:
+            raise UsageError(f"--speculative-acceptance: {part.strip()!r} names no class before '='")
+        if name in by or (not eq and default):
+            raise UsageError(f"--speculative-acceptance: rates for {name or 'every request'} given twice")
+        if eq:
+            by[name] = parse_rates(rates)
+        else:
+            default = parse_rates(rates)
+    return default, by
+
+
+def acceptance_text(rates: tuple[float, ...], by_class: dict | None = None) -> str:
+    """parse_acceptance's inverse: what --speculative-acceptance takes (classes whose names hold the
+    separators ; = , cannot be written and are left out)."""
+    fmt = lambda rs: ",".join(f"{max(r, 1e-3):.3g}" for r in rs)  # noqa: E731 (a rate of 0 is no probability)
+    parts = [fmt(rates)] + [f"{c}={fmt(rs)}" for c, rs in (by_class or {}).items() if not set(c) & set(";=,")]
+    return ";".join(parts)
+
+
+def expected_tokens(rates) -> float:
+    """Mean tokens a drafted step emits per request: 1 + sum over i of P(first i drafts accepted)."""
+    out, p = 1.0, 1.0
+    for r in rates:
+        p *= r
+        out += p
+    return out
+
+
+def scaled_rates(rates: tuple[float, ...], target: float) -> tuple[float, ...]:
+    """The rates raised to one power g, g chosen so a drafted step emits `target` tokens on average
+    (clipped to 1 .. 1 + k): a class that accepts more or less than the run's pooled rates keeps their shape
+    along the positions. Bisection on log g (expected_tokens falls as g grows)."""
+    k = len(rates)
+    base = tuple(min(r, 0.999) for r in rates)
+    if target >= expected_tokens((0.999,) * k):
+        return (0.999,) * k
+    if target <= expected_tokens((1e-3,) * k):
+        return (1e-3,) * k
+    lo, hi = -12.0, 12.0  # log g
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if expected_tokens(tuple(r ** (2.0**mid) for r in base)) > target:
+            lo = mid
+        else:
+            hi = mid
+    g = 2.0 ** ((lo + hi) / 2)
+    return tuple(max(1e-3, r**g) for r in base)
+
+
 @dataclass(frozen=True)
 class SpecDecode:
     """What the engine needs of a speculative config: the method, k and the per-position rates."""
@@ -62,6 +122,7 @@ class SpecDecode:
     method: str
     k: int
     rates: tuple[float, ...]  # length k: conditional acceptance at positions 1..k
+    by_class: tuple = ()  # (workload class, its length-k rates): a class's requests accept at these
 
     @classmethod
     def from_knobs(cls, method: str | None, k: int, acceptance: str | None) -> SpecDecode | None:
@@ -76,32 +137,38 @@ class SpecDecode:
             return None
         if not 1 <= k <= MAX_SPEC_TOKENS:
             raise UsageError(f"--num-speculative-tokens {k} is not in 1..{MAX_SPEC_TOKENS}")
-        rates = parse_rates(acceptance) or DEFAULT_ACCEPTANCE.get(method, ())
+        given, by = parse_acceptance(acceptance)
+        rates = given or DEFAULT_ACCEPTANCE.get(method, ())
         if not rates:
             raise UsageError(
                 f"speculative method {method} has no public default acceptance: give --speculative-acceptance "
-                "(per-position rates, e.g. 0.7,0.6,0.5; a live run's summary.json has the server's: "
-                "speculative.conditional_rates)"
+                "(per-position rates, e.g. 0.7,0.6,0.5, then any per workload class, e.g. 0.7,0.6;code=0.9,0.8; "
+                "a live run's summary.json has the server's: speculative.acceptance)"
             )
-        return cls(method, k, tuple(rates[min(i, len(rates) - 1)] for i in range(k)))
+        stretch = lambda rs: tuple(rs[min(i, len(rs) - 1)] for i in range(k))  # noqa: E731
+        return cls(method, k, stretch(rates), tuple((c, stretch(rs)) for c, rs in by.items()))
 
-    def accepted(self, seq_id, n_out: int, drafts: int, salt: int = 0) -> int:
+    def rates_for(self, klass: str | None) -> tuple[float, ...]:
+        """The rates a request of this workload class is accepted at (the default for a class not named)."""
+        for c, rs in self.by_class:
+            if c == klass:
+                return rs
+        return self.rates
+
+    def accepted(self, seq_id, n_out: int, drafts: int, salt: int = 0, klass: str | None = None) -> int:
         """How many of this step's `drafts` draft tokens the target accepts for this request."""
+        rates = self.rates_for(klass) if self.by_class else self.rates
         base = zlib.crc32(str(seq_id).encode()) ^ salt
         a = 0
         for i in range(drafts):
-            if unit(base, n_out * MAX_SPEC_TOKENS + i) >= self.rates[i]:
+            if unit(base, n_out * MAX_SPEC_TOKENS + i) >= rates[i]:
                 break
             a += 1
         return a
 
-    def expected_tokens(self) -> float:
-        """Mean tokens a step emits per decoding request: 1 + sum over i of P(first i drafts accepted)."""
-        out, p = 1.0, 1.0
-        for r in self.rates:
-            p *= r
-            out += p
-        return out
+    def expected_tokens(self, klass: str | None = None) -> float:
+        """Mean tokens a step emits per decoding request of this class: 1 + sum of P(first i accepted)."""
+        return expected_tokens(self.rates_for(klass))
 
 
 VLLM_KEYS = {"prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size", "max_model_len", "quantization"}

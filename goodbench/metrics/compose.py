@@ -25,7 +25,7 @@ from .media import media_block
 from .prefix import observed_block, prefix_block
 from .saturation import waiting_series
 from .servertiming import server_timing, step_lateness
-from .speculative import client_view, observed, simulated
+from .speculative import client_view, observed, simulated, with_classes
 from .summary import summarize
 
 LIVE_MODES = ("open", "closed")
@@ -66,7 +66,7 @@ def compose(
         s.update(_simulated(s, meta))
     spec = observed(rows) if live else simulated((meta.engine_stats or {}).get("speculative"))
     if spec:
-        s["speculative"] = spec | client_view(c.out, c.nchunks, c.ok, c.cols.class_of())
+        s["speculative"] = with_classes(spec | client_view(c.out, c.nchunks, c.ok, c.cols.class_of()))
     media = media_block(c.cols, c.ttft, c.ok)
     if media:
         s["media"] = media

@@ -15,15 +15,26 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Times:
-    """Each finished request's send time, and all token times flat (request i's are
-    flat[start[i]:start[i + 1]])."""
+    """Each finished request's send time, and all its chunk times flat (request i's are
+    flat[start[i]:start[i + 1]]), and its output tokens (None: one per chunk)."""
 
     sent: np.ndarray
     flat: np.ndarray
     start: np.ndarray
+    out: np.ndarray | None = None
 
     def shifted(self, dsent: np.ndarray, dflat: np.ndarray) -> Times:
-        return Times(self.sent + dsent, self.flat + dflat, self.start)
+        return Times(self.sent + dsent, self.flat + dflat, self.start, self.out)
+
+    def per_token(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(which requests have a TPOT: two chunks or more; x's last chunk less its first over their output
+        tokens after the first): a speculating engine's chunk carries several tokens, so TPOT counts tokens."""
+        n = np.diff(self.start)
+        out = n if self.out is None else self.out
+        many = (n > 1) & (out > 1)
+        last, first = self.start[1:] - 1, self.start[:-1]
+        d = (x[last] - x[first])[many]
+        return many, d / (out[many] - 1).reshape((-1,) + (1,) * (d.ndim - 1))
 
     @property
     def ttft(self) -> np.ndarray:
@@ -36,7 +47,8 @@ def times_of(recs: list) -> Times:
     start = np.zeros(len(ok) + 1, dtype=np.int64)
     start[1:] = np.cumsum([len(r.chunk_times) for r in ok])
     flat = np.fromiter((x for r in ok for x in r.chunk_times), float, int(start[-1]))
-    return Times(np.array([r.sent_at for r in ok]), flat, start)
+    out = np.array([r.output_tokens for r in ok], dtype=float)
+    return Times(np.array([r.sent_at for r in ok]), flat, start, out)
 
 
 class ClockFollower:

@@ -25,6 +25,7 @@ class DecodeStep(NamedTuple):
     prefill_attn: float = 0.0
     prefill_ctx: int = 0
     padding: int = 0
+    spec_tokens: int = 0  # never drafts (a decode run is taken only without speculation)
 
     @property
     def num_seqs(self) -> int:

@@ -51,8 +51,10 @@ def chunks(t: tuple, multi: bool) -> dict:
 
 
 def with_request(s, r: RequestSpec):
-    """An engine sequence with what its request asks beyond its text: its LoRA adapter and its images."""
+    """An engine sequence with what its request asks beyond its text: its LoRA adapter and its images,
+    and its workload class (how well a drafter guesses its text)."""
     s.lora = r.adapter
+    s.klass = r.cls
     s.images = r.media["sizes"] if r.media else ()
     return s
 
