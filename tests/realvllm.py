@@ -19,6 +19,9 @@ from conftest import ROOT
 _CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goodbench")
 VENV = os.environ.get("GOODBENCH_VLLM_VENV") or os.path.join(_CACHE, "vllm-venv")
 MODEL = os.environ.get("GOODBENCH_VLLM_MODEL") or os.path.join(_CACHE, "tiny-llama")
+# the tiny Qwen2-VL (ci/real_vllm/tiny_vlm.py) and the torchvision vLLM needs to load it, kept apart from the venv
+VLM = os.environ.get("GOODBENCH_VLLM_VLM") or os.path.join(os.path.dirname(MODEL), "tiny-qwen2-vl")
+TORCHVISION = os.environ.get("GOODBENCH_VLLM_TORCHVISION") or os.path.join(os.path.dirname(VENV), "vllm-torchvision")
 CHAT_TEMPLATE = os.path.join(ROOT, "ci", "real_vllm", "chatml.jinja")
 SERVED_NAME = "tiny-llama"
 STARTUP_DEADLINE_S = 240.0  # ~45 s alone with --enforce-eager; more while the machine is busy
@@ -32,16 +35,15 @@ ENV = {
 }
 
 
-def require_installed() -> None:
-    missing = [
-        p
-        for p in (
-            os.path.join(VENV, ".goodbench-stamp"),
-            os.path.join(VENV, "bin", "vllm"),
-            os.path.join(MODEL, ".goodbench-stamp"),
-        )
-        if not os.path.exists(p)
+def require_installed(vlm: bool = False) -> None:
+    need = [
+        os.path.join(VENV, ".goodbench-stamp"),
+        os.path.join(VENV, "bin", "vllm"),
+        os.path.join(MODEL, ".goodbench-stamp"),
     ]
+    if vlm:
+        need += [os.path.join(VLM, ".goodbench-stamp"), os.path.join(TORCHVISION, ".goodbench-stamp")]
+    missing = [p for p in need if not os.path.exists(p)]
     if missing:
         pytest.fail(
             f"real_vllm tests need vLLM and the tiny model: run `bash ci/real_vllm/setup.sh` "
@@ -59,8 +61,13 @@ def free_port() -> int:
 class VllmServer:
     """One `vllm serve` child in its own process group (vLLM forks an engine-core process)."""
 
-    def __init__(self, log_dir: str, chunked_budget: int | None, extra: tuple = (), tag: str = "", env=None):
+    def __init__(
+        self, log_dir: str, chunked_budget: int | None, extra: tuple = (), tag: str = "", env=None, vlm: bool = False
+    ):
         self.env = dict(env or {})  # more environment for the child (a worker's name, its CPU)
+        self.vlm = vlm  # serve the tiny Qwen2-VL (its own chat template; torchvision on the path) instead
+        if vlm:
+            self.env["PYTHONPATH"] = TORCHVISION
         self.chunked_budget = chunked_budget  # None: chunked prefill off (budget = max_model_len)
         self.extra = tuple(extra)  # more `vllm serve` flags (tool-call parser, a pooling runner)
         self.port = free_port()
@@ -78,7 +85,7 @@ class VllmServer:
         return [
             os.path.join(VENV, "bin", "vllm"),
             "serve",
-            MODEL,
+            VLM if self.vlm else MODEL,
             "--host",
             "127.0.0.1",
             "--port",
@@ -92,8 +99,7 @@ class VllmServer:
             "--dtype",
             "float32",
             "--enforce-eager",
-            "--chat-template",
-            CHAT_TEMPLATE,
+            *([] if self.vlm else ["--chat-template", CHAT_TEMPLATE]),  # the VLM's own: ChatML with image parts
             *chunk,
             *self.extra,
         ]
@@ -105,7 +111,7 @@ class VllmServer:
 
     def spawn(self) -> VllmServer:
         """Start the child without waiting for it (several workers start side by side; then wait_healthy)."""
-        require_installed()
+        require_installed(self.vlm)
         env = dict(os.environ, **ENV, **self.env)
         env.pop("VIRTUAL_ENV", None)
         env["PATH"] = os.path.join(VENV, "bin") + os.pathsep + env.get("PATH", "")

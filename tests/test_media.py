@@ -80,6 +80,17 @@ def test_media_bytes_are_bounded_before_the_clock(monkeypatch):
         mediamod.draw(parse_workload(WORKLOAD, "mm.toml").classes[0].media, 2, 0)
 
 
+@pytest.mark.parametrize("w,h", [(1920, 1080), (1280, 720), (100, 7), (5, 5)])
+def test_a_synthetic_image_of_any_size_is_a_jpeg_of_that_size(w, h):
+    import io
+
+    from PIL import Image
+
+    # 1080 is not a multiple of the noise's 16-pixel cells: a 1080p class once failed to draw
+    img = Image.open(io.BytesIO(mediamod.synthetic_image(w, h, 3)))
+    assert img.format == "JPEG" and img.size == (w, h)
+
+
 def test_records_keep_media_through_json_and_columns():
     from goodbench.columnar import RecordArrays
 
@@ -109,7 +120,7 @@ def test_images_become_prompt_tokens_and_encoder_time_within_the_encoder_budget(
     a.images, b.images = ((1920, 1080),), ((1920, 1080),)
     eng.add(a)
     eng.add(b)
-    assert a.prompt_len == 100 + 2691 and a.hashes == ()
+    assert a.prompt_len == 100 + 2691 + 2 and a.hashes == ()  # and <|vision_start|>, <|vision_end|>
     first = eng.step()
     assert [s.id for s in first.batch.seqs] == [0]  # 2 x 2,691 image tokens > the 4,096 encoder budget
     assert first.batch.encoder_s > PREP_IMAGE_S + PREP_PIXEL_S * 1920 * 1080

@@ -7,11 +7,16 @@
 #
 # GOODBENCH_VLLM_VENV   the vLLM virtualenv   (default ~/.cache/goodbench/vllm-venv)
 # GOODBENCH_VLLM_MODEL  the tiny model folder (default ~/.cache/goodbench/tiny-llama)
+# GOODBENCH_VLLM_VLM    the tiny vision-language model (default: tiny-qwen2-vl beside the tiny model)
+# GOODBENCH_VLLM_TORCHVISION  torchvision for it, apart from the venv (default: vllm-torchvision beside the venv)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/goodbench"
 VENV="${GOODBENCH_VLLM_VENV:-$cache/vllm-venv}"
 MODEL="${GOODBENCH_VLLM_MODEL:-$cache/tiny-llama}"
+VLM="${GOODBENCH_VLLM_VLM:-$(dirname "$MODEL")/tiny-qwen2-vl}"
+TVDIR="${GOODBENCH_VLLM_TORCHVISION:-$(dirname "$VENV")/vllm-torchvision}"
+TV_VERSION=0.28.0   # torchvision's release for torch 2.13 (TORCH_VERSION in vllm_env.py)
 PY="${PYTHON:-python3}"   # creates the virtualenv (3.11-3.14; vLLM 0.32 needs >= 3.11)
 HELPER="$here/vllm_env.py"
 VLLM_VERSION=$(sed -n 's/^VLLM_VERSION = "\(.*\)"/\1/p' "$HELPER")
@@ -70,4 +75,26 @@ else
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" "$HELPER" model "$MODEL" "$tokdir"
   echo "$mstamp" > "$MODEL/.goodbench-stamp"
 fi
-say "ready: GOODBENCH_VLLM_VENV=$VENV GOODBENCH_VLLM_MODEL=$MODEL"
+# ---- 3. the tiny vision-language model, and the torchvision vLLM needs to load any VLM (ci/real_vllm/tiny_vlm.py
+# says why it lives apart from the venv: PyPI's build is CUDA's; installed without deps beside a shim)
+tvstamp="torchvision==$TV_VERSION $(sha256sum "$here/tiny_vlm.py" | cut -c1-12)"
+if [ -f "$TVDIR/.goodbench-stamp" ] && [ "$(cat "$TVDIR/.goodbench-stamp")" = "$tvstamp" ]; then
+  say "torchvision for the VLM cached: $TVDIR"
+else
+  say "installing torchvision $TV_VERSION (no deps) into $TVDIR ..."
+  rm -rf "$TVDIR"
+  "$VENV/bin/python" -m pip --quiet install --no-deps --target "$TVDIR" "torchvision==$TV_VERSION" 2>&1 \
+    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  "$VENV/bin/python" "$here/tiny_vlm.py" --torchvision-shim "$TVDIR" >/dev/null
+  echo "$tvstamp" > "$TVDIR/.goodbench-stamp"
+fi
+vstamp="$mstamp $(sha256sum "$here/tiny_vlm.py" | cut -c1-12)"
+if [ -f "$VLM/.goodbench-stamp" ] && [ "$(cat "$VLM/.goodbench-stamp")" = "$vstamp" ]; then
+  say "tiny VLM cached: $VLM"
+else
+  say "making the tiny random-weight Qwen2-VL in $VLM ..."
+  rm -rf "$VLM"
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" "$here/tiny_vlm.py" "$tokdir" "$VLM"
+  echo "$vstamp" > "$VLM/.goodbench-stamp"
+fi
+say "ready: GOODBENCH_VLLM_VENV=$VENV GOODBENCH_VLLM_MODEL=$MODEL GOODBENCH_VLLM_VLM=$VLM"

@@ -134,7 +134,7 @@ class Engine:
         per_image, per_pixel = self.prep
         for w, h in seq.images:
             tokens, patches = v.tokens(w, h)
-            seq.prompt_len += tokens
+            seq.prompt_len += tokens + v.wrap
             seq.enc_tokens += tokens
             seq.enc_all += tokens
             if not fixed:
@@ -232,7 +232,7 @@ class Engine:
         count them, and emit 1 + accepted tokens per request (never past its max_tokens) in one chunk."""
         spec, counters, out = self.drafter.spec, self.stats.spec, {}
         for seq, d in batch.drafted:
-            a = spec.accepted(seq.id, seq.num_output, d, self.salt)
+            a = spec.accepted(seq.id, seq.num_output, d, self.salt, seq.klass)
             counters.add(d, a)
             seq.num_computed -= d - a
             out[id(seq)] = min(1 + a, seq.max_tokens - seq.num_output)

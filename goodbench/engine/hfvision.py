@@ -44,7 +44,7 @@ def _tower(arch: str, v: dict, path: str) -> Vision:
     ffn = v.get("intermediate_size") or hidden * int(v.get("mlp_ratio", 4))
     return Vision(
         _int(v, "depth", path), hidden, ffn, _int(v, "num_heads", path), patch, merge,
-        gated=arch == "Qwen2_5_VLForConditionalGeneration", window=win, full_layers=len(windows),
+        gated=arch == "Qwen2_5_VLForConditionalGeneration", window=win, full_layers=len(windows), wrap=2,
         min_pixels=(64 if qwen3 else 4) * (patch * merge) ** 2, max_pixels=16384 * (patch * merge) ** 2, source=src,
     )  # fmt: skip
 

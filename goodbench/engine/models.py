@@ -197,6 +197,7 @@ def _qwen25_vl() -> Model:
         2,
         window=8,
         full_layers=4,
+        wrap=2,
         min_pixels=3136,
         max_pixels=12845056,
         source="Qwen/Qwen2.5-VL-7B-Instruct vision_config (depth 32, 1280, 3420, 16 heads, patch 14, merge 2, "
@@ -217,6 +218,7 @@ def _qwen3_vl() -> Model:
         16,
         2,
         gated=False,
+        wrap=2,
         min_pixels=65536,
         max_pixels=16777216,
         source="Qwen/Qwen3-VL-8B-Instruct vision_config (depth 27, 1152, 4304, 16 heads, patch 16, merge 2, "

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 # an image's preprocessing (decode, resize, normalise: CPU work in vLLM's API process), per image and per pixel
 # of the image as sent; fitted to a public TTFT probe (engine/visionfit.py), priced with the image's encoding
-PREP_IMAGE_S = 11.109e-3
-PREP_PIXEL_S = 81.693e-9
-# held out (benchmarks/vlm_ttft.py): the probe's 1080p rows (median 6.0 %, worst -13.0 %) and vLLM issue #41267
-# (-6.5 %); the fitted rows reach +13.8 % (at 64 images): what a run with images says in its engine_uncertainty
+PREP_IMAGE_S = 11.055e-3
+PREP_PIXEL_S = 81.656e-9
+# held out (benchmarks/vlm_ttft.py): the probe's 1080p rows (median 6.1 %, worst -13.0 %) and vLLM issue #41267
+# (-6.6 %); the fitted rows reach +13.8 % (at 64 images): what a run with images says in its engine_uncertainty
 VISION_HELD_OUT_WORST = 0.14
 
 
@@ -39,6 +39,7 @@ class Vision:
     max_pixels: int = 28 * 28 * 16384
     window: int = 0  # patches a side of an attention window (0: full attention in every layer)
     full_layers: int = 0  # with windows: layers that attend over the whole image
+    wrap: int = 0  # text tokens the chat template puts around each image's (Qwen-VL: <|vision_start|>, _end|>)
     source: str = ""
 
     def grid(self, w: int, h: int) -> tuple[int, int]:
@@ -57,7 +58,7 @@ class Vision:
         return wb // self.patch, hb // self.patch
 
     def tokens(self, w: int, h: int) -> tuple[int, int]:
-        """(prompt tokens, encoder patches) of one w x h image."""
+        """(placeholder tokens, encoder patches) of one w x h image; its prompt tokens are these + wrap."""
         gw, gh = self.grid(w, h)
         patches = gw * gh
         return patches // (self.merge * self.merge), patches

@@ -75,8 +75,8 @@ def synthetic_image(w: int, h: int, seed: int) -> bytes:
     base = rng.uniform(0, 255, 3)
     slope = rng.uniform(-0.5, 0.5, (3, 2))
     img = np.stack([base[i] + slope[i, 0] * x + slope[i, 1] * y for i in range(3)], axis=-1)
-    coarse = rng.normal(0, 40, (max(1, h // 16), max(1, w // 16), 3))
-    img += np.kron(coarse, np.ones((16, 16, 1)))[:h, :w]
+    coarse = rng.normal(0, 40, (-(-h // 16), -(-w // 16), 3))  # 16-pixel cells, the last one cut (1080 = 67.5 x 16)
+    img += coarse.repeat(16, axis=0).repeat(16, axis=1)[:h, :w]
     out = io.BytesIO()
     Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(out, "JPEG", quality=85)
     return out.getvalue()

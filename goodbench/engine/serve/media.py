@@ -94,4 +94,4 @@ def image_tokens(model, sizes: tuple) -> int:
     """The prompt tokens these images become on this model (engine/vision.Vision.tokens; 0 on a text model,
     which refuses them when the request reaches the engine)."""
     v = model.vision
-    return 0 if v is None else sum(v.tokens(w, h)[0] for w, h in sizes)
+    return 0 if v is None else sum(v.tokens(w, h)[0] + v.wrap for w, h in sizes)
