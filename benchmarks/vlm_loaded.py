@@ -100,7 +100,9 @@ def main() -> None:
             f"{within} of {len(e)} within ±20%"
         )
     if rps_errs:
-        print(f"req/s at c=16: median |error| {statistics.median(map(abs, rps_errs)):.1%}, worst {max(rps_errs, key=abs):+.1%}")
+        print(
+            f"req/s at c=16: median |error| {statistics.median(map(abs, rps_errs)):.1%}, worst {max(rps_errs, key=abs):+.1%}"
+        )
 
 
 if __name__ == "__main__":
