@@ -123,11 +123,41 @@ def test_images_become_prompt_tokens_and_encoder_time_within_the_encoder_budget(
     assert a.prompt_len == 100 + 2691 + 2 and a.hashes == ()  # and <|vision_start|>, <|vision_end|>
     first = eng.step()
     assert [s.id for s in first.batch.seqs] == [0]  # 2 x 2,691 image tokens > the 4,096 encoder budget
-    assert first.batch.encoder_s > PREP_IMAGE_S + PREP_PIXEL_S * 1920 * 1080
+    # the tower's seconds only: the preprocessing is the front end's, before the engine (frontend.MediaQueue)
+    assert 0 < first.batch.encoder_s < PREP_IMAGE_S + PREP_PIXEL_S * 1920 * 1080
     with pytest.raises(RequestTooLong, match="takes no images"):
         text = Seq(2, 10, 2)
         text.images = ((64, 64),)
         Engine(EngineConfig()).add(text)
+
+
+def test_images_are_preprocessed_one_request_at_a_time_before_the_engine():
+    from goodbench.engine.frontend import FrontEnd
+    from goodbench.engine.virtual.arrivals import OpenArrivals
+
+    fe = FrontEnd(0.002, image_s=0.01, pixel_s=1e-9)
+    assert fe.media(((1000, 1000), (10, 10))) == pytest.approx(0.02 + 1e-3 + 1e-7)
+    arr = OpenArrivals([0.0, 0.0, 0.0, 0.5], fe, [10] * 4)
+    arr.media = [0.01, 0.0, 0.02, 0.01]  # the third waits for the first's preprocessing, then its own
+    got = [arr.pop(9.0) for _ in range(4)]
+    assert got == [(0.002, 1), pytest.approx((0.012, 0)), pytest.approx((0.032, 2)), pytest.approx((0.512, 3))]
+    assert arr.pop(9.0) is None and arr.sent == [0.0, 0.0, 0.0, 0.5]
+
+
+def test_served_images_wait_their_turn_on_one_preprocessor():
+    import asyncio
+    import time
+
+    from goodbench.engine.frontend import MediaQueue
+    from goodbench.engine.serve.media import preprocess
+
+    async def two():
+        q, t0 = MediaQueue(), time.monotonic()
+        waits = await asyncio.gather(*(preprocess(q, time.monotonic, 0.05) for _ in range(2)))
+        return sorted(waits), time.monotonic() - t0
+
+    (a, b), took = asyncio.run(two())
+    assert a == pytest.approx(0.05, abs=0.02) and b == pytest.approx(0.1, abs=0.02) and took >= 0.1
 
 
 def test_simulate_refuses_images_on_a_text_model_and_audio_before_the_clock(tmp_path):

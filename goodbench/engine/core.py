@@ -17,7 +17,7 @@ from .kvcache import KVCache, Seq
 from .lora import AdapterSlots, LoraCost
 from .scheduler import Batch, Scheduler
 from .speculative import Drafter, SpecCounters
-from .vision import PREP_IMAGE_S, PREP_PIXEL_S, encoder_time
+from .vision import encoder_time
 
 
 class RequestTooLong(GoodbenchError):
@@ -76,7 +76,6 @@ class Engine:
         self.drafter = None if spec is None else Drafter(spec, self._draft_cost(), self.cost.fixed_step_s is not None)
         if spec is not None:
             self.stats.spec = SpecCounters()
-        self.prep = (PREP_IMAGE_S, PREP_PIXEL_S)  # an image's preprocessing (engine/visionfit.py)
         cfg = self.cfg
         on = cfg.enable_lora and self.cost.fixed_step_s is None
         self.lora = (
@@ -131,15 +130,13 @@ class Engine:
             raise NoVision(f"{self.cfg.model} takes no images (a vision-language model does: qwen2.5-vl-7b)")
         m, gpu, tp = self.cfg.shape(), get_gpu(self.cfg.gpu), self.cfg.tensor_parallel_size
         fixed = self.cost.fixed_step_s is not None
-        per_image, per_pixel = self.prep
         for w, h in seq.images:
             tokens, patches = v.tokens(w, h)
             seq.prompt_len += tokens + v.wrap
             seq.enc_tokens += tokens
             seq.enc_all += tokens
             if not fixed:
-                enc = encoder_time(v, patches, m.hidden, gpu, tp, SHIPPED.prefill_attn)
-                seq.enc_s += enc + per_image + per_pixel * w * h
+                seq.enc_s += encoder_time(v, patches, m.hidden, gpu, tp, SHIPPED.prefill_attn)
         seq.hashes = ()
 
     def abort(self, seq: Seq) -> None:

@@ -42,6 +42,7 @@ from .opmodel import (
 )
 from .power import PowerModel, power_model
 from .profile import Profile
+from .vision import PREP_IMAGE_S, PREP_PIXEL_S
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ class CostModel:
     frontend_s: float = 0.0  # the server's front end: a request reaches the engine this long after its send
     frontend_flight_s: float = 0.0  # ... and this much more per request in flight at the send (profiles)
     frontend_token_s: float = 0.0  # ... and per prompt token (profiles)
+    prep_image_s: float = 0.0  # a vision-language model's image preprocessing in the front end (FrontEnd.media)
+    prep_pixel_s: float = 0.0
     step_jitter: tuple = ()  # profiles: percentiles of a step's time over its model time (engine/jitter.py)
     profile: dict | None = None  # from a calibration profile: {path, step_time_pct} (engine/uncertainty.py)
     experts: np.ndarray | None = None  # MoE: the routed experts' share of `linear`, index N (explain's breakdown)
@@ -138,7 +141,9 @@ class CostModel:
 
     @property
     def front_end(self) -> FrontEnd:
-        return FrontEnd(self.frontend_s, self.frontend_flight_s, self.frontend_token_s)
+        return FrontEnd(
+            self.frontend_s, self.frontend_flight_s, self.frontend_token_s, self.prep_image_s, self.prep_pixel_s
+        )
 
     @classmethod
     def for_config(
@@ -158,6 +163,8 @@ class CostModel:
             cm = replace(cm, frontend_s=cfg.frontend_ms / 1000)
         if cfg.frontend_token_us is not None:
             cm = replace(cm, frontend_token_s=cfg.frontend_token_us / 1e6)
+        if fixed is None and cfg.shape().vision is not None:  # images are preprocessed before the engine
+            cm = replace(cm, prep_image_s=PREP_IMAGE_S, prep_pixel_s=PREP_PIXEL_S)
         if fixed is not None:  # tests: exactly this long per step, and nothing before the engine
             return replace(
                 cm, fixed_step_s=fixed, frontend_s=0.0, frontend_flight_s=0.0, frontend_token_s=0.0, step_jitter=()

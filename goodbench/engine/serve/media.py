@@ -95,3 +95,14 @@ def image_tokens(model, sizes: tuple) -> int:
     which refuses them when the request reaches the engine)."""
     v = model.vision
     return 0 if v is None else sum(v.tokens(w, h)[0] + v.wrap for w, h in sizes)
+
+
+async def preprocess(queue, clock, seconds: float) -> float:
+    """Wait for this request's images' turn on the front end's one processor (frontend.MediaQueue) and for
+    their preprocessing; returns the seconds waited."""
+    import asyncio
+
+    now = clock()
+    wait = queue.done(now, seconds) - now
+    await asyncio.sleep(wait)
+    return wait

@@ -27,10 +27,11 @@ from ...version import __version__
 from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
 from ..costmodel import CostModel
+from ..frontend import MediaQueue
 from ..kvcache import Seq, block_hashes
 from .apishapes import models_list, parse_api, pool_body, pool_prepare
 from .apistreams import ChatToolFormatter, MessagesFormatter, ResponsesFormatter
-from .media import extras, image_tokens, refusal
+from .media import extras, image_tokens, preprocess, refusal
 from .openai_api import BadRequest, Formatter, Parsed, error_event, json_body, parse_request
 from .render import RENDER_PATHS, render, replica_header
 from .steploop import EngineLoop, render_metrics
@@ -92,9 +93,8 @@ class Stream:
 
 
 def _flush_headers(resp: web.StreamResponse) -> None:
-    """The headers go out now, with no body byte, as vLLM's server sends them: a stream that opened
-    with an SSE comment to push them out broke vLLM's own client (issue 42). aiohttp >= 3.12 sends a
-    StreamResponse's headers at prepare() already; this makes it explicit where a writer buffers them."""
+    """The headers go out now, with no body byte, as vLLM's server sends them (an SSE comment to push them
+    out broke vLLM's own client, issue 42); aiohttp >= 3.12 sends them at prepare() already."""
     send = getattr(resp._payload_writer, "send_headers", None)
     if send is not None:
         send()
@@ -169,6 +169,7 @@ class EngineServer:
         self.ids = itertools.count()
         self.clock = time.monotonic
         self.in_flight = 0  # generate requests received and not yet answered (a calibrated front end's load)
+        self.media_queue = MediaQueue()  # a vision-language model's image preprocessing (frontend.MediaQueue)
         self._tasks: list[asyncio.Task] = []
         self.failed: str | None = None  # why an engine loop died (then /health is 503 and serve exits 1)
         self.on_failure = None  # called once when a loop dies (serve_forever stops the server)
@@ -342,11 +343,15 @@ class EngineServer:
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching or self.wants_hashes else ()
         # the modelled server's front end (HTTP, tokenizing) before the engine sees the request; a
         # calibrated one also grows with the requests already in flight and the prompt (engine/frontend.py)
-        front = self.loops[0].engine.cost.front_end.delay(self.in_flight, n_prompt)
+        fe = self.loops[0].engine.cost.front_end
+        front = fe.delay(self.in_flight, n_prompt)
         self.in_flight += 1
         try:
             if front > 0:
                 await asyncio.sleep(front)
+            images = request.get(EXTRAS, (None, ()))[1]
+            if images and fe.preprocesses:  # one processor, first come first served (frontend.MediaQueue)
+                front += await preprocess(self.media_queue, self.clock, fe.media(images))
             at = self.clock() if front > 0 else arrived
             seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)
             seq.lora, seq.images = request.get(EXTRAS, (None, ()))

@@ -12,7 +12,9 @@ Between a request's send and its arrival lies the server's front end (HTTP, toke
 constant, or, for a server calibrated to one whose front end shares a CPU with its engine, a delay that
 grows with the requests in flight at the send and the prompt's length. That is why a send is an event
 of its own: its delay is known only once the loop has reached the send and knows what finished before
-it. `sent[k]` and `load[k]` keep each request's send time and the requests in flight when it was sent."""
+it. `sent[k]` and `load[k]` keep each request's send time and the requests in flight when it was sent.
+A vision-language model's front end then preprocesses a request's images on its one processor, in arrival
+order (frontend.MediaQueue): the request reaches the engine when that is done (a third event, PREPPED)."""
 
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ import bisect
 import heapq
 import math
 
-from ..frontend import front_end
+from ..frontend import MediaQueue, front_end
 
-SEND, ARRIVE = 0, 1
+SEND, ARRIVE, PREPPED = 0, 1, 2
 
 
 class _Arrivals:
@@ -43,6 +45,8 @@ class _Arrivals:
         self.load = [0] * n  # where finishes are reported: one instance, or a cluster with dynamic arrivals
         self._ends: list[float] = []
         self._sends = 0
+        self.media: list | None = None  # per request its images' preprocessing seconds (None: no images)
+        self.queue = MediaQueue()
 
     def _send(self, t: float, k: int) -> None:
         if self.constant:
@@ -62,9 +66,14 @@ class _Arrivals:
         heap = self.heap
         while heap and heap[0][0] <= now:
             t, k, kind = heapq.heappop(heap)
+            if kind == PREPPED:
+                return t, k
             if kind == ARRIVE:
                 if self.constant:
                     self._count(self.sent[k], k)
+                if self.media and self.media[k]:
+                    heapq.heappush(heap, (self.queue.done(t, self.media[k]), k, PREPPED))
+                    continue
                 return t, k
             self.sent[k] = t
             heapq.heappush(heap, (t + self.front.delay(self._count(t, k), self.prompts[k]), k, ARRIVE))
@@ -211,13 +220,17 @@ def _prompts(prompts, units) -> list:
 
 def arrivals_for(plan, front=0.0):
     """The arrivals a plan describes (workloads.plan.Plan), each reaching the engine through the front
-    end (a FrontEnd, or a constant in seconds) after its send."""
+    end (a FrontEnd, or a constant in seconds) after its send, and its images' preprocessing."""
     prompts = [r.prompt_tokens for r in plan.requests]
     if plan.jobs:
-        return JobArrivals(plan.jobs, plan.job_cap, prompts, front)
-    if plan.sessions:
-        return SessionArrivals(plan.sessions, plan.session_cap, prompts, front)
-    if plan.closed:
+        arr = JobArrivals(plan.jobs, plan.job_cap, prompts, front)
+    elif plan.sessions:
+        arr = SessionArrivals(plan.sessions, plan.session_cap, prompts, front)
+    elif plan.closed:
         a = plan.arrival
-        return ClosedArrivals(prompts, a.concurrency, a.think_time_s, plan.duration_s, front)
-    return OpenArrivals(plan.offsets, front, prompts)
+        arr = ClosedArrivals(prompts, a.concurrency, a.think_time_s, plan.duration_s, front)
+    else:
+        arr = OpenArrivals(plan.offsets, front, prompts)
+    if arr.front.preprocesses and any(r.media for r in plan.requests):
+        arr.media = [arr.front.media(r.media["sizes"]) if r.media else 0.0 for r in plan.requests]
+    return arr
