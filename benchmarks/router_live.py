@@ -56,7 +56,7 @@ def one(workload: str, policy: str, n: int, rate: float | None, out_dir: str, fr
     sim_cfg = replace(cfg, frontend_ms=front[0], frontend_token_us=front[1])
     with RouterFleet(cfg, policy) as fleet:
         before = fleet.hits()
-        target = gb.Target(base_url=fleet.base_url, replica_header="x-goodbench-replica")
+        target = gb.Target(base_url=fleet.base_url, replica_header="x-goodbench-replica", replicas=fleet.names)
         live = gb.run(spec, target, result_dir=out_dir, scrape_metrics=False)
         after = fleet.hits()
     sim = gb.simulate(spec, sim_cfg, result_dir=out_dir, cluster=ClusterSpec(replicas=2, router=policy))

@@ -26,7 +26,7 @@ from goodbench.engine.serve.server import RUNNER_OPTIONS, EngineServer, ServeOpt
 from goodbench.engine.virtual import simulate
 from goodbench.errors import UsageError
 from goodbench.metrics.derived import RequestMetrics
-from goodbench.metrics.replicas import describe, jain_index, peak_in_flight, replica_block
+from goodbench.metrics.replicas import describe, fleet_names, jain_index, peak_in_flight, replica_block
 from goodbench.records import RequestRecord, RequestSpec
 from goodbench.workloads import Plan
 
@@ -89,6 +89,13 @@ def test_replica_block_splits_hits_and_balance():
         [("a", 1, "w0"), ("a", 2, "w0"), ("b", 1, "w0"), ("b", 2, "w1"), ("c", 1, "w1")])]  # fmt: skip
     b = replica_block(RequestMetrics(turns))
     assert (b["sessions"], b["sessions_split"]) == (3, 1) and "1 of 3 sessions moved" in describe(b)
+    # a live run not told the fleet balances over the replicas seen, and says so: all on one reads 1.00
+    alone = replica_block(RequestMetrics([rec(0, "w0", 0), rec(1, "w0", 0)]))
+    assert alone["jain_index"] == 1.0 and alone["balance_over"] == "seen" and "replicas seen" in describe(alone)
+    told = replica_block(
+        RequestMetrics([rec(0, "w0", 0), rec(1, "w0", 0)]), fleet_names(None, {"replicas": ["w0", "w1"]})
+    )
+    assert told["jain_index"] == 0.5 and told["balance_over"] == "fleet" and "replicas seen" not in describe(told)
 
 
 # ---------------------------------------------------------------- routers

@@ -22,7 +22,7 @@ def test_a_live_router_fleet_is_attributed_and_its_cache_counted(policy, tmp_pat
     cfg = gb.EngineConfig(enable_prefix_caching=True)
     with RouterFleet(cfg, policy, log_dir=str(tmp_path)) as fleet:
         before = fleet.hits()
-        target = gb.Target(base_url=fleet.base_url, replica_header="x-goodbench-replica")
+        target = gb.Target(base_url=fleet.base_url, replica_header="x-goodbench-replica", replicas=fleet.names)
         run = gb.run(spec, target, result_dir=str(tmp_path), scrape_metrics=False)
         after = fleet.hits()
     recs = [r for r in run.records() if r.status == "ok"]
@@ -32,6 +32,8 @@ def test_a_live_router_fleet_is_attributed_and_its_cache_counted(policy, tmp_pat
         assert sum(r.cached_tokens for r in recs if r.replica == w) == after[w] - before[w]
     block = run.summary["replicas"]
     assert block["attributed"] == 30 and block["hit_rate"] > 0.05  # the system prompts and documents recur
+    # the balance is over both workers, one that served nothing included (--replicas names them)
+    assert set(block["per_replica"]) == {"w0", "w1"} and block["balance_over"] == "fleet"
     if policy == "round_robin":  # in turn
         assert sorted(v["requests"] for v in block["per_replica"].values()) == [15, 15]
     # the simulated fleet (engine/router.py's model of the policy) predicts the hit rate the router got:

@@ -95,9 +95,14 @@ class RouterFleet:
     def base_url(self) -> str:
         return self.router.base_url
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The workers' replica names, as their x-goodbench-replica header says them (`goodbench run --replicas`)."""
+        return tuple(f"w{i}" for i in range(len(self.workers)))
+
     def hits(self) -> dict[str, float]:
         """Each worker's prefix-cache hit counter (by its replica name)."""
-        return {f"w{i}": prefix_hits(w.base_url) for i, w in enumerate(self.workers)}
+        return dict(zip(self.names, (prefix_hits(w.base_url) for w in self.workers)))
 
 
 def _stop(proc: ServerProcess) -> None:

@@ -100,6 +100,7 @@ class Target:
     pool_batch: int = 1  # embeddings: texts per request; rerank / score: documents per query
     kernel_stamps: bool = True  # lean client on http:// (Linux): chunk times from the kernel's receive stamps
     replica_header: str | None = None  # a response header naming the replica that served each request
+    replicas: tuple[str, ...] = ()  # every replica behind the router, as that header names them (the balance's)
     session_header: str | None = None  # the header a session's id is sent in (None: the workload's)
 
 
@@ -364,6 +365,8 @@ def run(
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
         rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged)
+        if target.replicas:  # one that serves nothing still counts in the balance (metrics/replicas.fleet_names)
+            rd.meta.target["replicas"] = list(target.replicas)
         logs["dir"] = rd.dir
         opts = RunOptions(
             max_concurrency, max(1, workers), grace_s, scrape_metrics, slo=spec.slo, gpu_telemetry=tuple(gpus)

@@ -137,7 +137,8 @@ def cmd_fleet(args) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with RouterFleet(cfg, args.policy, args.workers, port=args.port) as fleet:
         print(f"fleet ready: {fleet.base_url} ({args.workers} workers, vllm-router --policy {args.policy}); "
-              f"logs in {fleet.log_dir}", flush=True)  # fmt: skip
+              f"logs in {fleet.log_dir}; measure with --replica-header x-goodbench-replica --replicas "
+              f"{','.join(fleet.names)}", flush=True)  # fmt: skip
         stop.wait()
     return EXIT_OK
 

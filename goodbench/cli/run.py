@@ -89,6 +89,12 @@ def _add_header_args(g) -> None:
         "summary's replicas block (default: none)",
     )
     g.add_argument(
+        "--replicas",
+        metavar="NAME,NAME",
+        help="every replica behind the router, as --replica-header names them: one that serves nothing still "
+        "counts in the balance (Jain's index); without it the balance covers the replicas seen (default: none)",
+    )
+    g.add_argument(
         "--session-header",
         metavar="NAME",
         help="the request header a multi-turn session's id is sent in, for a router's session affinity "
@@ -188,6 +194,7 @@ def _target(args):
         pool_batch=args.pool_batch,
         kernel_stamps=not args.no_kernel_timestamps,
         replica_header=args.replica_header,
+        replicas=tuple(x.strip() for x in (args.replicas or "").split(",") if x.strip()),
         session_header=args.session_header,
     )
 

@@ -41,8 +41,12 @@ def _cache_numbers(prompt: np.ndarray, cached: np.ndarray) -> dict:
     return {"prompt_tokens": p, "cached_tokens": k, "hit_rate": k / p if p else None}
 
 
-def fleet_names(engine: dict | None) -> list[str] | None:
-    """A simulated or served cluster's instance names (as its records and x-goodbench-replica name them)."""
+def fleet_names(engine: dict | None, target: dict | None = None) -> list[str] | None:
+    """A simulated or served cluster's instance names (as its records and x-goodbench-replica name them), or
+    the replicas a live run was told sit behind its router (`goodbench run --replicas`)."""
+    named = (target or {}).get("replicas") if isinstance(target, dict) else None
+    if isinstance(named, list) and named:
+        return [str(x) for x in named]
     cl = (engine or {}).get("cluster") if isinstance(engine, dict) else None
     if not isinstance(cl, dict):
         return None
@@ -84,6 +88,7 @@ def replica_block(c: RequestMetrics, fleet: list[str] | None = None, ci: bool = 
         "ttft_ms_hit": dist(c.ttft[hit & has_first], ci) if hit.any() else None,
         "ttft_ms_miss": dist(c.ttft[said & ~hit & has_first], ci) if (said & ~hit).any() else None,
         "jain_index": jain_index([v["requests"] for v in per.values()]),
+        "balance_over": "fleet" if fleet else "seen",  # every replica, or only those that served a request
         **_affinity(cols, seen),
         "per_replica": per,
     }
@@ -110,6 +115,8 @@ def describe(block: dict | None, expected: float | None = None) -> str | None:
     if per:
         j = block.get("jain_index")
         parts.append(f"{len(per)} replica{'s' if len(per) != 1 else ''}, balance (Jain) {j:.2f}" if j else "")
+        if j and block.get("balance_over") == "seen":
+            parts[-1] += " (over the replicas seen; --replicas names them all)"
         if block["attributed"] < block["requests"]:
             parts[-1] += f" ({block['requests'] - block['attributed']} requests unattributed)"
     hr = block.get("hit_rate")

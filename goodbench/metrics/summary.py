@@ -187,7 +187,7 @@ def _shaped_blocks(s: dict, c: RequestMetrics, slo: dict | None, duration: float
         s["jobs"] = job_block(c, slo, duration)
     if (cols.items >= 0).any():  # embeddings, rerank, score: items too
         s["pooling"] = pooling_block(c, duration)
-    fleet = replica_block(c, fleet_names(meta.engine))  # who served each request, what its cache held
+    fleet = replica_block(c, fleet_names(meta.engine, meta.target))  # who served each request, what its cache held
     if fleet is not None:
         s["replicas"] = fleet
 
