@@ -171,7 +171,9 @@ def test_simulate_refuses_images_on_a_text_model_and_audio_before_the_clock(tmp_
     assert m["requests"] == 12 and set(m["ttft_ms_by_images"]) == {"1", "3"}
     assert m["prompt_tokens_mean"] > 300  # the server's count: 448 x 448 is 256 tokens
     u = run.summary["engine_uncertainty"]
-    assert "held-out lone-request VLM TTFTs" in u["basis"] and "vlm_loaded.py" in u["basis"] and u["step_time_pct"] >= 23
+    assert (
+        "held-out lone-request VLM TTFTs" in u["basis"] and "vlm_loaded.py" in u["basis"] and u["step_time_pct"] >= 23
+    )
 
 
 def test_the_preprocessing_terms_are_the_fit_to_their_source():
