@@ -9,6 +9,9 @@ over base-model requests, 120-815 running). Held out:
      adapter, --max-loras 1: output throughput 1,787.78 against 2,693.62 tok/s without LoRA (0.664). Simulated
      here: the bundled ShareGPT sample, all requests at once, a100-80g-sxm (the PR says "1xA100"), with and
      without LoRA.
+  C. the memory a GPU adapter slot takes from the KV cache (engine/lora.slot_bytes, nothing fitted): Agulló et
+     al.'s memory_overhead runs (vLLM 0.5.0, Llama-2-7B, base requests): KV blocks the server logged at several
+     --max-loras, per added slot, at ranks 8, 16 and 32.
 
     python benchmarks/lora_overhead.py"""
 
@@ -21,6 +24,21 @@ from goodbench.engine import lorafit
 from goodbench.engine.lora import KERNEL_FLOOR_S, KERNEL_TOKEN_S
 
 PR_11267 = 1787.78 / 2693.62
+# (max_lora_rank, slots, slots, KV blocks at each): vLLM 0.5.0's logged "# GPU blocks" (16-token blocks)
+SLOT_BLOCKS = ((8, 256, 512, 3597, 2160), (8, 128, 256, 4302, 3597), (16, 128, 256, 3757, 2354),
+               (32, 64, 128, 3821, 2514), (32, 128, 192, 2514, 1166))  # fmt: skip
+
+
+def slot_rows() -> list[tuple]:
+    """(rank, measured KV blocks per added slot, the engine's) for Llama-2-7B at TP 1."""
+    from goodbench.engine.lora import slot_bytes
+    from goodbench.engine.models import get_model
+
+    cfg = gb.EngineConfig(model="llama-2-7b")
+    block = cfg.kv_bytes_per_token() * 16
+    return [
+        (r, (b1 - b2) / (n2 - n1), slot_bytes(get_model("llama-2-7b"), r) / block) for r, n1, n2, b1, b2 in SLOT_BLOCKS
+    ]
 
 
 def table() -> list[tuple]:
@@ -63,6 +81,8 @@ def main() -> None:
         f"vLLM PR #11267 (A100, ShareGPT offline, one rank-8 adapter): throughput ratio measured {PR_11267:.3f}, "
         f"engine {r:.3f} ({r / PR_11267 - 1:+.1%}; the overhead {(1 - r) / (1 - PR_11267) - 1:+.0%})"
     )
+    print("KV blocks a GPU adapter slot takes (vLLM 0.5.0, Llama-2-7B; rank: measured / engine):")
+    print("  " + ", ".join(f"rank {r}: {m:.2f} / {e:.2f} ({e / m - 1:+.1%})" for r, m, e in slot_rows()))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from goodbench.engine.core import Engine
 from goodbench.engine.costmodel import CostModel
 from goodbench.engine.hardware import get_gpu
 from goodbench.engine.kvcache import Seq
-from goodbench.engine.lora import AdapterSlots, LoraCost, adapter_params
+from goodbench.engine.lora import AdapterSlots, LoraCost, adapter_params, slot_bytes
 from goodbench.engine.models import get_model
 from goodbench.engine.serve.server import EngineServer, ServeOptions
 from goodbench.errors import InputError, UsageError
@@ -138,6 +138,21 @@ def test_base_model_requests_on_a_lora_server_cost_what_they_cost_without_lora()
         return [e.step().duration for _ in range(5)]
 
     assert run(EngineConfig(enable_lora=True, max_loras=4)) == run(EngineConfig())
+
+
+def test_adapter_slots_take_their_memory_from_the_kv_cache():
+    m = get_model("llama-2-7b")
+    # packed q/k/v and gate/up keep an A per slice: rank x (3h + qkv out + h + o in + 2h + 2 ffn + ffn + h) a layer
+    per_rank = (3 * 4096 + 3 * 4096) + (4096 + 4096) + (2 * 4096 + 2 * 11008) + (11008 + 4096)
+    assert slot_bytes(m, 8) == 8 * per_rank * 32 * 2 and slot_bytes(m, 8, tp=2) < slot_bytes(m, 8)
+    blocks = [
+        EngineConfig(model="llama-2-7b", gpu="h100-sxm", enable_lora=on, max_loras=n, max_lora_rank=16).resolved()
+        for on, n in ((False, 1), (True, 1), (True, 65))
+    ]
+    per_block = blocks[0].kv_bytes_per_token() * 16
+    off, one, many = (c.num_gpu_blocks for c in blocks)
+    assert off - one == pytest.approx(slot_bytes(m, 16) / per_block, abs=1)
+    assert (one - many) / 64 == pytest.approx(slot_bytes(m, 16) / per_block, abs=0.1)  # 9.5 blocks a slot
 
 
 def test_a_simulation_of_adapters_needs_an_engine_that_serves_them(tmp_path):

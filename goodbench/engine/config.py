@@ -13,6 +13,7 @@ from .hardware import GIB, GPUS, get_gpu
 from .knobs import knob, to_argv
 from .models import Model, get_model, is_model_file
 from .profile import SERVER_KEYS, Profile, contradiction, server
+from .lora import slot_bytes
 from .speculative import METHODS, SpecDecode, draft_shape
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
@@ -195,12 +196,15 @@ class EngineConfig:
         # activations of the profiling pass (hidden + qkv + gate/up per token) and sampler logits
         act = budget * (4 * model.hidden + 2 * model.active_ffn / tp) * 2 + seqs * model.vocab * 4 / tp
         usable = gpu.mem_gib * GIB * self.gpu_memory_utilization
+        # LoRA: max_loras GPU slots at max_lora_rank, allocated before the KV cache (engine/lora.slot_bytes)
+        lora = self.max_loras * slot_bytes(model, self.max_lora_rank, tp) if self.enable_lora else 0.0
         return {
             "usable": usable,
             "weights": weights,
             "activations": act,
             "non_torch": NON_TORCH_GIB * GIB,
-            "kv": usable - weights - act - NON_TORCH_GIB * GIB,
+            "lora_slots": lora,
+            "kv": usable - weights - act - NON_TORCH_GIB * GIB - lora,
         }
 
     def kv_bytes_per_token(self) -> float:

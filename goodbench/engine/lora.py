@@ -47,6 +47,19 @@ def adapter_params(m, rank: int) -> int:
     return rank * (qkv + o + gate_up + down) * m.layers
 
 
+def slot_bytes(m, rank: int, tp: int = 1, dtype_bytes: int = 2) -> float:
+    """Bytes per GPU one GPU adapter slot takes, as vLLM allocates it (max_loras of them, at max_lora_rank,
+    before the KV cache is sized): packed projections keep an A per slice (q, k, v; gate, up); a
+    column-parallel layer's A is whole on every rank and its B split, a row-parallel one's the other way."""
+    h, hd = m.hidden, m.head_dim
+    ffn = m.ffn or (m.moe.expert_ffn if m.moe else 0)
+    qkv = 3 * h + (m.heads + 2 * m.kv_heads) * hd / tp
+    o = m.heads * hd / tp + h
+    gate_up = 2 * h + 2 * ffn / tp
+    down = ffn / tp + h
+    return rank * (qkv + o + gate_up + down) * m.layers * dtype_bytes
+
+
 @dataclass(frozen=True)
 class LoraCost:
     """The LoRA GEMMs' time in a step, per GPU (TP shards the adapters as it shards the layers)."""
