@@ -11,9 +11,9 @@ from ..errors import UsageError
 from ..limits import check
 from .hardware import GIB, GPUS, get_gpu
 from .knobs import knob, to_argv
+from .lora import slot_bytes
 from .models import Model, get_model, is_model_file
 from .profile import SERVER_KEYS, Profile, contradiction, server
-from .lora import slot_bytes
 from .speculative import METHODS, SpecDecode, draft_shape
 
 SCHEDULERS = ("vllm", "decode-first", "prefill-first", "static")
