@@ -288,11 +288,13 @@ def _gate_meta(gate, target_attainment: float, workload_gate: dict | None) -> di
 
 
 def _open_run(
-    spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels, judged: dict
+    spec, plan, ccfg, cfg, tok, result_dir: str, run_id: str | None, max_concurrency, labels, judged: dict, fleet=()
 ) -> RunDir:
-    """The run directory of a live run: its meta from the plan, the target and the engine it started."""
+    """The run directory of a live run: its meta from the plan, the target (and the replicas behind it, where
+    named: one that serves nothing still counts in the balance, metrics/replicas.fleet_names) and the engine."""
     cap = max_concurrency or (spec.session.max_concurrent if plan.sessions else None) or None
     target = {"base_url": scrub_url(ccfg.base_url), "endpoint": ccfg.endpoint, "model": ccfg.model}
+    target |= {"replicas": list(fleet)} if fleet else {}
     meta = plan_meta(
         spec,
         plan,
@@ -364,9 +366,7 @@ def run(
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
-        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged)
-        if target.replicas:  # one that serves nothing still counts in the balance (metrics/replicas.fleet_names)
-            rd.meta.target["replicas"] = list(target.replicas)
+        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged, target.replicas)
         logs["dir"] = rd.dir
         opts = RunOptions(
             max_concurrency, max(1, workers), grace_s, scrape_metrics, slo=spec.slo, gpu_telemetry=tuple(gpus)

@@ -36,6 +36,10 @@ class FrontEnd:
     def delay(self, in_flight: int, prompt_tokens: int) -> float:
         return self.base_s + self.flight_s * in_flight + self.token_s * prompt_tokens
 
+    def twice(self) -> FrontEnd:
+        """The front end paid twice over (a router that has a worker render the prompt before routing it)."""
+        return FrontEnd(2 * self.base_s, 2 * self.flight_s, 2 * self.token_s, self.image_s, self.pixel_s)
+
     @property
     def preprocesses(self) -> bool:
         return bool(self.image_s or self.pixel_s)

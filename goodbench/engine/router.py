@@ -46,6 +46,9 @@ ALIASES = {
     "sticky_least_loaded": "session",
 }
 ROUTER_NAMES = ROUTERS + tuple(ALIASES)
+# policies whose router has a worker render (tokenize) the prompt before it routes (vllm-router 0.1.17's
+# cache_aware asks the render endpoints for the token ids it matches): a second pass through a front end
+RENDERS = ("cache-aware",)
 CACHE_THRESHOLD = 0.3  # vllm-router's defaults (--cache-threshold, --balance-abs/rel-threshold)
 BALANCE_ABS = 64
 BALANCE_REL = 1.5
