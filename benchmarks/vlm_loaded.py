@@ -5,10 +5,12 @@ Held out, whole: yhyang201/sgl-bench @ 03fedd7, records/20260414/20260414_195338
 0.19.1rc1, one H200, Qwen3-VL-8B, TP 1): `vllm bench serve --dataset-name image --num-prompts 128 --request-rate
 inf --max-concurrency C --random-input-len 512 --random-output-len 32 --image-count N --image-resolution R`, three
 runs a cell (their means are quoted; the engine's preprocessing terms were fitted to the same probe's unloaded
-720p and 1440p rows, engine/visionfit.py, never to these). The engine runs each cell as `simulate` would: 128
-requests of 512 text tokens and N images of R, 32 tokens out, a closed loop of C users.
+720p and 1440p rows, engine/visionfit.py, never to these; but these rows were seen before the preprocessing was
+moved out of the GPU step into the front end, so they check that move only loosely: docs/engine.md). The engine
+runs each cell as `simulate` would: 128 requests of 512 text tokens and N images of R, 32 tokens out, a closed
+loop of C users.
 
-    python benchmarks/vlm_loaded.py [--concurrency 16,32,128]     (about a minute)"""
+    python benchmarks/vlm_loaded.py [--concurrency 16,32,128]     (about 6 minutes on 2 cores)"""
 
 from __future__ import annotations
 

@@ -110,10 +110,45 @@ def test_calibrate_fits_the_acceptance_and_the_steps_of_a_speculating_server(spe
         assert all(abs(e) < 0.08 for e in row["fit_error"].values()), row
     assert any("the runs speculated" in n for n in cal.notes)
     # a what-if on k alone keeps the server's method and fitted acceptance; k = 0 turns speculation off
-    five = resolve_engine(gb.EngineConfig(calibration=out, num_speculative_tokens=3))
-    assert five.spec().k == 3 and five.spec().by_class == tuple((c, rs + rs[-1:]) for c, rs in fitted.by_class)
+    three = resolve_engine(gb.EngineConfig(calibration=out, num_speculative_tokens=3))
+    assert three.spec().k == 3 and three.spec().by_class == tuple((c, rs + rs[-1:]) for c, rs in fitted.by_class)
     assert resolve_engine(gb.EngineConfig(calibration=out, num_speculative_tokens=0)).spec() is None
     assert resolve_engine(gb.EngineConfig(calibration=out)).spec().k == 2
+    # a sweep's K = 0 cell naming the server's method is off too; another method keeps the server's k, its own rates
+    off = gb.EngineConfig(calibration=out, speculative_method="eagle3", num_speculative_tokens=0)
+    assert resolve_engine(off).spec() is None
+    other = resolve_engine(gb.EngineConfig(calibration=out, speculative_method="mtp")).spec()
+    assert other.method == "mtp" and other.k == 2 and other.by_class == ()
+    # the left-out run is predicted with the acceptance of the other run alone (its own counters unseen)
+    assert cal.out_of_sample and all(r["loro_error"] for r in cal.rows)
+
+
+def test_a_server_without_per_position_counters_replays_at_its_drafts_k(spec_runs):
+    from dataclasses import replace
+
+    from goodbench.analysis.calrun import load_run
+    from goodbench.analysis.calspec import speculation
+
+    runs = [load_run(d) for d in spec_runs[2]]
+    runs = [replace(r, spec={**r.spec, "per_position": [], "conditional_rates": []}) for r in runs]
+    with pytest.raises(UsageError, match="--speculative-acceptance"):
+        speculation(runs, gb.EngineConfig(speculative_method="eagle3"))
+    cfg, b = speculation(runs, gb.EngineConfig(speculative_method="eagle3", speculative_acceptance="0.7"))
+    assert cfg.num_speculative_tokens == 2 and cfg.spec().k == 2  # draft tokens / drafts
+
+
+def test_a_disaggregated_decode_side_accepts_at_its_requests_class(tmp_path):
+    from goodbench.engine.layout import ClusterSpec
+
+    (tmp_path / "two.toml").write_text(TWO)
+    eng = gb.EngineConfig(
+        gpu="h100-sxm", speculative_method="eagle3", num_speculative_tokens=2, speculative_acceptance=TRUE_ACCEPTANCE
+    )
+    wl = gb.load_workload(str(tmp_path / "two.toml"))
+    b = gb.simulate(wl, eng, result_dir=str(tmp_path), cluster=ClusterSpec(prefill=1, decode=1)).summary["speculative"]
+    truth = SpecDecode.from_knobs("eagle3", 2, TRUE_ACCEPTANCE)
+    for c in ("code", "chat"):
+        assert expected_tokens(b["acceptance_by_class"][c]) == pytest.approx(truth.expected_tokens(c), rel=0.06), c
 
 
 def test_a_profile_with_speculation_it_cannot_read_names_the_file(tmp_path):

@@ -144,6 +144,17 @@ def test_images_are_preprocessed_one_request_at_a_time_before_the_engine():
     assert arr.pop(9.0) is None and arr.sent == [0.0, 0.0, 0.0, 0.5]
 
 
+def test_a_fleets_api_servers_preprocess_side_by_side_and_a_rendering_router_pays_the_front_end_twice():
+    from goodbench.engine.frontend import FrontEnd, MediaQueue
+    from goodbench.engine.router import front_end_for
+
+    q = MediaQueue(2)  # two replicas' API servers: the third request waits for the first free one
+    assert [q.done(0.0, p) for p in (0.3, 0.1, 0.1)] == [0.3, 0.1, pytest.approx(0.2)]
+    fe = FrontEnd(0.002, token_s=1e-6, image_s=0.01)
+    assert front_end_for("cache_aware", True, fe) == FrontEnd(0.004, token_s=2e-6, image_s=0.01)
+    assert front_end_for("cache_aware", False, fe) is fe and front_end_for("round_robin", True, fe) is fe
+
+
 def test_served_images_wait_their_turn_on_one_preprocessor():
     import asyncio
     import time

@@ -59,7 +59,7 @@ def advise(
     tp = cfg.tensor_parallel_size
     kv_tok = cfg.kv_bytes_per_token()
     act_tok = (4 * m.hidden + 2 * m.active_ffn / tp) * 2  # bytes per token in flight through a layer (bf16)
-    free = mem["usable"] - mem["weights"] - mem["non_torch"]
+    free = mem["usable"] - mem["weights"] - mem["non_torch"] - mem["lora_slots"]
     reserve = concurrency * context * kv_tok
     per_token = act_tok + kv_tok
     ceiling = int(max(0.0, free - reserve) // per_token)

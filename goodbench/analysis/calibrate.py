@@ -36,7 +36,7 @@ from ..engine.virtual.instance import run_instance
 from ..errors import InputError
 from ..workloads.plan import Plan
 from .calrun import MIN_GAPS, RunData, decode_gaps, errors, held_out_errors, load_run, observed_stats, one_server
-from .calspec import note, profile_keys, speculation
+from .calspec import held_out, note, profile_keys, speculation
 
 HUBER = 0.2  # relative errors beyond 20% count linearly, not squared (a request the replay queues differently)
 # pull towards 0 per term, in units of its scale: the per-step terms are free; context and prefill
@@ -416,6 +416,7 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
     runs = [load_run(p) for p in paths]
     say = on_stage or (lambda text: None)
     both = " (with and without async scheduling)" if base.async_scheduling is None else ""
+    given = base
     base, spec = speculation(runs, base)  # a speculating server's runs replay with its acceptance
     say(f"fitting the step-time model to {len(runs)} run(s), {sum(len(r.requests) for r in runs)} requests{both} ...")
     cfg, terms, sched = fit_scheduling(runs, base)
@@ -436,7 +437,8 @@ def calibrate_runs(paths: list[str], base: EngineConfig, on_stage=None) -> Calib
         if len(runs) > 1:
             say(f"leave-one-run-out: fitting without {run.path} ...")
             others = runs[:i] + runs[i + 1 :]
-            row["loro"] = predicted_stats(run, cfg, *fit_scattered(others, cfg))
+            ocfg = held_out(cfg, others, given)
+            row["loro"] = predicted_stats(run, ocfg, *fit_scattered(others, ocfg))
             row["loro_error"] = errors(obs, row["loro"])
         rows.append(row)
     pct, basis = held_out_errors(rows)

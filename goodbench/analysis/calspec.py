@@ -14,12 +14,11 @@ from dataclasses import replace
 import numpy as np
 
 from ..engine.config import EngineConfig
+from ..engine.profile import SPEC_KEYS
 from ..engine.speculative import METHODS
 from ..errors import UsageError
 from ..metrics.speculative import client_view, pooled, with_classes
 from .calrun import RunData
-
-KEYS = ("speculative_method", "num_speculative_tokens", "speculative_acceptance", "speculative_model")
 
 
 def measured(runs: list[RunData]) -> dict | None:
@@ -40,14 +39,15 @@ def speculation(runs: list[RunData], base: EngineConfig) -> tuple[EngineConfig, 
     b = measured(runs)
     if b is None:
         return base, None
-    k = len(b["per_position"])
+    # k: the per-position counters' positions, else the flag, else the draft tokens a drafted step carried
+    k = len(b["per_position"]) or int(base.num_speculative_tokens) or round(b["draft_tokens"] / b["drafts"])
     if not base.speculative_method:
         raise UsageError(
             f"the runs speculated ({b['drafts']:,} drafted steps in the server's vllm:spec_decode_* counters, "
             f"{k} draft tokens each): pass the method the server ran, --speculative-method "
             f"{{{','.join(METHODS)}}} (and --speculative-model for a draft model), so the replay drafts as it did"
         )
-    if base.num_speculative_tokens and base.num_speculative_tokens != k:
+    if b["per_position"] and base.num_speculative_tokens and base.num_speculative_tokens != k:
         raise UsageError(
             f"--num-speculative-tokens {base.num_speculative_tokens}, but the server's counters have {k} draft "
             "positions: pass the k it ran with, or leave the flag out"
@@ -65,7 +65,7 @@ def profile_keys(cfg: EngineConfig) -> dict:
     """The speculative knobs the profile's [engine] keeps (none where the replay did not speculate)."""
     if cfg.spec() is None:
         return {}
-    return {k: getattr(cfg, k) for k in KEYS if getattr(cfg, k) not in (None, "")} | {
+    return {k: getattr(cfg, k) for k in SPEC_KEYS if getattr(cfg, k) not in (None, "")} | {
         "num_speculative_tokens": int(cfg.num_speculative_tokens)
     }
 
@@ -80,3 +80,12 @@ def note(b: dict | None, cfg: EngineConfig) -> list[str]:
         f"{cfg.speculative_acceptance} ({given}; the counters: acceptance rate {b['acceptance_rate']:.1%}, mean "
         f"acceptance length {b['mean_acceptance_length']:.2f})"
     ]
+
+
+def held_out(cfg: EngineConfig, others: list[RunData], given: EngineConfig) -> EngineConfig:
+    """The replay knobs for predicting a run left out of the fit: the acceptance measured on the other runs
+    alone (the user's where given), so its held-out TPOT is not told its own counters."""
+    if cfg.spec() is None or given.speculative_acceptance:
+        return cfg
+    b = measured(others)
+    return replace(cfg, speculative_acceptance=b["acceptance"]) if b and b.get("acceptance") else cfg

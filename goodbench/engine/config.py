@@ -268,12 +268,14 @@ class EngineConfig:
         mem = self.memory()
         blocks = int(mem["kv"] // (self.kv_bytes_per_token() * self.block_size))
         if blocks <= 0:
-            need = (mem["weights"] + mem["activations"] + mem["non_torch"]) / GIB
+            need = (mem["weights"] + mem["activations"] + mem["non_torch"] + mem["lora_slots"]) / GIB
+            lora = f" + LoRA slots {mem['lora_slots'] / GIB:.1f} GiB" if mem["lora_slots"] else ""
             raise UsageError(
                 f"{model.name} does not fit on {gpu.name} at tp={self.tensor_parallel_size}: weights "
                 f"{mem['weights'] / GIB:.1f} GiB + activations {mem['activations'] / GIB:.1f} GiB + runtime "
-                f"{NON_TORCH_GIB:.1f} GiB = {need:.1f} GiB > {mem['usable'] / GIB:.1f} GiB usable ({gpu.mem_gib:g} GiB "
-                f"x {self.gpu_memory_utilization:g}). Raise --tensor-parallel-size, use --dtype fp8, or a bigger GPU."
+                f"{NON_TORCH_GIB:.1f} GiB{lora} = {need:.1f} GiB > {mem['usable'] / GIB:.1f} GiB usable "
+                f"({gpu.mem_gib:g} GiB x {self.gpu_memory_utilization:g}). Raise --tensor-parallel-size, use --dtype "
+                f"fp8, {'lower --max-loras, ' if lora else ''}or a bigger GPU."
             )
         return blocks
 
@@ -331,17 +333,17 @@ class EngineConfig:
     def _served_spec(self, served: dict) -> EngineConfig:
         """The speculative decoding a calibration profile's server ran (its method, k and fitted acceptance),
         where the user left it: a what-if on k alone (--num-speculative-tokens 5) keeps the server's method
-        and acceptance; another method is the user's own; --num-speculative-tokens 0 turns it off."""
-        m = served.get("speculative_method")
-        if not m or (self.speculative_method and self.speculative_method != m):
+        and acceptance; another method keeps the server's k, with its own rates; --num-speculative-tokens 0
+        turns it off, whatever the method (a sweep's baseline cell)."""
+        m, k = served.get("speculative_method"), self.num_speculative_tokens
+        if not m or (user_set(k) and k == 0):
             return self
-        k = self.num_speculative_tokens
-        if self.speculative_method is None and user_set(k) and k == 0:
-            return self
-        kept = {"speculative_method": m, "num_speculative_tokens": k or served.get("num_speculative_tokens", 0)}
-        for key in ("speculative_acceptance", "speculative_model"):
-            if getattr(self, key) is None and served.get(key) is not None:
-                kept[key] = served[key]
+        kept = {"num_speculative_tokens": k if user_set(k) else served.get("num_speculative_tokens", 0)}
+        if self.speculative_method in (None, m):
+            kept["speculative_method"] = m
+            for key in ("speculative_acceptance", "speculative_model"):
+                if getattr(self, key) is None and served.get(key) is not None:
+                    kept[key] = served[key]
         return replace(self, **kept)
 
     def _resolve(self, served: dict) -> EngineConfig:

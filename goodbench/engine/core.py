@@ -132,7 +132,7 @@ class Engine:
         fixed = self.cost.fixed_step_s is not None
         for w, h in seq.images:
             tokens, patches = v.tokens(w, h)
-            seq.prompt_len += tokens + v.wrap
+            seq.prompt_len += v.prompt_tokens(w, h)
             seq.enc_tokens += tokens
             seq.enc_all += tokens
             if not fixed:

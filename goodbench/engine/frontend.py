@@ -50,15 +50,16 @@ class FrontEnd:
 
 
 class MediaQueue:
-    """The front end's one preprocessing processor, first come first served: when a request whose
-    preprocessing takes p seconds, ready at t, is done."""
+    """The front end's preprocessing processors (one per API server: a replica each), first come first served:
+    when a request whose preprocessing takes p seconds, ready at t, is done (on the first processor free)."""
 
-    def __init__(self):
-        self.free_at = 0.0
+    def __init__(self, processors: int = 1):
+        self.free = [0.0] * max(1, processors)
 
     def done(self, t: float, p: float) -> float:
-        self.free_at = max(t, self.free_at) + p
-        return self.free_at
+        i = min(range(len(self.free)), key=self.free.__getitem__)
+        self.free[i] = max(t, self.free[i]) + p
+        return self.free[i]
 
 
 def front_features(in_flight, prompt_tokens):

@@ -54,6 +54,12 @@ BALANCE_ABS = 64
 BALANCE_REL = 1.5
 
 
+def front_end_for(policy: str, many: bool, front):
+    """The front end a request pays before the engine behind this router (frontend.FrontEnd): twice where the
+    router has a worker render the prompt first (RENDERS); the one rule for simulate and serve."""
+    return front.twice() if many and canonical(policy) in RENDERS else front
+
+
 def canonical(policy: str) -> str:
     """The policy's goodbench name (a vllm-router spelling mapped); UsageError for an unknown one."""
     name = ALIASES.get(policy, policy)

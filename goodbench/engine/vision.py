@@ -21,7 +21,8 @@ PREP_PIXEL_S = 81.656e-9
 # held out (benchmarks/vlm_ttft.py): the probe's 1080p rows (median 6.1 %, worst -13.0 %) and vLLM issue #41267
 # (-6.6 %); the fitted rows reach +13.8 % (at 64 images): what a run with images says in its engine_uncertainty
 VISION_HELD_OUT_WORST = 0.14
-# under load (benchmarks/vlm_loaded.py: the probe's closed loops of 16-128 users, never fitted): mean TTFT median
+# under load (benchmarks/vlm_loaded.py: the probe's closed loops of 16-128 users, never fitted, though seen before the
+# preprocessing left the step): mean TTFT median
 # |error| 23.1 % at 16 users (the worst C), single cells up to +154 % (one or two 720p images a request)
 VISION_LOADED_MEDIAN = 0.231
 
@@ -65,6 +66,10 @@ class Vision:
         gw, gh = self.grid(w, h)
         patches = gw * gh
         return patches // (self.merge * self.merge), patches
+
+    def prompt_tokens(self, w: int, h: int) -> int:
+        """The prompt tokens one w x h image becomes: its placeholders and the template's tokens around them."""
+        return self.tokens(w, h)[0] + self.wrap
 
     @property
     def params_per_layer(self) -> int:

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from ..config import EngineConfig
 from ..core import Engine, RequestTooLong
 from ..costmodel import CostModel
+from ..frontend import MediaQueue
 from ..kvcache import Seq
 from ..layout import ClusterSpec
-from ..router import Router
+from ..router import Router, front_end_for
 from .openai_api import Parsed, error_event
 from .server import EngineServer, ServeOptions
 from .steploop import EngineLoop
@@ -45,6 +46,8 @@ class ClusterServer(EngineServer):
         self.wanted: dict[int, int] = {}  # disaggregated: the output length the decode side will produce
         self.busy: dict[int, float] = {}  # disaggregated: prefill compute per request (layer-wise overlap)
         super().__init__(cfg, opts, tok, cost)
+        self.front_end = front_end_for(spec.router, spec.many, self.front_end)  # as the simulated fleet pays it
+        self.media_queue = MediaQueue(len(self.front))  # an API server's image preprocessing per instance
 
     def _build_loops(self, cost: CostModel | None) -> list[EngineLoop]:
         spec, t0, trace = self.spec, self.t0, self._trace

@@ -94,7 +94,7 @@ def image_tokens(model, sizes: tuple) -> int:
     """The prompt tokens these images become on this model (engine/vision.Vision.tokens; 0 on a text model,
     which refuses them when the request reaches the engine)."""
     v = model.vision
-    return 0 if v is None else sum(v.tokens(w, h)[0] + v.wrap for w, h in sizes)
+    return 0 if v is None else sum(v.prompt_tokens(w, h) for w, h in sizes)
 
 
 async def preprocess(queue, clock, seconds: float) -> float:

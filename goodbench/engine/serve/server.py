@@ -169,7 +169,6 @@ class EngineServer:
         self.ids = itertools.count()
         self.clock = time.monotonic
         self.in_flight = 0  # generate requests received and not yet answered (a calibrated front end's load)
-        self.media_queue = MediaQueue()  # a vision-language model's image preprocessing (frontend.MediaQueue)
         self._tasks: list[asyncio.Task] = []
         self.failed: str | None = None  # why an engine loop died (then /health is 503 and serve exits 1)
         self.on_failure = None  # called once when a loop dies (serve_forever stops the server)
@@ -178,6 +177,7 @@ class EngineServer:
         self.t0 = self.clock()
         self.started = int(time.time())
         self.loops: list[EngineLoop] = self._build_loops(cost)
+        self.front_end, self.media_queue = self.loops[0].engine.cost.front_end, MediaQueue()  # frontend.py's
 
     def _build_loops(self, cost: CostModel | None) -> list[EngineLoop]:
         """The engine instances this server steps (one here; servecluster.ClusterServer builds more)."""
@@ -343,7 +343,7 @@ class EngineServer:
         hashes = block_hashes(ids, self.cfg.block_size) if self.cfg.enable_prefix_caching or self.wants_hashes else ()
         # the modelled server's front end (HTTP, tokenizing) before the engine sees the request; a
         # calibrated one also grows with the requests already in flight and the prompt (engine/frontend.py)
-        fe = self.loops[0].engine.cost.front_end
+        fe = self.front_end
         front = fe.delay(self.in_flight, n_prompt)
         self.in_flight += 1
         try:

@@ -16,7 +16,7 @@ from ..config import EngineConfig
 from ..core import Engine
 from ..costmodel import CostModel
 from ..layout import ClusterSpec
-from ..router import RENDERS, canonical
+from ..router import front_end_for
 from .arrivals import arrivals_for
 from .cluster import ClusterSim
 from .instance import instance_stats, run_instance
@@ -49,9 +49,9 @@ def simulate(
     calibration). trace_path: write each step to a JSONL step trace (one instance only). step_scale:
     every step time times this (a sweep asks what its verdicts would be at the engine's error)."""
     own = (cost or CostModel.for_config(cfg.resolved())).scaled(step_scale)
-    front = own.front_end  # the (base) config's, on every layout; twice where the router renders first
-    renders = layout is not None and layout.many and canonical(layout.router) in RENDERS
-    arr = arrivals_for(plan, front.twice() if renders else front)
+    many = layout is not None and layout.many  # the front end is the (base) config's, on every layout
+    front = front_end_for(layout.router, many, own.front_end) if many else own.front_end
+    arr = arrivals_for(plan, front, (layout.prefill if layout.disaggregated else layout.replicas) if many else 1)
     if layout is not None and layout.many:
         if trace_path:
             raise UsageError("--step-trace is for one instance; drop it with --replicas / --disaggregate")

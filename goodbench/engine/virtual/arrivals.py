@@ -218,9 +218,10 @@ def _prompts(prompts, units) -> list:
     return prompts if prompts is not None else [0] * sum(len(u) for u in units)
 
 
-def arrivals_for(plan, front=0.0):
+def arrivals_for(plan, front=0.0, processors: int = 1):
     """The arrivals a plan describes (workloads.plan.Plan), each reaching the engine through the front
-    end (a FrontEnd, or a constant in seconds) after its send, and its images' preprocessing."""
+    end (a FrontEnd, or a constant in seconds) after its send, and its images' preprocessing on the front
+    ends' processors (one per replica's API server)."""
     prompts = [r.prompt_tokens for r in plan.requests]
     if plan.jobs:
         arr = JobArrivals(plan.jobs, plan.job_cap, prompts, front)
@@ -233,4 +234,5 @@ def arrivals_for(plan, front=0.0):
         arr = OpenArrivals(plan.offsets, front, prompts)
     if arr.front.preprocesses and any(r.media for r in plan.requests):
         arr.media = [arr.front.media(r.media["sizes"]) if r.media else 0.0 for r in plan.requests]
+        arr.queue = MediaQueue(processors)
     return arr

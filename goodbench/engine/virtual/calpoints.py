@@ -240,7 +240,7 @@ def run(p: Point, cost: CostModel, on_step=None) -> tuple[list, Engine]:
 def metric(p: Point, t: Times) -> float:
     """The source's metric (ms, req/s or output tok/s) from each finished request's times."""
     first, last = t.flat[t.start[:-1]], t.flat[t.start[1:] - 1]
-    outs = np.diff(t.start)
+    outs = np.diff(t.start) if t.out is None else t.out  # output tokens (a chunk may carry several)
     e2e, ttft = (last - t.sent) * 1000, (first - t.sent) * 1000
     dur = last.max() - t.sent.min()
     m = p.metric
@@ -261,8 +261,7 @@ def metric(p: Point, t: Times) -> float:
         keep = np.ones(len(gaps), bool)
         keep[t.start[1:-1] - 1] = False  # not across two requests
         return float(np.median(gaps[keep]) * 1000)
-    many = outs > 1
-    tpot = (e2e[many] - ttft[many]) / (outs[many] - 1)
+    tpot = t.per_token(t.flat)[1] * 1000
     if m == "tpot_p99_ms":
         return float(np.percentile(tpot, 99))
     return float(tpot.mean() if m == "tpot_mean_ms" else np.median(tpot))

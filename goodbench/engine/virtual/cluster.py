@@ -136,7 +136,7 @@ class ClusterSim:
         pre = self.tally.routed.get(k, (None, None))[1]  # the prefill instance's: its images' tokens counted
         n = pre.prompt_len if pre is not None else r.prompt_tokens
         s = Seq(k, n, r.max_tokens, arrival=t, priority=r.priority or 0)
-        s.lora = r.adapter
+        s.lora, s.klass = r.adapter, r.cls  # the decode side drafts: its acceptance is the class's
         s.preloaded = n - 1
         if self._place(self.back[i], s, t):
             self.tally.seqs[k] = s
@@ -207,7 +207,7 @@ class ClusterSim:
             t = ta if ta <= tl else tl
             if t < inf and (nxt is None or t <= nxt.t):
                 if ta <= tl:
-                    due = arr.pop(ta)  # None: that was a send, its arrival now on the heap
+                    due = arr.pop(ta)  # None: a send, or images to preprocess: what follows is on the heap
                     if due is not None:
                         self._arrive(*due)
                 else:
