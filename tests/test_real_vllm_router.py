@@ -1,7 +1,8 @@
 """vllm-router (PyPI) in front of two real vLLM workers (CPU build, the tiny model, one core each), as
 issue 44 asks: every request's cached prompt tokens from vLLM's usage (--enable-prompt-tokens-details),
 every request attributed to the worker that served it (each worker names itself in x-goodbench-replica
-through ci/real_vllm/replica_header.py, vLLM's --middleware), and the policy comparison a sweep prints."""
+through ci/real_vllm/replica_header.py, vLLM's --middleware; `--worker-metrics` attributes it again from vLLM's
+own counters, checked against the header), and the policy comparison a sweep prints."""
 
 import os
 
@@ -43,7 +44,13 @@ def test_vllm_router_in_front_of_two_real_vllm_workers(workers):
         router = router_process([w.base_url for w in ws], policy, logs)
         try:
             router.wait_ready(60)
-            target = gb.Target(base_url=router.base_url, model=SERVED_NAME, replica_header="x-goodbench-replica")
+            counters = tuple(f"w{i}={w.base_url}" for i, w in enumerate(ws))  # checked against the header
+            target = gb.Target(
+                base_url=router.base_url,
+                model=SERVED_NAME,
+                replica_header="x-goodbench-replica",
+                worker_metrics=counters,
+            )
             run = gb.run(spec, target, result_dir=logs, scrape_metrics=False)
         finally:
             router.stop()
@@ -56,6 +63,9 @@ def test_vllm_router_in_front_of_two_real_vllm_workers(workers):
         cached = sum(r.cached_tokens for r in recs)
         print(f"{policy}: cached tokens per request sum {cached}, the workers' hit counters moved {delta:.0f}")
         assert cached == delta  # vLLM's usage, request by request, is what its counters count
+        how = run.summary["replicas"]["attribution"]  # vLLM's own counters, sampled 5 times a second
+        print(f"{policy}: attribution by the workers' counters: {how}")
+        assert how["unattributed"] == 0 and how["agrees_with_header"] >= 0.9
         rows.append({"router": policy, "gpu": "cpu", "cell": f"cpu,router={policy}"} | summary_row(run.summary))
     lines = router_verdicts(rows)
     print("\n".join(lines))

@@ -88,7 +88,7 @@ def test_replicas_share_requests_and_metrics_carry_an_engine_label(tok):
         assert f'vllm:time_to_first_token_seconds_count{{model_name="llama-3.1-8b",engine="{i}"}} 2' in text
     # the text format: one HELP and TYPE per metric name, all its series together
     types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
-    assert len(types) == len(set(types)) == 17  # one TYPE line per family, whatever the instances
+    assert len(types) == len(set(types)) == 19  # one TYPE line per family, whatever the instances
 
 
 def test_least_outstanding_router_sends_a_new_request_to_the_idle_replica(tok):

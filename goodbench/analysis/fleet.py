@@ -100,6 +100,11 @@ class RouterFleet:
         """The workers' replica names, as their x-goodbench-replica header says them (`goodbench run --replicas`)."""
         return tuple(f"w{i}" for i in range(len(self.workers)))
 
+    @property
+    def worker_metrics(self) -> tuple[str, ...]:
+        """Each worker as `goodbench run --worker-metrics` takes it: NAME=URL."""
+        return tuple(f"{name}={w.base_url}" for name, w in zip(self.names, self.workers))
+
     def hits(self) -> dict[str, float]:
         """Each worker's prefix-cache hit counter (by its replica name)."""
         return dict(zip(self.names, (prefix_hits(w.base_url) for w in self.workers)))

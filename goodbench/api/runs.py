@@ -102,6 +102,7 @@ class Target:
     replica_header: str | None = None  # a response header naming the replica that served each request
     replicas: tuple[str, ...] = ()  # every replica behind the router, as that header names them (the balance's)
     session_header: str | None = None  # the header a session's id is sent in (None: the workload's)
+    worker_metrics: tuple[str, ...] = ()  # each replica's URL (NAME=URL): requests attributed by its counters
 
 
 def _target(target) -> Target:
@@ -321,6 +322,32 @@ def _telemetry(sources: list[str] | None, workers: int) -> list[str]:
     return check_sources(list(sources)) if sources else []
 
 
+def _workers(target: Target) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """--worker-metrics as (names, /metrics URLs), every worker checked now (runner/workermetrics.py)."""
+    from ..runner.workermetrics import check_workers, parse_workers
+
+    if not target.worker_metrics:
+        return (), ()
+    names, urls = parse_workers(target.worker_metrics)
+    check_workers(names, urls)
+    if target.replicas and set(target.replicas) != set(names):
+        raise UsageError("--replicas and --worker-metrics name different replicas: name each worker once, the same")
+    return names, urls
+
+
+def _attribute(rd: RunDir, names: tuple[str, ...], urls: tuple[str, ...]) -> None:
+    """After the run: each request's replica from the workers' counters, written into its record, and how sure
+    that was into run.json's target (the summary's replicas block shows it)."""
+    from ..runner.workermetrics import attribute_run
+
+    if not names:
+        return
+    rd.store.close()
+    if rd.store.write_error is None:
+        stats = attribute_run(rd.dir, names)
+        rd.meta.target["worker_metrics"] = {"workers": dict(zip(names, map(scrub_url, urls))), "attribution": stats}
+
+
 def run(
     workload,
     target: Target | str | None = None,
@@ -349,7 +376,6 @@ def run(
     URLs, "nvml" or "amdsmi": GPU power sampled every second into the summary's energy block (checked first)."""
     from .. import tokenizer as tokmod
     from ..client.lag import client_lag
-    from ..redact import scrub_url
     from ..runner import Progress, RunOptions, run_plan
 
     spec, target = as_workload(workload), _target(target)
@@ -360,17 +386,18 @@ def run(
     if run_id:
         RunDir.check_free(result_dir, run_id)
     gpus = _telemetry(gpu_telemetry, workers)  # checked before any server starts
+    names, urls = _workers(target)
     with _server(target, engine, pin, on_stage, spec) as (target, cfg, logs):
         ccfg = _connect(target, spec, on_stage)
         check_needs(spec, cfg, ccfg.api, "the engine started for this run" if cfg else ccfg.base_url)
         tok = tokmod.load(tokenizer)
         stage(on_stage, "building workload...")
         plan = build_plan(spec, tok)
-        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged, target.replicas)
+        fleet = target.replicas or names  # one that serves nothing still counts in the balance
+        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged, fleet)
         logs["dir"] = rd.dir
-        opts = RunOptions(
-            max_concurrency, max(1, workers), grace_s, scrape_metrics, slo=spec.slo, gpu_telemetry=tuple(gpus)
-        )
+        opts = RunOptions(max_concurrency, max(1, workers), grace_s, scrape_metrics, slo=spec.slo)
+        opts.gpu_telemetry, opts.worker_metrics = tuple(gpus), urls
         rd.meta.gpu_telemetry = [scrub_url(g) for g in gpus] or None
         prog = Progress()
 
@@ -379,6 +406,7 @@ def run(
 
         rd.meta.interrupted = live(prog, go) if live is not None else go(None)
         rd.meta.client_lag = client_lag(prog.lag_states)
+        _attribute(rd, names, urls)
         return Run(rd.dir, rd.meta, rd.finish(), rd.meta.interrupted)
 
 

@@ -95,6 +95,15 @@ def _add_header_args(g) -> None:
         "counts in the balance (Jain's index); without it the balance covers the replicas seen (default: none)",
     )
     g.add_argument(
+        "--worker-metrics",
+        metavar="[NAME=]URL",
+        nargs="+",
+        help="each replica behind the router (its base URL, or NAME=URL; unnamed: w0, w1, ...): its /metrics is "
+        "read 5 times a second and each request attributed to the replica whose finished-request "
+        "counters and token sums moved for it (how sure: the summary's replicas.attribution); a "
+        "--replica-header, where a reply has it, wins and is checked against (default: none)",
+    )
+    g.add_argument(
         "--session-header",
         metavar="NAME",
         help="the request header a multi-turn session's id is sent in, for a router's session affinity "
@@ -196,6 +205,7 @@ def _target(args):
         replica_header=args.replica_header,
         replicas=tuple(x.strip() for x in (args.replicas or "").split(",") if x.strip()),
         session_header=args.session_header,
+        worker_metrics=tuple(args.worker_metrics or ()),
     )
 
 

@@ -127,4 +127,9 @@ def describe(block: dict | None, expected: float | None = None) -> str | None:
         parts.append("TTFT p50 " + ", ".join(f"{k} {v:.0f} ms" for k, v in p50 if v is not None))
     if block.get("sessions"):
         parts.append(f"{block['sessions_split']} of {block['sessions']} sessions moved between replicas")
+    how = block.get("attribution")
+    if how:
+        said = ", ".join(f"{how[k]} {k}" for k in ("exact", "ambiguous", "timing", "unattributed") if how.get(k))
+        agree = how.get("agrees_with_header")
+        parts.append(f"by the workers' counters: {said}" + ("" if agree is None else f" ({agree:.0%} as the header)"))
     return "; ".join(p for p in parts if p) or None

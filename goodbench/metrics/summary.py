@@ -189,7 +189,8 @@ def _shaped_blocks(s: dict, c: RequestMetrics, slo: dict | None, duration: float
         s["pooling"] = pooling_block(c, duration)
     fleet = replica_block(c, fleet_names(meta.engine, meta.target))  # who served each request, what its cache held
     if fleet is not None:
-        s["replicas"] = fleet
+        by_counters = ((meta.target or {}).get("worker_metrics") or {}).get("attribution")
+        s["replicas"] = fleet | ({"attribution": by_counters} if by_counters else {})
 
 
 def summarize(

@@ -65,6 +65,7 @@ class RunOptions:
     slo: dict | None = None
     stop_when_saturated: bool = False  # end the run early once the server clearly cannot keep up (rate probes)
     gpu_telemetry: tuple = ()  # DCGM exporter /metrics URLs, "nvml" or "amdsmi" (runner/telemetry.py), checked
+    worker_metrics: tuple = ()  # each replica's /metrics URL behind a router (runner/workermetrics.py), checked
 
 
 async def first_of(*aws) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 
-from ..prometheus import parse as parse_prometheus
+from ..prometheus import parse as parse_prometheus, total
 
 
 async def _fetch(session, url: str) -> str:
@@ -72,11 +72,13 @@ async def sample_loop(
     baseline: tuple[float, dict] | None = None,
     tag: bool = False,
     first: list | None = None,
+    keep: tuple[str, ...] | None = None,
 ) -> None:
     """The one sampling loop: every interval (and once more when stopped) each source's sample appended to path
     as {"t": run-clock s, "metrics": sample} (+ "source": its index with tag: GPU telemetry from several
     exporters). A source that does not answer leaves no row for that tick. first: read_round's samples taken
-    before the clock started (written first: a window's start needs a sample before it)."""
+    before the clock started (written first: a window's start needs a sample before it). keep: only these
+    metrics (summed over their label sets) go to the file: workers' counters sampled several times a second."""
     import aiohttp
 
     try:
@@ -89,6 +91,8 @@ async def sample_loop(
                     last = stop.is_set()
                     got, ready = ready or await asyncio.gather(*(_read(s, src) for src in sources)), None
                     for i, (at, sample) in enumerate(got):
+                        if sample and keep:
+                            sample = {k: v for k in keep if (v := total(sample, k)) is not None}
                         if sample:
                             row = {"t": round(at - t0, 6), "metrics": sample} | ({"source": i} if tag else {})
                             f.write(json.dumps(row) + "\n")

@@ -23,6 +23,7 @@ from ..workloads import Plan
 from .dispatch import Dispatch, Progress, RunOptions
 from .scrape import read_round, sample_loop, sample_now, scrape_loop
 from .telemetry import FILE as TELEMETRY_FILE, samplers
+from .workermetrics import FILE as WORKERS_FILE, INTERVAL_S as WORKER_INTERVAL_S, KEEP
 
 CLIENTS = {"lean": LeanClient, "aiohttp": AiohttpClient}
 
@@ -45,7 +46,7 @@ class Share:
     scrape: bool = False
     stop_signals: tuple = (signal.SIGINT, signal.SIGTERM)  # a --workers process: the parent's PRESS alone
     announce: bool = True  # say on stderr that Ctrl-C was heard (a worker process leaves it to its parent)
-    lead: bool = True  # the share that samples GPU telemetry (the first worker's, with --workers)
+    lead: bool = True  # the share that samples GPU telemetry and the workers' counters (the first, with --workers)
 
 
 async def _ticker(d: Dispatch, on_tick) -> None:
@@ -98,16 +99,29 @@ async def _baseline(sh: Share):
         return None
 
 
-def _samplers(sh: Share, t0: float, stop: asyncio.Event, baseline, gpus: list, gpus_first) -> list:
-    """The run's side samplers, started: the server's /metrics (server_metrics.jsonl) and GPU telemetry
-    (gpu_telemetry.jsonl), both through runner/scrape.py's one loop."""
+def _side_sources(sh: Share) -> list[tuple]:
+    """The lead share's tagged samplers: GPU telemetry every second (gpu_telemetry.jsonl) and each replica's
+    counters behind a router several times a second (worker_metrics.jsonl): (sources, file, interval, keep)."""
+    if not sh.lead:
+        return []
+    out = []
+    if sh.opts.gpu_telemetry:
+        out.append((samplers(sh.opts.gpu_telemetry), TELEMETRY_FILE, 1.0, None))
+    if sh.opts.worker_metrics:
+        out.append((list(sh.opts.worker_metrics), WORKERS_FILE, WORKER_INTERVAL_S, KEEP))
+    return out
+
+
+def _samplers(sh: Share, t0: float, stop: asyncio.Event, baseline, sides: list, firsts: list) -> list:
+    """The run's side samplers, started: the server's /metrics (server_metrics.jsonl) and the tagged ones
+    (_side_sources), all through runner/scrape.py's one loop."""
     out = []
     if sh.scrape:
         path = os.path.join(sh.sink.dir, "server_metrics.jsonl")
         out.append(asyncio.ensure_future(scrape_loop(sh.cfg.base_url, path, t0, stop, baseline=baseline)))
-    if gpus:
-        path = os.path.join(sh.sink.dir, TELEMETRY_FILE)
-        out.append(asyncio.ensure_future(sample_loop(gpus, path, t0, stop, tag=True, first=gpus_first)))
+    for (sources, name, every, keep), first in zip(sides, firsts):
+        path = os.path.join(sh.sink.dir, name)
+        out.append(asyncio.ensure_future(sample_loop(sources, path, t0, stop, every, tag=True, first=first, keep=keep)))
     return out
 
 
@@ -117,13 +131,13 @@ async def _run_timed(d: Dispatch, client, sh: Share) -> bool:
     if sh.plan.sessions:
         d.prepare_sessions(sh.plan)
     baseline = await _baseline(sh)
-    gpus = samplers(sh.opts.gpu_telemetry) if sh.lead and sh.opts.gpu_telemetry else []
-    gpus_first = await read_round(gpus) if gpus else None  # a sample before the first request
+    sides = _side_sources(sh)
+    firsts = [await read_round(side[0]) for side in sides]  # a sample before the first request
     # the clock starts after set-up: schedule offsets are relative to this instant
     t0 = sh.t0 if sh.t0 >= 0 else time.monotonic()
     client.t0 = sh.progress.t0 = t0
     scrape_stop = asyncio.Event()
-    side = _samplers(sh, t0, scrape_stop, baseline, gpus, gpus_first)
+    side = _samplers(sh, t0, scrape_stop, baseline, sides, firsts)
     ticker = asyncio.ensure_future(_ticker(d, sh.on_tick))
     watch = asyncio.ensure_future(_watch_saturation(d, sh.progress)) if sh.opts.stop_when_saturated else None
     meter = client.meter

@@ -13,15 +13,14 @@ from ..redact import scrub_url
 
 LOCAL = ("nvml", "amdsmi")
 FILE = "gpu_telemetry.jsonl"
+EXPECTED = "a DCGM exporter URL (http://host:9400), nvml or amdsmi"
 
 
-def metrics_url(src: str) -> str:
+def metrics_url(src: str, flag: str = "--gpu-telemetry", expected: str = EXPECTED) -> str:
     """An exporter's address as given (host:port, http://host:port or its /metrics URL) -> its /metrics URL."""
     u = urlsplit(src if "://" in src else "http://" + src)
     if u.scheme not in ("http", "https") or not u.hostname:
-        raise UsageError(
-            f"--gpu-telemetry {scrub_url(src)!r}: expected a DCGM exporter URL (http://host:9400), nvml or amdsmi"
-        )
+        raise UsageError(f"{flag} {scrub_url(src)!r}: expected {expected}")
     return urlunsplit((u.scheme, u.netloc, u.path if u.path not in ("", "/") else "/metrics", u.query, ""))
 
 
@@ -44,7 +43,7 @@ def check_sources(sources: list[str]) -> list[str]:
             out.append(src)
             continue
         url = metrics_url(src)
-        sample = asyncio.run(_probe(url))
+        sample = asyncio.run(probe(url))
         if sample is None:
             raise UsageError(f"--gpu-telemetry {scrub_url(url)}: no answer (is the DCGM exporter running there?)")
         if not any(k.split("{", 1)[0] in (ENERGY, POWER) for k in sample):
@@ -53,7 +52,7 @@ def check_sources(sources: list[str]) -> list[str]:
     return out
 
 
-async def _probe(url: str) -> dict | None:
+async def probe(url: str) -> dict | None:
     import aiohttp
 
     from .scrape import _read

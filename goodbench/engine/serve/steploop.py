@@ -41,6 +41,18 @@ def phase_histograms() -> tuple[Histogram, Histogram]:
     )
 
 
+TOKEN_BUCKETS = tuple(m * 10**e for e in range(7) for m in (1, 2, 5))  # vLLM's 1-2-5 series
+
+
+def token_histograms() -> tuple[Histogram, Histogram]:
+    """A finished request's prompt and output tokens, as vLLM observes them when it finishes: their sums between
+    two scrapes say which requests a replica finished (metrics/attribution.py)."""
+    return (
+        Histogram("vllm:request_prompt_tokens", "Prompt tokens of finished requests.", TOKEN_BUCKETS),
+        Histogram("vllm:request_generation_tokens", "Generated tokens of finished requests.", TOKEN_BUCKETS),
+    )
+
+
 def note_scheduled(batch, start: float) -> None:
     """Stamp each request's first scheduling (when its step was built, never before the loop took it
     in: the step's start, or with async scheduling the one before's, when this step was built)."""
@@ -72,6 +84,7 @@ class EngineLoop:
         self.h_iter = Histogram("vllm:iteration_tokens_total", "Tokens per engine step.", ITER_BUCKETS)
         self.h_late = Histogram("goodbench:step_lateness_seconds", "Actual minus planned step end.", LATENESS_BUCKETS)
         self.h_queue, self.h_prefill = phase_histograms()
+        self.h_prompt, self.h_gen = token_histograms()
         self.lateness: list[float] = []  # recent window for quantiles
         self.submitted = 0  # requests routed here
         self.finished_total = 0  # finished here (vllm:request_success_total)
@@ -201,6 +214,9 @@ class EngineLoop:
             st.n += m
             st.last = now
             done = id(seq) in finished
+            if done:
+                self.h_prompt.observe(getattr(st.fmt, "n_prompt", 0))
+                self.h_gen.observe(st.n)
             try:
                 st.push(st.fmt.token(st.n, done) if m == 1 else chunk_bytes(st.fmt, st.n - m + 1, m, done), done)
             except Exception as e:  # one request's failure must not stop the others: abort it alone
@@ -293,7 +309,7 @@ def render_metrics(rows: list[tuple[str, EngineLoop]]) -> str:
     for name, kind, help, get in gauges:
         out += family(name, kind, help, [(lab, get(lp)) for lab, lp in rows])
     out += spec_families(rows) + lora_family(rows)
-    for attr in ("h_ttft", "h_itl", "h_iter", "h_late", "h_queue", "h_prefill"):
+    for attr in ("h_ttft", "h_itl", "h_iter", "h_late", "h_queue", "h_prefill", "h_prompt", "h_gen"):
         out += histogram_family([(lab, getattr(lp, attr)) for lab, lp in rows])
     qs = [(lab, lp.lateness_quantiles()) for lab, lp in rows]
     for k, q in enumerate((0.5, 0.99)):
