@@ -53,6 +53,8 @@ LIMITS = {
     "think_time": SECONDS,
     "seed": Limit(0, 2**63 - 1),
     "trace_speedup": Limit(0, 1e9, lo_open=True),
+    "prefix_hit_rate": Limit(0, 0.99, lo_open=True),  # a controlled hit rate: some of each prompt is its own
+    "primed_prefixes": COUNT,
     # workload files (parse.py names each key's limit) and traces (row by row)
     "requests": COUNT,
     "count_or_zero": Limit(0, MAX_UPFRONT_REQUESTS),

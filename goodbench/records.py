@@ -182,6 +182,8 @@ class RunMeta:
     # what a summary is composed from besides the records (metrics/compose.py), kept so that
     # recomputing it from the directory gives the summary the run wrote:
     expected_prefix_reuse: float | None = None  # the prefix-cache hit rate the workload's structure allows
+    target_hit_rate: float | None = None  # the hit rate a controlled-hit-rate workload states (workloads/priming.py)
+    priming: dict | None = None  # its priming phase before the clock: {requests, prompt_tokens, wall_s}
     gpus: dict | None = None  # simulated: GPUs by tier, and $ per GPU-hour by tier (the cost block)
     prices: dict | None = None
     engine_stats: dict | None = None  # simulated: the engine's counters, wall time and notes

@@ -177,6 +177,10 @@ def plan_meta(spec: WorkloadSpec, plan: Plan, mode: str, **kw) -> RunMeta:
     """A run's metadata from its workload and plan (the label, rate, planned count and prefix reuse
     every run directory states the same way); kw: the rest (run_id, target, engine, tokenizer, ...)."""
     closed = plan.closed
+    if plan.primes and "priming" not in kw:  # simulated: the engine's cache held them at time 0
+        from .workloads.priming import sent
+
+        kw["priming"] = sent(plan.primes)
     return RunMeta(
         **{"label": ("sessions:" if plan.sessions else "") + plan.arrival.label} | kw,
         workload=spec.to_dict(),
@@ -187,4 +191,5 @@ def plan_meta(spec: WorkloadSpec, plan: Plan, mode: str, **kw) -> RunMeta:
         requested_rate=None if closed else plan.arrival.mean_rate,
         planned_requests=plan.planned,
         expected_prefix_reuse=plan.expected_reuse(),
+        target_hit_rate=plan.target_hit_rate,
     )

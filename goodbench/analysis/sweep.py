@@ -144,6 +144,7 @@ def cell_meta(s: SweepSetup, cell: Cell, cfg: EngineConfig | None, mode: str, **
         requested_rate=s.plan.arrival.mean_rate,
         planned_requests=len(s.plan.requests),
         expected_prefix_reuse=s.plan.expected_reuse(),
+        target_hit_rate=s.plan.target_hit_rate,
         labels=dict(s.labels),
         target_attainment=s.target,
         electricity=s.electricity,

@@ -335,6 +335,19 @@ def _workers(target: Target) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return names, urls
 
 
+def _plan(spec, ccfg, tok, on_stage) -> tuple:
+    """The workload's plan, and with a controlled hit rate its priming phase sent now, before the run directory
+    and the clock (runner/priming.py): (plan, {"priming": what was sent} or {})."""
+    stage(on_stage, "building workload...")
+    plan = build_plan(spec, tok)
+    if not plan.primes:
+        return plan, {}
+    from ..runner.priming import prime
+
+    stage(on_stage, f"priming: {len(plan.primes)} shared prefixes sent once before the clock ...")
+    return plan, {"priming": prime(ccfg, plan.primes, tok)}
+
+
 def _attribute(rd: RunDir, names: tuple[str, ...], urls: tuple[str, ...]) -> None:
     """After the run: each request's replica from the workers' counters, written into its record, and how sure
     that was into run.json's target (the summary's replicas block shows it)."""
@@ -391,10 +404,9 @@ def run(
         ccfg = _connect(target, spec, on_stage)
         check_needs(spec, cfg, ccfg.api, "the engine started for this run" if cfg else ccfg.base_url)
         tok = tokmod.load(tokenizer)
-        stage(on_stage, "building workload...")
-        plan = build_plan(spec, tok)
+        plan, primed = _plan(spec, ccfg, tok, on_stage)
         fleet = target.replicas or names  # one that serves nothing still counts in the balance
-        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged, fleet)
+        rd = _open_run(spec, plan, ccfg, cfg, tok, result_dir, run_id, max_concurrency, labels, judged | primed, fleet)
         logs["dir"] = rd.dir
         opts = RunOptions(max_concurrency, max(1, workers), grace_s, scrape_metrics, slo=spec.slo)
         opts.gpu_telemetry, opts.worker_metrics = tuple(gpus), urls
@@ -436,8 +448,11 @@ def run_via_locust(
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
-    if spec.generator == "agent":
-        raise UsageError("agent jobs run with goodbench's own client: leave out --via locust")
+    if spec.generator == "agent" or any(c.hit_rate is not None for c in spec.classes):
+        raise UsageError(
+            "agent jobs and a controlled hit rate (primed before the clock) run with goodbench's own client: "
+            "leave out --via locust"
+        )
     check_all({"users": users, "spawn_rate": spawn_rate, "locust_workers": locust_workers})
     judged = _gate_meta(gate, min_attainment, spec.gate)  # the master judges with it (its exit code)
     if run_id:

@@ -84,6 +84,20 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--random-input-len", type=int, default=None, help="random: prompt tokens (default 1024)")
     g.add_argument("--random-output-len", type=int, default=None, help="random: output tokens (default 128)")
     g.add_argument(
+        "--prefix-hit-rate",
+        type=float,
+        metavar="H",
+        help="a controlled prefix-cache hit rate: the first H of every synthetic prompt is one of "
+        "--primed-prefixes shared prefixes, each sent once before the clock; the run checks the hit rate it got "
+        "(summary prefix_cache.verified; default: the workload's, none)",
+    )
+    g.add_argument(
+        "--primed-prefixes",
+        type=int,
+        metavar="N",
+        help="how many shared prefixes --prefix-hit-rate draws from (default 1)",
+    )
+    g.add_argument(
         "--num-prompts", type=int, help="number of requests (default: the workload's; 200 for --dataset-name random)"
     )
     g.add_argument("--duration", type=float, help="run for this many seconds of arrivals instead (default: no limit)")

@@ -114,6 +114,20 @@ class KVCache:
                 break
         return k
 
+    def prime(self, hashes) -> int:
+        """Blocks cached and idle before the clock starts (a priming phase ran): as many of these as fit, in
+        order, evictable; returns how many went in. Nothing with prefix caching off."""
+        k = 0
+        for h in hashes if self.prefix_caching else ():
+            if h in self.refs or h in self.evictable:
+                continue
+            if not self.free:
+                break
+            self.free -= 1
+            self.evictable[h] = None
+            k += 1
+        return k
+
     def _take(self, n: int) -> None:
         if n <= self.free:
             self.free -= n

@@ -22,7 +22,7 @@ from .energy import energy_block, energy_cost, simulated_block
 from .frontier import frontier_block
 from .lora import observed as lora_observed
 from .media import media_block
-from .prefix import observed_block, prefix_block
+from .prefix import observed_block, prefix_block, verify_target
 from .saturation import waiting_series
 from .servertiming import server_timing, step_lateness
 from .speculative import client_view, observed, simulated, with_classes
@@ -67,6 +67,9 @@ def compose(
     spec = observed(rows) if live else simulated((meta.engine_stats or {}).get("speculative"))
     if spec:
         s["speculative"] = with_classes(spec | client_view(c.out, c.nchunks, c.ok, c.cols.class_of()))
+    if meta.target_hit_rate is not None:  # a controlled hit rate: the run checks the one it states
+        by_usage = (s.get("replicas") or {}).get("hit_rate")
+        s["prefix_cache"] = verify_target(s.get("prefix_cache"), meta.target_hit_rate, by_usage, meta.priming)
     media = media_block(c.cols, c.ttft, c.ok)
     if media:
         s["media"] = media

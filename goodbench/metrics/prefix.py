@@ -33,6 +33,28 @@ def observed_block(rows: list[dict], expected: float | None) -> dict:
     return {"prefix_cache": block} if block else {}
 
 
+TOLERANCE = 0.05  # block rounding (16 tokens) and the chat template's shared tokens move a hit rate by a few points
+
+
+def verify_target(pc: dict | None, target: float, by_usage: float | None, priming: dict | None) -> dict:
+    """A controlled-hit-rate workload's check: the hit rate its measured requests got (their usage's cached tokens
+    where the server said, else the prefix-cache counters) against the rate it states, within TOLERANCE.
+    verified None: nothing measured it."""
+    pc = dict(pc or {"hit_rate": None, "expected_hit_rate": None, "observed_by": None})
+    measured, by = (by_usage, "usage") if by_usage is not None else (pc.get("hit_rate"), "counters")
+    if measured is None and pc.get("enabled") is False:
+        measured, by = 0.0, "caching off"  # the simulated engine's cache was off: nothing could hit
+    ok = None if measured is None else abs(measured - target) <= TOLERANCE
+    return pc | {
+        "target_hit_rate": target,
+        "measured_hit_rate": measured,
+        "measured_by": by if measured is not None else None,
+        "verified": ok,
+        "tolerance": TOLERANCE,
+        "primed": priming,
+    }
+
+
 def describe(pc: dict | None) -> str | None:
     """ "hit rate 80.0% (the workload allows 82.0%)", "off (...)", or None where there is nothing to say
     (no block, or unique prompts that nothing could reuse): the console's and the report's words."""
@@ -40,4 +62,20 @@ def describe(pc: dict | None) -> str | None:
         return None
     hr, ex = pc.get("hit_rate"), pc.get("expected_hit_rate")
     head = "off" if pc.get("enabled") is False else "hit rate " + ("-" if hr is None else f"{hr:.1%}")
-    return head + ("" if ex is None else f" (the workload allows {ex:.1%})")
+    return head + ("" if ex is None else f" (the workload allows {ex:.1%})") + _target_words(pc)
+
+
+def _target_words(pc: dict) -> str:
+    """ "; target 50.0%: measured 49.1% (usage), within 5 pts: verified" (empty without a stated target)."""
+    t = pc.get("target_hit_rate")
+    if t is None:
+        return ""
+    m, ok = pc.get("measured_hit_rate"), pc.get("verified")
+    if m is None:
+        return f"; target {t:.1%}: not measured (the server reports neither cached tokens nor cache counters)"
+    verdict = "verified" if ok else "NOT met"
+    primed = pc.get("primed") or {}
+    said = f" after {primed['requests']} prefixes primed" if primed.get("requests") else ""
+    return (
+        f"; target {t:.1%}: measured {m:.1%} ({pc['measured_by']}){said}, {verdict} (±{pc['tolerance'] * 100:.0f} pts)"
+    )

@@ -11,6 +11,7 @@ from ..errors import UsageError
 from ..records import RequestSpec
 from .lengths import sample_lengths
 from .media import content, draw, stats
+from .priming import prime_key
 from .segments import text_of
 from .spec import MESSAGE_APIS, ClassSpec, WorkloadSpec
 
@@ -54,6 +55,21 @@ def _prefix_segments(c: ClassSpec, n: int, rng: np.random.Generator) -> list[tup
     return out
 
 
+def _primed_rows(c: ClassSpec, rows: list[tuple], tok, rng_py) -> tuple[list[tuple], list[tuple]]:
+    """A controlled-hit-rate class (workloads/priming.py): each prompt's first round(hit_rate x its tokens)
+    tokens are one of the class's primed prefixes (drawn uniformly), the rest its own; (prefix segments, rows)."""
+    shared, out = [], []
+    for text, pl, ol in rows:
+        k = min(int(round(c.hit_rate * pl)), pl - 1)
+        if k <= 0:  # a one-token prompt: nothing to share
+            shared.append(())
+            out.append((text, pl, ol))
+            continue
+        shared.append(((prime_key(c.name, rng_py.randrange(c.primed_prefixes)), k),))
+        out.append((tok.synthetic_text(pl - k, rng_py), pl - k, ol))
+    return shared, out
+
+
 def _media(c: ClassSpec, spec: WorkloadSpec, n: int, ci: int) -> list | None:
     """Each of the class's n requests' images and audio (None: the class sends none)."""
     if c.media is None:
@@ -77,6 +93,8 @@ def mixture_requests(spec: WorkloadSpec, tok, n: int) -> list[RequestSpec]:
             continue
         rows = _class_rows(c, idx.size, spec, tok, rng_np, rng_py)
         shared = _prefix_segments(c, idx.size, rng_np) if c.system_prompts or c.documents else None
+        if c.hit_rate is not None:
+            shared, rows = _primed_rows(c, rows, tok, rng_py)
         media = _media(c, spec, idx.size, ci)
         for j, (i, (text, pl, ol)) in enumerate(zip(idx, rows)):
             segs = None

@@ -45,6 +45,8 @@ class WorkloadOptions:
     trace_window: str | None = None
     lora_adapters: str | int | None = None  # "8" or "sql,chat,code": the requests spread over LoRA adapters
     lora_skew: float | None = None  # their popularity, Zipf(skew) by position
+    prefix_hit_rate: float | None = None  # a controlled hit rate for the synthetic classes (workloads/priming.py)
+    primed_prefixes: int | None = None
 
     @classmethod
     def from_namespace(cls, ns) -> WorkloadOptions:
@@ -117,6 +119,29 @@ def _lengths(spec: WorkloadSpec, o: WorkloadOptions) -> WorkloadSpec:
     return spec
 
 
+def _hit_rate(spec: WorkloadSpec, o: WorkloadOptions) -> WorkloadSpec:
+    """--prefix-hit-rate / --primed-prefixes: a controlled hit rate on every synthetic class without shared
+    prefixes of its own (UsageError when the workload has none)."""
+    if o.prefix_hit_rate is None:
+        if o.primed_prefixes is not None and not any(c.hit_rate is not None for c in spec.classes):
+            raise UsageError("--primed-prefixes goes with --prefix-hit-rate (or a class's hit_rate)")
+        return spec if o.primed_prefixes is None else _with_hit_rate(spec, None, o.primed_prefixes)
+    return _with_hit_rate(spec, o.prefix_hit_rate, o.primed_prefixes)
+
+
+def _with_hit_rate(spec: WorkloadSpec, h: float | None, n: int | None) -> WorkloadSpec:
+    fits = [c.source == "synthetic" and not (c.system_prompts or c.documents) for c in spec.classes]
+    if spec.generator not in ("synthetic", "mixed") or not any(fits):
+        raise UsageError("--prefix-hit-rate is for synthetic classes without shared prefixes (random, mixed, ...)")
+    return replace(
+        spec,
+        classes=tuple(
+            replace(c, hit_rate=c.hit_rate if h is None else h, primed_prefixes=n or c.primed_prefixes) if ok else c
+            for c, ok in zip(spec.classes, fits)
+        ),
+    )
+
+
 def _arrival(a: ArrivalSpec, o: WorkloadOptions) -> ArrivalSpec:
     if o.request_rate is not None:
         kind = o.arrival or ("gamma" if (o.burstiness or a.burstiness) != 1.0 else "poisson")
@@ -165,7 +190,7 @@ def resolve_workload(o: WorkloadOptions) -> WorkloadSpec:
     option out of its range: the same checks as the command line's)."""
     check_all({f.name: getattr(o, f.name) for f in fields(o) if f.name != "goodput"})
     check_upfront(o.num_prompts, o.duration)
-    spec = _lengths(_base(o), o)
+    spec = _hit_rate(_lengths(_base(o), o), o)
     kw = {"arrival": _arrival(spec.arrival, o), **_counts(o)}
     if o.warmup is not None:
         kw["warmup_requests"] = o.warmup

@@ -21,6 +21,7 @@ from ..limits import MAX_UPFRONT_REQUESTS, problem
 from ..records import parse_slo
 from .lora import LoraSpec, lora_table
 from .media import parse_media
+from .prefixparse import prefixes
 from .spec import (
     AGENT_TRACE_FORMATS,
     DEFAULT_REQUESTS,
@@ -211,7 +212,7 @@ TOP_KEYS = {
 
 CLASS_KEYS = set(
     "name weight input output source dataset reasoning priority system_prompts prefix_tokens prefix_share "
-    "documents document_tokens document_skew images image_size image_dir audio_s".split()
+    "documents document_tokens document_skew hit_rate primed_prefixes images image_size image_dir audio_s".split()
 )
 
 
@@ -245,7 +246,7 @@ def _classes(ctx: _Ctx, raw, gen: str) -> tuple[ClassSpec, ...]:
                 reasoning=reasoning,
                 priority=ctx.num(c, "priority", f"{key}.", int, None, limit="priority"),
                 media=_media(ctx, c, key),
-                **_prefixes(ctx, c, key),
+                **prefixes(ctx, c, key),
             )
         )
     if not classes:
@@ -269,27 +270,6 @@ def _check_weights(ctx: _Ctx, classes: list) -> None:
             f"{ctx.path}: class weights {' + '.join(f'{c.weight:g}' for c in classes)} = {total:g}, not 1: "
             f"used as ratios ({shares})"
         )
-
-
-def _prefixes(ctx: _Ctx, c: dict, key: str) -> dict:
-    p = f"{key}."
-    out = {
-        "system_prompts": ctx.num(c, "system_prompts", p, int, 0, limit="count_or_zero"),
-        "prefix_tokens": ctx.num(c, "prefix_tokens", p, int, 0, limit="tokens_or_zero"),
-        "prefix_share": ctx.num(c, "prefix_share", p, float, 1.0, limit="fraction"),
-        "documents": ctx.num(c, "documents", p, int, 0, limit="count_or_zero"),
-        "document_tokens": ctx.num(c, "document_tokens", p, int, 0, limit="tokens_or_zero"),
-        "document_skew": ctx.num(c, "document_skew", p, float, 0.0, limit="weight"),
-    }
-    if out["prefix_share"] > 1:
-        raise ctx.err(f"{key}.prefix_share", "a fraction of the requests, at most 1")
-    if bool(out["system_prompts"]) != bool(out["prefix_tokens"]):
-        raise ctx.err(key, "system_prompts and prefix_tokens go together")
-    if bool(out["documents"]) != bool(out["document_tokens"]):
-        raise ctx.err(key, "documents and document_tokens go together")
-    if (out["system_prompts"] or out["documents"]) and c.get("source") == "sharegpt":
-        raise ctx.err(key, "shared prefixes are for synthetic classes")
-    return out
 
 
 def _hol(ctx: _Ctx, h: dict) -> HolSpec:

@@ -4,7 +4,7 @@ driver: the real-clock runner, locust, the simulator and sweeps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,6 +29,8 @@ class Plan:
     spec: WorkloadSpec | None = None
     tok: object = None  # the tokenizer sessions build their turns' text with
     jobs: list | None = None  # agent jobs (workloads.agent); requests are their planned calls
+    primes: list = field(default_factory=list)  # sent before the clock: a controlled hit rate (workloads.priming)
+    target_hit_rate: float | None = None  # the hit rate the workload states for its measured requests
 
     @classmethod
     def at(cls, requests: list[RequestSpec], offsets, arrival: ArrivalSpec | None = None) -> Plan:
@@ -64,7 +66,8 @@ class Plan:
             return None
         from ..workloads.segments import reuse_ratio
 
-        return reuse_ratio([r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests], block_size)
+        prompts = [r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests]
+        return reuse_ratio([p.segments for p in self.primes] + prompts, block_size, seen_first=len(self.primes))
 
     @property
     def planned(self) -> int | None:
@@ -109,6 +112,17 @@ def replay_jobs(spec: WorkloadSpec, a: ArrivalSpec, n: int | None) -> list:
 
 
 def build_plan(spec: WorkloadSpec, tok) -> Plan:
+    """The requests and their schedule; with a controlled hit rate, the priming requests and the target too."""
+    plan = _build(spec, tok)
+    if any(c.hit_rate is not None for c in spec.classes):
+        from .priming import primes, target_hit_rate
+
+        plan.primes = primes(plan.requests, tok, spec.endpoint in MESSAGE_APIS)
+        plan.target_hit_rate = target_hit_rate(plan.requests, spec.classes)
+    return plan
+
+
+def _build(spec: WorkloadSpec, tok) -> Plan:
     a = spec.arrival
     if spec.generator == "trace":
         return _trace_plan(spec, tok)

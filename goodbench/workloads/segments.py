@@ -63,16 +63,19 @@ def block_hashes(segments: Segments, block_size: int) -> tuple:
     return tuple(out)
 
 
-def reuse_ratio(prompts: list[Segments], block_size: int = 16) -> float | None:
+def reuse_ratio(prompts: list[Segments], block_size: int = 16, seen_first: int = 0) -> float | None:
     """The theoretical prefix-cache hit rate of a stream of prompts: the share of prompt tokens in full
     blocks already seen by an earlier prompt (an unbounded cache; at least one token of each prompt is
-    always recomputed, as in vLLM)."""
+    always recomputed, as in vLLM). The first seen_first prompts only fill the cache (a priming phase)."""
     seen: set = set()
     hit = total = 0
-    for segs in prompts:
+    for i, segs in enumerate(prompts):
+        hashes = block_hashes(segs, block_size)
+        if i < seen_first:
+            seen.update(hashes)
+            continue
         n = tokens_of(segs)
         total += n
-        hashes = block_hashes(segs, block_size)
         usable = (n - 1) // block_size
         k = 0
         while k < min(usable, len(hashes)) and hashes[k] in seen:

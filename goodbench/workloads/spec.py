@@ -80,6 +80,10 @@ class ClassSpec:
     document_tokens: int = 0
     document_skew: float = 0.0
     media: MediaSpec | None = None  # images and audio per request (workloads/media.py)
+    # a controlled hit rate (workloads/priming.py): that share of each prompt (its first tokens) is one of
+    # `primed_prefixes` prefixes, each sent once before the clock starts; `input` counts the whole prompt
+    hit_rate: float | None = None
+    primed_prefixes: int = 1
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,8 @@ class WorkloadSpec:
         for c in d["classes"]:
             if c["media"] is None:
                 del c["media"]  # classes without media keep their hashes
+            if c["hit_rate"] is None:
+                del c["hit_rate"], c["primed_prefixes"]  # ... and those without a controlled hit rate
         if d["lora"] is None:
             d.pop("lora")  # ... and for workloads without adapters (their hashes too)
         return d

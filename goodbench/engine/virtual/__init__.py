@@ -20,6 +20,7 @@ from ..router import front_end_for
 from .arrivals import arrivals_for
 from .cluster import ClusterSim
 from .instance import instance_stats, run_instance
+from .recorder import prompt_hashes
 
 __all__ = ["Simulated", "simulate"]
 
@@ -58,7 +59,10 @@ def simulate(
         if max_virtual_s is not None:
             raise UsageError("max_virtual_s is for one instance")
         sim = ClusterSim(layout, cfg.resolved(), plan.requests, cost, step_scale)
+        sim.prime(getattr(plan, "primes", ()))
         return Simulated(sim.run(arr), sim.stats())
     eng = Engine(cfg, own)
+    for p in getattr(plan, "primes", ()):  # a priming phase before the clock: its prefixes are cached
+        eng.kv.prime(prompt_hashes(p, eng.cfg.block_size))
     recs = run_instance(eng, plan.requests, arr, trace_path=trace_path, max_virtual_s=max_virtual_s, fast=fast)
     return Simulated(recs, instance_stats(eng))

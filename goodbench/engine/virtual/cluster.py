@@ -107,6 +107,16 @@ class ClusterSim:
         inst.routed += 1
         return True
 
+    def prime(self, primes: list) -> None:
+        """A priming phase before the clock (workloads/priming.py): each priming request routed as the router
+        would route it, all in flight together, its prompt's blocks left in that instance's cache."""
+        load = [0] * len(self.front)
+        for p in primes:
+            hashes = prompt_hashes(p, self.bs)
+            i = self.router.pick(load, hashes, lambda j, h=hashes: self.front[j].engine.kv.cached_blocks_of(h), None)
+            self.front[i].engine.kv.prime(hashes)
+            load[i] += 1
+
     def _arrive(self, t: float, k: int) -> None:
         r = self.requests[k]
         self.tally.sent[k] = self.arr.sent[k]
