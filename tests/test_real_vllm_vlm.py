@@ -70,9 +70,11 @@ def test_a_vlms_image_tokens_on_real_vllm_are_the_engines_and_goodbench_serve_re
     assert want == {"square": 256 + 2, "wide": 96 + 2}  # Qwen2-VL: (h/28)(w/28) pads, vision_start/_end around
     (tmp_path / "vlm.toml").write_text(WORKLOAD)
     spec = gb.load_workload(str(tmp_path / "vlm.toml"))
-    srv = VllmServer(str(tmp_path), 2048, (), "vlm", vlm=True).start()
+    srv = VllmServer(str(tmp_path), 2048, ("--enable-prompt-tokens-details",), "vlm", vlm=True).start()
     try:
-        live = gb.run(spec, gb.Target(base_url=srv.base_url, model=SERVED_NAME), result_dir=str(tmp_path))
+        target = gb.Target(base_url=srv.base_url, model=SERVED_NAME)
+        live = gb.run(spec, target, result_dir=str(tmp_path))
+        reuse = gb.run(_reuse_spec(tmp_path), target, result_dir=str(tmp_path))
     finally:
         srv.stop()
     got = _image_tokens(live)
@@ -82,3 +84,49 @@ def test_a_vlms_image_tokens_on_real_vllm_are_the_engines_and_goodbench_serve_re
     served = _image_tokens(gb.run(spec, engine=engine, result_dir=str(tmp_path)))
     print("goodbench serve", served)
     assert served == want
+    _same_images_hit_alike(reuse, gb.simulate(_reuse_spec(tmp_path), engine, result_dir=str(tmp_path)))
+
+
+REUSE = """
+name = "vlm-reuse"
+generator = "mixed"
+endpoint = "chat"
+num_requests = 10
+seed = 6
+[arrival]
+process = "constant"
+rate = 1
+[[class]]
+name = "ask"
+input = 24
+output = 4
+images = 1
+image_dir = "{d}"
+"""
+
+
+def _reuse_spec(tmp_path):
+    """Ten requests, one of two 448 x 448 images each (a folder of two), their text their own, one a second."""
+    from goodbench.workloads.media import synthetic_image
+
+    d = tmp_path / "two-images"
+    if not d.exists():
+        d.mkdir()
+        for i in range(2):
+            (d / f"{i}.jpg").write_bytes(synthetic_image(448, 448, 40 + i))
+    (tmp_path / "reuse.toml").write_text(REUSE.format(d=d))
+    return gb.load_workload(str(tmp_path / "reuse.toml"))
+
+
+def _same_images_hit_alike(live, sim) -> None:
+    """vLLM hashes each image into its prompt blocks: a request whose image an earlier one carried finds the
+    image's blocks cached (its text is its own). The engine keys its blocks by the images alike: per request,
+    its cached tokens within two blocks of vLLM's (vLLM's also hold the chat template's tokens before the image,
+    which the engine does not count), and hits on the same requests."""
+    got = {r.id: r.cached_tokens for r in live.records()}
+    want = {r.id: r.cached_tokens or 0 for r in sim.records()}
+    print("cached tokens per request: vLLM", got, "engine", want)
+    assert all(v is not None for v in got.values()), "vLLM's usage said no cached tokens"
+    assert {k for k, v in got.items() if v >= 128} == {k for k, v in want.items() if v >= 128}
+    assert sum(v >= 128 for v in got.values()) >= 6  # two images, ten requests: eight repeats, a few may overlap
+    assert all(abs(got[k] - want[k]) <= 32 for k in got), (got, want)

@@ -13,7 +13,7 @@ from .config import EngineConfig
 from .costmodel import SHIPPED, CostModel
 from .hardware import get_gpu
 from .jitter import factor
-from .kvcache import KVCache, Seq
+from .kvcache import KVCache, Seq, image_keyed
 from .lora import AdapterSlots, LoraCost
 from .scheduler import Batch, Scheduler
 from .speculative import Drafter, SpecCounters
@@ -123,21 +123,27 @@ class Engine:
         sched.holding = self.cfg.async_scheduling and (bool(sched.waiting) or bool(sched.running))
 
     def _vision(self, seq: Seq) -> None:
-        """A request's images as prompt tokens and encoder seconds (engine/vision.py); its prompt blocks are
-        not shared (vLLM hashes the images into them: unique images match nothing)."""
+        """A request's images as prompt tokens and encoder parts (engine/vision.py; each one skipped where the
+        prefix or encoder cache holds it: engine/encodercache.py). Its prompt blocks are keyed by its images, as
+        vLLM hashes them in: the same images (content keys) match, unique or unknown ones match nothing."""
         v = self.cfg.shape().vision
         if v is None:
             raise NoVision(f"{self.cfg.model} takes no images (a vision-language model does: qwen2.5-vl-7b)")
         m, gpu, tp = self.cfg.shape(), get_gpu(self.cfg.gpu), self.cfg.tensor_parallel_size
         fixed = self.cost.fixed_step_s is not None
-        for w, h in seq.images:
+        ids = seq.image_ids if len(seq.image_ids) == len(seq.images) else (None,) * len(seq.images)
+        parts, end = [], 0
+        for (w, h), key in zip(seq.images, ids):
             tokens, patches = v.tokens(w, h)
-            seq.prompt_len += v.prompt_tokens(w, h)
+            end += v.prompt_tokens(w, h)
+            secs = 0.0 if fixed else encoder_time(v, patches, m.hidden, gpu, tp, SHIPPED.prefill_attn)
+            parts.append((key, tokens, secs, end))
             seq.enc_tokens += tokens
             seq.enc_all += tokens
-            if not fixed:
-                seq.enc_s += encoder_time(v, patches, m.hidden, gpu, tp, SHIPPED.prefill_attn)
-        seq.hashes = ()
+        seq.prompt_len += end
+        seq.enc_parts = tuple(parts)
+        known = all(k is not None for k in ids)
+        seq.hashes = image_keyed(seq.hashes, ids, end, self.kv.block_size) if known else ()
 
     def abort(self, seq: Seq) -> None:
         self.sched.remove(seq)

@@ -32,8 +32,9 @@ class Seq:
         "lora",
         "klass",
         "images",
+        "image_ids",
         "enc_tokens",
-        "enc_s",
+        "enc_parts",
         "enc_all",
     )
 
@@ -65,8 +66,9 @@ class Seq:
         self.lora = None  # the LoRA adapter it asked for (None: the base model)
         self.klass = None  # its workload class (per-class speculative acceptance; None: not known, as served)
         self.images: tuple = ()  # (width, height) of each image it carries (a vision-language model's)
+        self.image_ids: tuple = ()  # each image's content key (engine/vision.image_key), where the caller knows it
         self.enc_tokens = 0  # its images' prompt tokens, not yet encoded (0: none, or encoded)
-        self.enc_s = 0.0  # the vision encoder's seconds for them
+        self.enc_parts: tuple = ()  # per image: (key or None, encoder tokens, seconds, end in the prompt)
         self.enc_all = 0  # its images' tokens in all (a preempted request encodes them again)
         self.num_cached = -1  # prompt tokens found in the prefix cache at its first admission (vLLM's
         # num_cached_tokens, what its usage reports); -1: not admitted yet
@@ -210,3 +212,13 @@ def block_hashes(token_ids, block_size: int) -> tuple:
         h = hash((h, tuple(token_ids[i : i + block_size])))
         out.append(h)
     return tuple(out)
+
+
+def image_keyed(text_hashes: tuple, ids: tuple, image_tokens: int, block_size: int) -> tuple:
+    """A prompt's block hashes with its images in front (vLLM hashes each image's content into the blocks its
+    tokens fill, and so into every block after): the images' full blocks, then the text's blocks chained
+    under the images' keys. Two prompts share blocks only where they carry the same images."""
+    key = hash(tuple(ids))
+    return tuple(hash((key, "image", k)) for k in range(image_tokens // block_size)) + tuple(
+        hash((key, h)) for h in text_hashes
+    )

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .config import EngineConfig
+from .encodercache import EncoderCache
 from .kvcache import KVCache, Seq
 
 
@@ -70,6 +71,7 @@ class Scheduler:
     def __init__(self, cfg: EngineConfig, kv: KVCache):
         self.cfg = cfg
         self.kv = kv
+        self.encoder = EncoderCache(cfg.max_num_batched_tokens)  # vision encoder outputs by image (VLMs)
         self.running: list[Seq] = []
         self.priority = cfg.scheduling_policy == "priority"
         self.waiting: deque[Seq] | list = [] if self.priority else deque()
@@ -284,10 +286,13 @@ class Scheduler:
                 n = t
             if not chunked and n > budget:
                 break
-            if seq.enc_tokens:  # its images are encoded in the step that first schedules them, within the budget
-                if seq.enc_tokens > enc_budget and enc_budget < cfg.max_num_batched_tokens:
+            # its images are encoded in the step that first schedules them, within the budget, but for those the
+            # prefix or encoder cache holds (engine/encodercache.py)
+            enc = self.encoder.plan(seq.enc_parts, n_cached) if seq.enc_tokens else None
+            if enc:
+                if enc[0] > enc_budget and enc_budget < cfg.max_num_batched_tokens:
                     break
-                enc_budget -= seq.enc_tokens
+                enc_budget -= enc[0]
             n = min(n, budget)
             seq.num_computed = 0
             if not kv.allocate(seq, n + pre, hit_blocks=hit):
@@ -296,8 +301,9 @@ class Scheduler:
                 kv.queries += seq.num_tokens  # vLLM's prefix_cache_queries: tokens looked up on admission
             if seq.num_cached < 0:
                 seq.num_cached = hit * kv.block_size
-            if seq.enc_tokens:
-                batch.encoder_s += seq.enc_s
+            if enc:
+                batch.encoder_s += enc[1]
+                self.encoder.keep(enc)
                 seq.enc_tokens = 0
             self._pop()
             seq.status = "running"

@@ -11,6 +11,7 @@ placeholder tokens, within an encoder budget of max_num_batched_tokens placehold
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -86,6 +87,12 @@ class Vision:
         span = min(patches, self.window * self.window) if self.window else patches
         attn = 4.0 * self.hidden * patches * (full * patches + (self.layers - full) * span)
         return gemm, attn
+
+
+def image_key(data: bytes) -> str:
+    """An image's content key, as vLLM's mm_hash is one: the same bytes, the same key (its prefix-cache blocks and
+    encoder output are shared); the workload's client side and `goodbench serve` compute it alike."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
 def encoder_time(v: Vision, patches: int, text_hidden: int, gpu, tp: int, attn_ineff: float) -> float:

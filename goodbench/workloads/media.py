@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.vision import image_key
 from ..errors import UsageError
 from .lengths import sample_lengths
 from .spec import LengthDist, MediaSpec
@@ -167,7 +168,8 @@ def stats(items: tuple[MediaItem, ...]) -> dict:
     """What a record keeps of a request's media: images, their pixels, the bytes, the audio's ms."""
     imgs = [x for x in items if x.kind == "image"]
     return {
-        "sizes": tuple((x.width, x.height) for x in imgs),  # the engine's (not a record field)
+        "sizes": tuple((x.width, x.height) for x in imgs),  # the engine's (not record fields)
+        "ids": tuple(image_key(x.data) for x in imgs),
         "images": len(imgs),
         "image_pixels": sum(x.width * x.height for x in imgs),
         "media_bytes": sum(len(x.data) for x in items),

@@ -9,17 +9,19 @@ import base64
 import binascii
 import io
 
+from ..vision import image_key
 from .openai_api import BadRequest
 
 MAX_IMAGES = 256  # a request's images
 
 
-def _size(data: bytes) -> tuple[int, int]:
+def _size(data: bytes) -> tuple[int, int, str]:
+    """An image's width, height and content key (engine/vision.image_key: the same image, the same key)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as im:
-            return int(im.width), int(im.height)
+            return int(im.width), int(im.height), image_key(data)
     except (UnidentifiedImageError, OSError, ValueError):
         raise BadRequest("an image could not be read (JPEG, PNG, WebP, GIF or BMP)", "messages") from None
 
@@ -31,7 +33,7 @@ def _b64(s: str) -> bytes:
         raise BadRequest("an image's base64 data is not valid", "messages") from None
 
 
-def _url_image(url) -> tuple[int, int]:
+def _url_image(url) -> tuple[int, int, str]:
     if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
         raise BadRequest(
             "images must be data URLs (data:image/...;base64,...): goodbench serve fetches nothing", "messages"
@@ -39,8 +41,8 @@ def _url_image(url) -> tuple[int, int]:
     return _size(_b64(url.split(";base64,", 1)[1]))
 
 
-def _part(p) -> tuple[int, int] | None:
-    """One content part's image size (None: not an image)."""
+def _part(p) -> tuple[int, int, str] | None:
+    """One content part's image size and key (None: not an image)."""
     if not isinstance(p, dict):
         return None
     kind = p.get("type")
@@ -59,8 +61,8 @@ def _part(p) -> tuple[int, int] | None:
     return None
 
 
-def image_sizes(messages) -> tuple[tuple[int, int], ...]:
-    """(width, height) of every image in the messages, in order."""
+def images(messages) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
+    """(width, height) of every image in the messages, in order, and their content keys."""
     out = []
     for m in messages if isinstance(messages, list) else ():
         content = m.get("content") if isinstance(m, dict) else None
@@ -70,15 +72,15 @@ def image_sizes(messages) -> tuple[tuple[int, int], ...]:
                 out.append(size)
                 if len(out) > MAX_IMAGES:
                     raise BadRequest(f"at most {MAX_IMAGES} images a request", "messages")
-    return tuple(out)
+    return tuple((w, h) for w, h, _ in out), tuple(k for _, _, k in out)
 
 
-def extras(body: dict, adapters: tuple) -> tuple[str | None, tuple]:
+def extras(body: dict, adapters: tuple) -> tuple[str | None, tuple, tuple]:
     """What a request asks of the engine beyond its text: the LoRA adapter it names as its model (None: the
-    base model) and its images' sizes."""
+    base model), its images' sizes and their content keys."""
     model = body.get("model")
     msgs = body.get("messages") if "messages" in body else body.get("input")
-    return (model if model in adapters else None), image_sizes(msgs)
+    return (model if model in adapters else None), *images(msgs)
 
 
 def refusal(e: Exception, max_model_len: int, seq) -> str:

@@ -114,7 +114,7 @@ def _write_now(writer, data: bytes) -> bool:
     return True
 
 
-EXTRAS = web.RequestKey("extras", tuple)  # (LoRA adapter or None, image sizes): serve/media.extras
+EXTRAS = web.RequestKey("extras", tuple)  # (LoRA adapter or None, image sizes, image keys): serve/media.extras
 
 
 @dataclass
@@ -349,12 +349,12 @@ class EngineServer:
         try:
             if front > 0:
                 await asyncio.sleep(front)
-            images = request.get(EXTRAS, (None, ()))[1]
+            images = request.get(EXTRAS, (None, (), ()))[1]
             if images and fe.preprocesses:  # one processor, first come first served (frontend.MediaQueue)
                 front += await preprocess(self.media_queue, self.clock, fe.media(images))
             at = self.clock() if front > 0 else arrived
             seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)
-            seq.lora, seq.images = request.get(EXTRAS, (None, ()))
+            seq.lora, seq.images, seq.image_ids = request.get(EXTRAS, (None, (), ()))
             try:
                 self._submit(seq, req)
             except RequestTooLong as e:

@@ -240,6 +240,7 @@ class ClusterSim:
             ({"profile": dict(prof)} if prof else {})
             | ({"speculative": spec} if spec else {})
             | ({"images": n} if (n := sum(x.engine.stats.images for x in self.insts)) else {})
+            | ({"images_not_encoded": sum(x.engine.sched.encoder.skipped for x in self.insts)} if n else {})
             | lora_loads([x.engine for x in self.insts])
             | ({"moe": dict(moe)} if moe else {})
             | ({"energy": energy} if energy else {})

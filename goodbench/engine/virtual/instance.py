@@ -180,8 +180,8 @@ def instance_stats(engine: Engine) -> dict:
     spec = spec_stats([engine])
     if spec:
         out["speculative"] = spec
-    if engine.stats.images:
-        out["images"] = engine.stats.images
+    if engine.stats.images:  # and of them, those the prefix or encoder cache spared the encoder
+        out |= {"images": engine.stats.images, "images_not_encoded": engine.sched.encoder.skipped}
     return out | lora_loads([engine])
 
 

@@ -18,13 +18,20 @@ def text_block_hashes(prompt, prompt_tokens: int, block_size: int) -> tuple:
     """Prefix-cache keys without tokenizing: block j covers a fixed window of characters, so prompts
     sharing a text prefix share their leading keys (hits are right to about one block; the server
     uses exact token-id hashes)."""
-    text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)
+    text = prompt if isinstance(prompt, str) else "\n".join(_text(m.get("content", "")) for m in prompt)
     w = block_size * CHARS_PER_TOKEN
     out, h = [], 0
     for j in range(prompt_tokens // block_size):
         h = hash((h, text[j * w : (j + 1) * w], j))
         out.append(h)
     return tuple(out)
+
+
+def _text(content) -> str:
+    """A message's text: its content, or its text parts' (its images are keyed apart: engine/kvcache.image_keyed)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
 
 
 def prompt_hashes(r: RequestSpec, block_size: int) -> tuple:
@@ -56,6 +63,7 @@ def with_request(s, r: RequestSpec):
     s.lora = r.adapter
     s.klass = r.cls
     s.images = r.media["sizes"] if r.media else ()
+    s.image_ids = r.media.get("ids", ()) if r.media else ()
     return s
 
 
