@@ -14,7 +14,7 @@ identical prompt blocks, so a prefix cache sees the recorded reuse). Two formats
   the workload's arrival process.
 
 Replayed calls send their recorded lengths (their prompts are the recorded blocks, not the replies
-of this run). Pure but for reading the file."""
+of this run). A third, OpenTelemetry GenAI spans, is read by oteltrace.py. Pure but for reading the file."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..jsonlines import json_lines, read_text
 from ..limits import MAX_TOKENS, problem
 from .agent import Job, Node
+from .oteltrace import otel_jobs
 
 DEFAULT_BLOCK = 64
 MAX_NESTING = 100  # weka sub-agents inside sub-agents: recorded sessions nest a few deep
@@ -177,12 +178,14 @@ def read_weka(path: str) -> list[Job]:
 
 
 def sniff(path: str) -> str:
-    """goodbench (JSON lines of calls with 'job') or weka (sessions with 'requests')."""
+    """goodbench (JSON lines of calls with 'job'), otel (OpenTelemetry spans) or weka (sessions with 'requests')."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             head = f.read(4096)
     except OSError as e:
         raise InputError(f"agent trace {path}: {e.strerror or e}") from None
+    if '"resourceSpans"' in head or '"spanId"' in head or '"span_id"' in head:
+        return "otel"
     return "goodbench" if '"job"' in head.split("\n", 1)[0] else "weka"
 
 
@@ -191,4 +194,6 @@ def read_agent_trace(path: str, fmt: str | None = None) -> tuple[list[Job], bool
     fmt = fmt or sniff(path)
     if fmt == "weka":
         return read_weka(path), False
+    if fmt == "otel":
+        return [_finish(name, arrival, calls) for name, arrival, calls in otel_jobs(path)], True
     return read_goodbench(path)

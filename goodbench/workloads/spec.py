@@ -15,7 +15,7 @@ GENERATORS = ("synthetic", "mixed", "hol", "sharegpt", "sessions", "trace", "age
 DISTS = ("constant", "uniform", "normal", "lognormal", "dataset")
 ENDPOINTS = APIS  # the APIs a workload can speak: client/apis.py's, the one list
 TRACE_FORMATS = ("mooncake", "azure", "burstgpt")  # [trace] format / --trace-format (workloads/traces.py)
-AGENT_TRACE_FORMATS = ("goodbench", "weka")  # [agent] trace_format (workloads/agenttrace.py)
+AGENT_TRACE_FORMATS = ("goodbench", "weka", "otel")  # [agent] trace_format (workloads/agenttrace.py)
 
 DEFAULT_REQUESTS = 200  # requests in a workload that gives neither a count nor a duration
 
