@@ -182,6 +182,7 @@ class RunMeta:
     # what a summary is composed from besides the records (metrics/compose.py), kept so that
     # recomputing it from the directory gives the summary the run wrote:
     expected_prefix_reuse: float | None = None  # the prefix-cache hit rate the workload's structure allows
+    expected_prefix_sources: dict | None = None  # agent jobs: reuse from a job's own calls / other jobs
     target_hit_rate: float | None = None  # the hit rate a controlled-hit-rate workload states (workloads/priming.py)
     priming: dict | None = None  # its priming phase before the clock: {requests, prompt_tokens, wall_s}
     gpus: dict | None = None  # simulated: GPUs by tier, and $ per GPU-hour by tier (the cost block)

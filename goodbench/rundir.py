@@ -191,5 +191,6 @@ def plan_meta(spec: WorkloadSpec, plan: Plan, mode: str, **kw) -> RunMeta:
         requested_rate=None if closed else plan.arrival.mean_rate,
         planned_requests=plan.planned,
         expected_prefix_reuse=plan.expected_reuse(),
+        expected_prefix_sources=plan.expected_sources(),
         target_hit_rate=plan.target_hit_rate,
     )

@@ -56,6 +56,9 @@ def test_the_shipped_sample_replays_at_its_arrivals_in_simulate():
     s = api.simulate("agent-trace-sample", EngineConfig(fixed_step_ms=5), result_dir="/tmp/gb-agent-trace-test").summary
     assert s["jobs"]["started"] == s["jobs"]["completed"] == 24
     assert s["prefix_cache"]["hit_rate"] > 0.5  # jobs share the system prompt's recorded blocks
+    src = s["jobs"]["prefix_sources"]  # most of it from other jobs (that system prompt), some from a job's own calls
+    assert src["other_jobs"] > src["own_job"] > 0
+    assert src["own_job"] + src["other_jobs"] == pytest.approx(s["prefix_cache"]["expected_hit_rate"])
 
 
 def test_a_trace_without_arrival_times_needs_an_arrival_process(tmp_path):

@@ -90,6 +90,11 @@ def test_an_otel_trace_replays_in_simulate_at_its_recorded_times(tmp_path):
     s = api.simulate(spec, EngineConfig(fixed_step_ms=5, enable_prefix_caching=True), result_dir=str(tmp_path)).summary
     assert s["jobs"]["started"] == s["jobs"]["completed"] == 2
     assert s["prefix_cache"]["hit_rate"] > 0.2  # the repeated system prompt and task
+    # where that reuse comes from: the planner's own conversation; the two jobs share nothing
+    src = s["jobs"]["prefix_sources"]
+    assert src["own_job"] > 0.2 and src["other_jobs"] == 0.0
+    assert src["own_job"] == pytest.approx(s["prefix_cache"]["expected_hit_rate"])
+    assert s["jobs"]["per_depth"]["1"]["hit_rate"] > 0  # c1 found c0's prompt cached (the engine's usage)
 
 
 @pytest.mark.parametrize(

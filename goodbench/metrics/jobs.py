@@ -71,6 +71,7 @@ def _per_depth(c: RequestMetrics, has: np.ndarray) -> dict:
             "ttft_ms": dist(c.ttft[sel]),
             "e2e_ms": dist(c.e2e[sel]),
             "prompt_tokens_mean": float(c.cols.prompt_tokens[sel].mean()) if sel.any() else None,
+            "hit_rate": _hit_rate(c.cols, has & (c.cols.depth == d) & c.ok),
         }
     return out
 
@@ -110,6 +111,13 @@ def job_block(c: RequestMetrics, slo: dict | None, duration: float) -> dict | No
         "per_depth": _per_depth(c, has),
     }
     return out
+
+
+def _hit_rate(cols, sel: np.ndarray) -> float | None:
+    """Cached prompt tokens over prompt tokens of the calls whose usage said (None: none did)."""
+    said = sel & (cols.cached >= 0)
+    p = cols.prompt_tokens[said].sum()
+    return float(cols.cached[said].sum() / p) if said.any() and p else None
 
 
 def _f(v) -> float | None:

@@ -184,7 +184,7 @@ def _shaped_blocks(s: dict, c: RequestMetrics, slo: dict | None, duration: float
     if s.get("per_priority"):  # were the lanes served in priority order (None: unknown)
         s["priority_honoured"] = lanes_honoured(s["per_priority"], meta.engine)[0]
     if (cols.job >= 0).any():  # agent jobs: whole jobs too
-        s["jobs"] = job_block(c, slo, duration)
+        s["jobs"] = job_block(c, slo, duration) | {"prefix_sources": meta.expected_prefix_sources}
     if (cols.items >= 0).any():  # embeddings, rerank, score: items too
         s["pooling"] = pooling_block(c, duration)
     fleet = replica_block(c, fleet_names(meta.engine, meta.target))  # who served each request, what its cache held

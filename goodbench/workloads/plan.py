@@ -69,6 +69,16 @@ class Plan:
         prompts = [r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests]
         return reuse_ratio([p.segments for p in self.primes] + prompts, block_size, seen_first=len(self.primes))
 
+    def expected_sources(self, block_size: int = 16) -> dict | None:
+        """Agent jobs: where the workload's reusable prefixes come from (segments.reuse_by_source: a job's own
+        earlier calls, or other jobs); None for other workloads or prompts without structure."""
+        if not self.jobs or not any(r.segments for r in self.requests):
+            return None
+        from ..workloads.segments import reuse_by_source
+
+        prompts = [r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests]
+        return reuse_by_source(prompts, [r.job for r in self.requests], block_size)
+
     @property
     def planned(self) -> int | None:
         """How many requests the schedule sends (None: a closed loop bounded by time cycles them; sessions

@@ -83,3 +83,28 @@ def reuse_ratio(prompts: list[Segments], block_size: int = 16, seen_first: int =
         hit += k * block_size
         seen.update(hashes)
     return hit / total if total else None
+
+
+def reuse_by_source(prompts: list[Segments], owners: list, block_size: int = 16) -> dict | None:
+    """Where the reusable prefix of a stream of prompts comes from: of all prompt tokens, the share in full
+    blocks an earlier prompt of the same owner (an agent job's own earlier calls: its conversation) first
+    held, and the share another owner's did (a system prompt or document other jobs share); the rest is new.
+    The same unbounded cache as reuse_ratio."""
+    first: dict = {}
+    own = other = total = 0
+    for segs, who in zip(prompts, owners):
+        n = tokens_of(segs)
+        total += n
+        hashes = block_hashes(segs, block_size)
+        for h in hashes[: (n - 1) // block_size]:
+            if h not in first:
+                break
+            if first[h] == who:
+                own += block_size
+            else:
+                other += block_size
+        for h in hashes:
+            first.setdefault(h, who)
+    if not total:
+        return None
+    return {"own_job": own / total, "other_jobs": other / total, "new": 1 - (own + other) / total}
