@@ -88,3 +88,28 @@ def test_bad_goodbench_traces_name_the_line(tmp_path, line, needle):
     p.write_text(line + "\n")
     with pytest.raises(InputError, match=f"t.jsonl:1: .*{needle}" if "JSON" not in needle else needle):
         read_agent_trace(str(p), "goodbench")
+
+
+def test_inferencex_weka_sessions_with_parallel_sub_agents_and_1024_token_blocks(tmp_path):
+    """SemiAnalysis InferenceX's agentic corpus (cc-traces-weka-with-subagents) is the Weka format with more
+    fields per request (model, input_types, api_time) and 1,024-token blocks; two sub-agent groups in a row
+    run side by side, and the next main call waits for both."""
+    extra = {"model": "m", "input_types": ["text"], "output_types": ["text"], "api_time": 0.4}
+    sess = {
+        "id": "ix1",
+        "models": ["m"],
+        "block_size": 1024,
+        "hash_id_scope": "local",
+        "requests": [
+            {"t": 0.0, "type": "n", "in": 3000, "out": 20, "hash_ids": [1, 2], "stop": "tool_use", **extra},
+            {"t": 0.5, "type": "subagent", "status": "completed", "requests": [{"in": 1500, "out": 10, **extra}]},
+            {"t": 0.5, "type": "subagent", "status": "completed", "requests": [{"in": 1800, "out": 12, **extra}]},
+            {"t": 2.0, "type": "n", "in": 4100, "out": 30, "hash_ids": [1, 2, 3], "think_time": 0.1, **extra},
+        ],
+    }
+    p = tmp_path / "ix.jsonl"
+    p.write_text(json.dumps(sess) + "\n")
+    (job,), timed = read_agent_trace(str(p))
+    assert [n.parents for n in job.nodes] == [(), (0,), (0,), (0, 1, 2)]
+    assert [n for _, n in job.nodes[3].segments] == [1024, 1024, 1024, 1028]
+    assert job.nodes[3].segments[:2] == job.nodes[0].segments[:2]
