@@ -422,6 +422,15 @@ def run(
         return Run(rd.dir, rd.meta, rd.finish(), rd.meta.interrupted)
 
 
+def _locust_can_run(spec: WorkloadSpec) -> None:
+    """What locust cannot drive: agent job graphs, and a controlled hit rate's priming before the clock."""
+    if spec.generator == "agent" or any(c.hit_rate is not None for c in spec.classes):
+        raise UsageError(
+            "agent jobs and a controlled hit rate (primed before the clock) run with goodbench's own client: "
+            "leave out --via locust"
+        )
+
+
 def run_via_locust(
     workload,
     target: Target | str | None = None,
@@ -448,11 +457,7 @@ def run_via_locust(
     from ..runner.via_locust import LocustRun, run_locust
 
     spec = as_workload(workload)
-    if spec.generator == "agent" or any(c.hit_rate is not None for c in spec.classes):
-        raise UsageError(
-            "agent jobs and a controlled hit rate (primed before the clock) run with goodbench's own client: "
-            "leave out --via locust"
-        )
+    _locust_can_run(spec)
     check_all({"users": users, "spawn_rate": spawn_rate, "locust_workers": locust_workers})
     judged = _gate_meta(gate, min_attainment, spec.gate)  # the master judges with it (its exit code)
     if run_id:

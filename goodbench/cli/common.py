@@ -62,6 +62,24 @@ def add_goodput_arg(g, default: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- workload
+def _add_hit_rate_args(g) -> None:
+    """A controlled prefix-cache hit rate (workloads/priming.py)."""
+    g.add_argument(
+        "--prefix-hit-rate",
+        type=float,
+        metavar="H",
+        help="a controlled prefix-cache hit rate: the first H of every synthetic prompt is one of "
+        "--primed-prefixes shared prefixes, each sent once before the clock; the run checks the hit rate it got "
+        "(summary prefix_cache.verified; default: the workload's, none)",
+    )
+    g.add_argument(
+        "--primed-prefixes",
+        type=int,
+        metavar="N",
+        help="how many shared prefixes --prefix-hit-rate draws from (default 1)",
+    )
+
+
 def add_workload_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload (flags override the workload file)")
     g.add_argument(
@@ -83,20 +101,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--random-input-len", type=int, default=None, help="random: prompt tokens (default 1024)")
     g.add_argument("--random-output-len", type=int, default=None, help="random: output tokens (default 128)")
-    g.add_argument(
-        "--prefix-hit-rate",
-        type=float,
-        metavar="H",
-        help="a controlled prefix-cache hit rate: the first H of every synthetic prompt is one of "
-        "--primed-prefixes shared prefixes, each sent once before the clock; the run checks the hit rate it got "
-        "(summary prefix_cache.verified; default: the workload's, none)",
-    )
-    g.add_argument(
-        "--primed-prefixes",
-        type=int,
-        metavar="N",
-        help="how many shared prefixes --prefix-hit-rate draws from (default 1)",
-    )
+    _add_hit_rate_args(g)
     g.add_argument(
         "--num-prompts", type=int, help="number of requests (default: the workload's; 200 for --dataset-name random)"
     )
