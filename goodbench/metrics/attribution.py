@@ -24,6 +24,7 @@ OUTPUT = "vllm:request_generation_tokens_sum"
 KEEP = (DONE, PROMPT, OUTPUT, "vllm:request_prompt_tokens_count", "vllm:prefix_cache_hits_total")
 HOW = ("exact", "ambiguous", "timing")  # codes 0, 1, 2; -1: unattributed
 TIGHT_S = 0.03  # tried first: a request's end seen by the client within 30 ms of its worker's interval
+WIDE_S = 0.5  # last: a client loaded past its own lag (a saturated fleet on the same host) sees ends late
 SLACK_S = 0.1  # how far a request's client-side end may lie outside its worker's interval (scrape timing, delivery)
 NODES = 20_000  # search budget per interval: beyond it the interval is filled by timing alone
 
@@ -122,10 +123,10 @@ def attribute(
     replica = np.full(n, -1, np.int64)
     how = np.full(n, -1, np.int64)
     free = eligible.copy()
-    doubt = np.zeros(n, bool)  # requests an ambiguous choice could have taken: later choices near them are unsure
+    doubt = np.zeros(n, bool)  # requests an unsure choice could have taken: later choices near them are unsure
     unmatched = 0
     for hi, w, lo, dn, dp0, dg0 in _intervals(workers):
-        for slack in (TIGHT_S, slack_s):  # the nearest requests first: fewer of them, fewer equal-sum choices
+        for slack in (TIGHT_S, slack_s, WIDE_S):  # the nearest requests first: fewer of them, fewer equal-sum choices
             window = eligible & (fin >= lo - slack) & (fin <= hi + slack)
             cands = np.flatnonzero(free & window)
             cands = cands[np.argsort(fin[cands], kind="stable")]
@@ -137,6 +138,7 @@ def attribute(
                 break
         if pick is None:
             pick, kind = [int(x) for x in cands[:dn]], 2
+            doubt[cands] = True  # a guess by timing may have taken another worker's requests
             unmatched += dn - len(pick)
         else:
             other = _fits(cands, prompt, output, dn, dp, dg, avoid=set(pick)) if cands.size > dn else None

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import UsageError, warn
-from ..metrics.attribution import DONE, KEEP, OUTPUT, PROMPT, attribute, worker_counters
+from ..metrics.attribution import DONE, HOW, KEEP, OUTPUT, PROMPT, attribute, worker_counters
 from ..redact import scrub_url
 from ..store import load, read_jsonl, write_atomic
 from .telemetry import metrics_url, probe
@@ -70,9 +70,11 @@ def attribute_run(run_dir: str, names: tuple[str, ...]) -> dict:
     ok = np.array([r.status == "ok" for r in recs], bool) & ~np.isnan(fin)
     got = attribute(fin, prompt, output, ok, worker_counters(rows, len(names)))
     stats = {"method": "worker counters", "sampled_every_s": INTERVAL_S} | got.stats(ok)
-    said = [(r.replica, names[w]) for r, w in zip(recs, got.replica) if r.replica is not None and w >= 0]
-    if said:
-        stats["agrees_with_header"] = round(sum(a == b for a, b in said) / len(said), 4)
+    said = [(r.replica == names[w], h) for r, w, h in zip(recs, got.replica, got.how) if r.replica and w >= 0]
+    if said:  # the header's truth, overall and by how sure the counters were
+        stats["agrees_with_header"] = round(sum(a for a, _ in said) / len(said), 4)
+        by = {HOW[k]: [a for a, h in said if h == k] for k in range(len(HOW))}
+        stats["agrees_by_how"] = {k: round(sum(v) / len(v), 4) for k, v in by.items() if v}
     if any(r.replica is None and w >= 0 for r, w in zip(recs, got.replica)):
         recs = [replace(r, replica=names[w]) if r.replica is None and w >= 0 else r for r, w in zip(recs, got.replica)]
         write_atomic(os.path.join(run_dir, "records.jsonl"), "".join(r.to_json() + "\n" for r in recs))
