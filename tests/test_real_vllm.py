@@ -376,3 +376,19 @@ def test_calibrate_on_one_workload_predicts_another(pool, tmp_path):
         pred, meas = got[k]
         assert abs(pred / meas - 1) <= gate, (k, pred, meas)
     assert sim["engine_uncertainty"]["step_time_pct"] == cal.profile.step_time_pct
+
+
+def test_a_controlled_hit_rate_is_primed_and_verified_on_vllm(pool, tmp_path):
+    """--prefix-hit-rate's priming phase against the real vLLM: each shared prefix sent once before the clock,
+    then the hit rate vLLM's own prefix-cache counters show over the measured requests meets the stated one."""
+    srv = pool.get(512)
+    wl = tmp_path / "hit.toml"
+    wl.write_text(
+        'name = "hit"\nnum_requests = 16\nseed = 2\n[arrival]\nrate = 4\n[[class]]\nname = "half"\n'
+        'input = { dist = "uniform", min = 600, max = 1200 }\noutput = 4\nhit_rate = 0.5\nprimed_prefixes = 2\n'
+    )
+    run = gb.run(gb.load_workload(str(wl)), srv.base_url, result_dir=str(tmp_path), run_id="hit")
+    assert run.summary["requests"]["failed"] == 0 and run.meta.priming["requests"] == 2
+    pc = run.summary["prefix_cache"]
+    print(f"target {pc['target_hit_rate']:.3f}, vLLM's counters {pc['measured_hit_rate']:.3f}")
+    assert pc["measured_by"] == "counters" and pc["verified"] is True, pc

@@ -68,7 +68,7 @@ def _add_hit_rate_args(g) -> None:
         "--prefix-hit-rate",
         type=float,
         metavar="H",
-        help="a controlled prefix-cache hit rate: the first H of every synthetic prompt is one of "
+        help="a controlled prefix-cache hit rate: the first H of every synthetic prompt (in whole 128-token blocks) is one of "
         "--primed-prefixes shared prefixes, each sent once before the clock; the run checks the hit rate it got "
         "(summary prefix_cache.verified; default: the workload's, none)",
     )

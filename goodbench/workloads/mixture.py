@@ -56,11 +56,14 @@ def _prefix_segments(c: ClassSpec, n: int, rng: np.random.Generator) -> list[tup
 
 
 def _primed_rows(c: ClassSpec, rows: list[tuple], tok, rng_py) -> tuple[list[tuple], list[tuple]]:
-    """A controlled-hit-rate class (workloads/priming.py): each prompt's first round(hit_rate x its tokens)
-    tokens are one of the class's primed prefixes (drawn uniformly), the rest its own; (prefix segments, rows)."""
+    """A controlled-hit-rate class (workloads/priming.py): each prompt's first hit_rate x its tokens, rounded to
+    whole hit_blocks (a server caches whole KV blocks: vLLM's are 16 tokens on GPUs, 128 on CPUs; rounding to the
+    nearest keeps the mean rate unbiased), are one of the class's primed prefixes (drawn uniformly), the rest its
+    own; (prefix segments, rows)."""
     shared, out = [], []
+    b = c.hit_block
     for text, pl, ol in rows:
-        k = min(int(round(c.hit_rate * pl)), pl - 1)
+        k = min(int(round(c.hit_rate * pl / b)) * b, (pl - 1) // b * b)
         if k <= 0:  # a one-token prompt: nothing to share
             shared.append(())
             out.append((text, pl, ol))

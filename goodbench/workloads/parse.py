@@ -212,7 +212,7 @@ TOP_KEYS = {
 
 CLASS_KEYS = set(
     "name weight input output source dataset reasoning priority system_prompts prefix_tokens prefix_share "
-    "documents document_tokens document_skew hit_rate primed_prefixes images image_size image_dir audio_s".split()
+    "documents document_tokens document_skew hit_rate primed_prefixes hit_block images image_size image_dir audio_s".split()
 )
 
 

@@ -1,6 +1,7 @@
 """A class's shared prefixes, read from its table: system prompts and documents (reuse that follows from the
-traffic), or a controlled hit rate (`hit_rate`: that share of every prompt is one of `primed_prefixes`
-prefixes, sent once before the clock starts so that every measured request finds its prefix cached)."""
+traffic), or a controlled hit rate (`hit_rate`: that share of every prompt, in whole `hit_block`s, is one of
+`primed_prefixes` prefixes, sent once before the clock starts so that every measured request finds its prefix
+cached)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ def prefixes(ctx, c: dict, key: str) -> dict:
         "document_skew": ctx.num(c, "document_skew", p, float, 0.0, limit="weight"),
         "hit_rate": ctx.num(c, "hit_rate", p, float, None, limit="fraction"),
         "primed_prefixes": ctx.num(c, "primed_prefixes", p, int, 1, limit="requests"),
+        "hit_block": ctx.num(c, "hit_block", p, int, 128, limit="tokens"),
     }
     if out["prefix_share"] > 1:
         raise ctx.err(f"{key}.prefix_share", "a fraction of the requests, at most 1")
@@ -33,8 +35,9 @@ def prefixes(ctx, c: dict, key: str) -> dict:
 def _check_hit_rate(ctx, c: dict, key: str, out: dict) -> None:
     h = out["hit_rate"]
     if h is None:
-        if "primed_prefixes" in c:
-            raise ctx.err(f"{key}.primed_prefixes", "goes with hit_rate (the share of each prompt primed)")
+        for k in ("primed_prefixes", "hit_block"):
+            if k in c:
+                raise ctx.err(f"{key}.{k}", "goes with hit_rate (the share of each prompt primed)")
         return
     if not 0 < h < 1:
         raise ctx.err(f"{key}.hit_rate", f"{h:g}: the share of each prompt found in the cache, between 0 and 1")

@@ -84,6 +84,7 @@ class ClassSpec:
     # `primed_prefixes` prefixes, each sent once before the clock starts; `input` counts the whole prompt
     hit_rate: float | None = None
     primed_prefixes: int = 1
+    hit_block: int = 128  # prefix lengths are whole multiples of it (a server caches whole KV blocks)
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ class WorkloadSpec:
             if c["media"] is None:
                 del c["media"]  # classes without media keep their hashes
             if c["hit_rate"] is None:
-                del c["hit_rate"], c["primed_prefixes"]  # ... and those without a controlled hit rate
+                del c["hit_rate"], c["primed_prefixes"], c["hit_block"]  # ... and those without a controlled hit rate
         if d["lora"] is None:
             d.pop("lora")  # ... and for workloads without adapters (their hashes too)
         return d
