@@ -124,3 +124,9 @@ def test_a_live_run_primes_before_the_clock_and_verifies(tmp_path):
     assert len(run.records()) == 40  # the priming requests are not records: they ran before the clock
     pc = run.summary["prefix_cache"]
     assert pc["measured_by"] == "counters" and pc["verified"] is True, pc
+
+
+def test_a_hit_rate_on_a_workload_without_class_mixtures_is_refused(tmp_path):
+    (tmp_path / "w.toml").write_text('generator = "sessions"\n[[class]]\nname = "a"\nhit_rate = 0.5\n')
+    with pytest.raises(UsageError, match="class mixtures"):
+        build_plan(api.load_workload(str(tmp_path / "w.toml")), None)

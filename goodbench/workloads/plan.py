@@ -123,6 +123,8 @@ def replay_jobs(spec: WorkloadSpec, a: ArrivalSpec, n: int | None) -> list:
 
 def build_plan(spec: WorkloadSpec, tok) -> Plan:
     """The requests and their schedule; with a controlled hit rate, the priming requests and the target too."""
+    if any(c.hit_rate is not None for c in spec.classes) and spec.generator in ("hol", "sessions", "trace", "agent"):
+        raise UsageError(f"a class's hit_rate is for class mixtures (synthetic, mixed), not {spec.generator} workloads")
     plan = _build(spec, tok)
     if any(c.hit_rate is not None for c in spec.classes):
         from .priming import primes, target_hit_rate
