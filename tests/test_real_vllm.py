@@ -224,14 +224,22 @@ def test_completions_through_the_cli_records_usage_metrics_and_server_timing(poo
     assert "client: kernel receive stamps" in r.stdout
 
 
+def run_toml(srv, tmp_path, name: str, text: str):
+    """A workload written as TOML, run against the server (run id: its name)."""
+    wl = tmp_path / f"{name}.toml"
+    wl.write_text(f'name = "{name}"\n' + text)
+    return gb.run(gb.load_workload(str(wl)), srv.base_url, result_dir=str(tmp_path), run_id=name)
+
+
 def test_chat_sharegpt_streams_with_usage_equal_to_chunks(pool, tmp_path):
     srv = pool.get(512)
-    wl = tmp_path / "chat.toml"
-    wl.write_text(
-        'name = "chat"\nendpoint = "chat"\nnum_requests = 8\nseed = 1\n[arrival]\nrate = 4\n'
-        '[[class]]\nname = "sharegpt"\nsource = "sharegpt"\ninput = "dataset"\noutput = 24\n'
+    run = run_toml(
+        srv,
+        tmp_path,
+        "chat",
+        'endpoint = "chat"\nnum_requests = 8\nseed = 1\n[arrival]\nrate = 4\n'
+        '[[class]]\nname = "sharegpt"\nsource = "sharegpt"\ninput = "dataset"\noutput = 24\n',
     )
-    run = gb.run(gb.load_workload(str(wl)), srv.base_url, result_dir=str(tmp_path), run_id="chat")
     assert run.summary["requests"]["failed"] == 0
     assert run.meta.target["endpoint"] == "/v1/chat/completions"
     assert run.meta.server["name"] == "vllm" and run.meta.server["version"]  # /v1/models owned_by, /version
@@ -382,12 +390,13 @@ def test_a_controlled_hit_rate_is_primed_and_verified_on_vllm(pool, tmp_path):
     """--prefix-hit-rate's priming phase against the real vLLM: each shared prefix sent once before the clock,
     then the hit rate vLLM's own prefix-cache counters show over the measured requests meets the stated one."""
     srv = pool.get(512)
-    wl = tmp_path / "hit.toml"
-    wl.write_text(
-        'name = "hit"\nnum_requests = 16\nseed = 2\n[arrival]\nrate = 4\n[[class]]\nname = "half"\n'
-        'input = { dist = "uniform", min = 600, max = 1200 }\noutput = 4\nhit_rate = 0.5\nprimed_prefixes = 2\n'
+    run = run_toml(
+        srv,
+        tmp_path,
+        "hit",
+        'num_requests = 16\nseed = 2\n[arrival]\nrate = 4\n[[class]]\nname = "half"\n'
+        'input = { dist = "uniform", min = 600, max = 1200 }\noutput = 4\nhit_rate = 0.5\nprimed_prefixes = 2\n',
     )
-    run = gb.run(gb.load_workload(str(wl)), srv.base_url, result_dir=str(tmp_path), run_id="hit")
     assert run.summary["requests"]["failed"] == 0 and run.meta.priming["requests"] == 2
     pc = run.summary["prefix_cache"]
     print(f"target {pc['target_hit_rate']:.3f}, vLLM's counters {pc['measured_hit_rate']:.3f}")

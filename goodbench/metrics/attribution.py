@@ -21,7 +21,7 @@ from ..prometheus import total
 DONE = "vllm:request_success_total"
 PROMPT = "vllm:request_prompt_tokens_sum"
 OUTPUT = "vllm:request_generation_tokens_sum"
-KEEP = (DONE, PROMPT, OUTPUT, "vllm:request_prompt_tokens_count", "vllm:prefix_cache_hits_total")
+KEEP = (DONE, PROMPT, OUTPUT)  # what worker_metrics.jsonl keeps of each sample
 HOW = ("exact", "ambiguous", "timing")  # codes 0, 1, 2; -1: unattributed
 TIGHT_S = 0.03  # tried first: a request's end seen by the client within 30 ms of its worker's interval
 WIDE_S = 0.5  # last: a client loaded past its own lag (a saturated fleet on the same host) sees ends late

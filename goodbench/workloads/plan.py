@@ -66,8 +66,8 @@ class Plan:
             return None
         from ..workloads.segments import reuse_ratio
 
-        prompts = [r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests]
-        return reuse_ratio([p.segments for p in self.primes] + prompts, block_size, seen_first=len(self.primes))
+        primes = [p.segments for p in self.primes]
+        return reuse_ratio(primes + self._prompt_segments(), block_size, seen_first=len(primes))
 
     def expected_sources(self, block_size: int = 16) -> dict | None:
         """Agent jobs: where the workload's reusable prefixes come from (segments.reuse_by_source: a job's own
@@ -76,8 +76,11 @@ class Plan:
             return None
         from ..workloads.segments import reuse_by_source
 
-        prompts = [r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests]
-        return reuse_by_source(prompts, [r.job for r in self.requests], block_size)
+        return reuse_by_source(self._prompt_segments(), [r.job for r in self.requests], block_size)
+
+    def _prompt_segments(self) -> list:
+        """Every request's prompt as segments; one without structure is its own unique run."""
+        return [r.segments or ((("unique", r.id), r.prompt_tokens),) for r in self.requests]
 
     @property
     def planned(self) -> int | None:

@@ -63,25 +63,29 @@ def block_hashes(segments: Segments, block_size: int) -> tuple:
     return tuple(out)
 
 
+def _leading_seen(prompts: list[Segments], block_size: int):
+    """Per prompt, in order: (its tokens, its full blocks' hashes, how many leading ones an earlier prompt held),
+    the unbounded cache updated after each (at least one token of a prompt is always recomputed, as in vLLM)."""
+    seen: set = set()
+    for segs in prompts:
+        n, hashes = tokens_of(segs), block_hashes(segs, block_size)
+        usable = min((n - 1) // block_size, len(hashes))
+        k = 0
+        while k < usable and hashes[k] in seen:
+            k += 1
+        yield n, hashes, k
+        seen.update(hashes)
+
+
 def reuse_ratio(prompts: list[Segments], block_size: int = 16, seen_first: int = 0) -> float | None:
     """The theoretical prefix-cache hit rate of a stream of prompts: the share of prompt tokens in full
     blocks already seen by an earlier prompt (an unbounded cache; at least one token of each prompt is
     always recomputed, as in vLLM). The first seen_first prompts only fill the cache (a priming phase)."""
-    seen: set = set()
     hit = total = 0
-    for i, segs in enumerate(prompts):
-        hashes = block_hashes(segs, block_size)
-        if i < seen_first:
-            seen.update(hashes)
-            continue
-        n = tokens_of(segs)
-        total += n
-        usable = (n - 1) // block_size
-        k = 0
-        while k < min(usable, len(hashes)) and hashes[k] in seen:
-            k += 1
-        hit += k * block_size
-        seen.update(hashes)
+    for i, (n, _, k) in enumerate(_leading_seen(prompts, block_size)):
+        if i >= seen_first:
+            total += n
+            hit += k * block_size
     return hit / total if total else None
 
 
@@ -92,17 +96,10 @@ def reuse_by_source(prompts: list[Segments], owners: list, block_size: int = 16)
     The same unbounded cache as reuse_ratio."""
     first: dict = {}
     own = other = total = 0
-    for segs, who in zip(prompts, owners):
-        n = tokens_of(segs)
+    for (n, hashes, k), who in zip(_leading_seen(prompts, block_size), owners):
         total += n
-        hashes = block_hashes(segs, block_size)
-        for h in hashes[: (n - 1) // block_size]:
-            if h not in first:
-                break
-            if first[h] == who:
-                own += block_size
-            else:
-                other += block_size
+        mine = sum(first[h] == who for h in hashes[:k])
+        own, other = own + mine * block_size, other + (k - mine) * block_size
         for h in hashes:
             first.setdefault(h, who)
     if not total:
