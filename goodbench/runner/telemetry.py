@@ -43,7 +43,7 @@ def check_sources(sources: list[str]) -> list[str]:
             out.append(src)
             continue
         url = metrics_url(src)
-        sample = asyncio.run(probe(url))
+        sample = asyncio.run(_probe(url))
         if sample is None:
             raise UsageError(f"--gpu-telemetry {scrub_url(url)}: no answer (is the DCGM exporter running there?)")
         if not any(k.split("{", 1)[0] in (ENERGY, POWER) for k in sample):
@@ -52,7 +52,7 @@ def check_sources(sources: list[str]) -> list[str]:
     return out
 
 
-async def probe(url: str) -> dict | None:
+async def _probe(url: str) -> dict | None:
     import aiohttp
 
     from .scrape import _read

@@ -15,7 +15,8 @@ from ..errors import UsageError, warn
 from ..metrics.attribution import DONE, HOW, KEEP, OUTPUT, PROMPT, attribute, worker_counters
 from ..redact import scrub_url
 from ..store import load, read_jsonl, write_atomic
-from .telemetry import metrics_url, probe
+from .scrape import read_round
+from .telemetry import metrics_url
 
 FILE = "worker_metrics.jsonl"
 INTERVAL_S = 0.2  # fine enough that few requests end between two samples; a /metrics read costs a server ~1 ms
@@ -39,8 +40,8 @@ def parse_workers(specs) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def check_workers(names, urls) -> None:
     """Every worker answers /metrics with vLLM's finished-request counter (UsageError naming the one that does
     not); one without the prompt/output token histograms is attributed by timing alone (warned)."""
-    samples = asyncio.run(_probe_all(list(urls)))
-    for name, url, sample in zip(names, urls, samples):
+    samples = asyncio.run(read_round(list(urls)))
+    for name, url, (_, sample) in zip(names, urls, samples):
         if sample is None:
             raise UsageError(f"--worker-metrics {name}={scrub_url(url)}: no answer (is the worker running there?)")
         keys = {k.split("{", 1)[0] for k in sample}
@@ -51,10 +52,6 @@ def check_workers(names, urls) -> None:
                 f"--worker-metrics {name}: no {PROMPT} / {OUTPUT} in its /metrics: its requests are attributed "
                 "by their timing alone"
             )
-
-
-async def _probe_all(urls: list[str]) -> list:
-    return await asyncio.gather(*(probe(u) for u in urls))
 
 
 def attribute_run(run_dir: str, names: tuple[str, ...]) -> dict:
