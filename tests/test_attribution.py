@@ -1,15 +1,19 @@
 """Attributing requests to replicas by the workers' counters (metrics/attribution.py): synthetic fleets whose
 truth is known, sampled as `--worker-metrics` samples them, with the timing noise a real scrape has."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from goodbench.metrics.attribution import HOW, Counters, attribute, worker_counters
 
 
-def _fleet(n_req=400, workers=2, rate=40.0, every=0.2, seed=0, same_size=False, sums=True):
+def _fleet(n_req=400, workers=2, rate=40.0, every=0.2, seed=0, same_size=False, sums=True, slow=0.0):
     """Requests finishing on `workers` replicas at `rate` per second; each replica's counters sampled every
-    `every` s with up to 20 ms of jitter; the client sees each end 0-15 ms after the server counted it."""
+    `every` s with up to 20 ms of jitter; the client sees each end 0-15 ms after the server counted it. slow:
+    each read of /metrics is answered this long (up to 40 % less) after it was sent: a busy worker's handler runs
+    late and shows its counters as they are then, at the read's end."""
     rng = np.random.default_rng(seed)
     server_end = np.sort(rng.uniform(0, n_req / rate, n_req))
     fin = server_end + rng.uniform(0, 0.015, n_req)
@@ -21,12 +25,17 @@ def _fleet(n_req=400, workers=2, rate=40.0, every=0.2, seed=0, same_size=False, 
         t = np.arange(-every, server_end[-1] + 2 * every, every) + rng.uniform(-0.02, 0.02)
         mine = truth == w
         at = [server_end[mine] <= x for x in t]
+        before, after = (
+            rng.uniform(0.6 * slow, slow + 1e-9, t.size),
+            rng.uniform(0, 0.005, t.size),
+        )  # [t - before, t + after]
         counters.append(
             Counters(
-                t,
+                t + (after - before) / 2,  # as recorded: the read's middle, not the moment it shows
                 np.array([m.sum() for m in at]),
                 np.array([prompt[mine][m].sum() for m in at]) if sums else None,
                 np.array([output[mine][m].sum() for m in at]) if sums else None,
+                (after + before) / 2,
             )
         )
     return fin, prompt, output, truth, counters
@@ -40,6 +49,18 @@ def test_distinct_requests_are_attributed_exactly():
     assert exact.mean() >= 0.95  # a few intervals hold two equal-sum choices by chance
     assert (got.replica[exact] == truth[exact]).mean() >= 0.99
     assert (got.replica == truth).mean() >= 0.97
+
+
+def test_a_worker_answering_its_metrics_late_is_attributed_within_the_read():
+    # reads answered 0.9-1.5 s late (a loaded host): the middle of a read is up to 0.75 s before the moment its
+    # counters show, past every window; the read's span bounds it
+    fin, prompt, output, truth, counters = _fleet(rate=10, every=0.2, slow=1.5, seed=5)
+    got = attribute(fin, prompt, output, np.ones(fin.size, bool), counters)
+    assert (got.replica >= 0).all() and got.unmatched == 0
+    exact = got.how == HOW.index("exact")
+    assert (got.replica[exact] == truth[exact]).all() and exact.mean() >= 0.5
+    blind = attribute(fin, prompt, output, np.ones(fin.size, bool), [replace(c, half=None) for c in counters])
+    assert blind.unmatched > 0  # the read's middle alone misses some: what the span is for
 
 
 def test_same_sized_requests_are_said_to_be_ambiguous():
@@ -78,6 +99,7 @@ def test_worker_rows_as_sampled_become_counters():
     ]
     c0, c1 = worker_counters(rows, 2)
     assert c0.t.tolist() == [-0.1, 0.1] and c0.done.tolist() == [0, 2] and c0.prompt is None
+    assert c0.half.tolist() == [0.0, 0.0]  # rows without "dt": instant reads
     assert c1.done.tolist() == [3]
 
 

@@ -14,6 +14,7 @@ import goodbench as gb
 from goodbench.analysis.fleet import prefix_hits, router_process
 from goodbench.analysis.routers import router_verdicts
 from goodbench.analysis.sweep import summary_row
+from goodbench.store import read_jsonl
 
 pytestmark = pytest.mark.real_vllm
 MIDDLEWARE = ("--enable-prompt-tokens-details", "--middleware", "replica_header.ReplicaHeader")
@@ -64,7 +65,9 @@ def test_vllm_router_in_front_of_two_real_vllm_workers(workers):
         print(f"{policy}: cached tokens per request sum {cached}, the workers' hit counters moved {delta:.0f}")
         assert cached == delta  # vLLM's usage, request by request, is what its counters count
         how = run.summary["replicas"]["attribution"]  # vLLM's own counters, sampled 5 times a second
-        print(f"{policy}: attribution by the workers' counters: {how}")
+        reads = read_jsonl(os.path.join(run.dir, "worker_metrics.jsonl"))
+        slowest = max(2 * r.get("dt", 0) for r in reads)  # a busy worker answers /metrics late: the span bounds it
+        print(f"{policy}: attribution by the workers' counters: {how}; slowest /metrics read {slowest:.3f} s")
         assert how["unattributed"] == 0 and how["agrees_with_header"] >= 0.9
         rows.append({"router": policy, "gpu": "cpu", "cell": f"cpu,router={policy}"} | summary_row(run.summary))
     lines = router_verdicts(rows)

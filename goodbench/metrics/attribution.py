@@ -31,17 +31,20 @@ NODES = 20_000  # search budget per interval: beyond it the interval is filled b
 
 @dataclass(frozen=True)
 class Counters:
-    """One worker's cumulative counters at its samples (run-clock seconds); prompt/output None when its
-    /metrics has no such histogram."""
+    """One worker's cumulative counters at its samples (run-clock seconds: the middle of each read); prompt/output
+    None when its /metrics has no such histogram. half: each read's half-width (None: instant): the counters are
+    the worker's state at some moment of the read, and a busy server answers /metrics late."""
 
     t: np.ndarray
     done: np.ndarray
     prompt: np.ndarray | None
     output: np.ndarray | None
+    half: np.ndarray | None = None
 
 
 def worker_counters(rows: list[dict], n: int) -> list[Counters]:
-    """worker_metrics.jsonl's rows ({"t", "source", "metrics"}) -> each worker's counters, in time order."""
+    """worker_metrics.jsonl's rows ({"t", "dt": the read's half-width, "source", "metrics"}) -> each worker's
+    counters, in time order."""
     out = []
     for w in range(n):
         mine = sorted((r for r in rows if r.get("source") == w), key=lambda r: r["t"])
@@ -51,7 +54,8 @@ def worker_counters(rows: list[dict], n: int) -> list[Counters]:
         for key, name in (("done", DONE), ("prompt", PROMPT), ("output", OUTPUT)):
             vals = [total(r["metrics"], name) for r in mine]
             cols[key] = None if any(v is None for v in vals) else np.rint(np.array(vals, float)).astype(np.int64)
-        out.append(Counters(t, cols["done"], cols["prompt"], cols["output"]))
+        half = np.array([r.get("dt", 0.0) for r in mine], float)
+        out.append(Counters(t, cols["done"], cols["prompt"], cols["output"], half))
     return out
 
 
@@ -68,15 +72,16 @@ class Attribution:
 
 def _intervals(workers: list[Counters]) -> list[tuple]:
     """Every (end, worker, start, requests, prompt sum, output sum) interval in which a worker finished requests,
-    in time order."""
+    in time order: from the start of the read before to the end of the read that saw them."""
     out = []
     for w, c in enumerate(workers):
+        half = np.zeros(c.t.size) if c.half is None else c.half
         for k in range(1, c.t.size):
             dn = int(c.done[k] - c.done[k - 1])
             if dn > 0:
                 dp = None if c.prompt is None else int(c.prompt[k] - c.prompt[k - 1])
                 dg = None if c.output is None else int(c.output[k] - c.output[k - 1])
-                out.append((float(c.t[k]), w, float(c.t[k - 1]), dn, dp, dg))
+                out.append((float(c.t[k] + half[k]), w, float(c.t[k - 1] - half[k - 1]), dn, dp, dg))
     out.sort(key=lambda x: (x[0], x[1]))
     return out
 

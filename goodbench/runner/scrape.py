@@ -21,7 +21,7 @@ async def _fetch(session, url: str) -> str:
 
 async def sample_now(base_url: str) -> tuple[float, dict] | None:
     """One sample (its monotonic time, the parsed metrics), or None: the counters before a run starts."""
-    at, sample = (await read_round([base_url.rstrip("/") + "/metrics"]))[0]
+    at, sample, _ = (await read_round([base_url.rstrip("/") + "/metrics"]))[0]
     return (at, sample) if sample else None
 
 
@@ -40,9 +40,10 @@ async def scrape_loop(
     await sample_loop([base_url.rstrip("/") + "/metrics"], path, t0, stop, interval, baseline)
 
 
-async def _read(session, src) -> tuple[float, dict | None]:
-    """One source's sample and when it was taken (monotonic, the middle of the request): a /metrics URL fetched
-    and parsed, or a local sampler called (NVML, AMD SMI)."""
+async def _read(session, src) -> tuple[float, dict | None, float]:
+    """One source's sample, when it was taken (monotonic, the middle of the request) and the read's half-width
+    (the sample is the source's state at some moment within it): a /metrics URL fetched and parsed, or a local
+    sampler called (NVML, AMD SMI)."""
     a = time.monotonic()
     if callable(src):
         try:  # off the event loop: a driver call must not stall dispatch
@@ -52,11 +53,12 @@ async def _read(session, src) -> tuple[float, dict | None]:
     else:
         text = await _fetch(session, src)
         sample = parse_prometheus(text) if text else None
-    return (a + time.monotonic()) / 2, sample
+    b = time.monotonic()
+    return (a + b) / 2, sample, (b - a) / 2
 
 
 async def read_round(sources: list) -> list:
-    """One sample of every source now: [(monotonic time, sample or None)]."""
+    """One sample of every source now: [(monotonic time, sample or None, the read's half-width s)]."""
     import aiohttp
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as s:
@@ -75,10 +77,11 @@ async def sample_loop(
     keep: tuple[str, ...] | None = None,
 ) -> None:
     """The one sampling loop: every interval (and once more when stopped) each source's sample appended to path
-    as {"t": run-clock s, "metrics": sample} (+ "source": its index with tag: GPU telemetry from several
-    exporters). A source that does not answer leaves no row for that tick. first: read_round's samples taken
-    before the clock started (written first: a window's start needs a sample before it). keep: only these
-    metrics (summed over their label sets) go to the file: workers' counters sampled several times a second."""
+        as {"t": run-clock s, "metrics": sample} (+ "source": its index with tag: GPU telemetry from several
+        exporters). A source that does not answer leaves no row for that tick. first: read_round's samples taken
+        before the clock started (written first: a window's start needs a sample before it). keep: only these
+        metrics (summed over their label sets) go to the file, with "dt": the read's half-width (a busy worker answers
+    late, and its counters are its state at some moment of the read): workers' counters sampled several times a second."""
     import aiohttp
 
     try:
@@ -90,11 +93,12 @@ async def sample_loop(
                 while True:
                     last = stop.is_set()
                     got, ready = ready or await asyncio.gather(*(_read(s, src) for src in sources)), None
-                    for i, (at, sample) in enumerate(got):
+                    for i, (at, sample, half) in enumerate(got):
                         if sample and keep:
                             sample = {k: v for k in keep if (v := total(sample, k)) is not None}
                         if sample:
                             row = {"t": round(at - t0, 6), "metrics": sample} | ({"source": i} if tag else {})
+                            row |= {"dt": round(half, 6)} if keep else {}  # counters sampled for attribution
                             f.write(json.dumps(row) + "\n")
                     f.flush()
                     if last:

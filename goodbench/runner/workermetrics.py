@@ -41,7 +41,7 @@ def check_workers(names, urls) -> None:
     """Every worker answers /metrics with vLLM's finished-request counter (UsageError naming the one that does
     not); one without the prompt/output token histograms is attributed by timing alone (warned)."""
     samples = asyncio.run(read_round(list(urls)))
-    for name, url, (_, sample) in zip(names, urls, samples):
+    for name, url, (_, sample, _) in zip(names, urls, samples):
         if sample is None:
             raise UsageError(f"--worker-metrics {name}={scrub_url(url)}: no answer (is the worker running there?)")
         keys = {k.split("{", 1)[0] for k in sample}
