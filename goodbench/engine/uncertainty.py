@@ -9,7 +9,7 @@ from .hardware import get_gpu
 from .lora import LORA_HELD_OUT_WORST
 from .moe import KERNEL_HELD_OUT, KERNEL_WORST
 from .speculative import SPEC_HELD_OUT
-from .vision import VISION_HELD_OUT_WORST, VISION_LOADED_MEDIAN
+from .vision import VISION_HELD_OUT_WORST, VISION_LOADED_MEDIAN, VISION_LOADED_WORST
 
 REGIME_ORDER = ("batch 1", "batch 2-16", "batch 17-64", "batch 65+", "prefill-heavy", "TP > 1")
 # Median |out-of-sample error| of the public points in each regime on tiers with fitted points; and the
@@ -101,7 +101,7 @@ def engine_uncertainty(engine: dict | None, stats: dict | None) -> dict | None:
         basis += (
             f"; images: held-out lone-request VLM TTFTs within {VISION_HELD_OUT_WORST:.0%} (benchmarks/vlm_ttft.py), "
             f"loaded ones median |error| up to {VISION_LOADED_MEDIAN:.0%}, a few 720p images a request too slow by up "
-            "to 2.5x (benchmarks/vlm_loaded.py)"
+            f"to {VISION_LOADED_WORST:.1f}x (benchmarks/vlm_loaded.py)"
         )
     if stats.get("lora_loads"):  # requests ran LoRA adapters
         pct = max(pct, LORA_HELD_OUT_WORST * 100)

@@ -75,7 +75,7 @@ def engine_ttft(model: str, gpu: str, n: int, w: int, h: int, prep: tuple[float,
     seq = Seq(0, TEXT_TOKENS, 1)
     seq.images = ((w, h),) * n
     eng.add(seq)
-    t = cm.front_end.media(seq.images)
+    t = cm.front_end.media(seq.images).total
     while eng.has_work:
         t += eng.step().duration
     return t

@@ -99,12 +99,14 @@ def image_tokens(model, sizes: tuple) -> int:
     return 0 if v is None else sum(v.prompt_tokens(w, h) for w, h in sizes)
 
 
-async def preprocess(queue, clock, seconds: float) -> float:
-    """Wait for this request's images' turn on the front end's one processor (frontend.MediaQueue) and for
-    their preprocessing; returns the seconds waited."""
+async def preprocess(queue, clock, work) -> float:
+    """Wait for this request's images to be decoded (a free decoding thread) and for their turn on the front
+    end's one processor and its preprocessing (frontend.MediaQueue, work a frontend.MediaWork); returns the
+    seconds waited."""
     import asyncio
 
+    start = clock()
+    await asyncio.sleep(max(0.0, queue.decoded(start, work) - start))
     now = clock()
-    wait = queue.done(now, seconds) - now
-    await asyncio.sleep(wait)
-    return wait
+    await asyncio.sleep(max(0.0, queue.done(now, work) - now))
+    return clock() - start

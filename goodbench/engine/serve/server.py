@@ -350,7 +350,7 @@ class EngineServer:
             if front > 0:
                 await asyncio.sleep(front)
             images = request.get(EXTRAS, (None, (), ()))[1]
-            if images and fe.preprocesses:  # one processor, first come first served (frontend.MediaQueue)
+            if images and fe.preprocesses:  # decoding threads, then one processor (frontend.MediaQueue)
                 front += await preprocess(self.media_queue, self.clock, fe.media(images))
             at = self.clock() if front > 0 else arrived
             seq = Seq(rid, n_prompt, max_tokens, arrival=at, priority=req.priority, hashes=hashes, payload=stream)

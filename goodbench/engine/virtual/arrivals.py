@@ -13,8 +13,9 @@ constant, or, for a server calibrated to one whose front end shares a CPU with i
 grows with the requests in flight at the send and the prompt's length. That is why a send is an event
 of its own: its delay is known only once the loop has reached the send and knows what finished before
 it. `sent[k]` and `load[k]` keep each request's send time and the requests in flight when it was sent.
-A vision-language model's front end then preprocesses a request's images on its one processor, in arrival
-order (frontend.MediaQueue): the request reaches the engine when that is done (a third event, PREPPED)."""
+A vision-language model's front end then preprocesses a request's images (frontend.MediaQueue): decoded in a
+pool of threads (an event, DECODED), then on its one processor in the order decoding finished: the request
+reaches the engine when that is done (PREPPED)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import math
 
 from ..frontend import MediaQueue, front_end
 
-SEND, ARRIVE, PREPPED = 0, 1, 2
+SEND, ARRIVE, PREPPED, DECODED = 0, 1, 2, 3
 
 
 class _Arrivals:
@@ -45,7 +46,7 @@ class _Arrivals:
         self.load = [0] * n  # where finishes are reported: one instance, or a cluster with dynamic arrivals
         self._ends: list[float] = []
         self._sends = 0
-        self.media: list | None = None  # per request its images' preprocessing seconds (None: no images)
+        self.media: list | None = None  # per request its images' preprocessing (frontend.MediaWork; None: no images)
         self.queue = MediaQueue()
 
     def _send(self, t: float, k: int) -> None:
@@ -68,11 +69,14 @@ class _Arrivals:
             t, k, kind = heapq.heappop(heap)
             if kind == PREPPED:
                 return t, k
+            if kind == DECODED:
+                heapq.heappush(heap, (self.queue.done(t, self.media[k]), k, PREPPED))
+                continue
             if kind == ARRIVE:
                 if self.constant:
                     self._count(self.sent[k], k)
-                if self.media and self.media[k]:
-                    heapq.heappush(heap, (self.queue.done(t, self.media[k]), k, PREPPED))
+                if self.media and self.media[k] is not None:
+                    heapq.heappush(heap, (self.queue.decoded(t, self.media[k]), k, DECODED))
                     continue
                 return t, k
             self.sent[k] = t
@@ -233,6 +237,6 @@ def arrivals_for(plan, front=0.0, processors: int = 1):
     else:
         arr = OpenArrivals(plan.offsets, front, prompts)
     if arr.front.preprocesses and any(r.media for r in plan.requests):
-        arr.media = [arr.front.media(r.media["sizes"]) if r.media else 0.0 for r in plan.requests]
+        arr.media = [arr.front.media(r.media["sizes"]) if r.media else None for r in plan.requests]
         arr.queue = MediaQueue(processors)
     return arr
