@@ -39,8 +39,8 @@ class MoE:
     expert_ffn: int  # each expert's intermediate size (gated: gate, up, down)
     shared_ffn: int = 0  # the shared expert(s)' total intermediate size, run for every token (DeepSeek: 2048)
     dense_layers: int = 0  # leading dense layers of Model.ffn (DeepSeek's first_k_dense_replace = 3)
-    groups: int = 1  # grouped routing (DeepSeek: 8 groups, each token's experts from its top 4)
-    topk_groups: int = 1
+    groups: int = 1  # grouped routing (DeepSeek: 8 groups, each token's experts from its top 4): no effect on the
+    topk_groups: int = 1  # expected touched experts (tests/test_moe.py samples it); kept for the all-to-all
     expert_format: str = "bf16"  # as the checkpoint ships them (WEIGHT_FORMATS)
 
     @property
