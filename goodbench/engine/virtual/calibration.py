@@ -218,6 +218,7 @@ def calibrate(path: str | None = None, start: np.ndarray | None = None, iteratio
             "error": signed_error(p, lin.values[i]),
             "oos_error": signed_error(p, preds[i]),
             "regimes": regimes_of(p, lin.regimes[i]),
+            "mean_batch": float(lin.regimes[i]["mean_batch"]),
         }
         for i, p in enumerate(points)
     ]
