@@ -5,6 +5,8 @@ profile's own error on the runs it was fitted to. Pure."""
 
 from __future__ import annotations
 
+import math
+
 from .hardware import get_gpu
 from .lora import LORA_HELD_OUT_WORST
 from .moe import KERNEL_HELD_OUT, KERNEL_WORST
@@ -38,12 +40,19 @@ TTFT_ERROR = {"calibrated": 0.115, "all": 0.145}
 FRONT_END_SEEN = "public vLLM V1 servers spent 2-4 ms (IOG, H100 PCIe) to ~50 ms (GPUStack, chat API) per request there"
 
 
+BATCH_CLASSES = ((1.5, "batch 1"), (16.5, "batch 2-16"), (64.5, "batch 17-64"), (math.inf, "batch 65+"))
+
+
+def batch_class(mean_batch: float, classes=BATCH_CLASSES) -> str:
+    """The class of a time-weighted mean number of requests per step: the first whose edge lies above it."""
+    return next(name for edge, name in classes if mean_batch < edge)
+
+
 def regimes(mean_batch: float, prefill_share: float, tp: int, ttft_long: bool = False) -> list[str]:
     """The regimes a run or a public point counts in: its batch class by the time-weighted mean number
     of requests per step; prefill-heavy when most busy time is in steps that carry prefill (or for a
     TTFT of long prompts); TP > 1."""
-    b = mean_batch
-    out = ["batch 1" if b < 1.5 else "batch 2-16" if b < 16.5 else "batch 17-64" if b < 64.5 else "batch 65+"]
+    out = [batch_class(mean_batch)]
     if ttft_long or prefill_share >= 0.5:
         out.append("prefill-heavy")
     if tp > 1:

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..costmodel import CostModel
-from ..uncertainty import REGIME_ORDER
+from ..uncertainty import BATCH_CLASSES, REGIME_ORDER, batch_class
 from .calibration import NAMES, K, calibrate, constants, shipped_theta
 from .calpoints import load_points, point_config, replay
 
@@ -175,7 +175,8 @@ def _metric_table(rows: list[dict]) -> list[str]:
     return out
 
 
-FLIGHT_BINS = ((1.5, "in flight 1"), (16.5, "2-16"), (64.5, "17-64"), (255.5, "65-255"), (np.inf, "256+"))
+# the regimes' batch classes (uncertainty.BATCH_CLASSES), the last split at 256 in flight as the issue asks
+FLIGHT_BINS = BATCH_CLASSES[:-1] + ((255.5, "batch 65-255"), (np.inf, "batch 256+"))
 PROMPT_BINS = ((1024, "prompts < 1k"), (4096, "1k-4k"), (np.inf, "4k+"))
 MIN_POINTS = 5  # fewer held-out points than this in a cell: not measured
 
@@ -184,7 +185,7 @@ def _held_out_cells(r: dict) -> list[str]:
     """The held-out table's rows a point counts in: its in-flight bin (the replay's mean batch), its prompt-length
     bin (ShareGPT-sampled points without stated lengths in none), TP > 1, FP8, and all."""
     p = r["point"]
-    out = [next(name for edge, name in FLIGHT_BINS if r["mean_batch"] < edge)]
+    out = [batch_class(r["mean_batch"], FLIGHT_BINS)]
     if p.input_len:
         out.append(next(name for edge, name in PROMPT_BINS if p.input_len < edge))
     return out + (["TP > 1"] if p.tp > 1 else []) + (["FP8"] if p.dtype == "fp8" else []) + ["all"]
