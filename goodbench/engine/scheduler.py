@@ -176,7 +176,6 @@ class Scheduler:
 
     def _schedule_v1(self, decode_first: bool) -> Batch:
         kv = self.kv
-        bs = kv.block_size
         budget = self.budget
         batch = Batch()
         running = self.running
@@ -198,8 +197,7 @@ class Scheduler:
             if spec_k:  # a local: the text-only path pays one check
                 drafts = self._drafts(seq, n, budget)
                 n += drafts
-            # most steps of a request fit in the blocks it holds: nothing to allocate (KVCache.allocate's need <= 0)
-            ok = seq.num_computed + n <= seq.blocks * bs or kv.allocate(seq, n)
+            ok = kv.allocate(seq, n)
             while not ok:
                 victim = self._pick_victim()
                 running.remove(victim)
